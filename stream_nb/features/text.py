@@ -1,0 +1,481 @@
+"""Text -> token-count features for the naive Bayes models.
+
+`TextFeaturizer` turns one message into a `dict[str, int]` of feature counts. Processing order:
+
+1. strip accents (optional): NFKD decomposition, then combining marks are dropped;
+2. lowercase (optional);
+3. URLs, e-mail addresses and numbers are replaced by placeholder tokens (each optional);
+4. the token pattern is applied (first ``max_tokens`` tokens only, if set);
+5. stop words are dropped;
+6. word n-grams (joined by a single space) and character n-grams are formed and counted;
+7. counts are clipped to 1 if ``binary``.
+
+Steps 1, 2, 4 and 6 follow the order of River's ``BagOfWords``, so
+`TextFeaturizer.river_compatible()` gives exactly River's output.
+
+Synthetic feature keys all start with ``#`` so that, with any token pattern that cannot match
+``#`` (the default ones cannot), they never collide with a word:
+
+- ``#url``, ``#email``, ``#num``: placeholders for a URL, an e-mail address, a number;
+- ``#url:<domain>``: the lower-cased domain of a URL without a leading ``www.``, counted once per
+  URL (``url_domains=True``);
+- ``#c:<chars>``: a character n-gram of a word padded with one space on each side
+  (e.g. ``#c: fr``).
+
+Placeholders are inserted as finished tokens (they are not lowercased nor matched against the
+token pattern), so they survive any configuration.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from itertools import islice
+from typing import Any, Callable
+
+__all__ = [
+    "CHAR_NGRAM_PREFIX",
+    "DEFAULT_TOKEN_PATTERN",
+    "EMAIL_TOKEN",
+    "NUMBER_TOKEN",
+    "RIVER_TOKEN_PATTERN",
+    "TextFeaturizer",
+    "URL_DOMAIN_PREFIX",
+    "URL_TOKEN",
+    "strip_accents",
+]
+
+DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+RIVER_TOKEN_PATTERN = r"(?u)\b\w[\w\-]+\b"
+
+URL_TOKEN = "#url"
+EMAIL_TOKEN = "#email"
+NUMBER_TOKEN = "#num"
+URL_DOMAIN_PREFIX = "#url:"
+CHAR_NGRAM_PREFIX = "#c:"
+_PLACEHOLDERS = frozenset({URL_TOKEN, EMAIL_TOKEN, NUMBER_TOKEN})
+
+# `\b\w\w+\b` and `\w{2,}` find exactly the same tokens (a leftmost-greedy `\w{2,}` match can only
+# start at the first character of a run of word characters and always runs to its end), and the
+# second is about 30% faster in CPython's `re`; it is used whenever the default is asked for.
+_EQUIVALENT_FASTER_PATTERNS = {
+    DEFAULT_TOKEN_PATTERN: r"\w{2,}",
+    r"\b\w\w+\b": r"\w{2,}",
+}
+
+# A URL starts with a scheme ("https://") or "www." and ends before white space, quotes, angle
+# brackets; trailing sentence punctuation is not part of it. Explicit letter cases instead of
+# re.IGNORECASE, which made the scan about 1.8x slower.
+_URL_PATTERN = (
+    r"(?:\b[a-zA-Z][a-zA-Z0-9+.\-]*(?=://)://|\b[wW]{3}\.)[^\s<>\"']*[^\s<>\"'.,;:!?)\]}]"
+)
+# The look-behind stops the scan from retrying inside a word (same matches, about 2x faster).
+_EMAIL_PATTERN = r"(?<![\w.+\-])[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"
+# A whole number token, with decimal/thousands/time separators: 42, 3.14, 1,000, 10:30 (not 2nd).
+_NUMBER_PATTERN = r"\b\d+(?:[.,:]\d+)*\b"
+
+_OPTION_NAMES = (
+    "lowercase",
+    "strip_accents",
+    "token_pattern",
+    "ngram_range",
+    "char_ngrams",
+    "stop_words",
+    "normalize_urls",
+    "normalize_emails",
+    "normalize_numbers",
+    "url_domains",
+    "max_tokens",
+    "binary",
+)
+
+
+def strip_accents(text: str) -> str:
+    """Return `text` in NFKD form with every combining mark removed ("café" -> "cafe")."""
+    if text.isascii():  # NFKD leaves ASCII unchanged; skip the per-character pass
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    combining = unicodedata.combining
+    return "".join([char for char in decomposed if not combining(char)])
+
+
+def _url_domain(url: str) -> str | None:
+    """Lower-cased host of `url` without userinfo, port, trailing dot or leading "www."."""
+    scheme_end = url.find("://")
+    rest = url[scheme_end + 3 :] if scheme_end >= 0 else url
+    host = re.split(r"[/?#\\]", rest, maxsplit=1)[0]
+    host = host.rpartition("@")[2].partition(":")[0].rstrip(".").lower()
+    if host.startswith("www."):
+        host = host[4:]
+    return host or None
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _check_range(name: str, value: Any) -> tuple[int, int]:
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+    ):
+        raise ValueError(f"{name} must be a pair of integers (min_n, max_n), got {value!r}")
+    low, high = value
+    if not 1 <= low <= high:
+        raise ValueError(f"{name} must satisfy 1 <= min_n <= max_n, got {value!r}")
+    return (low, high)
+
+
+class TextFeaturizer:
+    """Turns a text into a dict of feature counts (words, word n-grams, character n-grams).
+
+    Parameters
+    ----------
+    lowercase
+        Lowercase the text before tokenising.
+    strip_accents
+        Decompose the text (NFKD) and drop combining marks before lowercasing, like River's
+        ``BagOfWords(strip_accents=True)``.
+    token_pattern
+        Regular expression whose matches are the tokens. If it has one capturing group, the group
+        is the token (the whole match when the group did not take part), as in River.
+    ngram_range
+        ``(min_n, max_n)``: word n-grams for every n in the range, joined with one space.
+    char_ngrams
+        ``None`` or ``(min_n, max_n)``: character n-grams of each word (after stop-word removal,
+        placeholders excluded), the word padded with one space on each side, keyed
+        ``#c:<chars>``. A padded word shorter than ``min_n`` yields itself once (as
+        scikit-learn's ``char_wb`` analyser does).
+    stop_words
+        Tokens to drop (compared with tokens after lowercasing/accent stripping, before n-grams).
+    normalize_urls, normalize_emails, normalize_numbers
+        Replace URLs (``scheme://...`` or ``www....``), e-mail addresses, numbers by the tokens
+        ``#url``, ``#email``, ``#num``.
+    url_domains
+        With ``normalize_urls``, also count ``#url:<domain>`` for each URL.
+    max_tokens
+        ``None`` or a positive int: only the first ``max_tokens`` tokens (placeholders included,
+        stop words included) of a message are used, bounding the work on huge messages.
+    binary
+        Clip counts to 1 (presence features for Bernoulli naive Bayes).
+    """
+
+    def __init__(
+        self,
+        *,
+        lowercase: bool = True,
+        strip_accents: bool = False,
+        token_pattern: str = DEFAULT_TOKEN_PATTERN,
+        ngram_range: tuple[int, int] = (1, 1),
+        char_ngrams: tuple[int, int] | None = None,
+        stop_words: Iterable[str] | None = None,
+        normalize_urls: bool = True,
+        normalize_emails: bool = True,
+        normalize_numbers: bool = False,
+        url_domains: bool = True,
+        max_tokens: int | None = None,
+        binary: bool = False,
+    ) -> None:
+        self.lowercase = _check_bool("lowercase", lowercase)
+        self.strip_accents = _check_bool("strip_accents", strip_accents)
+        self.normalize_urls = _check_bool("normalize_urls", normalize_urls)
+        self.normalize_emails = _check_bool("normalize_emails", normalize_emails)
+        self.normalize_numbers = _check_bool("normalize_numbers", normalize_numbers)
+        self.url_domains = _check_bool("url_domains", url_domains)
+        self.binary = _check_bool("binary", binary)
+        self.ngram_range = _check_range("ngram_range", ngram_range)
+        self.char_ngrams = None if char_ngrams is None else _check_range("char_ngrams", char_ngrams)
+
+        if not isinstance(token_pattern, str):
+            raise ValueError(f"token_pattern must be a regex string, got {token_pattern!r}")
+        try:
+            compiled = re.compile(_EQUIVALENT_FASTER_PATTERNS.get(token_pattern, token_pattern))
+        except re.error as error:
+            raise ValueError(f"token_pattern {token_pattern!r} is not a valid regex: {error}") from None
+        if compiled.groups > 1:
+            raise ValueError(
+                f"token_pattern may have at most one capturing group, {token_pattern!r} has "
+                f"{compiled.groups}"
+            )
+        self.token_pattern = token_pattern
+        self._pattern = compiled
+
+        if stop_words is None:
+            self.stop_words: frozenset[str] | None = None
+        else:
+            if isinstance(stop_words, (str, bytes)) or not isinstance(stop_words, Iterable):
+                raise ValueError(
+                    f"stop_words must be None or an iterable of words (not a single string), "
+                    f"got {stop_words!r}"
+                )
+            words = list(stop_words)
+            if not all(isinstance(word, str) for word in words):
+                raise ValueError("stop_words must contain only strings")
+            self.stop_words = frozenset(words) or None
+
+        if max_tokens is not None and (
+            not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+        ):
+            raise ValueError(f"max_tokens must be None or a positive integer, got {max_tokens!r}")
+        self.max_tokens = max_tokens
+
+        if any(token == "" for token in self._tokenize("ab cd, ef-gh 12", None)):
+            raise ValueError(f"token_pattern {token_pattern!r} matches the empty string")
+
+        special = []
+        if normalize_urls:
+            special.append(f"(?P<url>{_URL_PATTERN})")
+        if normalize_emails:
+            special.append(f"(?P<email>{_EMAIL_PATTERN})")
+        if normalize_numbers:
+            special.append(f"(?P<num>{_NUMBER_PATTERN})")
+        self._special = re.compile("|".join(special)) if special else None
+
+        plain = (
+            self.ngram_range == (1, 1)
+            and self.char_ngrams is None
+            and self.stop_words is None
+            and self.max_tokens is None
+            and compiled.groups == 0
+            and not normalize_numbers
+        )
+        self._featurize: Callable[[str], dict[str, int]] = (
+            self._build_plain_featurizer() if plain else self._featurize_general
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # Public API
+
+    @classmethod
+    def river_compatible(cls) -> TextFeaturizer:
+        """The configuration equal to River's ``BagOfWords()`` with its default options."""
+        return cls(
+            token_pattern=RIVER_TOKEN_PATTERN,
+            strip_accents=True,
+            normalize_urls=False,
+            normalize_emails=False,
+        )
+
+    def transform_one(self, text: str) -> dict[str, int]:
+        """Feature counts of one text; ``{}`` for a text without tokens."""
+        if not isinstance(text, str):
+            raise TypeError(f"TextFeaturizer expects a str, got {type(text).__name__}")
+        return self._featurize(text)
+
+    __call__ = transform_one
+
+    def transform_many(self, texts: Iterable[str]) -> list[dict[str, int]]:
+        """Feature counts of each text, in order."""
+        featurize = self._featurize
+        results = []
+        append = results.append
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"TextFeaturizer expects a str, got {type(text).__name__}")
+            append(featurize(text))
+        return results
+
+    def to_config(self) -> dict[str, Any]:
+        """Every option as JSON-able values; `from_config` rebuilds an identical featuriser."""
+        return {
+            "lowercase": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "token_pattern": self.token_pattern,
+            "ngram_range": list(self.ngram_range),
+            "char_ngrams": None if self.char_ngrams is None else list(self.char_ngrams),
+            "stop_words": None if self.stop_words is None else sorted(self.stop_words),
+            "normalize_urls": self.normalize_urls,
+            "normalize_emails": self.normalize_emails,
+            "normalize_numbers": self.normalize_numbers,
+            "url_domains": self.url_domains,
+            "max_tokens": self.max_tokens,
+            "binary": self.binary,
+        }
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> TextFeaturizer:
+        """Rebuild from `to_config` output. Unknown keys are an error; absent ones take defaults."""
+        if not isinstance(config, Mapping):
+            raise ValueError(f"TextFeaturizer config must be a mapping, got {type(config).__name__}")
+        unknown = sorted(set(config) - set(_OPTION_NAMES))
+        if unknown:
+            raise ValueError(f"unknown TextFeaturizer config keys: {unknown}")
+        options = dict(config)
+        for name in ("ngram_range", "char_ngrams"):
+            if isinstance(options.get(name), list):
+                options[name] = tuple(options[name])
+        return cls(**options)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TextFeaturizer):
+            return NotImplemented
+        return self.to_config() == other.to_config()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable attributes; equality is by options
+
+    def __repr__(self) -> str:
+        defaults = TextFeaturizer().to_config()
+        changed = {k: v for k, v in self.to_config().items() if defaults[k] != v}
+        return f"TextFeaturizer({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+
+    # ----------------------------------------------------------------------------------------
+    # Implementation
+
+    def _normalize(self, text: str) -> str:
+        if self.strip_accents:
+            text = strip_accents(text)
+        if self.lowercase:
+            text = text.lower()
+        return text
+
+    def _may_contain_special(self, text: str) -> bool:
+        """Cheap test that is False only if the special pattern cannot match `text`."""
+        if self.normalize_numbers:
+            return True
+        if self.normalize_emails and "@" in text:
+            return True
+        if self.normalize_urls:
+            if "://" in text:
+                return True
+            lowered = text if self.lowercase else text.lower()
+            return "www." in lowered
+        return False
+
+    def _tokenize(self, text: str, limit: int | None) -> list[str]:
+        """Tokens of `text` by the token pattern, at most `limit` of them."""
+        pattern = self._pattern
+        if pattern.groups == 0:
+            if limit is None:
+                return pattern.findall(text)
+            return [match.group() for match in islice(pattern.finditer(text), limit)]
+        matches = pattern.finditer(text)
+        if limit is not None:
+            matches = islice(matches, limit)
+        return [match[1] if match.lastindex else match.group() for match in matches]
+
+    def _tokens_with_placeholders(self, text: str) -> tuple[list[str], list[str]]:
+        """Tokens with URLs/e-mails/numbers replaced by placeholders, and the URL domain keys.
+
+        The text between two special matches is tokenised on its own, so a token never spans a
+        URL, e-mail address or number.
+        """
+        limit = self.max_tokens
+        tokens: list[str] = []
+        domains: list[str] = []
+        position = 0
+        for match in self._special.finditer(text):  # type: ignore[union-attr]
+            start = match.start()
+            if start > position:
+                remaining = None if limit is None else limit - len(tokens)
+                tokens.extend(self._tokenize(text[position:start], remaining))
+            if limit is not None and len(tokens) >= limit:
+                return tokens[:limit], domains
+            kind = match.lastgroup
+            if kind == "url":
+                tokens.append(URL_TOKEN)
+                if self.url_domains:
+                    domain = _url_domain(match.group())
+                    if domain:
+                        domains.append(URL_DOMAIN_PREFIX + domain)
+            elif kind == "email":
+                tokens.append(EMAIL_TOKEN)
+            else:
+                tokens.append(NUMBER_TOKEN)
+            position = match.end()
+        remaining = None if limit is None else limit - len(tokens)
+        if remaining is None or remaining > 0:
+            tokens.extend(self._tokenize(text[position:], remaining))
+        return tokens, domains
+
+    def _build_plain_featurizer(self) -> Callable[[str], dict[str, int]]:
+        """Fast path for unigram counts without stop words, n-grams or a token cap.
+
+        A closure over local variables, because attribute look-ups per message cost a measurable
+        share (about 10%) of featurising an SMS-length text.
+        """
+        do_strip_accents = self.strip_accents
+        do_lowercase = self.lowercase
+        find_tokens = self._pattern.findall
+        # Placeholders are only looked for when the text could hold one ('@', '://', 'www.').
+        gate_emails = self.normalize_emails
+        gate_urls = self.normalize_urls
+        tokens_with_placeholders = self._tokens_with_placeholders
+        binary = self.binary
+
+        def featurize_plain(text: str) -> dict[str, int]:
+            if do_strip_accents:
+                text = strip_accents(text)
+            if do_lowercase:
+                text = text.lower()
+            if (gate_emails and "@" in text) or (
+                gate_urls
+                and ("://" in text or "www." in (text if do_lowercase else text.lower()))
+            ):
+                tokens, domains = tokens_with_placeholders(text)
+                tokens.extend(domains)
+            else:
+                tokens = find_tokens(text)
+            if binary:
+                return dict.fromkeys(tokens, 1)
+            # A plain dict loop measured faster than Counter (and dict(Counter)) on SMS texts.
+            counts: dict[str, int] = {}
+            for token in tokens:
+                if token in counts:
+                    counts[token] += 1
+                else:
+                    counts[token] = 1
+            return counts
+
+        return featurize_plain
+
+    def _featurize_general(self, text: str) -> dict[str, int]:
+        text = self._normalize(text)
+        if self._special is not None and self._may_contain_special(text):
+            tokens, domains = self._tokens_with_placeholders(text)
+        else:
+            tokens, domains = self._tokenize(text, self.max_tokens), []
+
+        stop_words = self.stop_words
+        if stop_words is not None:
+            tokens = [token for token in tokens if token not in stop_words]
+
+        features: list[str] = []
+        min_n, max_n = self.ngram_range
+        for n in range(min_n, max_n + 1):
+            if n == 1:
+                features.extend(tokens)
+            else:
+                features.extend(" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+        features.extend(domains)
+        if self.char_ngrams is not None:
+            features.extend(self._char_ngrams(tokens))
+
+        if self.binary:
+            return dict.fromkeys(features, 1)
+        counts: dict[str, int] = {}
+        for feature in features:
+            if feature in counts:
+                counts[feature] += 1
+            else:
+                counts[feature] = 1
+        return counts
+
+    def _char_ngrams(self, tokens: list[str]) -> list[str]:
+        """Prefixed character n-grams of each space-padded word token."""
+        min_n, max_n = self.char_ngrams  # type: ignore[misc]
+        grams: list[str] = []
+        for token in tokens:
+            if token in _PLACEHOLDERS:
+                continue
+            padded = f" {token} "
+            length = len(padded)
+            if length < min_n:
+                grams.append(CHAR_NGRAM_PREFIX + padded)
+                continue
+            for n in range(min_n, min(max_n, length) + 1):
+                grams.extend(CHAR_NGRAM_PREFIX + padded[i : i + n] for i in range(length - n + 1))
+        return grams
