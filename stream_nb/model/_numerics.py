@@ -1,0 +1,85 @@
+"""Numerics shared by every variant: exact prefix counts, log-space normalisation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def exclusive_prefix_by_group(group: np.ndarray, contributions: np.ndarray) -> np.ndarray:
+    """For each row r: the sum of `contributions` over earlier rows with the same `group`.
+
+        out[r] = sum_{r' < r, group[r'] == group[r]} contributions[r']
+
+    Rows are in stream order. The result is exact when contributions are integers (float64
+    holds integers exactly up to 2**53, so the order of summation does not matter).
+    """
+    if len(group) == 0:
+        return np.zeros_like(contributions)
+    order = np.argsort(group, kind="stable")
+    sorted_group = group[order]
+    sorted_contrib = contributions[order]
+    inclusive = np.cumsum(sorted_contrib, axis=0)
+    exclusive = inclusive - sorted_contrib
+    is_first = np.empty(len(group), dtype=bool)
+    is_first[0] = True
+    np.not_equal(sorted_group[1:], sorted_group[:-1], out=is_first[1:])
+    group_number = np.cumsum(is_first) - 1
+    exclusive -= exclusive[np.flatnonzero(is_first)][group_number]
+    out = np.empty_like(exclusive)
+    out[order] = exclusive
+    return out
+
+
+def exclusive_cumsum(rows: np.ndarray) -> np.ndarray:
+    """out[i] = sum_{i' < i} rows[i'] (along axis 0)."""
+    out = np.cumsum(rows, axis=0)
+    out -= rows
+    return out
+
+
+def per_event_sum(event: np.ndarray, values: np.ndarray, n_events: int) -> np.ndarray:
+    """Sum `values` (rows, or rows x columns) into their events, adding in row order.
+
+    np.bincount accumulates sequentially, so an event's sum is formed in the same order whether
+    it is computed alone or inside a batch: the batch path stays bit-identical to the per-event one.
+    """
+    if values.ndim == 1:
+        return np.bincount(event, weights=values, minlength=n_events)
+    out = np.empty((n_events, values.shape[1]))
+    for column in range(values.shape[1]):
+        out[:, column] = np.bincount(event, weights=values[:, column], minlength=n_events)
+    return out
+
+
+def normalise_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Posterior probabilities from joint log likelihoods by log-sum-exp, row by row.
+
+        P(c | x) = exp(s_c - m) / sum_k exp(s_k - m),   m = max_k s_k, over active classes k.
+
+    Edge cases, on purpose:
+    - every class at -inf (possible only with alpha = 0: each class gives the event zero
+      probability): the evidence contradicts every class, so the row falls back to `fallback`
+      (the log prior);
+    - one or more classes at +inf (complement NB with alpha = 0): the mass is shared equally
+      by those classes.
+    Inactive classes get probability 0. The sum runs over columns in class order, so a row's
+    result does not depend on how many rows are normalised together.
+    """
+    scores = np.where(active, scores, -np.inf)
+    best = scores.max(axis=1, initial=-np.inf)
+    hopeless = np.isneginf(best) & active.any(axis=1)
+    if hopeless.any():
+        scores[hopeless] = np.where(active[hopeless], fallback[hopeless], -np.inf)
+        best[hopeless] = scores[hopeless].max(axis=1)
+    certain = np.isposinf(best)
+    if certain.any():
+        scores[certain] = np.where(np.isposinf(scores[certain]), 0.0, -np.inf)
+        best[certain] = 0.0
+    best[np.isneginf(best)] = 0.0  # rows with no active class: all zeros come out below
+    with np.errstate(invalid="ignore"):
+        weights = np.exp(scores - best[:, None])
+    total = np.zeros(len(scores))
+    for column in range(scores.shape[1]):
+        total += weights[:, column]
+    total[total == 0.0] = 1.0
+    return weights / total[:, None]

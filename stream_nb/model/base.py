@@ -1,0 +1,395 @@
+"""Machinery every naive Bayes variant shares: River's protocol, the class book, batching.
+
+A variant supplies one kernel, `_kernel(batch, predict, learn)`, that scores a batch of events
+*prequentially* (event i is scored with the state after events 0..i-1 of the batch) and then,
+if asked, learns the labeled ones. `learn_one`/`predict_proba_one` run the kernel on a batch of
+one; `predict_learn_many` runs it on a whole batch. The two paths perform the same floating
+point operations per event, which is why their results are equal to the last bit.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from river import base as river_base
+
+from stream_nb.model._numerics import exclusive_cumsum, normalise_log_scores
+
+# Events per kernel call: bounds the (events x classes) work arrays.
+BATCH_CHUNK = 8192
+
+
+def class_sort_key(label) -> tuple:
+    """Canonical class order: integers (and bools) by value, then strings.
+
+    Arrays are kept in this order rather than order of arrival, so a merged or restored model
+    lays its classes out exactly like one trained on the whole stream.
+    """
+    if isinstance(label, str):
+        return (1, 0, label)
+    if isinstance(label, (int, np.integer)):
+        return (0, int(label), "")
+    raise TypeError(f"class labels must be str or int, got {type(label).__name__}: {label!r}")
+
+
+@dataclass
+class EncodedBatch:
+    """A batch of events as flat arrays: one row per (event, feature) occurrence."""
+
+    n_events: int
+    event: np.ndarray  # occurrence -> event index, non-decreasing
+    column: np.ndarray  # occurrence -> feature column, -1 if the feature was never learned
+    value: np.ndarray  # occurrence -> feature value (never 0)
+    label: np.ndarray  # event -> class index, -1 for an unlabeled event
+    weight: np.ndarray  # event -> sample weight (> 0 where labeled)
+
+    def event_slice(self, i: int) -> EncodedBatch:
+        lo, hi = np.searchsorted(self.event, [i, i + 1])
+        return EncodedBatch(
+            1,
+            self.event[lo:hi] - i,
+            self.column[lo:hi],
+            self.value[lo:hi],
+            self.label[i : i + 1],
+            self.weight[i : i + 1],
+        )
+
+    @property
+    def labeled(self) -> np.ndarray:
+        return self.label >= 0
+
+
+@dataclass
+class ClassPrefix:
+    """Per-event view of the class counts, as each event sees them (before it is learned)."""
+
+    counts_before: np.ndarray  # (n, C) N_c
+    active: np.ndarray  # (n, C) classes seen so far
+    log_prior: np.ndarray  # (n, C) log P(c)
+    learned: np.ndarray  # (n, C) weight each event adds to its class
+
+
+_PLAIN_NUMBERS = {int, float, bool}
+
+
+def _is_integral(values: np.ndarray) -> bool:
+    return bool(np.all(np.floor(values) == values))
+
+
+class NaiveBayes(river_base.Classifier):
+    """Base of every variant: class bookkeeping, the River protocol and batch processing.
+
+    Prior, with smoothing prior_alpha = lambda and K classes seen so far:
+
+        P(c) = (N_c + lambda) / (N + K lambda)      (lambda = 0: the MLE N_c / N)
+    """
+
+    def __init__(self, prior_alpha: float = 0.0):
+        self.prior_alpha = prior_alpha
+        _check_smoothing("prior_alpha", prior_alpha)
+        self._classes: list = []
+        self._class_index: dict = {}
+        self._class_counts = np.zeros(0)
+        self._integral = True  # every count so far is a whole number
+
+    # ---- class book -------------------------------------------------------------------
+
+    @property
+    def classes_(self) -> list:
+        return list(self._classes)
+
+    @property
+    def _multiclass(self):
+        return True
+
+    @property
+    def events_learned(self) -> float:
+        return float(self._class_counts.sum())
+
+    def _add_classes(self, labels) -> None:
+        new = {label for label in labels if label not in self._class_index}
+        if not new:
+            return
+        for label in new:
+            class_sort_key(label)  # raises TypeError on an unsupported label
+        keys = [class_sort_key(label) for label in self._classes]
+        insert_at = []
+        for label in sorted(new, key=class_sort_key):
+            insert_at.append(bisect.bisect_left(keys, class_sort_key(label)))
+        merged = sorted(self._classes + list(new), key=class_sort_key)
+        self._insert_class_columns(np.array(insert_at, dtype=np.int64))
+        self._class_counts = np.insert(self._class_counts, insert_at, 0.0)
+        self._classes = merged
+        self._class_index = {label: index for index, label in enumerate(merged)}
+
+    def _insert_class_columns(self, insert_at: np.ndarray) -> None:
+        """Add zero columns for new classes to the variant's per-class arrays."""
+
+    def _class_prefix(self, batch: EncodedBatch) -> ClassPrefix:
+        n, n_classes = batch.n_events, len(self._classes)
+        learned = np.zeros((n, n_classes))
+        labeled = np.flatnonzero(batch.labeled)
+        learned[labeled, batch.label[labeled]] = batch.weight[labeled]
+        counts_before = self._class_counts + exclusive_cumsum(learned)
+        active = counts_before > 0
+        lam = self.prior_alpha
+        total = counts_before.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_prior = np.log(counts_before + lam) - np.log(total + active.sum(axis=1) * lam)[:, None]
+        log_prior = np.where(active, log_prior, -np.inf)  # no class yet: -inf, not 0/0
+        return ClassPrefix(counts_before, active, log_prior, learned)
+
+    def _current_log_prior(self) -> tuple[np.ndarray, np.ndarray]:
+        """(active, log P(c)) for the state as it is now; -inf for classes not yet learned."""
+        counts = self._class_counts
+        active = counts > 0
+        if not active.any():
+            return active, np.full(len(counts), -np.inf)
+        lam = self.prior_alpha
+        with np.errstate(divide="ignore"):
+            log_prior = np.log(counts + lam) - math.log(counts.sum() + active.sum() * lam)
+        return active, np.where(active, log_prior, -np.inf)
+
+    # ---- encoding ---------------------------------------------------------------------
+
+    def _check_values(self, values: np.ndarray) -> np.ndarray:
+        """Validate feature values; return the mask of occurrences that carry information."""
+        if not np.all(np.isfinite(values)):
+            raise ValueError("feature values must be finite numbers (got NaN or infinity)")
+        return values != 0
+
+    def _encode(self, X: Sequence, y: Sequence, weights: Sequence | None = None) -> EncodedBatch:
+        """Validate a batch and turn it into flat arrays; nothing is mutated until it is valid."""
+        n = len(X)
+        if len(y) != n:
+            raise ValueError(f"X has {n} events but y has {len(y)} labels")
+        names: list = []
+        values: list = []
+        lengths = np.empty(n, dtype=np.int64)
+        for i, x in enumerate(X):
+            if not isinstance(x, Mapping):
+                raise TypeError(f"event {i}: x must be a dict feature -> value, got {type(x).__name__}")
+            names.extend(x)
+            values.extend(x.values())
+            lengths[i] = len(x)
+        value_types = set(map(type, values))
+        if not value_types <= _PLAIN_NUMBERS:
+            bad = next((t for t in value_types if not issubclass(t, (int, float, np.number)) or issubclass(t, np.complexfloating)), None)
+            if bad is not None:
+                raise TypeError(f"feature values must be real numbers, got {bad.__name__}")
+        value = np.array(values, dtype=np.float64)
+        keep = self._check_values(value)
+        weight = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+        if weights is not None and (not np.all(np.isfinite(weight)) or np.any(weight < 0)):
+            raise ValueError("sample weights must be finite and >= 0")
+        labeled_rows = [i for i in range(n) if y[i] is not None and weight[i] > 0]
+        for i in labeled_rows:
+            class_sort_key(y[i])
+        event = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        # Everything is valid: only now may the vocabulary and the class book grow.
+        if labeled_rows:
+            self._add_classes([y[i] for i in labeled_rows])
+            offsets = np.concatenate(([0], np.cumsum(lengths)))
+            learn_keep = keep.copy()
+            self._vocabulary.add(
+                names[j] for i in labeled_rows for j in range(offsets[i], offsets[i + 1]) if learn_keep[j]
+            )
+            self._grow_features()
+        column = self._vocabulary.lookup(names)
+        label = np.full(n, -1, dtype=np.int64)
+        for i in labeled_rows:
+            label[i] = self._class_index[y[i]]
+        if not keep.all():
+            event, column, value = event[keep], column[keep], value[keep]
+        return EncodedBatch(n, event, column, value, label, weight)
+
+    def _grow_features(self) -> None:
+        """Make the variant's per-feature arrays as long as the vocabulary."""
+
+    # ---- running kernels --------------------------------------------------------------
+
+    def _batch_is_exact(self, batch: EncodedBatch) -> bool:
+        """Whether prefix sums inside a batch reproduce the sequential counts exactly."""
+        return self._integral and _is_integral(batch.weight[batch.labeled]) and _is_integral(batch.value)
+
+    def _run(self, batch: EncodedBatch, predict: bool, learn: bool):
+        """Score (if predict) and learn (if learn) a batch; returns (scores, active, log_prior)."""
+        has_labels = learn and bool(batch.labeled.any())
+        if predict and has_labels and batch.n_events > 1 and not self._batch_is_exact(batch):
+            parts = [self._run(batch.event_slice(i), predict, learn) for i in range(batch.n_events)]
+            return tuple(np.concatenate([part[k] for part in parts]) for k in range(3))
+        if has_labels and not self._batch_is_exact(batch):
+            self._integral = False
+        return self._kernel(batch, predict, learn and has_labels)
+
+    def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
+        raise NotImplementedError
+
+    def _probabilities(self, scores, active, log_prior) -> list[dict]:
+        proba = normalise_log_scores(scores, active, log_prior)
+        classes = self._classes
+        results = []
+        all_active = active.all(axis=1)
+        for row, full, mask in zip(proba.tolist(), all_active.tolist(), active):
+            if full:
+                results.append(dict(zip(classes, row)))
+            else:
+                results.append({classes[c]: row[c] for c in np.flatnonzero(mask)})
+        return results
+
+    # ---- River's protocol -------------------------------------------------------------
+
+    def learn_one(self, x: dict, y, w: float = 1.0) -> None:
+        """Learn one labeled event with sample weight w (w = 0 learns nothing)."""
+        if y is None:
+            raise ValueError("learn_one needs a label; y is None")
+        self._run(self._encode([x], [y], [w]), predict=False, learn=True)
+
+    def joint_log_likelihood(self, x: dict) -> dict:
+        """log P(c) + log P(x | c) for every class seen so far."""
+        if not self._classes:
+            return {}
+        scores, active, _ = self._run(self._encode([x], [None]), predict=True, learn=False)
+        return {self._classes[c]: float(scores[0, c]) for c in np.flatnonzero(active[0])}
+
+    def predict_proba_one(self, x: dict) -> dict:
+        """P(c | x) for every class seen so far; {} before anything is learned."""
+        if not self._classes:
+            return {}
+        return self._probabilities(*self._run(self._encode([x], [None]), predict=True, learn=False))[0]
+
+    def learn_many(self, X, y, w=None) -> None:
+        """Learn a batch, exactly as repeated learn_one would. X: dicts or a pandas DataFrame."""
+        X, y = _as_records(X), _as_labels(y)
+        for start in range(0, len(X), BATCH_CHUNK):
+            stop = start + BATCH_CHUNK
+            weights = None if w is None else list(w)[start:stop]
+            self._run(self._encode(X[start:stop], y[start:stop], weights), predict=False, learn=True)
+
+    def predict_proba_many(self, X):
+        """P(c | x) for each event of X (dicts -> list of dicts; a DataFrame -> a DataFrame)."""
+        frame_index = getattr(X, "index", None)
+        records = _as_records(X)
+        results = self._predict_records(records, [None] * len(records))
+        if frame_index is not None:
+            import pandas as pd
+
+            return pd.DataFrame(results, index=frame_index, columns=self.classes_).fillna(0.0)
+        return results
+
+    def predict_many(self, X):
+        probabilities = self.predict_proba_many(X)
+        if hasattr(probabilities, "idxmax"):
+            return probabilities.idxmax(axis=1) if len(probabilities.columns) else None
+        return [max(p, key=p.get) if p else None for p in probabilities]
+
+    def predict_learn_many(self, X: Sequence, y: Sequence) -> list[dict]:
+        """Prequential batch: for each event in order, predict it with the state so far, then
+        learn it if its label is not None. Equal, to the last bit, to the per-event loop
+
+            [p for x, c in zip(X, y) if (p := predict_proba_one(x)) or True if c is None or learn_one(x, c) or True]
+        """
+        return self._predict_records(_as_records(X), _as_labels(y))
+
+    def _predict_records(self, X: list, y: list) -> list[dict]:
+        results: list[dict] = []
+        for start in range(0, len(X), BATCH_CHUNK):
+            stop = start + BATCH_CHUNK
+            batch = self._encode(X[start:stop], y[start:stop])
+            if not self._classes:
+                self._run(batch, predict=False, learn=True)
+                results.extend({} for _ in range(batch.n_events))
+                continue
+            results.extend(self._probabilities(*self._run(batch, predict=True, learn=True)))
+        return results
+
+    # ---- state ------------------------------------------------------------------------
+
+    def _params(self) -> dict:
+        return {"prior_alpha": self.prior_alpha}
+
+    def _state_arrays(self) -> dict:
+        return {"class_counts": self._class_counts}
+
+    def to_state(self) -> dict:
+        """The whole model as plain data: {"meta": JSON-able dict, "arrays": {name: ndarray}}."""
+        meta = {
+            "kind": type(self).__name__,
+            "format": 1,
+            "params": self._params(),
+            "classes": list(self._classes),
+            "integral": self._integral,
+        }
+        meta.update(self._state_meta())
+        arrays = {name: np.array(array, copy=True) for name, array in self._state_arrays().items()}
+        return {"meta": meta, "arrays": arrays}
+
+    def _state_meta(self) -> dict:
+        return {}
+
+    @classmethod
+    def from_state(cls, state: dict):
+        meta, arrays = state["meta"], state["arrays"]
+        if meta.get("kind") != cls.__name__:
+            raise ValueError(f"state holds a {meta.get('kind')}, not a {cls.__name__}")
+        if meta.get("format") != 1:
+            raise ValueError(f"unsupported state format {meta.get('format')!r}")
+        model = cls(**meta["params"])
+        model._classes = list(meta["classes"])
+        model._class_index = {label: index for index, label in enumerate(model._classes)}
+        model._integral = bool(meta["integral"])
+        model._class_counts = np.array(arrays["class_counts"], dtype=np.float64)
+        model._restore(meta, arrays)
+        return model
+
+    def _restore(self, meta: dict, arrays: dict) -> None:
+        raise NotImplementedError
+
+    def _check_mergeable(self, other) -> None:
+        if type(other) is not type(self):
+            raise TypeError(f"cannot merge a {type(other).__name__} into a {type(self).__name__}")
+        if other._params() != self._params():
+            raise ValueError(f"cannot merge models with different parameters: {self._params()} vs {other._params()}")
+
+    def merge(self, other) -> NaiveBayes:
+        """Add another model's counts to this one (in place; returns self).
+
+        For models trained on disjoint parts of a stream, the result equals the model trained
+        on the whole stream.
+        """
+        self._check_mergeable(other)
+        self._add_classes(other._classes)
+        into = np.array([self._class_index[label] for label in other._classes], dtype=np.int64)
+        self._merge_from(other, into)
+        self._class_counts[into] += other._class_counts
+        self._integral = self._integral and other._integral
+        return self
+
+    def _merge_from(self, other, class_into: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+def _check_smoothing(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_unknown(unknown: str) -> None:
+    if unknown not in ("ignore", "smooth"):
+        raise ValueError(f"unknown must be 'ignore' or 'smooth', got {unknown!r}")
+
+
+def _as_records(X) -> list:
+    if hasattr(X, "to_dict") and hasattr(X, "columns"):  # a pandas DataFrame
+        return [{k: v for k, v in row.items() if v == v and v != 0} for row in X.to_dict(orient="records")]
+    return list(X)
+
+
+def _as_labels(y) -> list:
+    if hasattr(y, "tolist"):
+        y = y.tolist()
+    return [None if label is None or (isinstance(label, float) and label != label) else label for label in y]

@@ -1,0 +1,166 @@
+"""Categorical naive Bayes: each feature takes one of a finite set of values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from stream_nb.model.base import EncodedBatch, NaiveBayes, _check_smoothing, _check_unknown
+
+
+class CategoricalNB(NaiveBayes):
+    """Naive Bayes over categorical features (x = {feature: value}).
+
+        log P(c) P(x | c) = log P(c) + sum_j log P(x_j = a | c)
+        P(x_j = a | c) = (N_jac + lambda) / (N_jc + S_j lambda)
+
+    N_jac: class-c events with feature j = a; N_jc: class-c events in which feature j was
+    observed (equal to N_c when no value is ever missing); S_j: the number of values of j seen
+    so far in training, or the declared ones (`categories={feature: [values]}`), which are then
+    the only values accepted for learning. lambda = alpha; alpha = 0 is the MLE.
+
+    At prediction a feature never learned is dropped; a value never learned for a known feature
+    is dropped (`unknown="ignore"`) or counts as lambda / (N_jc + S_j lambda) (`"smooth"`).
+    With alpha = 0, a class that has never observed feature j (0/0) takes no term for j.
+    """
+
+    def __init__(self, alpha: float = 1.0, prior_alpha: float = 0.0, unknown: str = "ignore",
+                 categories: dict | None = None):
+        super().__init__(prior_alpha=prior_alpha)
+        _check_smoothing("alpha", alpha)
+        _check_unknown(unknown)
+        self.alpha = alpha
+        self.unknown = unknown
+        self.categories = categories
+        self._feature_index: dict = {}  # feature -> j
+        self._value_index: dict = {}  # (feature, value) -> column
+        self._value_feature = np.zeros(0, dtype=np.int64)  # column -> j
+        self._value_counts = np.zeros((0, 0))  # (columns, C): N_jac
+        self._feature_counts = np.zeros((0, 0))  # (features, C): N_jc
+        self._n_values = np.zeros(0)  # S_j
+        if categories is not None:
+            if not isinstance(categories, dict):
+                raise TypeError("categories must be a dict {feature: [values]}")
+            for feature, values in categories.items():
+                values = list(values)
+                if not values or len(set(values)) != len(values):
+                    raise ValueError(f"categories[{feature!r}] must list distinct values, got {values!r}")
+                for value in values:
+                    self._add_value(feature, value)
+
+    def _add_value(self, feature, value) -> int:
+        j = self._feature_index.get(feature)
+        if j is None:
+            j = self._feature_index[feature] = len(self._feature_index)
+            self._feature_counts = np.vstack((self._feature_counts,
+                                              np.zeros((1, len(self._classes)))))
+            self._n_values = np.append(self._n_values, 0.0)
+        column = self._value_index[(feature, value)] = len(self._value_index)
+        self._value_feature = np.append(self._value_feature, j)
+        self._value_counts = np.vstack((self._value_counts,
+                                        np.zeros((1, len(self._classes)))))
+        self._n_values[j] += 1
+        return column
+
+    def _insert_class_columns(self, insert_at: np.ndarray) -> None:
+        self._value_counts = np.insert(self._value_counts, insert_at, 0.0, axis=1)
+        self._feature_counts = np.insert(self._feature_counts, insert_at, 0.0, axis=1)
+
+    # Events are kept as they come: values are categories, not numbers.
+    def _encode(self, X, y, weights=None):
+        n = len(X)
+        if len(y) != n:
+            raise ValueError(f"X has {n} events but y has {len(y)} labels")
+        weight = [1.0] * n if weights is None else [float(w) for w in weights]
+        for i, x in enumerate(X):
+            if not isinstance(x, dict):
+                raise TypeError(f"event {i}: x must be a dict feature -> category, got {type(x).__name__}")
+            for feature, value in x.items():
+                if value is None or isinstance(value, (dict, list, set)) or (isinstance(value, float) and value != value):
+                    raise ValueError(f"event {i}: feature {feature!r} has no usable category ({value!r})")
+                if (self.categories is not None and y[i] is not None
+                        and (feature, value) not in self._value_index):
+                    raise ValueError(f"event {i}: {feature!r}={value!r} is not among the declared categories")
+            if not (math.isfinite(weight[i]) and weight[i] >= 0):
+                raise ValueError("sample weights must be finite and >= 0")
+        labels = [y[i] for i in range(n) if y[i] is not None and weight[i] > 0]
+        self._add_classes(labels)
+        return list(X), list(y), weight
+
+    def _run(self, batch, predict: bool, learn: bool):
+        X, y, weight = batch
+        C = len(self._classes)
+        scores = np.full((len(X), C), -np.inf)
+        active = np.zeros((len(X), C), dtype=bool)
+        log_prior = np.full((len(X), C), -np.inf)
+        for i, x in enumerate(X):
+            if predict:
+                scores[i], active[i], log_prior[i] = self._score_one(x)
+            if learn and y[i] is not None and weight[i] > 0:
+                self._learn_one(x, self._class_index[y[i]], weight[i])
+        return scores, active, log_prior
+
+    def _score_one(self, x: dict):
+        counts = self._class_counts
+        active, log_prior = self._current_log_prior()
+        alpha = self.alpha
+        score = log_prior.copy()
+        for feature, value in x.items():
+            j = self._feature_index.get(feature)
+            if j is None:
+                continue
+            denominator = self._feature_counts[j] + self._n_values[j] * alpha
+            column = self._value_index.get((feature, value))
+            if column is not None and self._value_counts[column].any() or column is not None and self.categories:
+                numerator = self._value_counts[column] + alpha
+            elif self.unknown == "smooth":
+                numerator = np.full(len(counts), float(alpha))
+            else:
+                continue
+            with np.errstate(divide="ignore", invalid="ignore"):
+                term = np.log(numerator) - np.log(denominator)
+            score += np.where(denominator > 0, term, 0.0)
+        return score, active, log_prior
+
+    def _learn_one(self, x: dict, c: int, w: float) -> None:
+        for feature, value in x.items():
+            column = self._value_index.get((feature, value))
+            if column is None:
+                column = self._add_value(feature, value)
+            self._value_counts[column, c] += w
+            self._feature_counts[self._value_feature[column], c] += w
+        self._class_counts[c] += w
+
+    # ---- state ------------------------------------------------------------------------
+
+    def _params(self) -> dict:
+        categories = None if self.categories is None else {k: list(v) for k, v in self.categories.items()}
+        return {"alpha": self.alpha, "prior_alpha": self.prior_alpha, "unknown": self.unknown,
+                "categories": categories}
+
+    def _state_meta(self) -> dict:
+        return {"values": [[feature, value] for feature, value in self._value_index]}
+
+    def _state_arrays(self) -> dict:
+        return {"class_counts": self._class_counts, "value_counts": self._value_counts,
+                "feature_counts": self._feature_counts}
+
+    def _restore(self, meta: dict, arrays: dict) -> None:
+        C = len(self._classes)
+        self._feature_index, self._value_index = {}, {}
+        self._value_feature = np.zeros(0, dtype=np.int64)
+        self._value_counts, self._feature_counts, self._n_values = np.zeros((0, C)), np.zeros((0, C)), np.zeros(0)
+        for feature, value in meta["values"]:
+            self._add_value(feature, value)
+        self._value_counts = np.array(arrays["value_counts"], dtype=np.float64).reshape(-1, C)
+        self._feature_counts = np.array(arrays["feature_counts"], dtype=np.float64).reshape(-1, C)
+
+    def _merge_from(self, other, class_into) -> None:
+        for (feature, value), column in other._value_index.items():
+            own = self._value_index.get((feature, value))
+            if own is None:
+                own = self._add_value(feature, value)
+            self._value_counts[own, class_into] += other._value_counts[column]
+        for feature, j in other._feature_index.items():
+            self._feature_counts[self._feature_index[feature], class_into] += other._feature_counts[j]

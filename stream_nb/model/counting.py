@@ -1,0 +1,458 @@
+"""Count-based variants over a vocabulary: multinomial, complement and Bernoulli naive Bayes.
+
+All three keep one (features x classes) table of counts N_fc. Scoring an event needs, for
+each of its features, N_fc *as of that event*; inside a batch those are exclusive prefix sums
+over the batch's earlier labeled events, so a batch is scored in a handful of array passes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_nb.model._numerics import exclusive_cumsum, exclusive_prefix_by_group, per_event_sum
+from stream_nb.model.base import (
+    ClassPrefix,
+    EncodedBatch,
+    NaiveBayes,
+    _check_smoothing,
+    _check_unknown,
+)
+from stream_nb.model.vocabulary import HashedVocabulary, Vocabulary, vocabulary_from_state
+
+
+@dataclass
+class FeaturePrefix:
+    """Per-occurrence view of the feature counts, as each event sees them."""
+
+    rows: np.ndarray  # indices into the batch's occurrences that have a column
+    event: np.ndarray  # (m,) event of each such occurrence
+    column: np.ndarray  # (m,) its feature column
+    counts_before: np.ndarray  # (m, C) N_fc before the event
+    seen_before: np.ndarray  # (m,) the feature had been learned before the event
+    vocabulary_before: np.ndarray  # (n,) |V|: features learned before each event
+    learned: np.ndarray  # (m, C) what each occurrence adds to N_fc
+    newly_seen_at: np.ndarray  # event index at which each newly seen feature was first learned
+
+
+class CountingNB(NaiveBayes):
+    """Shared machinery of the vocabulary-based variants."""
+
+    def __init__(self, alpha: float = 1.0, prior_alpha: float = 0.0, unknown: str = "ignore",
+                 n_hash_buckets: int | None = None):
+        super().__init__(prior_alpha=prior_alpha)
+        _check_smoothing("alpha", alpha)
+        _check_unknown(unknown)
+        if unknown == "smooth" and alpha == 0:
+            raise ValueError("unknown='smooth' gives an unseen feature alpha / (...) = 0 when alpha = 0; "
+                             "use unknown='ignore' with alpha = 0")
+        self.alpha = alpha
+        self.unknown = unknown
+        self.n_hash_buckets = n_hash_buckets
+        self._vocabulary = Vocabulary() if n_hash_buckets is None else HashedVocabulary(n_hash_buckets)
+        self._feature_counts = np.zeros((0, 0))  # rows beyond len(vocabulary) are spare capacity
+        self._class_totals = np.zeros(0)  # sum over features of N_fc
+        self._features_seen = 0  # |V|: features with a positive count in some class
+
+    # ---- bookkeeping ------------------------------------------------------------------
+
+    @property
+    def n_terms(self) -> int:
+        return self._features_seen
+
+    def _insert_class_columns(self, insert_at: np.ndarray) -> None:
+        self._feature_counts = np.insert(self._feature_counts, insert_at, 0.0, axis=1)
+        self._class_totals = np.insert(self._class_totals, insert_at, 0.0)
+
+    def _grow_features(self) -> None:
+        needed = len(self._vocabulary)
+        capacity = len(self._feature_counts)
+        if needed > capacity:
+            grown = max(needed, capacity + capacity // 2, 64)
+            if self._vocabulary.hashed:
+                grown = needed
+            counts = np.zeros((grown, len(self._classes)))
+            counts[:capacity] = self._feature_counts
+            self._feature_counts = counts
+
+    @property
+    def _counts(self) -> np.ndarray:
+        return self._feature_counts[: len(self._vocabulary)]
+
+    # ---- prefix counts ----------------------------------------------------------------
+
+    def _occurrence_learning(self, batch: EncodedBatch, rows: np.ndarray) -> np.ndarray:
+        """What each occurrence adds to its feature's count when its event is learned."""
+        raise NotImplementedError
+
+    def _feature_prefix(self, batch: EncodedBatch) -> FeaturePrefix:
+        rows = np.flatnonzero(batch.column >= 0)
+        event, column = batch.event[rows], batch.column[rows]
+        label = batch.label[event]
+        learned = np.zeros((len(rows), len(self._classes)))
+        learning = np.flatnonzero(label >= 0)
+        learned[learning, label[learning]] = self._occurrence_learning(batch, rows[learning])
+        start = self._feature_counts[column]
+        counts_before = start + exclusive_prefix_by_group(column, learned)
+        seen_before = counts_before.sum(axis=1) > 0
+        # Features whose first count arrives in this batch, and the event that brings it.
+        first_learned = (start.sum(axis=1) == 0) & (learned.sum(axis=1) > 0)
+        _, first_row = np.unique(column[first_learned], return_index=True)
+        newly_seen_at = np.sort(event[first_learned][first_row])
+        vocabulary_before = self._features_seen + np.searchsorted(
+            newly_seen_at, np.arange(batch.n_events), side="left"
+        )
+        return FeaturePrefix(rows, event, column, counts_before, seen_before, vocabulary_before,
+                             learned, newly_seen_at)
+
+    def _learn_counts(self, batch: EncodedBatch, features: FeaturePrefix, classes: ClassPrefix) -> None:
+        learning = np.flatnonzero(features.learned.any(axis=1))
+        label = batch.label[features.event[learning]]
+        np.add.at(self._feature_counts, (features.column[learning], label),
+                  features.learned[learning, label])
+        labeled = np.flatnonzero(batch.labeled)
+        np.add.at(self._class_counts, batch.label[labeled], batch.weight[labeled])
+        self._features_seen += len(features.newly_seen_at)
+
+    def _add_totals(self, batch: EncodedBatch, totals_added: np.ndarray) -> None:
+        if self._batch_is_exact(batch):  # whole numbers: any order of addition is exact
+            self._class_totals += totals_added.sum(axis=0)
+            return
+        # Row by row, so T_c accumulates in the same order as one learn_one at a time.
+        for row in totals_added[np.flatnonzero(totals_added.any(axis=1))]:
+            self._class_totals += row
+
+    def _token_totals_prefix(self, batch: EncodedBatch, features: FeaturePrefix) -> tuple:
+        """T_c before each event, and what each event adds to T_c."""
+        added = per_event_sum(features.event, features.learned, batch.n_events)
+        return self._class_totals + exclusive_cumsum(added), added
+
+    # ---- state ------------------------------------------------------------------------
+
+    def _params(self) -> dict:
+        return {"alpha": self.alpha, "prior_alpha": self.prior_alpha, "unknown": self.unknown,
+                "n_hash_buckets": self.n_hash_buckets}
+
+    def _state_arrays(self) -> dict:
+        return {"class_counts": self._class_counts, "feature_counts": self._counts,
+                "class_totals": self._class_totals}
+
+    def _state_meta(self) -> dict:
+        return {"vocabulary": self._vocabulary.to_state()}
+
+    def _restore(self, meta: dict, arrays: dict) -> None:
+        self._vocabulary = vocabulary_from_state(meta["vocabulary"])
+        self._feature_counts = np.array(arrays["feature_counts"], dtype=np.float64).reshape(
+            len(self._vocabulary), len(self._classes))
+        self._class_totals = np.array(arrays["class_totals"], dtype=np.float64)
+        self._features_seen = int((self._feature_counts.sum(axis=1) > 0).sum())
+        self._after_restore()
+
+    def _after_restore(self) -> None:
+        """Rebuild what is derived from the counts."""
+
+    def _merge_from(self, other: CountingNB, class_into: np.ndarray) -> None:
+        other_names = other._vocabulary.names()
+        self._vocabulary.add(other_names)
+        self._grow_features()
+        rows = self._vocabulary.lookup(other_names)
+        self._feature_counts[np.ix_(rows, class_into)] += other._counts
+        self._class_totals[class_into] += other._class_totals
+        self._features_seen = int((self._counts.sum(axis=1) > 0).sum())
+        self._after_restore()
+
+    def feature_log_counts(self) -> dict:
+        """{feature: {class: N_fc}} for features with a positive count (for inspection)."""
+        names = self._vocabulary.names()
+        counts = self._counts
+        return {names[f]: {c: float(counts[f, k]) for k, c in enumerate(self._classes) if counts[f, k]}
+                for f in np.flatnonzero(counts.sum(axis=1) > 0)}
+
+
+class MultinomialNB(CountingNB):
+    """Multinomial naive Bayes over feature counts (words in a message).
+
+        log P(c) P(x | c) = log P(c) + sum_f x_f log P(f | c)
+        P(f | c) = (N_fc + alpha) / (T_c + alpha |V|)
+
+    N_fc: count of feature f in class c; T_c = sum_f N_fc; |V|: features learned so far, in
+    any class. alpha = 1 is Laplace, 0 < alpha < 1 Lidstone, alpha = 0 the MLE (a feature never
+    seen in c then makes P(x | c) = 0: its log is -inf on purpose, never NaN).
+
+    Features never learned are dropped (`unknown="ignore"`, the textbook rule) or, with
+    `unknown="smooth"` (River's rule), count as alpha / (T_c + alpha |V|).
+    Feature values must be >= 0; zeros carry nothing and are skipped.
+    """
+
+    def _check_values(self, values: np.ndarray) -> np.ndarray:
+        keep = super()._check_values(values)
+        if np.any(values < 0):
+            raise ValueError("MultinomialNB needs feature values >= 0 (counts); got a negative value")
+        return keep
+
+    def _occurrence_learning(self, batch, rows):
+        return batch.value[rows] * batch.weight[batch.event[rows]]
+
+    def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
+        classes = self._class_prefix(batch)
+        features = self._feature_prefix(batch)
+        totals_before, totals_added = self._token_totals_prefix(batch, features)
+        result = None
+        if predict:
+            result = (self._score(batch, classes, features, totals_before), classes.active, classes.log_prior)
+        if learn:
+            self._learn_counts(batch, features, classes)
+            self._add_totals(batch, totals_added)
+        return result
+
+    def _score(self, batch, classes, features, totals_before):
+        n, alpha = batch.n_events, self.alpha
+        known = np.flatnonzero(features.seen_before)
+        occ_event = features.event[known]
+        value = batch.value[features.rows[known]]
+        with np.errstate(divide="ignore"):
+            log_numerator = np.log(features.counts_before[known] + alpha)
+        evidence = per_event_sum(occ_event, value[:, None] * log_numerator, n)
+        n_counted = per_event_sum(occ_event, value, n)
+        if self.unknown == "smooth":
+            unseen = np.ones(len(batch.event), dtype=bool)
+            unseen[features.rows[known]] = False
+            n_unseen = per_event_sum(batch.event[unseen], batch.value[unseen], n)
+            evidence = evidence + n_unseen[:, None] * math.log(alpha)
+            n_counted = n_counted + n_unseen
+        denominator = totals_before + alpha * features.vocabulary_before[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scores = classes.log_prior + evidence - n_counted[:, None] * np.log(denominator)
+        empty = denominator == 0  # alpha = 0 and a class with no tokens yet: 0/0, decided here
+        if empty.any():
+            scores = np.where(empty, np.where(n_counted[:, None] > 0, -np.inf, classes.log_prior), scores)
+        return scores
+
+
+class ComplementNB(MultinomialNB):
+    """Complement naive Bayes (Rennie, Shih, Teevan and Karger, 2003).
+
+    Each class is scored by how badly its *complement* (all other classes) explains the event:
+
+        score_c = - sum_f x_f log theta_~c,f
+        theta_~c,f = (N_~c,f + alpha) / (T_~c + alpha |V|)
+
+    with N_~c,f = sum_{k != c} N_kf and T_~c = sum_{k != c} T_k. As in scikit-learn and Rennie
+    et al., there is no prior term and no weight normalisation. Cost per event is O(|x| C): the
+    complement counts come from the per-feature totals, not from a |V| x C table.
+    With alpha = 0 a feature never seen outside c gives score_c = +inf (certain); a class whose
+    complement has no tokens yet scores 0 (no evidence either way).
+    """
+
+    def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
+        classes = self._class_prefix(batch)
+        features = self._feature_prefix(batch)
+        totals_before, totals_added = self._token_totals_prefix(batch, features)
+        result = None
+        if predict:
+            result = (self._complement_score(batch, classes, features, totals_before), classes.active,
+                      classes.log_prior)
+        if learn:
+            self._learn_counts(batch, features, classes)
+            self._add_totals(batch, totals_added)
+        return result
+
+    def _complement_score(self, batch, classes, features, totals_before):
+        n, alpha = batch.n_events, self.alpha
+        known = np.flatnonzero(features.seen_before)
+        occ_event = features.event[known]
+        value = batch.value[features.rows[known]]
+        counts = features.counts_before[known]
+        complement_counts = counts.sum(axis=1)[:, None] - counts
+        with np.errstate(divide="ignore"):
+            log_numerator = np.log(complement_counts + alpha)
+        evidence = per_event_sum(occ_event, value[:, None] * log_numerator, n)
+        n_counted = per_event_sum(occ_event, value, n)
+        if self.unknown == "smooth":
+            unseen = np.ones(len(batch.event), dtype=bool)
+            unseen[features.rows[known]] = False
+            n_unseen = per_event_sum(batch.event[unseen], batch.value[unseen], n)
+            evidence = evidence + n_unseen[:, None] * math.log(alpha)
+            n_counted = n_counted + n_unseen
+        complement_totals = totals_before.sum(axis=1)[:, None] - totals_before
+        denominator = complement_totals + alpha * features.vocabulary_before[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scores = n_counted[:, None] * np.log(denominator) - evidence
+        return np.where(denominator == 0, 0.0, scores)
+
+
+class BernoulliNB(CountingNB):
+    """Bernoulli naive Bayes over feature presence (x_f > true_threshold).
+
+        log P(c) P(x | c) = log P(c) + sum_{f in V} [ b_f log p_fc + (1 - b_f) log(1 - p_fc) ]
+        p_fc = (N_fc + alpha) / (N_c + 2 alpha)
+
+    N_fc: documents of class c containing f; N_c: documents of class c. Every feature of the
+    vocabulary V takes part, absent ones through log(1 - p_fc). Rewritten as
+
+        sum_{f in V} log(1 - p_fc) + sum_{f present} [log p_fc - log(1 - p_fc)]
+
+    the first sum is a per-class quantity A_c. With integer counts it is kept from a histogram
+    H_c[k] = #{f in V : N_fc = k}:
+
+        A_c = sum_k H_c[k] log(N_c - k + alpha) - |V| log(N_c + 2 alpha)
+
+    so a prediction costs O(|x| C), and learning a document updates H_c in O(|x|) and A_c in
+    O(number of distinct counts in c). (Fractional sample weights fall back to summing over V.)
+    With alpha = 0, zero-probability factors are counted rather than logged; any left makes
+    the class's likelihood exactly 0 (score -inf).
+    """
+
+    def __init__(self, alpha: float = 1.0, prior_alpha: float = 0.0, unknown: str = "ignore",
+                 true_threshold: float = 0.0, n_hash_buckets: int | None = None):
+        super().__init__(alpha=alpha, prior_alpha=prior_alpha, unknown=unknown, n_hash_buckets=n_hash_buckets)
+        self.true_threshold = true_threshold
+        self._histograms: list[np.ndarray] = []  # per class: H_c[k], as floats
+        self._log_table = np.zeros(0)  # log(j + alpha) for j = 0, 1, 2, ... (math.log values)
+
+    def _params(self) -> dict:
+        return {**super()._params(), "true_threshold": self.true_threshold}
+
+    def _check_values(self, values: np.ndarray) -> np.ndarray:
+        super()._check_values(values)
+        return values > self.true_threshold
+
+    def _occurrence_learning(self, batch, rows):
+        return batch.weight[batch.event[rows]]
+
+    def _batch_is_exact(self, batch: EncodedBatch) -> bool:
+        # Presence, not the values, is counted: only the weights must be whole numbers.
+        return self._integral and bool(np.all(np.floor(batch.weight) == batch.weight))
+
+    def _insert_class_columns(self, insert_at: np.ndarray) -> None:
+        super()._insert_class_columns(insert_at)
+        for offset, position in enumerate(insert_at.tolist()):
+            histogram = np.zeros(8)
+            histogram[0] = self._features_seen  # every known feature is absent from a new class
+            self._histograms.insert(position + offset, histogram)
+
+    def _after_restore(self) -> None:
+        self._rebuild_histograms()
+
+    def _rebuild_histograms(self) -> None:
+        counts = self._counts[self._counts.sum(axis=1) > 0]
+        self._histograms = []
+        for c in range(len(self._classes)):
+            if self._integral:
+                column = counts[:, c].astype(np.int64)
+                self._histograms.append(np.bincount(column, minlength=8).astype(np.float64))
+            else:
+                self._histograms.append(np.zeros(8))
+
+    def _logs_up_to(self, j: int) -> np.ndarray:
+        if j >= len(self._log_table):
+            size = max(2 * len(self._log_table), j + 1, 64)
+            alpha = self.alpha
+            extra = [math.log(k + alpha) if k + alpha > 0 else -math.inf for k in range(len(self._log_table), size)]
+            self._log_table = np.concatenate((self._log_table, extra))
+        return self._log_table
+
+    def _absent_sum(self, c: int, n_docs: float, vocabulary: int) -> tuple[float, int]:
+        """A_c as (finite part, number of zero factors) for class c with n_docs documents."""
+        alpha = self.alpha
+        if self._integral:
+            n = int(n_docs)
+            histogram = self._histograms[c]
+            if len(histogram) <= n:
+                histogram = self._histograms[c] = np.concatenate((histogram, np.zeros(n + 1 - len(histogram))))
+            table = self._logs_up_to(n)
+            if alpha > 0:
+                finite = float(np.dot(histogram[: n + 1], table[n::-1]))
+                zeros = 0
+            else:  # k = n gives log(0): count those factors instead
+                finite = float(np.dot(histogram[:n], table[n:0:-1])) if n else 0.0
+                zeros = int(histogram[n])
+        else:
+            counts = self._counts[self._counts.sum(axis=1) > 0, c]
+            remaining = n_docs - counts + alpha
+            zeros = int(np.count_nonzero(remaining <= 0))
+            finite = float(np.log(remaining[remaining > 0]).sum())
+        return finite - vocabulary * math.log(n_docs + 2 * alpha), zeros
+
+    def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
+        classes = self._class_prefix(batch)
+        features = self._feature_prefix(batch)
+        n, n_classes, alpha = batch.n_events, len(self._classes), self.alpha
+        result = None
+        if predict:
+            known = np.flatnonzero(features.seen_before)
+            occ_event = features.event[known]
+            present = features.counts_before[known]
+            absent = classes.counts_before[occ_event] - present
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if alpha > 0:
+                    odds = np.log(present + alpha) - np.log(absent + alpha)
+                    zero_shift = None
+                else:
+                    odds = np.log(np.where(present > 0, present, 1.0)) - np.log(np.where(absent > 0, absent, 1.0))
+                    # present with N_fc = 0 adds a zero factor; present with N_fc = N_c removes one
+                    zero_shift = per_event_sum(occ_event, (present == 0).astype(float) - (absent == 0), n)
+            evidence = per_event_sum(occ_event, odds, n)
+            if self.unknown == "smooth":
+                unseen = np.ones(len(batch.event), dtype=bool)
+                unseen[features.rows[known]] = False
+                n_unseen = per_event_sum(batch.event[unseen], np.ones(int(unseen.sum())), n)
+                with np.errstate(divide="ignore"):
+                    evidence += n_unseen[:, None] * (math.log(alpha) - np.log(classes.counts_before + 2 * alpha))
+            absent_part, zero_factors = self._absent_sums(batch, classes, features, predict=True)
+            if zero_shift is not None:
+                zero_factors = zero_factors + zero_shift
+            scores = classes.log_prior + absent_part + evidence
+            scores = np.where(zero_factors > 0, -np.inf, scores)
+            result = (scores, classes.active, classes.log_prior)
+        elif learn:
+            self._absent_sums(batch, classes, features, predict=False)  # steps the histograms
+        if learn:
+            self._learn_counts(batch, features, classes)
+        return result
+
+    def _absent_sums(self, batch, classes, features, predict: bool) -> tuple[np.ndarray, np.ndarray]:
+        """A_c as each event sees it, stepping the histograms through the batch."""
+        n, n_classes = batch.n_events, len(self._classes)
+        absent_part = np.zeros((n, n_classes))
+        zero_factors = np.zeros((n, n_classes))
+        cache: dict[int, tuple] = {}
+        labels = batch.label.tolist()
+        counts_before = classes.counts_before
+        vocabulary = features.vocabulary_before.tolist()
+        new_at = np.bincount(features.newly_seen_at, minlength=n).tolist() if len(features.newly_seen_at) else None
+        learning = features.learned.any(axis=1)
+        occ_event = features.event
+        bounds = np.searchsorted(occ_event, np.arange(n + 1))
+        active_rows = classes.active.tolist() if predict else None
+        for i in range(n):
+            for c in (c for c, on in enumerate(active_rows[i]) if on) if predict else ():
+                key = cache.get(c)
+                if key is None or key[0] != vocabulary[i]:
+                    key = (vocabulary[i], *self._absent_sum(c, counts_before[i, c], vocabulary[i]))
+                    cache[c] = key
+                absent_part[i, c], zero_factors[i, c] = key[1], key[2]
+            c = labels[i]
+            if c < 0 or not self._integral:
+                if c >= 0:
+                    cache.clear()
+                continue
+            if new_at is not None and new_at[i]:
+                for histogram in self._histograms:
+                    histogram[0] += new_at[i]
+                cache.clear()
+            lo, hi = bounds[i], bounds[i + 1]
+            rows = np.flatnonzero(learning[lo:hi]) + lo
+            if len(rows):
+                old = features.counts_before[rows, c].astype(np.int64)
+                step = int(features.learned[rows[0], c])
+                histogram = self._histograms[c]
+                top = int(old.max()) + step + 1
+                if len(histogram) < top:
+                    histogram = self._histograms[c] = np.concatenate((histogram, np.zeros(2 * top - len(histogram))))
+                np.subtract.at(histogram, old, 1.0)
+                np.add.at(histogram, old + step, 1.0)
+            cache.pop(c, None)
+        return absent_part, zero_factors

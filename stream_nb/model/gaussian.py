@@ -1,0 +1,160 @@
+"""Gaussian naive Bayes: real-valued features, one normal density per (class, feature)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from stream_nb.model.base import NaiveBayes, _check_smoothing
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+class GaussianNB(NaiveBayes):
+    """Naive Bayes over real features, each normal within a class.
+
+        log P(c) P(x | c) = log P(c) + sum_f [ -1/2 log(2 pi s2_fc) - (x_f - m_fc)^2 / (2 s2_fc) ]
+
+    m_fc and the population variance M2_fc / n_fc are kept incrementally (weighted Welford);
+    s2_fc = M2_fc / n_fc + epsilon, with the variance floor
+
+        epsilon = var_smoothing * max_f var_f     (var_f: variance of f over all classes)
+
+    as in scikit-learn, so a class with one observation or a constant feature never divides by
+    zero (epsilon = var_smoothing while every feature is constant). A feature a class has never
+    observed is scored for that class with the all-class estimate; a feature never observed at
+    all is dropped.
+    """
+
+    def __init__(self, prior_alpha: float = 0.0, var_smoothing: float = 1e-9):
+        super().__init__(prior_alpha=prior_alpha)
+        _check_smoothing("var_smoothing", var_smoothing)
+        self.var_smoothing = var_smoothing
+        self._feature_index: dict = {}
+        self._n = np.zeros((0, 0))  # (F, C) weight seen
+        self._mean = np.zeros((0, 0))
+        self._m2 = np.zeros((0, 0))
+        self._pooled = np.zeros((0, 3))  # (F, [n, mean, M2]) over all classes
+
+    def _insert_class_columns(self, insert_at: np.ndarray) -> None:
+        for name in ("_n", "_mean", "_m2"):
+            setattr(self, name, np.insert(getattr(self, name), insert_at, 0.0, axis=1))
+
+    def _column(self, feature) -> int:
+        j = self._feature_index.get(feature)
+        if j is None:
+            j = self._feature_index[feature] = len(self._feature_index)
+            C = len(self._classes)
+            for name in ("_n", "_mean", "_m2"):
+                setattr(self, name, np.vstack((getattr(self, name), np.zeros((1, C)))))
+            self._pooled = np.vstack((self._pooled, np.zeros((1, 3))))
+        return j
+
+    def _encode(self, X, y, weights=None):
+        n = len(X)
+        if len(y) != n:
+            raise ValueError(f"X has {n} events but y has {len(y)} labels")
+        weight = [1.0] * n if weights is None else [float(w) for w in weights]
+        for i, x in enumerate(X):
+            if not isinstance(x, dict):
+                raise TypeError(f"event {i}: x must be a dict feature -> number, got {type(x).__name__}")
+            for feature, value in x.items():
+                if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
+                    raise TypeError(f"event {i}: feature {feature!r} must be a real number, got {value!r}")
+                if not math.isfinite(value):
+                    raise ValueError(f"event {i}: feature {feature!r} is not finite ({value!r})")
+            if not (math.isfinite(weight[i]) and weight[i] >= 0):
+                raise ValueError("sample weights must be finite and >= 0")
+        self._add_classes([y[i] for i in range(n) if y[i] is not None and weight[i] > 0])
+        return list(X), list(y), weight
+
+    def _run(self, batch, predict: bool, learn: bool):
+        X, y, weight = batch
+        C = len(self._classes)
+        scores = np.full((len(X), C), -np.inf)
+        active = np.zeros((len(X), C), dtype=bool)
+        log_prior = np.full((len(X), C), -np.inf)
+        for i, x in enumerate(X):
+            if predict:
+                scores[i], active[i], log_prior[i] = self._score_one(x)
+            if learn and y[i] is not None and weight[i] > 0:
+                self._learn_one(x, self._class_index[y[i]], weight[i])
+        return scores, active, log_prior
+
+    def variance_floor(self) -> float:
+        n, m2 = self._pooled[:, 0], self._pooled[:, 2]
+        observed = n > 0
+        largest = float((m2[observed] / n[observed]).max()) if observed.any() else 0.0
+        return self.var_smoothing * (largest if largest > 0 else 1.0)
+
+    def _score_one(self, x: dict):
+        active, log_prior = self._current_log_prior()
+        known = [(self._feature_index[f], float(v)) for f, v in x.items() if f in self._feature_index]
+        if not known:
+            return log_prior.copy(), active, log_prior
+        rows = np.array([j for j, _ in known])
+        values = np.array([v for _, v in known])[:, None]
+        n, mean, m2 = self._n[rows], self._mean[rows], self._m2[rows]
+        pooled = self._pooled[rows]
+        unseen = n == 0  # this class never saw the feature: use the all-class estimate
+        mean = np.where(unseen, pooled[:, 1:2], mean)
+        variance = np.where(unseen, pooled[:, 2:3] / pooled[:, 0:1], m2 / np.where(unseen, 1.0, n))
+        variance = variance + self.variance_floor()
+        log_density = -0.5 * (_LOG_2PI + np.log(variance)) - (values - mean) ** 2 / (2 * variance)
+        score = log_prior.copy()
+        for row in log_density:
+            score += row
+        return score, active, log_prior
+
+    @staticmethod
+    def _welford(n, mean, m2, value, w):
+        """Weighted Welford update: returns the new (n, mean, M2)."""
+        n_new = n + w
+        delta = value - mean
+        mean_new = mean + delta * (w / n_new)
+        return n_new, mean_new, m2 + w * delta * (value - mean_new)
+
+    def _learn_one(self, x: dict, c: int, w: float) -> None:
+        for feature, value in x.items():
+            j = self._column(feature)
+            value = float(value)
+            self._n[j, c], self._mean[j, c], self._m2[j, c] = self._welford(
+                self._n[j, c], self._mean[j, c], self._m2[j, c], value, w)
+            self._pooled[j] = self._welford(*self._pooled[j], value, w)
+        self._class_counts[c] += w
+
+    def _params(self) -> dict:
+        return {"prior_alpha": self.prior_alpha, "var_smoothing": self.var_smoothing}
+
+    def _state_meta(self) -> dict:
+        return {"features": list(self._feature_index)}
+
+    def _state_arrays(self) -> dict:
+        return {"class_counts": self._class_counts, "n": self._n, "mean": self._mean, "m2": self._m2,
+                "pooled": self._pooled}
+
+    def _restore(self, meta: dict, arrays: dict) -> None:
+        C = len(self._classes)
+        self._feature_index = {feature: j for j, feature in enumerate(meta["features"])}
+        for name in ("n", "mean", "m2"):
+            setattr(self, f"_{name}", np.array(arrays[name], dtype=np.float64).reshape(-1, C))
+        self._pooled = np.array(arrays["pooled"], dtype=np.float64).reshape(-1, 3)
+
+    @staticmethod
+    def _combine(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
+        """Chan et al.'s parallel formula for two sets of moments."""
+        n = n_a + n_b
+        safe = np.where(n > 0, n, 1.0)
+        delta = mean_b - mean_a
+        mean = np.where(n > 0, mean_a + delta * n_b / safe, 0.0)
+        m2 = m2_a + m2_b + delta**2 * n_a * n_b / safe
+        return n, mean, m2
+
+    def _merge_from(self, other, class_into) -> None:
+        for feature, j_other in other._feature_index.items():
+            j = self._column(feature)
+            n, mean, m2 = self._combine(self._n[j, class_into], self._mean[j, class_into], self._m2[j, class_into],
+                                        other._n[j_other], other._mean[j_other], other._m2[j_other])
+            self._n[j, class_into], self._mean[j, class_into], self._m2[j, class_into] = n, mean, m2
+            self._pooled[j] = np.array(self._combine(*self._pooled[j], *other._pooled[j_other]))

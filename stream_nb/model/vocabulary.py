@@ -1,0 +1,96 @@
+"""Feature name -> column index: an exact vocabulary, or feature hashing for bounded memory."""
+
+from __future__ import annotations
+
+import zlib
+from itertools import repeat
+
+import numpy as np
+
+
+class Vocabulary:
+    """Exact vocabulary: each distinct feature name gets the next column, forever.
+
+    Column order is the order in which features were first learned; nothing downstream depends
+    on it (digests and comparisons sort by name).
+    """
+
+    hashed = False
+
+    def __init__(self) -> None:
+        self._column_of: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._column_of)
+
+    def add(self, names) -> None:
+        column_of = self._column_of
+        for name in names:
+            if name not in column_of:
+                column_of[name] = len(column_of)
+
+    def lookup(self, names: list) -> np.ndarray:
+        """Column of each name, -1 where the name was never added."""
+        return np.fromiter(
+            map(self._column_of.get, names, repeat(-1)), dtype=np.int64, count=len(names)
+        )
+
+    def names(self) -> list:
+        return list(self._column_of)
+
+    def to_state(self) -> dict:
+        return {"kind": "exact", "names": self.names()}
+
+    @classmethod
+    def from_names(cls, names: list) -> Vocabulary:
+        vocabulary = cls()
+        vocabulary._column_of = {name: column for column, name in enumerate(names)}
+        return vocabulary
+
+
+class HashedVocabulary:
+    """Feature hashing: column = crc32(utf-8 name) mod n_buckets.
+
+    Memory is fixed at n_buckets columns whatever the stream brings; distinct features that
+    share a bucket share their counts. crc32 is stable across processes (Python's hash() is not),
+    so a checkpoint restores to the same columns.
+    """
+
+    hashed = True
+
+    def __init__(self, n_buckets: int) -> None:
+        if not isinstance(n_buckets, int) or n_buckets < 1:
+            raise ValueError(f"n_hash_buckets must be a positive integer, got {n_buckets!r}")
+        self.n_buckets = n_buckets
+        self._cache: dict = {}  # name -> bucket; bounded so it cannot grow with the stream
+
+    def __len__(self) -> int:
+        return self.n_buckets
+
+    def add(self, names) -> None:
+        pass  # every bucket exists from the start
+
+    def _bucket(self, name) -> int:
+        bucket = self._cache.get(name)
+        if bucket is None:
+            text = name if isinstance(name, str) else str(name)
+            bucket = zlib.crc32(text.encode("utf-8", "surrogatepass")) % self.n_buckets
+            if len(self._cache) >= 1 << 16:
+                self._cache.clear()
+            self._cache[name] = bucket
+        return bucket
+
+    def lookup(self, names: list) -> np.ndarray:
+        return np.fromiter(map(self._bucket, names), dtype=np.int64, count=len(names))
+
+    def names(self) -> list:
+        return [f"#bucket{b}" for b in range(self.n_buckets)]
+
+    def to_state(self) -> dict:
+        return {"kind": "hashed", "n_buckets": self.n_buckets}
+
+
+def vocabulary_from_state(state: dict) -> Vocabulary | HashedVocabulary:
+    if state["kind"] == "hashed":
+        return HashedVocabulary(state["n_buckets"])
+    return Vocabulary.from_names(state["names"])
