@@ -1,5 +1,6 @@
 """Featurisers: event fields -> feature dicts for the naive Bayes models."""
 
+from stream_nb.features.fields import CategoricalFeaturizer, EventFeaturizer
 from stream_nb.features.text import (
     CHAR_NGRAM_PREFIX,
     EMAIL_TOKEN,
@@ -15,5 +16,7 @@ __all__ = [
     "NUMBER_TOKEN",
     "URL_DOMAIN_PREFIX",
     "URL_TOKEN",
+    "CategoricalFeaturizer",
+    "EventFeaturizer",
     "TextFeaturizer",
 ]
