@@ -205,6 +205,12 @@ class NaiveBayes(river_base.Classifier):
             label[i] = self._class_index[y[i]]
         if not keep.all():
             event, column, value = event[keep], column[keep], value[keep]
+        if self._vocabulary.hashed and len(column):
+            # Features sharing a bucket within one event are one feature: add their values.
+            key = event * len(self._vocabulary) + column
+            unique_key, position = np.unique(key, return_inverse=True)
+            value = np.bincount(position, weights=value, minlength=len(unique_key))
+            event, column = unique_key // len(self._vocabulary), unique_key % len(self._vocabulary)
         return EncodedBatch(n, event, column, value, label, weight)
 
     def _grow_features(self) -> None:
@@ -272,13 +278,12 @@ class NaiveBayes(river_base.Classifier):
 
     def predict_proba_many(self, X):
         """P(c | x) for each event of X (dicts -> list of dicts; a DataFrame -> a DataFrame)."""
-        frame_index = getattr(X, "index", None)
         records = _as_records(X)
         results = self._predict_records(records, [None] * len(records))
-        if frame_index is not None:
+        if _is_data_frame(X):
             import pandas as pd
 
-            return pd.DataFrame(results, index=frame_index, columns=self.classes_).fillna(0.0)
+            return pd.DataFrame(results, index=X.index, columns=self.classes_).fillna(0.0)
         return results
 
     def predict_many(self, X):
@@ -383,8 +388,12 @@ def _check_unknown(unknown: str) -> None:
         raise ValueError(f"unknown must be 'ignore' or 'smooth', got {unknown!r}")
 
 
+def _is_data_frame(X) -> bool:
+    return hasattr(X, "to_dict") and hasattr(X, "columns")
+
+
 def _as_records(X) -> list:
-    if hasattr(X, "to_dict") and hasattr(X, "columns"):  # a pandas DataFrame
+    if _is_data_frame(X):
         return [{k: v for k, v in row.items() if v == v and v != 0} for row in X.to_dict(orient="records")]
     return list(X)
 

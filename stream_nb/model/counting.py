@@ -154,10 +154,13 @@ class CountingNB(NaiveBayes):
         """Rebuild what is derived from the counts."""
 
     def _merge_from(self, other: CountingNB, class_into: np.ndarray) -> None:
-        other_names = other._vocabulary.names()
-        self._vocabulary.add(other_names)
-        self._grow_features()
-        rows = self._vocabulary.lookup(other_names)
+        if self._vocabulary.hashed:  # same parameters, so the same buckets
+            rows = np.arange(len(self._vocabulary))
+        else:
+            other_names = other._vocabulary.names()
+            self._vocabulary.add(other_names)
+            self._grow_features()
+            rows = self._vocabulary.lookup(other_names)
         self._feature_counts[np.ix_(rows, class_into)] += other._counts
         self._class_totals[class_into] += other._class_totals
         self._features_seen = int((self._counts.sum(axis=1) > 0).sum())

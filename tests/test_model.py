@@ -1,0 +1,397 @@
+"""The model core: seed figures, exactness of the batch path, merge, state and edge cases."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+from stream_nb import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
+from streams import gaussian_stream, text_stream
+
+SEED_004_TRAIN = [
+    ("-", "just plain boring"),
+    ("-", "entirely predictable and lacks energy"),
+    ("-", "no surprises and very few laughs"),
+    ("+", "very powerful"),
+    ("+", "the most fun film of the summer"),
+]
+SEED_004_QUERY = "predictable with no fun"
+
+
+def word_counts(text: str) -> dict:
+    counts: dict = {}
+    for word in text.split():
+        counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def seed_004_model(**options) -> MultinomialNB:
+    model = MultinomialNB(**options)
+    for label, text in SEED_004_TRAIN:
+        model.learn_one(word_counts(text), label)
+    return model
+
+
+def prequential_loop(model, X, y) -> list[dict]:
+    predictions = []
+    for x, label in zip(X, y):
+        predictions.append(model.predict_proba_one(x))
+        if label is not None:
+            model.learn_one(x, label)
+    return predictions
+
+
+# ---- seed 004: the worked example -----------------------------------------------------
+
+
+def test_seed_004_drops_unknown_word_and_reproduces_the_worked_example():
+    model = seed_004_model()
+    likelihood = {c: math.exp(v) for c, v in model.joint_log_likelihood(word_counts(SEED_004_QUERY)).items()}
+    # 3/5 * 2/34 * 2/34 * 1/34 and 2/5 * 1/29 * 1/29 * 2/29, "with" dropped
+    assert likelihood["-"] == pytest.approx(6.106e-05, rel=1e-3)
+    assert likelihood["+"] == pytest.approx(3.280e-05, rel=1e-3)
+    assert likelihood["-"] == pytest.approx(3 / 5 * 4 / 34**3, rel=1e-9)
+    assert likelihood["+"] == pytest.approx(2 / 5 * 2 / 29**3, rel=1e-9)
+    proba = model.predict_proba_one(word_counts(SEED_004_QUERY))
+    assert proba["-"] == pytest.approx(0.65054, abs=5e-6)
+    assert model.predict_one(word_counts(SEED_004_QUERY)) == "-"
+
+
+def test_seed_004_with_rivers_unknown_rule_smooths_the_unseen_word():
+    model = seed_004_model(unknown="smooth")
+    likelihood = {c: math.exp(v) for c, v in model.joint_log_likelihood(word_counts(SEED_004_QUERY)).items()}
+    assert likelihood["-"] == pytest.approx(1.796e-06, rel=1e-3)
+    assert likelihood["+"] == pytest.approx(1.131e-06, rel=1e-3)
+    assert likelihood["-"] == pytest.approx(3 / 5 * 4 / 34**4, rel=1e-9)
+    assert likelihood["+"] == pytest.approx(2 / 5 * 2 / 29**4, rel=1e-9)
+    assert model.predict_proba_one(word_counts(SEED_004_QUERY))["-"] == pytest.approx(0.61357, abs=5e-6)
+
+
+def test_seed_004_vocabulary_and_token_totals_match_the_text():
+    model = seed_004_model()
+    assert model.n_terms == 20
+    state = model.to_state()
+    totals = dict(zip(state["meta"]["classes"], state["arrays"]["class_totals"]))
+    assert totals == {"-": 14.0, "+": 9.0}
+
+
+def test_prior_smoothing_follows_lidstone_formula():
+    model = seed_004_model(prior_alpha=0.5)
+    # empty message: the posterior is the prior (N_c + l) / (N + K l)
+    assert model.predict_proba_one({}) == pytest.approx({"-": 3.5 / 6, "+": 2.5 / 6}, rel=1e-12)
+
+
+# ---- batch path == per-event loop, exactly -------------------------------------------
+
+COUNT_MODELS = [
+    lambda: MultinomialNB(),
+    lambda: MultinomialNB(unknown="smooth"),
+    lambda: MultinomialNB(alpha=0),
+    lambda: MultinomialNB(alpha=0.3, prior_alpha=1.0),
+    lambda: MultinomialNB(n_hash_buckets=64),
+    lambda: ComplementNB(),
+    lambda: ComplementNB(alpha=0),
+    lambda: BernoulliNB(),
+    lambda: BernoulliNB(alpha=0),
+    lambda: BernoulliNB(unknown="smooth", prior_alpha=1.0, true_threshold=1.0),
+]
+ALL_MODELS = COUNT_MODELS + [lambda: CategoricalNB(), lambda: CategoricalNB(alpha=0)]
+
+
+def model_id(make) -> str:
+    model = make()
+    return f"{type(model).__name__}{model._params()}"
+
+
+@pytest.mark.parametrize("make", ALL_MODELS, ids=model_id)
+def test_predict_learn_many_equals_the_per_event_loop_exactly(make):
+    X, y = text_stream(seed=11, n_events=1500)
+    expected = prequential_loop(make(), X, y)
+    batched = make().predict_learn_many(X, y)
+    assert batched == expected  # exact float equality, every event
+    assert sum(1 for p in batched if p) > 1400
+
+
+def test_gaussian_predict_learn_many_equals_the_per_event_loop_exactly():
+    X, y = gaussian_stream(seed=5, n_events=800)
+    assert GaussianNB().predict_learn_many(X, y) == prequential_loop(GaussianNB(), X, y)
+
+
+@pytest.mark.parametrize("make", COUNT_MODELS[:1] + COUNT_MODELS[5:6] + COUNT_MODELS[7:8], ids=model_id)
+def test_fractional_weights_keep_batch_and_loop_equal(make):
+    X, y = text_stream(seed=3, n_events=400)
+    a, b = make(), make()
+    a.learn_one({"w1": 1}, "class0", w=0.3)  # counts are no longer whole numbers
+    b.learn_one({"w1": 1}, "class0", w=0.3)
+    X = [{k: v * 0.7 for k, v in x.items()} for x in X] if not isinstance(a, BernoulliNB) else X
+    assert b.predict_learn_many(X, y) == prequential_loop(a, X, y)
+
+
+def test_predict_learn_many_across_chunk_boundaries_equals_loop(monkeypatch):
+    import stream_nb.model.base as base
+
+    monkeypatch.setattr(base, "BATCH_CHUNK", 97)
+    X, y = text_stream(seed=2, n_events=500)
+    assert MultinomialNB().predict_learn_many(X, y) == prequential_loop(MultinomialNB(), X, y)
+
+
+@pytest.mark.parametrize("make", ALL_MODELS + [lambda: GaussianNB()], ids=model_id)
+def test_learn_many_equals_repeated_learn_one(make):
+    X, y = (gaussian_stream if make().__class__ is GaussianNB else text_stream)(seed=4, n_events=600)
+    X, y = [x for x, c in zip(X, y) if c is not None], [c for c in y if c is not None]
+    one, many = make(), make()
+    for x, label in zip(X, y):
+        one.learn_one(x, label)
+    many.learn_many(X, y)
+    probe, _ = (gaussian_stream if isinstance(one, GaussianNB) else text_stream)(seed=99, n_events=200)
+    assert many.predict_proba_many(probe) == [one.predict_proba_one(x) for x in probe]
+    assert _state_equal(one.to_state(), many.to_state())
+
+
+# ---- merge and state ------------------------------------------------------------------
+
+
+def _state_equal(a: dict, b: dict) -> bool:
+    if json.dumps(a["meta"], sort_keys=True) != json.dumps(b["meta"], sort_keys=True):
+        return False
+    return a["arrays"].keys() == b["arrays"].keys() and all(
+        np.array_equal(a["arrays"][k], b["arrays"][k]) for k in a["arrays"]
+    )
+
+
+@pytest.mark.parametrize("make", ALL_MODELS, ids=model_id)
+def test_merge_of_two_halves_equals_the_whole(make):
+    X, y = text_stream(seed=21, n_events=1200, labeled_fraction=1.0)
+    whole, first, second = make(), make(), make()
+    whole.learn_many(X, y)
+    first.learn_many(X[:500], y[:500])
+    second.learn_many(X[500:], y[500:])
+    merged = first.merge(second)
+    probe, _ = text_stream(seed=77, n_events=300)
+    assert merged.predict_proba_many(probe) == whole.predict_proba_many(probe)
+    assert merged.events_learned == whole.events_learned == 1200
+
+
+def test_gaussian_merge_uses_the_parallel_variance_formula():
+    X, y = gaussian_stream(seed=8, n_events=1000, labeled_fraction=1.0)
+    whole, first, second = GaussianNB(), GaussianNB(), GaussianNB()
+    whole.learn_many(X, y)
+    first.learn_many(X[:400], y[:400])
+    second.learn_many(X[400:], y[400:])
+    merged = first.merge(second)
+    # Welford and Chan's formula round differently: equal to ~1e-12, not bit for bit.
+    for p, q in zip(merged.predict_proba_many(X[:200]), whole.predict_proba_many(X[:200])):
+        assert p.keys() == q.keys()
+        assert max(abs(p[c] - q[c]) for c in p) < 1e-12
+    assert np.allclose(merged.to_state()["arrays"]["m2"], whole.to_state()["arrays"]["m2"], rtol=1e-12)
+
+
+def _through_files(state: dict) -> dict:
+    """Round-trip a state through JSON text and an .npz without pickle, as a checkpoint would."""
+    meta = json.loads(json.dumps(state["meta"]))
+    buffer = io.BytesIO()
+    np.savez(buffer, **state["arrays"])
+    buffer.seek(0)
+    with np.load(buffer, allow_pickle=False) as arrays:
+        return {"meta": meta, "arrays": {k: arrays[k] for k in arrays.files}}
+
+
+@pytest.mark.parametrize("make", ALL_MODELS + [lambda: GaussianNB()], ids=model_id)
+def test_from_state_of_to_state_restores_the_model_exactly(make):
+    model = make()
+    stream = gaussian_stream if isinstance(model, GaussianNB) else text_stream
+    X, y = stream(seed=31, n_events=700)
+    model.predict_learn_many(X[:500], y[:500])
+    restored = type(model).from_state(_through_files(model.to_state()))
+    assert _state_equal(restored.to_state(), model.to_state())
+    # the restored model goes on exactly as the original does
+    assert restored.predict_learn_many(X[500:], y[500:]) == model.predict_learn_many(X[500:], y[500:])
+
+
+def test_from_state_refuses_another_kind():
+    state = MultinomialNB().to_state()
+    with pytest.raises(ValueError, match="MultinomialNB"):
+        BernoulliNB.from_state(state)
+
+
+# ---- edge cases -----------------------------------------------------------------------
+
+
+def test_untrained_model_answers_empty_like_river():
+    model = MultinomialNB()
+    assert model.predict_proba_one({"a": 1}) == {}
+    assert model.predict_one({"a": 1}) is None
+    assert model.joint_log_likelihood({"a": 1}) == {}
+    assert model.predict_learn_many([{"a": 1}, {"b": 1}], [None, "x"]) == [{}, {}]
+
+
+@pytest.mark.parametrize("make", COUNT_MODELS, ids=model_id)
+def test_mle_alpha_zero_never_gives_nan(make):
+    model = make()
+    model.learn_many([{"only_a": 1, "shared": 1}, {"only_b": 2, "shared": 1}, {}], ["a", "b", "b"])
+    for x in ({"only_a": 1}, {"only_b": 1}, {"only_a": 1, "only_b": 1}, {}, {"never": 3}, {"shared": 2}):
+        proba = model.predict_proba_one(x)
+        assert set(proba) == {"a", "b"}
+        assert all(math.isfinite(p) and 0 <= p <= 1 for p in proba.values())
+        assert sum(proba.values()) == pytest.approx(1.0)
+
+
+def test_mle_feature_seen_in_one_class_decides_and_contradiction_falls_back_to_prior():
+    model = MultinomialNB(alpha=0)
+    model.learn_many([{"spam_word": 1}, {"ham_word": 1}, {"ham_word": 1}], ["spam", "ham", "ham"])
+    assert model.predict_proba_one({"spam_word": 1}) == {"ham": 0.0, "spam": 1.0}
+    jll = model.joint_log_likelihood({"spam_word": 1, "ham_word": 1})
+    assert jll == {"ham": -math.inf, "spam": -math.inf}  # honest zero likelihood
+    # every class has zero likelihood: the posterior is the prior, not NaN
+    assert model.predict_proba_one({"spam_word": 1, "ham_word": 1}) == pytest.approx({"ham": 2 / 3, "spam": 1 / 3})
+
+
+def test_single_class_gives_probability_one():
+    for model in (MultinomialNB(), BernoulliNB(), ComplementNB(), CategoricalNB(), GaussianNB()):
+        model.learn_one({"a": 1.0}, "only")
+        assert model.predict_proba_one({"a": 1.0}) == {"only": 1.0}
+        assert model.predict_one({"b": 2.0}) == "only"
+
+
+def test_empty_message_scores_with_the_prior_alone():
+    model = seed_004_model()
+    assert model.predict_proba_one({}) == pytest.approx({"-": 0.6, "+": 0.4})
+    model.learn_one({}, "+")  # an empty labeled message counts as a document with no words
+    assert model.predict_proba_one({}) == pytest.approx({"-": 0.5, "+": 0.5})
+
+
+def test_zero_weight_learns_nothing():
+    model = seed_004_model()
+    before = model.to_state()
+    model.learn_one({"new": 5}, "brand-new-class", w=0)
+    model.learn_one({"fun": 5}, "+", w=0.0)
+    assert _state_equal(model.to_state(), before)
+    assert "brand-new-class" not in model.predict_proba_one({"fun": 1})
+
+
+def test_sample_weight_counts_like_repetition():
+    weighted, repeated = MultinomialNB(), MultinomialNB()
+    weighted.learn_one({"a": 1, "b": 2}, "x", w=3)
+    weighted.learn_one({"c": 1}, "y")
+    for _ in range(3):
+        repeated.learn_one({"a": 1, "b": 2}, "x")
+    repeated.learn_one({"c": 1}, "y")
+    assert weighted.predict_proba_one({"a": 1, "c": 1}) == repeated.predict_proba_one({"a": 1, "c": 1})
+
+
+def test_classes_appear_dynamically_and_in_canonical_order():
+    model = MultinomialNB()
+    X = [{"a": 1}, {"b": 1}, {"c": 1}, {"a": 1}]
+    out = model.predict_learn_many(X, ["zeta", None, "alpha", None])
+    assert out[0] == {} and list(out[1]) == ["zeta"] and set(out[3]) == {"alpha", "zeta"}
+    assert model.classes_ == ["alpha", "zeta"]
+    mixed = MultinomialNB()
+    mixed.learn_many([{"a": 1}, {"b": 1}, {"c": 1}], ["b", 2, 1])
+    assert mixed.classes_ == [1, 2, "b"]
+
+
+def test_unknown_feature_in_unlabeled_event_does_not_grow_the_vocabulary():
+    model = seed_004_model()
+    model.predict_learn_many([{"never-seen": 1}] * 5, [None] * 5)
+    assert model.n_terms == 20
+    assert len(model.to_state()["meta"]["vocabulary"]["names"]) == 20
+
+
+def test_feature_hashing_bounds_the_state():
+    model = MultinomialNB(n_hash_buckets=32)
+    X, y = text_stream(seed=1, n_events=500, vocabulary=2000, labeled_fraction=1.0)
+    model.learn_many(X, y)
+    assert model.to_state()["arrays"]["feature_counts"].shape == (32, 3)
+    restored = MultinomialNB.from_state(_through_files(model.to_state()))
+    assert restored.predict_proba_many(X[:50]) == model.predict_proba_many(X[:50])
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda m: m.learn_one({"a": -1}, "x"), "negative"),
+        (lambda m: m.learn_one({"a": float("nan")}, "x"), "finite"),
+        (lambda m: m.learn_one({"a": "3"}, "x"), "real numbers"),
+        (lambda m: m.learn_one(["a"], "x"), "dict"),
+        (lambda m: m.learn_one({"a": 1}, 1.5), "labels"),
+        (lambda m: m.learn_one({"a": 1}, None), "label"),
+        (lambda m: m.learn_one({"a": 1}, "x", w=-1), "weights"),
+        (lambda m: m.predict_learn_many([{"a": 1}], ["x", "y"]), "labels"),
+    ],
+)
+def test_bad_input_raises_a_clear_error_and_changes_nothing(call, error):
+    model = seed_004_model()
+    before = model.to_state()
+    with pytest.raises((TypeError, ValueError), match=error):
+        call(model)
+    assert _state_equal(model.to_state(), before)
+
+
+def test_bad_batch_rejected_whole_even_after_good_events():
+    model = seed_004_model()
+    before = model.to_state()
+    with pytest.raises(ValueError):
+        model.predict_learn_many([{"good": 1}, {"bad": -2}], ["+", "-"])
+    assert _state_equal(model.to_state(), before)
+
+
+@pytest.mark.parametrize(
+    "make, error",
+    [
+        (lambda: MultinomialNB(alpha=-1), "alpha"),
+        (lambda: MultinomialNB(alpha=float("nan")), "alpha"),
+        (lambda: MultinomialNB(prior_alpha="1"), "prior_alpha"),
+        (lambda: MultinomialNB(unknown="drop"), "unknown"),
+        (lambda: MultinomialNB(alpha=0, unknown="smooth"), "alpha = 0"),
+        (lambda: MultinomialNB(n_hash_buckets=0), "n_hash_buckets"),
+        (lambda: CategoricalNB(categories={"f": []}), "categories"),
+        (lambda: GaussianNB(var_smoothing=-1), "var_smoothing"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_option(make, error):
+    with pytest.raises(ValueError, match=error):
+        make()
+
+
+def test_categorical_declared_categories_fix_the_value_count_and_refuse_others():
+    model = CategoricalNB(categories={"colour": ["red", "green", "blue"]})
+    model.learn_one({"colour": "red"}, "a")
+    model.learn_one({"colour": "green"}, "b")
+    # P(red | a) = (1 + 1) / (1 + 3), P(red | b) = 1 / 4, priors 1/2
+    assert model.predict_proba_one({"colour": "red"}) == pytest.approx({"a": 2 / 3, "b": 1 / 3})
+    with pytest.raises(ValueError, match="declared"):
+        model.learn_one({"colour": "purple"}, "a")
+
+
+def test_gaussian_variance_floor_keeps_a_single_observation_finite():
+    model = GaussianNB()
+    model.learn_one({"x": 1.0}, "a")
+    model.learn_one({"x": 1.0}, "b")
+    model.learn_one({"x": 3.0}, "b")
+    proba = model.predict_proba_one({"x": 1.0})
+    assert all(math.isfinite(p) for p in proba.values())
+    assert proba["a"] > 0.999  # zero-variance class at its own mean wins
+    assert model.variance_floor() == pytest.approx(1e-9 * (8 / 3 - 25 / 9 + 1 - 0))  # 1e-9 * pooled var
+
+
+def test_works_inside_river_evaluate_and_pipelines():
+    from river import evaluate, feature_extraction, metrics
+
+    texts = [({"text": text}, label) for label, text in SEED_004_TRAIN] * 4
+    pipeline = feature_extraction.BagOfWords(on="text") | MultinomialNB()
+    accuracy = evaluate.progressive_val_score(texts, pipeline, metrics.Accuracy()).get()
+    # the same stream by hand: predict (River skips the untrained first event), then learn
+    tokens = feature_extraction.BagOfWords(on="text")
+    model, hits, scored = MultinomialNB(), 0, 0
+    for x, label in texts:
+        guess = model.predict_one(tokens.transform_one(x))
+        if guess is not None:
+            hits, scored = hits + (guess == label), scored + 1
+        model.learn_one(tokens.transform_one(x), label)
+    assert scored == 19
+    assert accuracy == hits / scored
+    assert hits == 17
