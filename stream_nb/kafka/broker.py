@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -55,6 +56,8 @@ _LOG_FILE = "broker.log"
 _PROPERTIES_FILE = "server.properties"
 _DATA_DIR = "data"
 _JARS_COMPLETE_MARKER = ".complete"
+# "org.apache.kafka.common.KafkaException: Socket server failed to bind ..." and the like.
+_EXCEPTION_LINE = re.compile(r"^(Caused by: )?[\w.$]+(Exception|Error)(: .*)?$")
 
 
 class BrokerError(RuntimeError):
@@ -367,7 +370,9 @@ class LocalKafkaBroker:
             (self.requested_port, "port"),
             (self.requested_controller_port, "controller_port"),
         ):
-            if requested:  # asked for explicitly: use it or fail at bind, never silently move
+            if requested:  # asked for explicitly: use it or fail, never silently move
+                if not _port_is_free(requested):
+                    raise BrokerError(f"port {requested} on 127.0.0.1 is already in use")
                 chosen.append(requested)
                 continue
             last = previous.get(key)
@@ -430,8 +435,10 @@ class LocalKafkaBroker:
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if result.returncode != 0:
             output = (result.stdout + result.stderr).strip()
+            causes = [line for line in output.splitlines() if "Exception" in line or "Error" in line]
             raise BrokerError(
-                f"formatting Kafka storage in {self.data_dir} failed (exit {result.returncode})",
+                f"formatting Kafka storage in {self.data_dir} failed (exit {result.returncode})"
+                + (f": {causes[0].strip()[:300]}" if causes else ""),
                 log_tail="\n".join(output.splitlines()[-20:]),
             )
 
@@ -474,19 +481,35 @@ class LocalKafkaBroker:
         logged_started = False
         while time.monotonic() < deadline:
             if pid is None or not _process_alive(pid):
-                raise BrokerError(
-                    f"Kafka broker in {self.directory} exited during startup",
-                    self.log_path, _tail(self.log_path),
-                )
+                raise self._startup_error("exited during startup", log_offset)
             if not logged_started:
                 logged_started = self._log_contains(READY_LOG_LINE, log_offset)
             if logged_started and self._metadata_request_succeeds(deadline):
                 return
             time.sleep(0.2)
-        raise BrokerError(
-            f"Kafka broker in {self.directory} was not ready within {self.ready_timeout:.0f}s",
-            self.log_path, _tail(self.log_path),
-        )
+        raise self._startup_error(f"was not ready within {self.ready_timeout:.0f}s", log_offset)
+
+    def _startup_error(self, what: str, log_offset: int) -> BrokerError:
+        """An error naming the first exception this start logged (the tail alone often shows
+        only the shutdown that followed it), with those error lines and the log tail."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(log_offset)
+                lines = log.read().decode(errors="replace").splitlines()
+        except OSError:
+            lines = []
+        error_lines = [
+            line for line in lines
+            if " ERROR " in line or line.startswith("Caused by:") or _EXCEPTION_LINE.match(line)
+        ]
+        causes = [line for line in error_lines if _EXCEPTION_LINE.match(line)]
+        summary = f"Kafka broker in {self.directory} {what}"
+        if causes:
+            summary += f": {causes[0].strip()[:300]}"
+        details = ""
+        if error_lines:
+            details = "errors logged:\n" + "\n".join(error_lines[:10]) + "\n--- tail ---\n"
+        return BrokerError(summary, self.log_path, details + _tail(self.log_path, 30))
 
     def _log_contains(self, needle: str, offset: int) -> bool:
         try:
