@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from stream_nb.kafka.broker import KAFKA_VERSION, BrokerError, LocalKafkaBroker
@@ -26,7 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     actions = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
 
-    def add_action(name: str, help_text: str, func) -> argparse.ArgumentParser:
+    def add_action(
+        name: str, help_text: str, func: Callable[[argparse.Namespace], int]
+    ) -> argparse.ArgumentParser:
         parser = actions.add_parser(name, help=help_text, description=help_text)
         parser.add_argument(
             "--dir", type=Path, default=DEFAULT_DIR,
