@@ -436,12 +436,14 @@ class LocalKafkaBroker:
         self.properties_path.write_text("\n".join(lines) + "\n")
 
     def _format_storage_once(self, java: str, classpath: str) -> None:
-        # meta.properties is what `format` writes last; its presence means formatted storage,
-        # and re-formatting would need a new cluster id and lose the data.
+        # `format` writes meta.properties into the data dir; once it is there the storage is
+        # formatted, and formatting again would mean a new cluster id and the data lost.
         if (self.data_dir / "meta.properties").is_file():
             return
         command = [
-            java, "-Xmx256m", "-cp", classpath, self._log4j_option(),
+            # A short-lived tool run: small heap, C1 only, serial GC start fastest.
+            java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            "-cp", classpath, self._log4j_option(),
             "kafka.tools.StorageTool", "format",
             "--config", str(self.properties_path),
             "--cluster-id", _new_cluster_id(),
