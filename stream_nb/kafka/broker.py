@@ -140,7 +140,7 @@ def resolve_jars(cache_dir: Path | None = None, *, timeout: float = 900.0) -> Pa
         pom_path = version_dir / "pom.xml"
         pom_path.write_bytes(pom)
         command = [
-            maven, "-B", "-q", "-f", str(pom_path),
+            maven, "-B", "-q", "-Dstyle.color=never", "-f", str(pom_path),
             "dependency:copy-dependencies", f"-DoutputDirectory={partial_dir}",
         ]
         try:
