@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as error:
-            if error.name == module_name:  # not written yet; anything else is a real error
+            # Not written yet (the module or its package); any other missing module is a real error.
+            if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
                 continue
             raise
         module.register(subparsers)
