@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from itertools import chain
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -167,15 +168,14 @@ class NaiveBayes(river_base.Classifier):
         n = len(X)
         if len(y) != n:
             raise ValueError(f"X has {n} events but y has {len(y)} labels")
-        names: list = []
-        values: list = []
-        lengths = np.empty(n, dtype=np.int64)
-        for i, x in enumerate(X):
-            if not isinstance(x, Mapping):
-                raise TypeError(f"event {i}: x must be a dict feature -> value, got {type(x).__name__}")
-            names.extend(x)
-            values.extend(x.values())
-            lengths[i] = len(x)
+        if not all(type(x) is dict for x in X):
+            for i, x in enumerate(X):
+                if not isinstance(x, Mapping):
+                    raise TypeError(f"event {i}: x must be a dict feature -> value, got {type(x).__name__}")
+            X = [dict(x) for x in X]
+        names = list(chain.from_iterable(X))
+        values = list(chain.from_iterable(map(dict.values, X)))
+        lengths = np.fromiter(map(len, X), dtype=np.int64, count=n)
         value_types = set(map(type, values))
         if not value_types <= _PLAIN_NUMBERS:
             bad = next((t for t in value_types if not issubclass(t, (int, float, np.number)) or issubclass(t, np.complexfloating)), None)
@@ -187,17 +187,17 @@ class NaiveBayes(river_base.Classifier):
         if weights is not None and (not np.all(np.isfinite(weight)) or np.any(weight < 0)):
             raise ValueError("sample weights must be finite and >= 0")
         labeled_rows = [i for i in range(n) if y[i] is not None and weight[i] > 0]
-        for i in labeled_rows:
-            class_sort_key(y[i])
+        for label in {y[i] for i in labeled_rows}:
+            class_sort_key(label)
         event = np.repeat(np.arange(n, dtype=np.int64), lengths)
         # Everything is valid: only now may the vocabulary and the class book grow.
         if labeled_rows:
             self._add_classes([y[i] for i in labeled_rows])
-            offsets = np.concatenate(([0], np.cumsum(lengths)))
-            learn_keep = keep.copy()
-            self._vocabulary.add(
-                names[j] for i in labeled_rows for j in range(offsets[i], offsets[i + 1]) if learn_keep[j]
-            )
+            if len(labeled_rows) == n:
+                learned_names = names
+            else:
+                learned_names = list(chain.from_iterable(X[i] for i in labeled_rows))
+            self._vocabulary.add(dict.fromkeys(learned_names))  # first appearance order, unique
             self._grow_features()
         column = self._vocabulary.lookup(names)
         label = np.full(n, -1, dtype=np.int64)

@@ -23,6 +23,18 @@ from stream_nb.model.base import (
 from stream_nb.model.vocabulary import HashedVocabulary, Vocabulary, vocabulary_from_state
 
 
+_DOT_BLOCK = 8192
+
+
+def _blocked_dot(a: np.ndarray, b: np.ndarray) -> float:
+    """sum(a * b) in fixed blocks: each block stays under BLAS's threading threshold (threads
+    cost more than they give on small, busy machines) and the result depends only on the data."""
+    total = 0.0
+    for start in range(0, len(a), _DOT_BLOCK):
+        total += float(np.dot(a[start : start + _DOT_BLOCK], b[start : start + _DOT_BLOCK]))
+    return total
+
+
 @dataclass
 class FeaturePrefix:
     """Per-occurrence view of the feature counts, as each event sees them."""
@@ -313,7 +325,8 @@ class BernoulliNB(CountingNB):
         super().__init__(alpha=alpha, prior_alpha=prior_alpha, unknown=unknown, n_hash_buckets=n_hash_buckets)
         self.true_threshold = true_threshold
         self._histograms: list[np.ndarray] = []  # per class: H_c[k], as floats
-        self._log_table = np.zeros(0)  # log(j + alpha) for j = 0, 1, 2, ... (math.log values)
+        self._top_counts: list[int] = []  # per class: largest k with H_c[k] > 0 (counts only grow)
+        self._log_table = np.zeros(0)  # log(j + alpha), stored from the top j down to 0
 
     def _params(self) -> dict:
         return {**super()._params(), "true_threshold": self.true_threshold}
@@ -335,6 +348,7 @@ class BernoulliNB(CountingNB):
             histogram = np.zeros(8)
             histogram[0] = self._features_seen  # every known feature is absent from a new class
             self._histograms.insert(position + offset, histogram)
+            self._top_counts.insert(position + offset, 0)
 
     def _after_restore(self) -> None:
         self._rebuild_histograms()
@@ -342,20 +356,29 @@ class BernoulliNB(CountingNB):
     def _rebuild_histograms(self) -> None:
         counts = self._counts[self._counts.sum(axis=1) > 0]
         self._histograms = []
+        self._top_counts = []
         for c in range(len(self._classes)):
             if self._integral:
                 column = counts[:, c].astype(np.int64)
                 self._histograms.append(np.bincount(column, minlength=8).astype(np.float64))
+                self._top_counts.append(int(column.max()) if len(column) else 0)
             else:
                 self._histograms.append(np.zeros(8))
+                self._top_counts.append(0)
 
-    def _logs_up_to(self, j: int) -> np.ndarray:
-        if j >= len(self._log_table):
-            size = max(2 * len(self._log_table), j + 1, 64)
+    def _reversed_logs(self, n: int) -> np.ndarray:
+        """[log(n + alpha), log(n - 1 + alpha), ..., log(alpha)], contiguous (fast dot).
+
+        The table is stored top-down, table[i] = log(top - i + alpha); each value comes from
+        math.log(j + alpha), so it does not depend on the table's size.
+        """
+        top = len(self._log_table) - 1
+        if n > top:
+            top = max(2 * (top + 1), n + 1, 64) - 1
             alpha = self.alpha
-            extra = [math.log(k + alpha) if k + alpha > 0 else -math.inf for k in range(len(self._log_table), size)]
-            self._log_table = np.concatenate((self._log_table, extra))
-        return self._log_table
+            self._log_table = np.array(
+                [math.log(j + alpha) if j + alpha > 0 else -math.inf for j in range(top, -1, -1)])
+        return self._log_table[top - n:]
 
     def _absent_sum(self, c: int, n_docs: float, vocabulary: int) -> tuple[float, int]:
         """A_c as (finite part, number of zero factors) for class c with n_docs documents."""
@@ -363,14 +386,16 @@ class BernoulliNB(CountingNB):
         if self._integral:
             n = int(n_docs)
             histogram = self._histograms[c]
-            if len(histogram) <= n:
-                histogram = self._histograms[c] = np.concatenate((histogram, np.zeros(n + 1 - len(histogram))))
-            table = self._logs_up_to(n)
+            if len(histogram) <= n:  # grow geometrically: N_c rises by one per document
+                histogram = self._histograms[c] = np.concatenate((histogram, np.zeros(max(n + 1, 2 * len(histogram)))))
+            logs = self._reversed_logs(n)  # logs[k] = log(n - k + alpha)
+            top = min(self._top_counts[c], n)
             if alpha > 0:
-                finite = float(np.dot(histogram[: n + 1], table[n::-1]))
+                finite = _blocked_dot(histogram[: top + 1], logs[: top + 1])
                 zeros = 0
             else:  # k = n gives log(0): count those factors instead
-                finite = float(np.dot(histogram[:n], table[n:0:-1])) if n else 0.0
+                end = min(top + 1, n)
+                finite = _blocked_dot(histogram[:end], logs[:end])
                 zeros = int(histogram[n])
         else:
             counts = self._counts[self._counts.sum(axis=1) > 0, c]
@@ -457,5 +482,6 @@ class BernoulliNB(CountingNB):
                     histogram = self._histograms[c] = np.concatenate((histogram, np.zeros(2 * top - len(histogram))))
                 np.subtract.at(histogram, old, 1.0)
                 np.add.at(histogram, old + step, 1.0)
+                self._top_counts[c] = max(self._top_counts[c], top - 1)
             cache.pop(c, None)
         return absent_part, zero_factors
