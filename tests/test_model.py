@@ -395,3 +395,59 @@ def test_works_inside_river_evaluate_and_pipelines():
     assert scored == 19
     assert accuracy == hits / scored
     assert hits == 17
+
+
+# ---- SparseBatch: the columnar input of the batch methods ------------------------------
+
+
+def test_sparse_batch_with_repeated_names_equals_the_dicts_exactly():
+    from stream_nb.model import SparseBatch
+
+    X, y = text_stream(seed=13, n_events=900)
+    names, lengths = [], []
+    for x in X:  # each count c becomes c repeats of the name, order of first appearance kept
+        tokens = [name for name, count in x.items() for _ in range(count)]
+        names.extend(tokens)
+        lengths.append(len(tokens))
+    batch = SparseBatch(names, np.array(lengths))
+    assert batch.to_dicts() == [{k: float(v) for k, v in x.items()} for x in X]
+    for make in (MultinomialNB, ComplementNB, BernoulliNB):
+        assert make().predict_learn_many(batch, y) == make().predict_learn_many(X, y)
+        assert make().predict_learn_many(batch, y) == prequential_loop(make(), X, y)
+
+
+def test_sparse_batch_slices_by_events():
+    from stream_nb.model import SparseBatch
+
+    batch = SparseBatch(["a", "b", "a", "c", "d"], np.array([2, 0, 3]), np.array([1.0, 2, 3, 4, 5]))
+    assert batch[1:3].to_dicts() == [{}, {"a": 3.0, "c": 4.0, "d": 5.0}]
+    assert len(batch[0:1]) == 1 and batch[0:1].names == ["a", "b"]
+
+
+def test_sparse_batch_shape_errors_are_clear():
+    from stream_nb.model import SparseBatch
+
+    model = MultinomialNB()
+    with pytest.raises(ValueError, match="lengths add up"):
+        model.predict_learn_many(SparseBatch(["a"], np.array([2])), ["x"])
+    with pytest.raises(ValueError, match="one number per name"):
+        model.predict_learn_many(SparseBatch(["a", "b"], np.array([2]), np.array([1.0])), ["x"])
+    assert model.classes_ == []
+
+
+def test_text_featurizer_sparse_output_gives_the_same_answers_as_its_dicts():
+    from corpora import load_sms_spam
+    from stream_nb.features import TextFeaturizer
+
+    rows = load_sms_spam()[:3000]
+    texts, labels = [text for _, text in rows], [label for label, _ in rows]
+    labels = [label if i % 5 else None for i, label in enumerate(labels)]  # some unlabeled
+    for featurizer in (TextFeaturizer.river_compatible(), TextFeaturizer(binary=True, ngram_range=(1, 2))):
+        dicts = featurizer.transform_many(texts)
+        for make in (MultinomialNB, BernoulliNB, ComplementNB):
+            in_chunks = make()
+            chunked = []
+            for start in range(0, len(texts), 500):
+                chunked += in_chunks.predict_learn_many(featurizer.transform_sparse(texts[start:start + 500]),
+                                                        labels[start:start + 500])
+            assert chunked == make().predict_learn_many(dicts, labels)

@@ -34,6 +34,10 @@ from collections.abc import Iterable, Mapping
 from itertools import islice
 from typing import Any, Callable
 
+import numpy as np
+
+from stream_nb.model.base import SparseBatch
+
 __all__ = [
     "CHAR_NGRAM_PREFIX",
     "DEFAULT_TOKEN_PATTERN",
@@ -246,6 +250,9 @@ class TextFeaturizer:
         self._featurize: Callable[[str], dict[str, int]] = (
             self._build_plain_featurizer() if plain else self._featurize_general
         )
+        self._feature_list: Callable[[str], list[str]] = (
+            self._build_plain_feature_list() if plain else self._features_general
+        )
 
     # ----------------------------------------------------------------------------------------
     # Public API
@@ -278,6 +285,25 @@ class TextFeaturizer:
                 raise TypeError(f"TextFeaturizer expects a str, got {type(text).__name__}")
             append(featurize(text))
         return results
+
+    def transform_sparse(self, texts: Iterable[str]) -> SparseBatch:
+        """The features of every text as one SparseBatch, for the models' batch methods.
+
+        Names come in token order with repeats kept (the model adds them up), so no dict is
+        built per message; the model's answers equal those for `transform_many(texts)` exactly.
+        """
+        feature_list = self._feature_list
+        names: list[str] = []
+        extend = names.extend
+        lengths: list[int] = []
+        append = lengths.append
+        for text in texts:
+            if type(text) is not str and not isinstance(text, str):
+                raise TypeError(f"TextFeaturizer expects a str, got {type(text).__name__}")
+            features = feature_list(text)
+            extend(features)
+            append(len(features))
+        return SparseBatch(names, np.array(lengths, dtype=np.int64))
 
     def to_config(self) -> dict[str, Any]:
         """Every option as JSON-able values; `from_config` rebuilds an identical featuriser."""
@@ -432,7 +458,47 @@ class TextFeaturizer:
 
         return featurize_plain
 
+    def _build_plain_feature_list(self) -> Callable[[str], list[str]]:
+        """The plain path's tokens of one text, uncounted (deduplicated when binary)."""
+        do_strip_accents = self.strip_accents
+        do_lowercase = self.lowercase
+        find_tokens = self._pattern.findall
+        gate_emails = self.normalize_emails
+        gate_urls = self.normalize_urls
+        tokens_with_placeholders = self._tokens_with_placeholders
+        binary = self.binary
+
+        def plain_feature_list(text: str) -> list[str]:
+            if do_strip_accents:
+                text = strip_accents(text)
+            if do_lowercase:
+                text = text.lower()
+            if (gate_emails and "@" in text) or (
+                gate_urls
+                and ("://" in text or "www." in (text if do_lowercase else text.lower()))
+            ):
+                tokens, domains = tokens_with_placeholders(text)
+                tokens.extend(domains)
+            else:
+                tokens = find_tokens(text)
+            return list(dict.fromkeys(tokens)) if binary else tokens
+
+        return plain_feature_list
+
     def _featurize_general(self, text: str) -> dict[str, int]:
+        features = self._features_general(text)
+        if self.binary:
+            return dict.fromkeys(features, 1)
+        counts: dict[str, int] = {}
+        for feature in features:
+            if feature in counts:
+                counts[feature] += 1
+            else:
+                counts[feature] = 1
+        return counts
+
+    def _features_general(self, text: str) -> list[str]:
+        """Every feature of one text in order, uncounted (deduplicated when binary)."""
         text = self._normalize(text)
         if self._special is not None and self._may_contain_special(text):
             tokens, domains = self._tokens_with_placeholders(text)
@@ -453,16 +519,7 @@ class TextFeaturizer:
         features.extend(domains)
         if self.char_ngrams is not None:
             features.extend(self._char_ngrams(tokens))
-
-        if self.binary:
-            return dict.fromkeys(features, 1)
-        counts: dict[str, int] = {}
-        for feature in features:
-            if feature in counts:
-                counts[feature] += 1
-            else:
-                counts[feature] = 1
-        return counts
+        return list(dict.fromkeys(features)) if self.binary else features
 
     def _char_ngrams(self, tokens: list[str]) -> list[str]:
         """Prefixed character n-grams of each space-padded word token."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from itertools import chain
+from itertools import chain, repeat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +35,42 @@ def class_sort_key(label) -> tuple:
     if isinstance(label, (int, np.integer)):
         return (0, int(label), "")
     raise TypeError(f"class labels must be str or int, got {type(label).__name__}: {label!r}")
+
+
+@dataclass
+class SparseBatch:
+    """Events in compressed form: event i's features are names[offset_i : offset_i + lengths[i]]
+    with values[...] (None: every value is 1). A name may repeat within an event; its values add
+    up, so a list of tokens is a valid event. Equal, result for result, to the list of dicts
+    {name: summed value} with names in order of first appearance.
+    """
+
+    names: list
+    lengths: np.ndarray
+    values: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, events: slice) -> SparseBatch:
+        if not isinstance(events, slice) or events.step not in (None, 1):
+            raise TypeError("a SparseBatch is sliced by a contiguous range of events")
+        start, stop, _ = events.indices(len(self.lengths))
+        offsets = np.concatenate(([0], np.cumsum(self.lengths)))
+        lo, hi = int(offsets[start]), int(offsets[max(stop, start)])
+        values = None if self.values is None else self.values[lo:hi]
+        return SparseBatch(self.names[lo:hi], self.lengths[start:stop], values)
+
+    def to_dicts(self) -> list[dict]:
+        values = np.ones(len(self.names)) if self.values is None else self.values
+        result, position = [], 0
+        for length in self.lengths.tolist():
+            event: dict = {}
+            for name, value in zip(self.names[position : position + length], values[position : position + length].tolist()):
+                event[name] = event.get(name, 0) + value
+            result.append(event)
+            position += length
+        return result
 
 
 @dataclass
@@ -168,49 +204,70 @@ class NaiveBayes(river_base.Classifier):
         n = len(X)
         if len(y) != n:
             raise ValueError(f"X has {n} events but y has {len(y)} labels")
-        if not all(type(x) is dict for x in X):
-            for i, x in enumerate(X):
-                if not isinstance(x, Mapping):
-                    raise TypeError(f"event {i}: x must be a dict feature -> value, got {type(x).__name__}")
-            X = [dict(x) for x in X]
-        names = list(chain.from_iterable(X))
-        values = list(chain.from_iterable(map(dict.values, X)))
-        lengths = np.fromiter(map(len, X), dtype=np.int64, count=n)
-        value_types = set(map(type, values))
-        if not value_types <= _PLAIN_NUMBERS:
-            bad = next((t for t in value_types if not issubclass(t, (int, float, np.number)) or issubclass(t, np.complexfloating)), None)
-            if bad is not None:
-                raise TypeError(f"feature values must be real numbers, got {bad.__name__}")
-        value = np.array(values, dtype=np.float64)
+        sparse = isinstance(X, SparseBatch)
+        if sparse:
+            names, lengths = X.names, np.asarray(X.lengths, dtype=np.int64)
+            if len(names) != int(lengths.sum()):
+                raise ValueError(f"SparseBatch has {len(names)} names but its lengths add up to {int(lengths.sum())}")
+            if X.values is None:
+                value = np.ones(len(names))
+            else:
+                value = np.asarray(X.values, dtype=np.float64)
+                if value.shape != (len(names),):
+                    raise ValueError("SparseBatch values must be one number per name")
+        else:
+            if not all(type(x) is dict for x in X):
+                for i, x in enumerate(X):
+                    if not isinstance(x, Mapping):
+                        raise TypeError(f"event {i}: x must be a dict feature -> value, got {type(x).__name__}")
+                X = [dict(x) for x in X]
+            names = list(chain.from_iterable(X))
+            values = list(chain.from_iterable(map(dict.values, X)))
+            lengths = np.fromiter(map(len, X), dtype=np.int64, count=n)
+            value_types = set(map(type, values))
+            if not value_types <= _PLAIN_NUMBERS:
+                bad = next((t for t in value_types if not issubclass(t, (int, float, np.number)) or issubclass(t, np.complexfloating)), None)
+                if bad is not None:
+                    raise TypeError(f"feature values must be real numbers, got {bad.__name__}")
+            value = np.array(values, dtype=np.float64)
         keep = self._check_values(value)
         weight = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
         if weights is not None and (not np.all(np.isfinite(weight)) or np.any(weight < 0)):
             raise ValueError("sample weights must be finite and >= 0")
-        labeled_rows = [i for i in range(n) if y[i] is not None and weight[i] > 0]
+        if weights is None:
+            labeled_rows = [i for i, label in enumerate(y) if label is not None]
+        else:
+            labeled_rows = [i for i, (label, w) in enumerate(zip(y, weight.tolist())) if label is not None and w > 0]
         for label in {y[i] for i in labeled_rows}:
             class_sort_key(label)
         event = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        column = self._vocabulary.lookup(names)
         # Everything is valid: only now may the vocabulary and the class book grow.
         if labeled_rows:
             self._add_classes([y[i] for i in labeled_rows])
-            if len(labeled_rows) == n:
-                learned_names = names
-            else:
-                learned_names = list(chain.from_iterable(X[i] for i in labeled_rows))
-            self._vocabulary.add(dict.fromkeys(learned_names))  # first appearance order, unique
+            missing = np.flatnonzero(column < 0)
+            learned_missing = missing
+            if len(missing) and len(labeled_rows) < n:
+                is_labeled = np.zeros(n, dtype=bool)
+                is_labeled[labeled_rows] = True
+                learned_missing = missing[is_labeled[event[missing]]]
+            if len(learned_missing):
+                new_names = [names[i] for i in learned_missing.tolist()]
+                self._vocabulary.add(dict.fromkeys(new_names))  # in order of first appearance
+                # unlabeled events may name them too (the prefix sums decide when they are known)
+                column[missing] = self._vocabulary.lookup([names[i] for i in missing.tolist()])
             self._grow_features()
-        column = self._vocabulary.lookup(names)
         label = np.full(n, -1, dtype=np.int64)
-        for i in labeled_rows:
-            label[i] = self._class_index[y[i]]
+        if labeled_rows:
+            index = self._class_index
+            label[labeled_rows] = [index[y[i]] for i in labeled_rows]
+        if sparse or self._vocabulary.hashed:
+            # One occurrence per (event, feature): names repeated within an event, or sharing a
+            # hash bucket, add their values; first appearance order is kept.
+            event, column, value = _combine_repeats(event, column, value, names)
+            keep = self._check_values(value)
         if not keep.all():
             event, column, value = event[keep], column[keep], value[keep]
-        if self._vocabulary.hashed and len(column):
-            # Features sharing a bucket within one event are one feature: add their values.
-            key = event * len(self._vocabulary) + column
-            unique_key, position = np.unique(key, return_inverse=True)
-            value = np.bincount(position, weights=value, minlength=len(unique_key))
-            event, column = unique_key // len(self._vocabulary), unique_key % len(self._vocabulary)
         return EncodedBatch(n, event, column, value, label, weight)
 
     def _grow_features(self) -> None:
@@ -238,13 +295,9 @@ class NaiveBayes(river_base.Classifier):
     def _probabilities(self, scores, active, log_prior) -> list[dict]:
         proba = normalise_log_scores(scores, active, log_prior)
         classes = self._classes
-        results = []
-        all_active = active.all(axis=1)
-        for row, full, mask in zip(proba.tolist(), all_active.tolist(), active):
-            if full:
-                results.append(dict(zip(classes, row)))
-            else:
-                results.append({classes[c]: row[c] for c in np.flatnonzero(mask)})
+        results = list(map(dict, map(zip, repeat(classes), proba.tolist())))
+        for i in np.flatnonzero(~active.all(axis=1)).tolist():  # classes not seen yet at event i
+            results[i] = {label: p for label, p, on in zip(classes, results[i].values(), active[i]) if on}
         return results
 
     # ---- River's protocol -------------------------------------------------------------
@@ -378,6 +431,33 @@ class NaiveBayes(river_base.Classifier):
         raise NotImplementedError
 
 
+def _combine_repeats(event: np.ndarray, column: np.ndarray, value: np.ndarray, names: list):
+    """Merge occurrences of the same feature within an event, keeping first appearance order."""
+    if len(event) == 0:
+        return event, column, value
+    feature = column.copy()
+    unknown = np.flatnonzero(column < 0)
+    if len(unknown):  # names never learned have no column: number them apart, below -1
+        numbering: dict = {}
+        feature[unknown] = [-2 - numbering.setdefault(names[i], len(numbering)) for i in unknown.tolist()]
+    offset = -int(feature.min())
+    width = int(feature.max()) + offset + 1
+    row_bits = max(int(len(event) - 1).bit_length(), 1)
+    # Sort (event, feature, row) packed in one int64: groups come out with their first row first.
+    packed = np.sort(((event * width + (feature + offset)) << row_bits) | np.arange(len(event), dtype=np.int64))
+    row = packed & ((1 << row_bits) - 1)
+    group_key = packed >> row_bits
+    starts = np.empty(len(event), dtype=bool)
+    starts[0] = True
+    np.not_equal(group_key[1:], group_key[:-1], out=starts[1:])
+    group = np.cumsum(starts) - 1
+    summed = np.bincount(group, weights=value[row])
+    first = row[starts]
+    order = np.argsort(first)  # first rows are distinct: back to order of first appearance
+    first = first[order]
+    return event[first], column[first], summed[order]
+
+
 def _check_smoothing(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -392,7 +472,9 @@ def _is_data_frame(X) -> bool:
     return hasattr(X, "to_dict") and hasattr(X, "columns")
 
 
-def _as_records(X) -> list:
+def _as_records(X):
+    if isinstance(X, SparseBatch):
+        return X
     if _is_data_frame(X):
         return [{k: v for k, v in row.items() if v == v and v != 0} for row in X.to_dict(orient="records")]
     return list(X)
