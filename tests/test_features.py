@@ -380,6 +380,23 @@ def test_default_pattern_fast_path_matches_the_pattern_as_written():
     assert default.transform_many(texts) == written.transform_many(texts)
 
 
+def test_river_pattern_fast_path_matches_the_pattern_as_written():
+    import random
+    import re
+
+    written = TextFeaturizer(token_pattern=r"(?u)\b\w[\w\-]+\b(?#as written)")
+    fast = TextFeaturizer(token_pattern=r"(?u)\b\w[\w\-]+\b")
+    texts = [text for _, text in load_sms_spam()] + [t for t, _ in ODD_UNICODE]
+    assert fast.transform_many(texts) == written.transform_many(texts)
+    # random strings over the characters that matter: word, hyphen, space, punctuation, marks
+    rng = random.Random(7)
+    alphabet = "ab_1-- .,'\u00e9\u0301\u00df\u65e5\u03a3\u03c2\u200b"
+    as_written, faster = re.compile(r"(?u)\b\w[\w\-]+\b"), re.compile(r"\w[\w\-]+\b")
+    for _ in range(50_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert faster.findall(text) == as_written.findall(text), text
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

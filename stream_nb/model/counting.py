@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_nb.model._numerics import exclusive_cumsum, exclusive_prefix_by_group, per_event_sum
+from stream_nb.model._numerics import exclusive_cumsum, exclusive_prefix_by_group, per_event_sum, row_sums
 from stream_nb.model.base import (
     ClassPrefix,
     EncodedBatch,
@@ -108,9 +108,9 @@ class CountingNB(NaiveBayes):
         learned[learning, label[learning]] = self._occurrence_learning(batch, rows[learning])
         start = self._feature_counts[column]
         counts_before = start + exclusive_prefix_by_group(column, learned)
-        seen_before = counts_before.sum(axis=1) > 0
+        seen_before = row_sums(counts_before) > 0
         # Features whose first count arrives in this batch, and the event that brings it.
-        first_learned = (start.sum(axis=1) == 0) & (learned.sum(axis=1) > 0)
+        first_learned = (row_sums(start) == 0) & (label >= 0)
         _, first_row = np.unique(column[first_learned], return_index=True)
         newly_seen_at = np.sort(event[first_learned][first_row])
         vocabulary_before = self._features_seen + np.searchsorted(
@@ -280,7 +280,7 @@ class ComplementNB(MultinomialNB):
         occ_event = features.event[known]
         value = batch.value[features.rows[known]]
         counts = features.counts_before[known]
-        complement_counts = counts.sum(axis=1)[:, None] - counts
+        complement_counts = row_sums(counts)[:, None] - counts
         with np.errstate(divide="ignore"):
             log_numerator = np.log(complement_counts + alpha)
         evidence = per_event_sum(occ_event, value[:, None] * log_numerator, n)
@@ -291,7 +291,7 @@ class ComplementNB(MultinomialNB):
             n_unseen = per_event_sum(batch.event[unseen], batch.value[unseen], n)
             evidence = evidence + n_unseen[:, None] * math.log(alpha)
             n_counted = n_counted + n_unseen
-        complement_totals = totals_before.sum(axis=1)[:, None] - totals_before
+        complement_totals = row_sums(totals_before)[:, None] - totals_before
         denominator = complement_totals + alpha * features.vocabulary_before[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             scores = n_counted[:, None] * np.log(denominator) - evidence
