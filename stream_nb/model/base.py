@@ -171,7 +171,10 @@ class NaiveBayes(river_base.Classifier):
         learned = np.zeros((n, n_classes))
         labeled = np.flatnonzero(batch.labeled)
         learned[labeled, batch.label[labeled]] = batch.weight[labeled]
-        counts_before = self._class_counts + exclusive_cumsum(learned)
+        if n == 1 or len(labeled) == 0:
+            counts_before = np.repeat(self._class_counts[None, :], n, axis=0)
+        else:
+            counts_before = self._class_counts + exclusive_cumsum(learned)
         active = counts_before > 0
         lam = self.prior_alpha
         total = counts_before.sum(axis=1)

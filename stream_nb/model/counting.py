@@ -107,12 +107,18 @@ class CountingNB(NaiveBayes):
         learning = np.flatnonzero(label >= 0)
         learned[learning, label[learning]] = self._occurrence_learning(batch, rows[learning])
         start = self._feature_counts[column]
-        counts_before = start + exclusive_prefix_by_group(column, learned)
+        if batch.n_events == 1 or len(learning) == 0:
+            counts_before = start  # nothing earlier in the batch was learned: the prefix is 0
+        else:
+            counts_before = start + exclusive_prefix_by_group(column, learned)
         seen_before = row_sums(counts_before) > 0
         # Features whose first count arrives in this batch, and the event that brings it.
         first_learned = (row_sums(start) == 0) & (label >= 0)
-        _, first_row = np.unique(column[first_learned], return_index=True)
-        newly_seen_at = np.sort(event[first_learned][first_row])
+        if first_learned.any():
+            _, first_row = np.unique(column[first_learned], return_index=True)
+            newly_seen_at = np.sort(event[first_learned][first_row])
+        else:
+            newly_seen_at = np.zeros(0, dtype=np.int64)
         vocabulary_before = self._features_seen + np.searchsorted(
             newly_seen_at, np.arange(batch.n_events), side="left"
         )
