@@ -1,0 +1,140 @@
+"""Replay: file sources, prequential metrics, the runner and the `replay`/`demo` commands."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from stream_nb import MultinomialNB
+from stream_nb.features import TextFeaturizer
+from stream_nb.replay import PrequentialMetrics, read_events, replay_events
+from stream_nb.replay.generator import spam_ham_stream
+from stream_nb.replay.sources import SourceError
+
+
+def test_tsv_csv_and_jsonl_give_the_same_events(tmp_path):
+    rows = [("ham", "see you at lunch"), ("spam", "WIN a prize, txt now"), ("ham", "tab\\tless")]
+    (tmp_path / "s.tsv").write_text("".join(f"{l}\t{t}\n" for l, t in rows), encoding="utf-8")
+    (tmp_path / "s.csv").write_text("label,text\n" + "".join(f'{l},"{t}"\n' for l, t in rows), encoding="utf-8")
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps({"label": l, "text": t}) + "\n" for l, t in rows),
+                                      encoding="utf-8")
+    parsed = {kind: [(e["label"], e["text"]) for e in read_events(tmp_path / f"s.{kind}")] for kind in ("tsv", "csv", "jsonl")}
+    assert parsed["tsv"] == parsed["csv"] == parsed["jsonl"] == rows
+    assert [e["id"] for e in read_events(tmp_path / "s.tsv")] == ["s:1", "s:2", "s:3"]
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("bad.tsv", "no tab here\n", "bad.tsv:1: expected 'label<TAB>text'"),
+        ("bad.jsonl", '{"text": "a", "label": "x"}\n{oops\n', "bad.jsonl:2: not JSON"),
+        ("bad.jsonl", '["a"]\n', "expected a JSON object"),
+        ("bad.csv", "label,body\nham,hi\n", "no 'text' column"),
+        ("bad.jsonl", '{"text": "a"}\n', "field 'label' is missing"),
+        ("bad.xml", "<a/>", "unknown format 'xml'"),
+    ],
+)
+def test_malformed_files_name_the_file_and_line(tmp_path, name, content, message):
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    with pytest.raises(SourceError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        list(read_events(tmp_path / name))
+
+
+def test_metrics_match_hand_counts_with_string_labels():
+    metrics = PrequentialMetrics()
+    outcomes = [("spam", "spam", 0.9), ("spam", "ham", 0.2), ("ham", "ham", 0.7), ("ham", "ham", 0.6), ("ham", "spam", 0.1)]
+    for true, predicted, p_true in outcomes:
+        metrics.update(true, predicted, {true: p_true})
+    assert metrics.accuracy == 3 / 5
+    per_class = metrics.per_class()
+    assert per_class["spam"] == {"precision": 1 / 2, "recall": 1 / 2, "f1": 1 / 2, "support": 2}
+    assert per_class["ham"]["precision"] == 2 / 3 and per_class["ham"]["recall"] == 2 / 3
+    assert metrics.macro_f1() == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert metrics.log_loss == pytest.approx(-sum(math.log(p) for *_, p in outcomes) / 5)
+    assert metrics.confusion_matrix() == {"ham": {"ham": 2, "spam": 1}, "spam": {"ham": 1, "spam": 1}}
+
+
+def test_replay_equals_a_hand_written_prequential_loop_for_any_batch_size():
+    events = list(spam_ham_stream(1500, seed=3))
+    featurizer = TextFeaturizer()
+    model = MultinomialNB()
+    hits = 0
+    for event in events:
+        guess = model.predict_one(featurizer.transform_one(event["text"]))
+        hits += guess == event["label"]
+        model.learn_one(featurizer.transform_one(event["text"]), event["label"])
+    for batch_size in (1, 7, 1000):
+        result = replay_events(events, MultinomialNB(), featurizer, batch_size=batch_size)
+        assert result.metrics.correct == hits
+        assert result.events == 1500
+
+
+def test_generated_stream_drifts_and_is_deterministic():
+    first = list(spam_ham_stream(4000, seed=1))
+    assert first == list(spam_ham_stream(4000, seed=1))
+    spam_words = [set(e["text"].split()) for e in first if e["label"] == "spam"]
+    assert "bitcoin" not in set().union(*spam_words[:100]) and "bitcoin" in set().union(*spam_words[-100:])
+    share = sum(e["label"] == "spam" for e in first) / len(first)
+    assert 0.25 < share < 0.35
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def test_demo_command_runs_and_writes_a_report(tmp_path):
+    done = run_cli("demo", "--events", "3000", "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["events"] == 3000
+    assert report["accuracy"] > 0.95
+    assert set(report["per_class"]) == {"ham", "spam"}
+    assert "clues:" in done.stdout
+
+
+def test_replay_command_reports_the_sms_corpus(tmp_path):
+    from corpora import sms_spam_path
+
+    done = run_cli("replay", "--input", str(sms_spam_path()), "--report", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["events"] == 5574
+    assert report["per_class"]["spam"]["support"] == 747
+    assert report["accuracy"] > 0.975
+
+
+def test_replay_command_fails_with_one_clear_line_on_a_bad_file(tmp_path):
+    (tmp_path / "bad.tsv").write_text("ham\thello\nno tab\n", encoding="utf-8")
+    done = run_cli("replay", "--input", str(tmp_path / "bad.tsv"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == f"stream-nb replay: {tmp_path / 'bad.tsv'}:2: expected 'label<TAB>text'"
+
+
+def test_strongest_clues_are_the_per_word_log_likelihood_ratios_of_seed_004():
+    from stream_nb.model.explain import strongest_clues
+
+    model = MultinomialNB()
+    for label, text in [("-", "just plain boring"), ("-", "entirely predictable and lacks energy"),
+                        ("-", "no surprises and very few laughs"), ("+", "very powerful"),
+                        ("+", "the most fun film of the summer")]:
+        model.learn_one({w: text.split().count(w) for w in text.split()}, label)
+    clues = strongest_clues(model, {"predictable": 1, "with": 1, "no": 1, "fun": 1}, top=5)
+    # predicted "-" against "+": log(2/34) - log(1/29) for predictable and no, log(1/34) - log(2/29) for fun
+    assert [name for name, _ in clues] == ["predictable", "no", "fun"]
+    assert clues[0][1] == pytest.approx(math.log(2 / 34) - math.log(1 / 29), abs=1e-6)
+    assert clues[2][1] == pytest.approx(math.log(1 / 34) - math.log(2 / 29), abs=1e-6)
+
+
+def test_build_model_names_unknown_kinds_and_options():
+    from stream_nb.model.registry import build_model
+
+    assert build_model("bernoulli", {"alpha": 0.5}).alpha == 0.5
+    with pytest.raises(ValueError, match="unknown model kind 'svm'"):
+        build_model("svm")
+    with pytest.raises(ValueError, match="unknown option\\(s\\) alhpa for model kind 'multinomial'"):
+        build_model("multinomial", {"alhpa": 1})
