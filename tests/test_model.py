@@ -152,6 +152,73 @@ def test_learn_many_equals_repeated_learn_one(make):
     assert _state_equal(one.to_state(), many.to_state())
 
 
+# ---- single-event path == kernel, bit for bit ------------------------------------------
+
+EVENT_PATH_MODELS = [
+    lambda: MultinomialNB(),
+    lambda: MultinomialNB(unknown="smooth"),
+    lambda: MultinomialNB(alpha=0),
+    lambda: MultinomialNB(alpha=0.3, prior_alpha=1),
+    lambda: MultinomialNB(n_hash_buckets=16, unknown="smooth", prior_alpha=0.5),
+    lambda: ComplementNB(),
+    lambda: ComplementNB(alpha=0),
+    lambda: ComplementNB(unknown="smooth", prior_alpha=0.5),
+    lambda: ComplementNB(alpha=0.3, n_hash_buckets=16),
+    lambda: BernoulliNB(),
+    lambda: BernoulliNB(alpha=0),
+    lambda: BernoulliNB(unknown="smooth", prior_alpha=1.0, true_threshold=1.0),
+    lambda: BernoulliNB(alpha=0, true_threshold=1.0),
+    lambda: BernoulliNB(alpha=0.5, n_hash_buckets=16, true_threshold=0.5),
+]
+
+
+def _mixed_stream(seed: int, n_events: int) -> list[tuple[dict, object, float]]:
+    """(x, label, weight): four classes (the last arriving late), fractional and zero values,
+    empty and unlabeled events, unknown words; whole weights first, fractional ones later."""
+    rng = np.random.default_rng(seed)
+    events = []
+    for i in range(n_events):
+        n_classes = 3 if i < n_events // 3 else 4
+        label = int(rng.integers(n_classes))
+        x: dict = {}
+        for _ in range(int(rng.integers(0, 9))):
+            word = f"w{int(rng.integers(60)) if rng.random() < 0.8 else 60 + i}"
+            x[word] = [1, 2, 3, 0, 0.5, 1.7, 2.25][int(rng.integers(7))]
+        weight = 1.0 if i < n_events // 2 else [1.0, 2, 0.3, 1.25, 0.0][int(rng.integers(5))]
+        events.append((x, f"class{label}" if rng.random() < 0.75 else None, weight))
+    return events
+
+
+def _bits(mapping: dict) -> dict:
+    return {label: float(value).hex() for label, value in mapping.items()}
+
+
+def _state_bits(model) -> tuple:
+    state = model.to_state()
+    arrays = {name: array.tobytes() for name, array in state["arrays"].items()}
+    extra = ()
+    if isinstance(model, BernoulliNB):
+        extra = ([h.tobytes() for h in model._histograms], list(model._top_counts))
+    return json.dumps(state["meta"], sort_keys=True), arrays, extra
+
+
+@pytest.mark.parametrize("make", EVENT_PATH_MODELS, ids=model_id)
+def test_single_event_path_equals_the_kernel_bit_for_bit(make):
+    fast, kernel = make(), make()
+    assert fast._event_path
+    kernel._event_path = False  # every call through the batch kernel, on a batch of one
+    for x, label, weight in _mixed_stream(seed=5, n_events=300):
+        expected = kernel.predict_proba_one(x)
+        assert _bits(fast.predict_proba_one(x)) == _bits(expected)
+        assert _bits(fast.predict_proba_many([x])[0]) == _bits(expected)
+        assert _bits(fast.joint_log_likelihood(x)) == _bits(kernel.joint_log_likelihood(x))
+        if label is not None:
+            fast.learn_one(x, label, w=weight)
+            kernel.learn_one(x, label, w=weight)
+            assert _state_bits(fast) == _state_bits(kernel)
+    assert not fast._integral and fast.n_terms >= 16  # both regimes were exercised
+
+
 # ---- merge and state ------------------------------------------------------------------
 
 

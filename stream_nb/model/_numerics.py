@@ -71,6 +71,12 @@ def per_event_sum(event: np.ndarray, values: np.ndarray, n_events: int) -> np.nd
     return out
 
 
+def event_sum(values: np.ndarray):
+    """per_event_sum for a single event: the rows of `values` added in order, from 0.0 (a float
+    for a vector, a row for a matrix), by the very same np.bincount calls."""
+    return per_event_sum(np.zeros(len(values), dtype=np.int64), values, 1)[0]
+
+
 def normalise_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """Posterior probabilities from joint log likelihoods by log-sum-exp, row by row.
 
@@ -103,3 +109,27 @@ def normalise_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.nd
         total += weights[:, column]
     total[total == 0.0] = 1.0
     return weights / total[:, None]
+
+
+def normalise_log_row(scores: np.ndarray, active: np.ndarray, fallback: np.ndarray) -> list[float]:
+    """normalise_log_scores for one row (1-D arrays), by the same operations in the same order
+    (the exponentials by np.exp on an array, the sum from 0.0 in class order, then IEEE divisions);
+    returns the probabilities as a list of floats."""
+    scores = np.where(active, scores, -np.inf)
+    best = scores.max(initial=-np.inf)
+    if best == -np.inf and active.any():  # hopeless: back to the fallback
+        scores = np.where(active, fallback, -np.inf)
+        best = scores.max()
+    if best == np.inf:  # certain: shared by the classes at +inf
+        scores = np.where(scores == np.inf, 0.0, -np.inf)
+        best = 0.0
+    if best == -np.inf:
+        best = 0.0
+    with np.errstate(invalid="ignore"):
+        weights = np.exp(scores - best).tolist()
+    total = 0.0
+    for weight in weights:
+        total += weight
+    if total == 0.0:
+        total = 1.0
+    return [weight / total for weight in weights]

@@ -2,9 +2,14 @@
 
 A variant supplies one kernel, `_kernel(batch, predict, learn)`, that scores a batch of events
 *prequentially* (event i is scored with the state after events 0..i-1 of the batch) and then,
-if asked, learns the labeled ones. `learn_one`/`predict_proba_one` run the kernel on a batch of
-one; `predict_learn_many` runs it on a whole batch. The two paths perform the same floating
-point operations per event, which is why their results are equal to the last bit.
+if asked, learns the labeled ones; `predict_learn_many` runs it on a whole batch. The two paths
+perform the same floating point operations per event, which is why their results are equal to
+the last bit.
+
+`learn_one`/`predict_proba_one`/`joint_log_likelihood` run the kernel on a batch of one, unless
+the variant has a single-event path (`_event_path`: `_score_event`, `_learn_event`), which
+performs the kernel's operations for a batch of one (same numpy functions on the same values,
+additions in the same order) without the batch machinery.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from river import base as river_base
 
-from stream_nb.model._numerics import exclusive_cumsum, normalise_log_scores
+from stream_nb.model._numerics import exclusive_cumsum, normalise_log_row, normalise_log_scores
 
 # Events per kernel call: bounds the (events x classes) work arrays.
 BATCH_CHUNK = 8192
@@ -101,6 +106,16 @@ class EncodedBatch:
 
 
 @dataclass
+class EncodedEvent:
+    """One event as `_encode` encodes it in a batch of one: its kept features in order."""
+
+    column: np.ndarray  # feature column, -1 if the feature was never learned
+    value: np.ndarray  # feature value (never 0)
+    label: int  # class index, -1 when the event is not learned (no label, or weight 0)
+    weight: float
+
+
+@dataclass
 class ClassPrefix:
     """Per-event view of the class counts, as each event sees them (before it is learned)."""
 
@@ -111,6 +126,7 @@ class ClassPrefix:
 
 
 _PLAIN_NUMBERS = {int, float, bool}
+_BAD_WEIGHTS = "sample weights must be finite and >= 0"
 
 
 def _is_integral(values: np.ndarray) -> bool:
@@ -183,6 +199,14 @@ class NaiveBayes(river_base.Classifier):
         log_prior = np.where(active, log_prior, -np.inf)  # no class yet: -inf, not 0/0
         return ClassPrefix(counts_before, active, log_prior, learned)
 
+    def _event_prior(self) -> tuple[np.ndarray, np.ndarray]:
+        """(active, log P(c)) exactly as `_class_prefix` computes them for a batch of one."""
+        counts = self._class_counts
+        active = counts > 0
+        lam = self.prior_alpha
+        log_prior = np.log(counts + lam) - np.log(counts.sum(keepdims=True) + active.sum() * lam)
+        return active, np.where(active, log_prior, -np.inf)
+
     def _current_log_prior(self) -> tuple[np.ndarray, np.ndarray]:
         """(active, log P(c)) for the state as it is now; -inf for classes not yet learned."""
         counts = self._class_counts
@@ -236,7 +260,7 @@ class NaiveBayes(river_base.Classifier):
         keep = self._check_values(value)
         weight = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
         if weights is not None and (not np.all(np.isfinite(weight)) or np.any(weight < 0)):
-            raise ValueError("sample weights must be finite and >= 0")
+            raise ValueError(_BAD_WEIGHTS)
         if weights is None:
             labeled_rows = [i for i, label in enumerate(y) if label is not None]
         else:
@@ -273,6 +297,42 @@ class NaiveBayes(river_base.Classifier):
             event, column, value = event[keep], column[keep], value[keep]
         return EncodedBatch(n, event, column, value, label, weight)
 
+    def _encode_one(self, x: dict, y=None, w: float | None = None) -> EncodedEvent | None:
+        """`_encode([x], [y], [w])` for one event of plain numbers, with the same checks in the
+        same order, the same errors and the same growth of the class book and vocabulary.
+        None when x is not a dict of int/float/bool (or w not a plain number): the general
+        encoder then takes the event, and raises its errors.
+        """
+        if type(x) is not dict or (w is not None and type(w) not in _PLAIN_NUMBERS):
+            return None
+        values = list(x.values())
+        if not set(map(type, values)) <= _PLAIN_NUMBERS:
+            return None
+        value = np.array(values, dtype=np.float64)
+        keep = self._check_values(value)
+        weight = 1.0 if w is None else float(w)  # the same conversion as np.asarray(..., float64)
+        if not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(_BAD_WEIGHTS)
+        names = list(x)
+        label = -1
+        if y is not None and weight > 0:
+            class_sort_key(y)
+            column = self._vocabulary.lookup(names)
+            self._add_classes([y])
+            if (column < 0).any():
+                self._vocabulary.add(names)  # the new names, in order of appearance
+                column = self._vocabulary.lookup(names)
+            self._grow_features()
+            label = self._class_index[y]
+        else:
+            column = self._vocabulary.lookup(names)
+        if self._vocabulary.hashed:
+            column, value = _combine_buckets(column, value)
+            keep = self._check_values(value)
+        if not keep.all():
+            column, value = column[keep], value[keep]
+        return EncodedEvent(column, value, label, weight)
+
     def _grow_features(self) -> None:
         """Make the variant's per-feature arrays as long as the vocabulary."""
 
@@ -295,6 +355,33 @@ class NaiveBayes(river_base.Classifier):
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
         raise NotImplementedError
 
+    # ---- single events (variants with `_event_path`) ----------------------------------
+
+    _event_path = False
+
+    def _event_is_exact(self, event: EncodedEvent) -> bool:
+        """`_batch_is_exact` for one labeled event."""
+        return self._integral and event.weight.is_integer() and _is_integral(event.value)
+
+    def _score_event(self, event: EncodedEvent) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(scores, active, log_prior) of one event with the state as it is: the kernel's row
+        for a batch of one, by the same operations. Called under np.errstate(all ignored but
+        overflow)."""
+        raise NotImplementedError
+
+    def _learn_event(self, event: EncodedEvent) -> None:
+        """Learn one labeled event: the state the kernel leaves for a batch of one, bit for bit."""
+        raise NotImplementedError
+
+    def _event_scores(self, x: dict):
+        """(scores, active, log_prior) of one unlabeled event, by the fastest exact path."""
+        event = self._encode_one(x) if self._event_path else None
+        if event is None:
+            scores, active, log_prior = self._run(self._encode([x], [None]), predict=True, learn=False)
+            return scores[0], active[0], log_prior[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._score_event(event)
+
     def _probabilities(self, scores, active, log_prior) -> list[dict]:
         proba = normalise_log_scores(scores, active, log_prior)
         classes = self._classes
@@ -309,20 +396,28 @@ class NaiveBayes(river_base.Classifier):
         """Learn one labeled event with sample weight w (w = 0 learns nothing)."""
         if y is None:
             raise ValueError("learn_one needs a label; y is None")
-        self._run(self._encode([x], [y], [w]), predict=False, learn=True)
+        event = self._encode_one(x, y, w) if self._event_path else None
+        if event is None:
+            self._run(self._encode([x], [y], [w]), predict=False, learn=True)
+        elif event.label >= 0:
+            self._learn_event(event)
 
     def joint_log_likelihood(self, x: dict) -> dict:
         """log P(c) + log P(x | c) for every class seen so far."""
         if not self._classes:
             return {}
-        scores, active, _ = self._run(self._encode([x], [None]), predict=True, learn=False)
-        return {self._classes[c]: float(scores[0, c]) for c in np.flatnonzero(active[0])}
+        scores, active, _ = self._event_scores(x)
+        return {self._classes[c]: float(scores[c]) for c in np.flatnonzero(active)}
 
     def predict_proba_one(self, x: dict) -> dict:
         """P(c | x) for every class seen so far; {} before anything is learned."""
         if not self._classes:
             return {}
-        return self._probabilities(*self._run(self._encode([x], [None]), predict=True, learn=False))[0]
+        scores, active, log_prior = self._event_scores(x)
+        proba = normalise_log_row(scores, active, log_prior)
+        if active.all():
+            return dict(zip(self._classes, proba))
+        return {label: p for label, p, on in zip(self._classes, proba, active.tolist()) if on}
 
     def learn_many(self, X, y, w=None) -> None:
         """Learn a batch, exactly as repeated learn_one would. X: dicts or a pandas DataFrame."""
@@ -459,6 +554,16 @@ def _combine_repeats(event: np.ndarray, column: np.ndarray, value: np.ndarray, n
     order = np.argsort(first)  # first rows are distinct: back to order of first appearance
     first = first[order]
     return event[first], column[first], summed[order]
+
+
+def _combine_buckets(column: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_combine_repeats` for one event: values sharing a column add up (from 0.0, in order of
+    appearance, as np.bincount adds them); columns keep their order of first appearance."""
+    summed: dict = {}
+    for c, v in zip(column.tolist(), value.tolist()):
+        summed[c] = summed.get(c, 0.0) + v
+    return (np.fromiter(summed, dtype=np.int64, count=len(summed)),
+            np.fromiter(summed.values(), dtype=np.float64, count=len(summed)))
 
 
 def _check_smoothing(name: str, value) -> None:

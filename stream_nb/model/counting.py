@@ -3,6 +3,10 @@
 All three keep one (features x classes) table of counts N_fc. Scoring an event needs, for
 each of its features, N_fc *as of that event*; inside a batch those are exclusive prefix sums
 over the batch's earlier labeled events, so a batch is scored in a handful of array passes.
+
+A single event (learn_one, predict_proba_one) takes a shorter path with no prefix sums: N_fc
+is the table as it is. It repeats the kernel's floating point operations for a batch of one
+(`_score_event`, `_learn_event`), so both paths agree to the last bit.
 """
 
 from __future__ import annotations
@@ -12,10 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_nb.model._numerics import exclusive_cumsum, exclusive_prefix_by_group, per_event_sum, row_sums
+from stream_nb.model._numerics import (
+    event_sum,
+    exclusive_cumsum,
+    exclusive_prefix_by_group,
+    per_event_sum,
+    row_sums,
+)
 from stream_nb.model.base import (
     ClassPrefix,
     EncodedBatch,
+    EncodedEvent,
     NaiveBayes,
     _check_smoothing,
     _check_unknown,
@@ -67,6 +78,7 @@ class CountingNB(NaiveBayes):
         self._feature_counts = np.zeros((0, 0))  # rows beyond len(vocabulary) are spare capacity
         self._class_totals = np.zeros(0)  # sum over features of N_fc
         self._features_seen = 0  # |V|: features with a positive count in some class
+        self._grow_features()  # hashed: every bucket has its row from the start
 
     # ---- bookkeeping ------------------------------------------------------------------
 
@@ -147,6 +159,41 @@ class CountingNB(NaiveBayes):
         added = per_event_sum(features.event, features.learned, batch.n_events)
         return self._class_totals + exclusive_cumsum(added), added
 
+    # ---- single events ----------------------------------------------------------------
+
+    _event_path = True
+
+    def _event_features(self, event: EncodedEvent) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(N_fc of the event's features learned before (k, C), their values, the values of
+        the other features), in the event's order: the kernel's `seen_before` split."""
+        column = event.column
+        has_column = column >= 0
+        counts = self._feature_counts[column[has_column]]
+        seen = has_column.copy()
+        seen[has_column] = row_sums(counts) > 0
+        return self._feature_counts[column[seen]], event.value[seen], event.value[~seen]
+
+    def _learn_event(self, event: EncodedEvent) -> None:
+        """N_fc += (what each feature adds), N_c += w, |V| += features seen for the first time."""
+        if not self._event_is_exact(event):
+            self._integral = False
+        column, c = event.column, event.label
+        before = self._feature_counts[column]
+        newly_seen = int(np.count_nonzero(row_sums(before) == 0))
+        learned = self._event_learning(event)
+        self._feature_counts[column, c] += learned  # columns are distinct within an event
+        self._class_counts[c] += event.weight
+        self._features_seen += newly_seen
+        self._learned_event(event, before, newly_seen, learned)
+
+    def _event_learning(self, event: EncodedEvent) -> np.ndarray:
+        """`_occurrence_learning` for one event."""
+        raise NotImplementedError
+
+    def _learned_event(self, event: EncodedEvent, before: np.ndarray, newly_seen: int,
+                       learned: np.ndarray) -> None:
+        """What the variant keeps besides N_fc, N_c and |V| (before: N_fc before the event)."""
+
     # ---- state ------------------------------------------------------------------------
 
     def _params(self) -> dict:
@@ -215,6 +262,35 @@ class MultinomialNB(CountingNB):
 
     def _occurrence_learning(self, batch, rows):
         return batch.value[rows] * batch.weight[batch.event[rows]]
+
+    def _event_learning(self, event):
+        return event.value * event.weight
+
+    def _learned_event(self, event, before, newly_seen, learned):
+        self._class_totals[event.label] += event_sum(learned)  # T_c, as _add_totals adds it
+
+    def _event_evidence(self, log_numerator: np.ndarray, value: np.ndarray, unseen: np.ndarray):
+        """(sum_f x_f log_numerator_fc, sum_f x_f) over the event's known features, plus the
+        unseen ones at log(alpha) when unknown="smooth": the kernel's sums for a batch of one."""
+        evidence = event_sum(value[:, None] * log_numerator)
+        n_counted = event_sum(value)
+        if self.unknown == "smooth":
+            n_unseen = event_sum(unseen)
+            evidence = evidence + n_unseen * math.log(self.alpha)
+            n_counted = n_counted + n_unseen
+        return evidence, n_counted
+
+    def _score_event(self, event):
+        alpha = self.alpha
+        active, log_prior = self._event_prior()
+        counts, value, unseen = self._event_features(event)
+        evidence, n_counted = self._event_evidence(np.log(counts + alpha), value, unseen)
+        denominator = self._class_totals + alpha * self._features_seen
+        scores = log_prior + evidence - n_counted * np.log(denominator)
+        empty = denominator == 0
+        if empty.any():
+            scores = np.where(empty, -np.inf if n_counted > 0 else log_prior, scores)
+        return scores, active, log_prior
 
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
         classes = self._class_prefix(batch)
@@ -303,6 +379,17 @@ class ComplementNB(MultinomialNB):
             scores = n_counted[:, None] * np.log(denominator) - evidence
         return np.where(denominator == 0, 0.0, scores)
 
+    def _score_event(self, event):
+        alpha = self.alpha
+        active, log_prior = self._event_prior()
+        counts, value, unseen = self._event_features(event)
+        complement_counts = row_sums(counts)[:, None] - counts
+        evidence, n_counted = self._event_evidence(np.log(complement_counts + alpha), value, unseen)
+        totals = self._class_totals[None, :]
+        denominator = (row_sums(totals)[:, None] - totals)[0] + alpha * self._features_seen
+        scores = n_counted * np.log(denominator) - evidence
+        return np.where(denominator == 0, 0.0, scores), active, log_prior
+
 
 class BernoulliNB(CountingNB):
     """Bernoulli naive Bayes over feature presence (x_f > true_threshold).
@@ -347,6 +434,17 @@ class BernoulliNB(CountingNB):
     def _batch_is_exact(self, batch: EncodedBatch) -> bool:
         # Presence, not the values, is counted: only the weights must be whole numbers.
         return self._integral and bool(np.all(np.floor(batch.weight) == batch.weight))
+
+    def _event_is_exact(self, event: EncodedEvent) -> bool:
+        return self._integral and event.weight.is_integer()
+
+    def _event_learning(self, event):
+        return event.weight
+
+    def _learned_event(self, event, before, newly_seen, learned):
+        if self._integral:
+            self._step_histograms(event.label, before[:, event.label].astype(np.int64), int(event.weight),
+                                  newly_seen)
 
     def _insert_class_columns(self, insert_at: np.ndarray) -> None:
         super()._insert_class_columns(insert_at)
@@ -473,21 +571,54 @@ class BernoulliNB(CountingNB):
                 if c >= 0:
                     cache.clear()
                 continue
-            if new_at is not None and new_at[i]:
-                for histogram in self._histograms:
-                    histogram[0] += new_at[i]
+            newly_seen = new_at[i] if new_at is not None else 0
+            if newly_seen:
                 cache.clear()
             lo, hi = bounds[i], bounds[i + 1]
             rows = np.flatnonzero(learning[lo:hi]) + lo
-            if len(rows):
-                old = features.counts_before[rows, c].astype(np.int64)
-                step = int(features.learned[rows[0], c])
-                histogram = self._histograms[c]
-                top = int(old.max()) + step + 1
-                if len(histogram) < top:
-                    histogram = self._histograms[c] = np.concatenate((histogram, np.zeros(2 * top - len(histogram))))
-                np.subtract.at(histogram, old, 1.0)
-                np.add.at(histogram, old + step, 1.0)
-                self._top_counts[c] = max(self._top_counts[c], top - 1)
+            step = int(features.learned[rows[0], c]) if len(rows) else 0
+            self._step_histograms(c, features.counts_before[rows, c].astype(np.int64), step, newly_seen)
             cache.pop(c, None)
         return absent_part, zero_factors
+
+    def _step_histograms(self, c: int, old: np.ndarray, step: int, newly_seen: int) -> None:
+        """H after a class-c document: `newly_seen` features join V (at count 0 in every class),
+        and the document's features move from their counts `old` to old + step in class c."""
+        if newly_seen:
+            for histogram in self._histograms:
+                histogram[0] += newly_seen
+        if len(old):
+            histogram = self._histograms[c]
+            top = int(old.max()) + step + 1
+            if len(histogram) < top:
+                histogram = self._histograms[c] = np.concatenate((histogram, np.zeros(2 * top - len(histogram))))
+            np.subtract.at(histogram, old, 1.0)
+            np.add.at(histogram, old + step, 1.0)
+            self._top_counts[c] = max(self._top_counts[c], top - 1)
+
+    def _score_event(self, event):
+        """The kernel's Bernoulli score for a batch of one: log P(c) + A_c + sum of the odds."""
+        alpha = self.alpha
+        active, log_prior = self._event_prior()
+        class_counts = self._class_counts
+        present, _, unseen = self._event_features(event)
+        absent = class_counts - present
+        if alpha > 0:
+            odds = np.log(present + alpha) - np.log(absent + alpha)
+            zero_shift = None
+        else:
+            odds = np.log(np.where(present > 0, present, 1.0)) - np.log(np.where(absent > 0, absent, 1.0))
+            zero_shift = event_sum((present == 0).astype(float) - (absent == 0))
+        evidence = event_sum(odds)
+        if self.unknown == "smooth":
+            n_unseen = event_sum(np.ones(len(unseen)))
+            evidence += n_unseen * (math.log(alpha) - np.log(class_counts + 2 * alpha))
+        absent_part = np.zeros(len(class_counts))
+        zero_factors = np.zeros(len(class_counts))
+        vocabulary = self._features_seen
+        for c in np.flatnonzero(active).tolist():
+            absent_part[c], zero_factors[c] = self._absent_sum(c, class_counts[c], vocabulary)
+        if zero_shift is not None:
+            zero_factors = zero_factors + zero_shift
+        scores = log_prior + absent_part + evidence
+        return np.where(zero_factors > 0, -np.inf, scores), active, log_prior
