@@ -414,6 +414,20 @@ def section_memory(args, labels, X, results) -> None:
                 f"<= {MEMORY_TARGET:g}x", "PASS" if ratio <= MEMORY_TARGET else "FAIL")
 
 
+def code_version(package_dir: Path) -> str:
+    """git commit of the imported stream_nb, and whether its files differ from that commit."""
+    import subprocess
+
+    try:
+        run = lambda *cmd: subprocess.run(["git", *cmd], cwd=package_dir, capture_output=True, text=True,
+                                          timeout=10, check=True).stdout.strip()
+        commit = run("rev-parse", "--short", "HEAD")
+        dirty = run("status", "--porcelain", "--", ".")
+        return f"git {commit}" + (", with uncommitted changes" if dirty else ", clean")
+    except Exception:  # not a git checkout (an installed copy, an archive)
+        return "not a git checkout"
+
+
 # ---- main -------------------------------------------------------------------------------------
 
 
@@ -456,6 +470,7 @@ def main(argv=None) -> int:
     print("stream_nb model throughput vs River")
     print(f"  python {platform.python_version()}, numpy {numpy.__version__}, river {river.__version__}, "
           f"stream_nb {stream_nb.__version__}, {platform.machine()}")
+    print(f"  stream_nb imported from {Path(stream_nb.__file__).parent} ({code_version(Path(stream_nb.__file__).parent)})")
     print(f"  corpus {args.corpus} ({len(rows):,} messages), stream {len(texts):,} events "
           f"(corpus repeated in file order), repeats {args.repeats}, chunk {args.chunk:,}")
 
