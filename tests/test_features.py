@@ -603,3 +603,21 @@ def test_categorical_config_round_trip_and_bad_fields():
     assert rebuilt({"meta": {"a": 1, "b": "z"}}) == {"a": "1", "b": "z"}
     with pytest.raises(ValueError, match="fields"):
         CategoricalFeaturizer("ab")
+
+
+@pytest.mark.parametrize("pattern", [r"(?u)\b\w\w+\b", r"(?u)\b\w[\w\-]+\b"])
+def test_ascii_split_fast_path_finds_the_regex_tokens(pattern):
+    import random
+    import re
+
+    from stream_nb.features.text import _token_finder
+
+    featurizer = TextFeaturizer(token_pattern=pattern)
+    fast = _token_finder(featurizer._pattern)
+    as_written = re.compile(pattern).findall
+    texts = [text.lower() for _, text in load_sms_spam()]
+    rng = random.Random(11)
+    alphabet = "aB_9-- .,;:!?'\"()[]{}<>/\\|@#$%^&*+=~`\t\n\r\x0b\x0c\x1c\x1f\x00\x7f"
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(50_000)]
+    for text in texts:
+        assert fast(text) == as_written(text), repr(text)

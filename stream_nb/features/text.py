@@ -72,6 +72,39 @@ _EQUIVALENT_FASTER_PATTERNS = {
     RIVER_TOKEN_PATTERN: r"\w[\w\-]+\b",
 }
 
+# On ASCII text the two built-in patterns find the runs of word characters ([A-Za-z0-9_], plus
+# "-" for River's) of length >= 2, River's with hyphens trimmed from both ends. bytes.translate
+# and split find those runs in C, about 40% faster than the regex; other text takes the regex.
+def _ascii_byte_table(keep: str) -> bytes:
+    return bytes(code if chr(code) in keep else 0x20 for code in range(256))
+
+
+_ASCII_WORD = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+_ASCII_SPLITTERS = {
+    r"\w{2,}": (_ascii_byte_table(_ASCII_WORD), False),
+    r"\w[\w\-]+\b": (_ascii_byte_table(_ASCII_WORD + "-"), True),
+}
+
+
+def _token_finder(pattern: re.Pattern) -> Callable[[str], list[str]]:
+    """`pattern.findall`, with the C-level split for ASCII text where the pattern allows it."""
+    findall = pattern.findall
+    splitter = _ASCII_SPLITTERS.get(pattern.pattern)
+    if splitter is None:
+        return findall
+    table, trim_hyphens = splitter
+
+    def find_tokens(text: str) -> list[str]:
+        if not text.isascii():
+            return findall(text)
+        chunks = text.encode("ascii").translate(table).decode("ascii").split()
+        if trim_hyphens and "-" in text:
+            chunks = [chunk.strip("-") for chunk in chunks]
+        return [chunk for chunk in chunks if len(chunk) > 1]
+
+    return find_tokens
+
+
 # A URL starts with a scheme ("https://") or "www." and ends before white space, quotes, angle
 # brackets; trailing sentence punctuation is not part of it. Explicit letter cases instead of
 # re.IGNORECASE, which made the scan about 1.8x slower.
@@ -429,7 +462,7 @@ class TextFeaturizer:
         """
         do_strip_accents = self.strip_accents
         do_lowercase = self.lowercase
-        find_tokens = self._pattern.findall
+        find_tokens = _token_finder(self._pattern)
         # Placeholders are only looked for when the text could hold one ('@', '://', 'www.').
         gate_emails = self.normalize_emails
         gate_urls = self.normalize_urls
@@ -466,7 +499,7 @@ class TextFeaturizer:
         """The plain path's tokens of one text, uncounted (deduplicated when binary)."""
         do_strip_accents = self.strip_accents
         do_lowercase = self.lowercase
-        find_tokens = self._pattern.findall
+        find_tokens = _token_finder(self._pattern)
         gate_emails = self.normalize_emails
         gate_urls = self.normalize_urls
         tokens_with_placeholders = self._tokens_with_placeholders
