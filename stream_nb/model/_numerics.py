@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -71,10 +73,47 @@ def per_event_sum(event: np.ndarray, values: np.ndarray, n_events: int) -> np.nd
     return out
 
 
-def event_sum(values: np.ndarray):
-    """per_event_sum for a single event: the rows of `values` added in order, from 0.0 (a float
-    for a vector, a row for a matrix), by the very same np.bincount calls."""
-    return per_event_sum(np.zeros(len(values), dtype=np.int64), values, 1)[0]
+def row_total(row: list[float]) -> float:
+    """row_sums for one row of Python floats: its entries added in column order."""
+    total = row[0]
+    for value in row[1:]:
+        total += value
+    return total
+
+
+def weighted_column_sums(flat: list[float], n_columns: int, weights: list[float]) -> list[float]:
+    """per_event_sum(event, weights[:, None] * matrix) for one event, the matrix given row after
+    row in `flat` (rows beyond len(weights) are ignored): for each column c,
+    0.0 + w_0 m_0c + w_1 m_1c + ..., in row order, as np.bincount adds them."""
+    end = len(weights) * n_columns
+    sums = []
+    for column in range(n_columns):
+        total = 0.0
+        for weight, value in zip(weights, flat[column:end:n_columns]):
+            total += weight * value
+        sums.append(total)
+    return sums
+
+
+def sequential_sum(values) -> float:
+    """per_event_sum for one event: 0.0 + v_0 + v_1 + ..., in order, as np.bincount adds them."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
+def log_list(values: list[float]) -> list[float]:
+    """np.log of each value, as a list; log(0) = -inf without a warning.
+
+    np.log, not math.log: numpy's vectorised log can differ from the C library's in the last
+    bit, and the batch kernel takes np.log. It works element by element, so a value's log does
+    not depend on the array it is in."""
+    array = np.array(values, dtype=np.float64)
+    if min(values, default=1.0) > 0:
+        return np.log(array).tolist()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(array).tolist()
 
 
 def normalise_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.ndarray) -> np.ndarray:
@@ -111,25 +150,32 @@ def normalise_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.nd
     return weights / total[:, None]
 
 
-def normalise_log_row(scores: np.ndarray, active: np.ndarray, fallback: np.ndarray) -> list[float]:
-    """normalise_log_scores for one row (1-D arrays), by the same operations in the same order
-    (the exponentials by np.exp on an array, the sum from 0.0 in class order, then IEEE divisions);
-    returns the probabilities as a list of floats."""
-    scores = np.where(active, scores, -np.inf)
-    best = scores.max(initial=-np.inf)
-    if best == -np.inf and active.any():  # hopeless: back to the fallback
-        scores = np.where(active, fallback, -np.inf)
-        best = scores.max()
-    if best == np.inf:  # certain: shared by the classes at +inf
-        scores = np.where(scores == np.inf, 0.0, -np.inf)
+def normalise_log_row(scores: list, active: list, fallback: list) -> list[float]:
+    """normalise_log_scores for one row of Python floats, by the same operations in the same
+    order (the exponentials by np.exp, the sum from 0.0 in class order, then the divisions)."""
+    scores = [score if on else -math.inf for score, on in zip(scores, active)]
+    best = _array_max(scores)
+    if best == -math.inf and any(active):  # hopeless: back to the fallback
+        scores = [value if on else -math.inf for value, on in zip(fallback, active)]
+        best = _array_max(scores)
+    if best == math.inf:  # certain: shared by the classes at +inf
+        scores = [0.0 if score == math.inf else -math.inf for score in scores]
         best = 0.0
-    if best == -np.inf:
+    if best == -math.inf:
         best = 0.0
-    with np.errstate(invalid="ignore"):
-        weights = np.exp(scores - best).tolist()
-    total = 0.0
-    for weight in weights:
-        total += weight
+    weights = np.exp(np.array([score - best for score in scores])).tolist()
+    total = sequential_sum(weights)
     if total == 0.0:
         total = 1.0
     return [weight / total for weight in weights]
+
+
+def _array_max(values: list[float]) -> float:
+    """ndarray.max(initial=-inf) of a list: -inf when empty, NaN when any value is NaN."""
+    best = -math.inf
+    for value in values:
+        if value != value:
+            return value
+        if value > best:
+            best = value
+    return best

@@ -8,8 +8,11 @@ the last bit.
 
 `learn_one`/`predict_proba_one`/`joint_log_likelihood` run the kernel on a batch of one, unless
 the variant has a single-event path (`_event_path`: `_score_event`, `_learn_event`), which
-performs the kernel's operations for a batch of one (same numpy functions on the same values,
-additions in the same order) without the batch machinery.
+performs the kernel's operations for a batch of one without the batch machinery: the same
+additions, subtractions, multiplications and divisions in the same order, on Python floats
+(IEEE 754 double, like numpy's), and logarithms and exponentials by np.log / np.exp on arrays,
+as in the kernel (never math.log / math.exp: numpy's vectorised versions can differ from the C
+library's in the last bit).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from river import base as river_base
 
-from stream_nb.model._numerics import exclusive_cumsum, normalise_log_row, normalise_log_scores
+from stream_nb.model._numerics import exclusive_cumsum, log_list, normalise_log_row, normalise_log_scores
 
 # Events per kernel call: bounds the (events x classes) work arrays.
 BATCH_CHUNK = 8192
@@ -109,8 +112,8 @@ class EncodedBatch:
 class EncodedEvent:
     """One event as `_encode` encodes it in a batch of one: its kept features in order."""
 
-    column: np.ndarray  # feature column, -1 if the feature was never learned
-    value: np.ndarray  # feature value (never 0)
+    column: list[int]  # feature column, -1 if the feature was never learned
+    value: list[float]  # feature value (never 0)
     label: int  # class index, -1 when the event is not learned (no label, or weight 0)
     weight: float
 
@@ -199,13 +202,17 @@ class NaiveBayes(river_base.Classifier):
         log_prior = np.where(active, log_prior, -np.inf)  # no class yet: -inf, not 0/0
         return ClassPrefix(counts_before, active, log_prior, learned)
 
-    def _event_prior(self) -> tuple[np.ndarray, np.ndarray]:
-        """(active, log P(c)) exactly as `_class_prefix` computes them for a batch of one."""
-        counts = self._class_counts
-        active = counts > 0
+    def _event_prior(self, log_args: list[float]) -> tuple[list[bool], list[float], list[float]]:
+        """(active, log P(c), the logs of log_args) for a batch of one, as `_class_prefix` has them:
+        log(N_c + lambda) - log(N + K lambda), -inf for a class not learned yet. The variant's
+        own logarithms (log_args) are taken in the same np.log call."""
+        counts = self._class_counts.tolist()
+        active = [n > 0 for n in counts]
         lam = self.prior_alpha
-        log_prior = np.log(counts + lam) - np.log(counts.sum(keepdims=True) + active.sum() * lam)
-        return active, np.where(active, log_prior, -np.inf)
+        logs = log_list(log_args + [n + lam for n in counts] + [self._class_counts.sum() + active.count(True) * lam])
+        log_total = logs.pop()
+        log_prior = [log_n - log_total if on else -math.inf for log_n, on in zip(logs[len(log_args) :], active)]
+        return active, log_prior, logs[: len(log_args)]
 
     def _current_log_prior(self) -> tuple[np.ndarray, np.ndarray]:
         """(active, log P(c)) for the state as it is now; -inf for classes not yet learned."""
@@ -222,9 +229,16 @@ class NaiveBayes(river_base.Classifier):
 
     def _check_values(self, values: np.ndarray) -> np.ndarray:
         """Validate feature values; return the mask of occurrences that carry information."""
-        if not np.all(np.isfinite(values)):
+        if not np.isfinite(values).all():
             raise ValueError("feature values must be finite numbers (got NaN or infinity)")
         return values != 0
+
+    def _event_keep(self, values: list[float]) -> list[bool] | None:
+        """`_check_values` on one event's floats: the kept mask, or None when `_check_values`
+        might object (the general encoder then checks the event and raises its error)."""
+        if not math.isfinite(sum(values)):  # NaN or infinity (or a sum that overflows)
+            return None
+        return [value != 0 for value in values]
 
     def _encode(self, X: Sequence, y: Sequence, weights: Sequence | None = None) -> EncodedBatch:
         """Validate a batch and turn it into flat arrays; nothing is mutated until it is valid."""
@@ -308,29 +322,32 @@ class NaiveBayes(river_base.Classifier):
         values = list(x.values())
         if not set(map(type, values)) <= _PLAIN_NUMBERS:
             return None
-        value = np.array(values, dtype=np.float64)
-        keep = self._check_values(value)
-        weight = 1.0 if w is None else float(w)  # the same conversion as np.asarray(..., float64)
+        value = list(map(float, values))  # numpy's conversion of these types, OverflowError alike
+        keep = self._event_keep(value)
+        if keep is None:
+            return None
+        weight = 1.0 if w is None else float(w)
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(_BAD_WEIGHTS)
         names = list(x)
         label = -1
         if y is not None and weight > 0:
             class_sort_key(y)
-            column = self._vocabulary.lookup(names)
+            column = self._vocabulary.lookup(names).tolist()
             self._add_classes([y])
-            if (column < 0).any():
+            if -1 in column:
                 self._vocabulary.add(names)  # the new names, in order of appearance
-                column = self._vocabulary.lookup(names)
+                column = self._vocabulary.lookup(names).tolist()
             self._grow_features()
             label = self._class_index[y]
         else:
-            column = self._vocabulary.lookup(names)
+            column = self._vocabulary.lookup(names).tolist()
         if self._vocabulary.hashed:
             column, value = _combine_buckets(column, value)
-            keep = self._check_values(value)
-        if not keep.all():
-            column, value = column[keep], value[keep]
+            keep = self._check_values(np.array(value, dtype=np.float64)).tolist()
+        if not all(keep):
+            column = [c for c, k in zip(column, keep) if k]
+            value = [v for v, k in zip(value, keep) if k]
         return EncodedEvent(column, value, label, weight)
 
     def _grow_features(self) -> None:
@@ -361,26 +378,24 @@ class NaiveBayes(river_base.Classifier):
 
     def _event_is_exact(self, event: EncodedEvent) -> bool:
         """`_batch_is_exact` for one labeled event."""
-        return self._integral and event.weight.is_integer() and _is_integral(event.value)
+        return self._integral and event.weight.is_integer() and all(map(float.is_integer, event.value))
 
-    def _score_event(self, event: EncodedEvent) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(scores, active, log_prior) of one event with the state as it is: the kernel's row
-        for a batch of one, by the same operations. Called under np.errstate(all ignored but
-        overflow)."""
+    def _score_event(self, event: EncodedEvent) -> tuple[list, list, list]:
+        """(scores, active, log_prior) of one event with the state as it is, as lists: the
+        kernel's row for a batch of one, by the same operations."""
         raise NotImplementedError
 
     def _learn_event(self, event: EncodedEvent) -> None:
         """Learn one labeled event: the state the kernel leaves for a batch of one, bit for bit."""
         raise NotImplementedError
 
-    def _event_scores(self, x: dict):
-        """(scores, active, log_prior) of one unlabeled event, by the fastest exact path."""
+    def _event_scores(self, x: dict) -> tuple[list, list, list]:
+        """(scores, active, log_prior) of one unlabeled event, as lists, by the fastest exact path."""
         event = self._encode_one(x) if self._event_path else None
         if event is None:
             scores, active, log_prior = self._run(self._encode([x], [None]), predict=True, learn=False)
-            return scores[0], active[0], log_prior[0]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return self._score_event(event)
+            return scores[0].tolist(), active[0].tolist(), log_prior[0].tolist()
+        return self._score_event(event)
 
     def _probabilities(self, scores, active, log_prior) -> list[dict]:
         proba = normalise_log_scores(scores, active, log_prior)
@@ -407,7 +422,7 @@ class NaiveBayes(river_base.Classifier):
         if not self._classes:
             return {}
         scores, active, _ = self._event_scores(x)
-        return {self._classes[c]: float(scores[c]) for c in np.flatnonzero(active)}
+        return {label: score for label, score, on in zip(self._classes, scores, active) if on}
 
     def predict_proba_one(self, x: dict) -> dict:
         """P(c | x) for every class seen so far; {} before anything is learned."""
@@ -415,9 +430,9 @@ class NaiveBayes(river_base.Classifier):
             return {}
         scores, active, log_prior = self._event_scores(x)
         proba = normalise_log_row(scores, active, log_prior)
-        if active.all():
+        if all(active):
             return dict(zip(self._classes, proba))
-        return {label: p for label, p, on in zip(self._classes, proba, active.tolist()) if on}
+        return {label: p for label, p, on in zip(self._classes, proba, active) if on}
 
     def learn_many(self, X, y, w=None) -> None:
         """Learn a batch, exactly as repeated learn_one would. X: dicts or a pandas DataFrame."""
@@ -556,14 +571,13 @@ def _combine_repeats(event: np.ndarray, column: np.ndarray, value: np.ndarray, n
     return event[first], column[first], summed[order]
 
 
-def _combine_buckets(column: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _combine_buckets(column: list[int], value: list[float]) -> tuple[list[int], list[float]]:
     """`_combine_repeats` for one event: values sharing a column add up (from 0.0, in order of
     appearance, as np.bincount adds them); columns keep their order of first appearance."""
     summed: dict = {}
-    for c, v in zip(column.tolist(), value.tolist()):
+    for c, v in zip(column, value):
         summed[c] = summed.get(c, 0.0) + v
-    return (np.fromiter(summed, dtype=np.int64, count=len(summed)),
-            np.fromiter(summed.values(), dtype=np.float64, count=len(summed)))
+    return list(summed), list(summed.values())
 
 
 def _check_smoothing(name: str, value) -> None:

@@ -6,7 +6,8 @@ over the batch's earlier labeled events, so a batch is scored in a handful of ar
 
 A single event (learn_one, predict_proba_one) takes a shorter path with no prefix sums: N_fc
 is the table as it is. It repeats the kernel's floating point operations for a batch of one
-(`_score_event`, `_learn_event`), so both paths agree to the last bit.
+on Python floats (`_score_event`, `_learn_event`; see base.py), so both paths agree to the
+last bit.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_nb.model._numerics import (
-    event_sum,
     exclusive_cumsum,
     exclusive_prefix_by_group,
+    log_list,
     per_event_sum,
     row_sums,
+    row_total,
+    sequential_sum,
+    weighted_column_sums,
 )
 from stream_nb.model.base import (
     ClassPrefix,
@@ -163,35 +167,40 @@ class CountingNB(NaiveBayes):
 
     _event_path = True
 
-    def _event_features(self, event: EncodedEvent) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(N_fc of the event's features learned before (k, C), their values, the values of
-        the other features), in the event's order: the kernel's `seen_before` split."""
+    def _event_features(self, event: EncodedEvent) -> tuple[list, list, list]:
+        """(N_fc of the event's features learned before, row after row in one flat list, their
+        values, the values of the other features), in the event's order: the kernel's
+        `seen_before` split (N_fc >= 0, so "sum over c > 0" is "some N_fc != 0")."""
+        counts = self._feature_counts
         column = event.column
-        has_column = column >= 0
-        counts = self._feature_counts[column[has_column]]
-        seen = has_column.copy()
-        seen[has_column] = row_sums(counts) > 0
-        return self._feature_counts[column[seen]], event.value[seen], event.value[~seen]
+        rows = counts.take(column, axis=0).tolist() if len(counts) else [[0.0]] * len(column)
+        known, values, unseen = [], [], []
+        for c, value, row in zip(column, event.value, rows):
+            if c >= 0 and any(row):  # (c = -1 took the last row: a feature never learned)
+                known.extend(row)
+                values.append(value)
+            else:
+                unseen.append(value)
+        return known, values, unseen
 
     def _learn_event(self, event: EncodedEvent) -> None:
         """N_fc += (what each feature adds), N_c += w, |V| += features seen for the first time."""
         if not self._event_is_exact(event):
             self._integral = False
         column, c = event.column, event.label
-        before = self._feature_counts[column]
-        newly_seen = int(np.count_nonzero(row_sums(before) == 0))
+        before = self._feature_counts.take(column, axis=0)
+        newly_seen = sum(1 for row in before.tolist() if not any(row))  # N_fc = 0 in every class
         learned = self._event_learning(event)
         self._feature_counts[column, c] += learned  # columns are distinct within an event
         self._class_counts[c] += event.weight
         self._features_seen += newly_seen
         self._learned_event(event, before, newly_seen, learned)
 
-    def _event_learning(self, event: EncodedEvent) -> np.ndarray:
-        """`_occurrence_learning` for one event."""
+    def _event_learning(self, event: EncodedEvent):
+        """`_occurrence_learning` for one event: a list, or one number for every feature."""
         raise NotImplementedError
 
-    def _learned_event(self, event: EncodedEvent, before: np.ndarray, newly_seen: int,
-                       learned: np.ndarray) -> None:
+    def _learned_event(self, event: EncodedEvent, before: np.ndarray, newly_seen: int, learned) -> None:
         """What the variant keeps besides N_fc, N_c and |V| (before: N_fc before the event)."""
 
     # ---- state ------------------------------------------------------------------------
@@ -256,40 +265,47 @@ class MultinomialNB(CountingNB):
 
     def _check_values(self, values: np.ndarray) -> np.ndarray:
         keep = super()._check_values(values)
-        if np.any(values < 0):
+        if (values < 0).any():
             raise ValueError("MultinomialNB needs feature values >= 0 (counts); got a negative value")
         return keep
+
+    def _event_keep(self, values):
+        return None if values and min(values) < 0 else super()._event_keep(values)
 
     def _occurrence_learning(self, batch, rows):
         return batch.value[rows] * batch.weight[batch.event[rows]]
 
     def _event_learning(self, event):
-        return event.value * event.weight
+        weight = event.weight
+        return [value * weight for value in event.value]
 
     def _learned_event(self, event, before, newly_seen, learned):
-        self._class_totals[event.label] += event_sum(learned)  # T_c, as _add_totals adds it
+        self._class_totals[event.label] += sequential_sum(learned)  # T_c, as _add_totals adds it
 
-    def _event_evidence(self, log_numerator: np.ndarray, value: np.ndarray, unseen: np.ndarray):
-        """(sum_f x_f log_numerator_fc, sum_f x_f) over the event's known features, plus the
-        unseen ones at log(alpha) when unknown="smooth": the kernel's sums for a batch of one."""
-        evidence = event_sum(value[:, None] * log_numerator)
-        n_counted = event_sum(value)
+    def _event_evidence(self, log_numerators: list, values: list, unseen: list) -> tuple[list, float]:
+        """(sum_f x_f log_numerator_fc for each class c, sum_f x_f) over the event's known
+        features (log_numerators row after row), with the unseen ones at log(alpha) when
+        unknown="smooth": the kernel's sums for a batch of one, in the same order."""
+        evidence = weighted_column_sums(log_numerators, len(self._classes), values)
+        n_counted = sequential_sum(values)
         if self.unknown == "smooth":
-            n_unseen = event_sum(unseen)
-            evidence = evidence + n_unseen * math.log(self.alpha)
+            n_unseen = sequential_sum(unseen)
+            unseen_part = n_unseen * math.log(self.alpha)
+            evidence = [total + unseen_part for total in evidence]
             n_counted = n_counted + n_unseen
         return evidence, n_counted
 
     def _score_event(self, event):
-        alpha = self.alpha
-        active, log_prior = self._event_prior()
-        counts, value, unseen = self._event_features(event)
-        evidence, n_counted = self._event_evidence(np.log(counts + alpha), value, unseen)
-        denominator = self._class_totals + alpha * self._features_seen
-        scores = log_prior + evidence - n_counted * np.log(denominator)
-        empty = denominator == 0
-        if empty.any():
-            scores = np.where(empty, -np.inf if n_counted > 0 else log_prior, scores)
+        """The kernel's score for a batch of one (see the class docstring)."""
+        alpha, vocabulary = self.alpha, self._features_seen
+        counts, values, unseen = self._event_features(event)
+        denominators = [total + alpha * vocabulary for total in self._class_totals.tolist()]
+        active, log_prior, logs = self._event_prior([n + alpha for n in counts] + denominators)
+        evidence, n_counted = self._event_evidence(logs, values, unseen)
+        scores = [
+            (-math.inf if n_counted > 0 else prior) if denominator == 0 else prior + e - n_counted * log_d
+            for prior, e, denominator, log_d in zip(log_prior, evidence, denominators, logs[len(counts) :])
+        ]
         return scores, active, log_prior
 
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
@@ -380,15 +396,22 @@ class ComplementNB(MultinomialNB):
         return np.where(denominator == 0, 0.0, scores)
 
     def _score_event(self, event):
-        alpha = self.alpha
-        active, log_prior = self._event_prior()
-        counts, value, unseen = self._event_features(event)
-        complement_counts = row_sums(counts)[:, None] - counts
-        evidence, n_counted = self._event_evidence(np.log(complement_counts + alpha), value, unseen)
-        totals = self._class_totals[None, :]
-        denominator = (row_sums(totals)[:, None] - totals)[0] + alpha * self._features_seen
-        scores = n_counted * np.log(denominator) - evidence
-        return np.where(denominator == 0, 0.0, scores), active, log_prior
+        """The kernel's complement score for a batch of one (see the class docstring)."""
+        alpha, vocabulary, n_classes = self.alpha, self._features_seen, len(self._classes)
+        counts, values, unseen = self._event_features(event)
+        numerators = []
+        for start in range(0, len(counts), n_classes):
+            row = counts[start : start + n_classes]
+            all_classes = row_total(row)
+            numerators += [all_classes - n + alpha for n in row]
+        totals = self._class_totals.tolist()
+        all_totals = row_total(totals)
+        denominators = [all_totals - total + alpha * vocabulary for total in totals]
+        active, log_prior, logs = self._event_prior(numerators + denominators)
+        evidence, n_counted = self._event_evidence(logs, values, unseen)
+        scores = [0.0 if denominator == 0 else n_counted * log_d - e
+                  for e, denominator, log_d in zip(evidence, denominators, logs[len(numerators) :])]
+        return scores, active, log_prior
 
 
 class BernoulliNB(CountingNB):
@@ -427,6 +450,10 @@ class BernoulliNB(CountingNB):
     def _check_values(self, values: np.ndarray) -> np.ndarray:
         super()._check_values(values)
         return values > self.true_threshold
+
+    def _event_keep(self, values):
+        threshold = self.true_threshold
+        return None if super()._event_keep(values) is None else [value > threshold for value in values]
 
     def _occurrence_learning(self, batch, rows):
         return batch.weight[batch.event[rows]]
@@ -597,28 +624,30 @@ class BernoulliNB(CountingNB):
             self._top_counts[c] = max(self._top_counts[c], top - 1)
 
     def _score_event(self, event):
-        """The kernel's Bernoulli score for a batch of one: log P(c) + A_c + sum of the odds."""
-        alpha = self.alpha
-        active, log_prior = self._event_prior()
-        class_counts = self._class_counts
+        """The kernel's Bernoulli score for a batch of one: log P(c) + A_c + the sum over present
+        features of log p_fc - log(1 - p_fc) (see the class docstring)."""
+        alpha, n_classes = self.alpha, len(self._classes)
+        class_counts = self._class_counts.tolist()
         present, _, unseen = self._event_features(event)
-        absent = class_counts - present
+        absent = [n_docs - n for n_docs, n in zip(class_counts * (len(present) // n_classes), present)]
+        smooth = self.unknown == "smooth"
         if alpha > 0:
-            odds = np.log(present + alpha) - np.log(absent + alpha)
-            zero_shift = None
-        else:
-            odds = np.log(np.where(present > 0, present, 1.0)) - np.log(np.where(absent > 0, absent, 1.0))
-            zero_shift = event_sum((present == 0).astype(float) - (absent == 0))
-        evidence = event_sum(odds)
-        if self.unknown == "smooth":
-            n_unseen = event_sum(np.ones(len(unseen)))
-            evidence += n_unseen * (math.log(alpha) - np.log(class_counts + 2 * alpha))
-        absent_part = np.zeros(len(class_counts))
-        zero_factors = np.zeros(len(class_counts))
-        vocabulary = self._features_seen
-        for c in np.flatnonzero(active).tolist():
-            absent_part[c], zero_factors[c] = self._absent_sum(c, class_counts[c], vocabulary)
-        if zero_shift is not None:
-            zero_factors = zero_factors + zero_shift
-        scores = log_prior + absent_part + evidence
-        return np.where(zero_factors > 0, -np.inf, scores), active, log_prior
+            log_args = ([n + alpha for n in present] + [n + alpha for n in absent]
+                        + ([n + 2 * alpha for n in class_counts] if smooth else []))
+        else:  # a zero count is a zero factor, counted apart (present: one more; absent: one fewer)
+            log_args = [n if n > 0 else 1.0 for n in present] + [n if n > 0 else 1.0 for n in absent]
+        active, log_prior, logs = self._event_prior(log_args)
+        ones = [1.0] * (len(present) // n_classes)  # x 1.0 is exact: plain sums of the rows
+        evidence = weighted_column_sums([p - a for p, a in zip(logs, logs[len(present) :])], n_classes, ones)
+        zero_shift = [0.0] * n_classes
+        if alpha == 0:
+            shifts = [float(p == 0) - (a == 0) for p, a in zip(present, absent)]
+            zero_shift = weighted_column_sums(shifts, n_classes, ones)
+        if smooth:
+            n_unseen, log_alpha = float(len(unseen)), math.log(alpha)
+            evidence = [total + n_unseen * (log_alpha - log_d) for total, log_d in zip(evidence, logs[2 * len(present) :])]
+        scores = []
+        for c, (prior, total, shift) in enumerate(zip(log_prior, evidence, zero_shift)):
+            absent_part, zero_factors = self._absent_sum(c, class_counts[c], self._features_seen) if active[c] else (0.0, 0)
+            scores.append(-math.inf if zero_factors + shift > 0 else prior + absent_part + total)
+        return scores, active, log_prior
