@@ -104,13 +104,13 @@ def sequential_sum(values) -> float:
 
 
 def log_list(values: list[float]) -> list[float]:
-    """np.log of each value, as a list; log(0) = -inf without a warning.
+    """np.log of each value (a non-empty list), as a list; log(0) = -inf without a warning.
 
     np.log, not math.log: numpy's vectorised log can differ from the C library's in the last
     bit, and the batch kernel takes np.log. It works element by element, so a value's log does
     not depend on the array it is in."""
     array = np.array(values, dtype=np.float64)
-    if min(values, default=1.0) > 0:
+    if min(values) > 0:
         return np.log(array).tolist()
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(array).tolist()

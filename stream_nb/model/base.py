@@ -209,7 +209,8 @@ class NaiveBayes(river_base.Classifier):
         counts = self._class_counts.tolist()
         active = [n > 0 for n in counts]
         lam = self.prior_alpha
-        logs = log_list(log_args + [n + lam for n in counts] + [self._class_counts.sum() + active.count(True) * lam])
+        total = float(self._class_counts.sum())  # numpy's summation order, as in the kernel
+        logs = log_list(log_args + [n + lam for n in counts] + [total + active.count(True) * lam])
         log_total = logs.pop()
         log_prior = [log_n - log_total if on else -math.inf for log_n, on in zip(logs[len(log_args) :], active)]
         return active, log_prior, logs[: len(log_args)]
@@ -333,15 +334,15 @@ class NaiveBayes(river_base.Classifier):
         label = -1
         if y is not None and weight > 0:
             class_sort_key(y)
-            column = self._vocabulary.lookup(names).tolist()
+            column = self._vocabulary.columns(names)
             self._add_classes([y])
             if -1 in column:
                 self._vocabulary.add(names)  # the new names, in order of appearance
-                column = self._vocabulary.lookup(names).tolist()
+                column = self._vocabulary.columns(names)
             self._grow_features()
             label = self._class_index[y]
         else:
-            column = self._vocabulary.lookup(names).tolist()
+            column = self._vocabulary.columns(names)
         if self._vocabulary.hashed:
             column, value = _combine_buckets(column, value)
             keep = self._check_values(np.array(value, dtype=np.float64)).tolist()

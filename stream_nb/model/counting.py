@@ -191,7 +191,7 @@ class CountingNB(NaiveBayes):
         before = self._feature_counts.take(column, axis=0)
         newly_seen = sum(1 for row in before.tolist() if not any(row))  # N_fc = 0 in every class
         learned = self._event_learning(event)
-        self._feature_counts[column, c] += learned  # columns are distinct within an event
+        np.add.at(self._feature_counts, (column, c), learned)
         self._class_counts[c] += event.weight
         self._features_seen += newly_seen
         self._learned_event(event, before, newly_seen, learned)
@@ -645,9 +645,12 @@ class BernoulliNB(CountingNB):
             zero_shift = weighted_column_sums(shifts, n_classes, ones)
         if smooth:
             n_unseen, log_alpha = float(len(unseen)), math.log(alpha)
-            evidence = [total + n_unseen * (log_alpha - log_d) for total, log_d in zip(evidence, logs[2 * len(present) :])]
+            log_denominators = logs[2 * len(present) :]
+            evidence = [total + n_unseen * (log_alpha - log_d) for total, log_d in zip(evidence, log_denominators)]
         scores = []
         for c, (prior, total, shift) in enumerate(zip(log_prior, evidence, zero_shift)):
-            absent_part, zero_factors = self._absent_sum(c, class_counts[c], self._features_seen) if active[c] else (0.0, 0)
+            absent_part, zero_factors = (0.0, 0)
+            if active[c]:
+                absent_part, zero_factors = self._absent_sum(c, class_counts[c], self._features_seen)
             scores.append(-math.inf if zero_factors + shift > 0 else prior + absent_part + total)
         return scores, active, log_prior

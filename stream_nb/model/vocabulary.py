@@ -35,6 +35,10 @@ class Vocabulary:
             map(self._column_of.get, names, repeat(-1)), dtype=np.int64, count=len(names)
         )
 
+    def columns(self, names: list) -> list[int]:
+        """lookup, as a list (for one event)."""
+        return list(map(self._column_of.get, names, repeat(-1)))
+
     def names(self) -> list:
         return list(self._column_of)
 
@@ -82,6 +86,9 @@ class HashedVocabulary:
 
     def lookup(self, names: list) -> np.ndarray:
         return np.fromiter(map(self._bucket, names), dtype=np.int64, count=len(names))
+
+    def columns(self, names: list) -> list[int]:
+        return list(map(self._bucket, names))
 
     def names(self) -> list:
         return [f"#bucket{b}" for b in range(self.n_buckets)]
