@@ -442,6 +442,8 @@ class BernoulliNB(CountingNB):
         self.true_threshold = true_threshold
         self._histograms: list[np.ndarray] = []  # per class: H_c[k], as floats
         self._top_counts: list[int] = []  # per class: largest k with H_c[k] > 0 (counts only grow)
+        self._histogram_versions: list[int] = []  # per class: bumped whenever H_c[k >= 1] changes
+        self._count_part_cache: dict[int, tuple[int, int, float]] = {}  # c -> (N_c, version, sum)
         self._log_table = np.zeros(0)  # log(j + alpha), stored from the top j down to 0
 
     def _params(self) -> dict:
@@ -480,6 +482,8 @@ class BernoulliNB(CountingNB):
             histogram[0] = self._features_seen  # every known feature is absent from a new class
             self._histograms.insert(position + offset, histogram)
             self._top_counts.insert(position + offset, 0)
+            self._histogram_versions.insert(position + offset, 0)
+        self._count_part_cache.clear()  # class positions moved
 
     def _after_restore(self) -> None:
         self._rebuild_histograms()
@@ -488,6 +492,8 @@ class BernoulliNB(CountingNB):
         counts = self._counts[self._counts.sum(axis=1) > 0]
         self._histograms = []
         self._top_counts = []
+        self._histogram_versions = [0] * len(self._classes)
+        self._count_part_cache.clear()
         for c in range(len(self._classes)):
             if self._integral:
                 column = counts[:, c].astype(np.int64)
@@ -512,7 +518,12 @@ class BernoulliNB(CountingNB):
         return self._log_table[top - n:]
 
     def _absent_sum(self, c: int, n_docs: float, vocabulary: int) -> tuple[float, int]:
-        """A_c as (finite part, number of zero factors) for class c with n_docs documents."""
+        """A_c as (finite part, number of zero factors) for class c with n_docs documents.
+
+        With whole-number counts, A_c = H_c[0] log(N_c + alpha) + sum_{k>=1} H_c[k] log(N_c - k + alpha)
+        - |V| log(N_c + 2 alpha). The sum over k >= 1 changes only when class c learns, so it is
+        cached per (N_c, histogram version); features joining V only move H_c[0].
+        """
         alpha = self.alpha
         if self._integral:
             n = int(n_docs)
@@ -520,20 +531,27 @@ class BernoulliNB(CountingNB):
             if len(histogram) <= n:  # grow geometrically: N_c rises by one per document
                 histogram = self._histograms[c] = np.concatenate((histogram, np.zeros(max(n + 1, 2 * len(histogram)))))
             logs = self._reversed_logs(n)  # logs[k] = log(n - k + alpha)
-            top = min(self._top_counts[c], n)
-            if alpha > 0:
-                finite = _blocked_dot(histogram[: top + 1], logs[: top + 1])
-                zeros = 0
-            else:  # k = n gives log(0): count those factors instead
-                end = min(top + 1, n)
-                finite = _blocked_dot(histogram[:end], logs[:end])
-                zeros = int(histogram[n])
+            finite = float(histogram[0]) * float(logs[0]) + self._count_part(c, n, histogram, logs)
+            zeros = int(histogram[n]) if alpha == 0 else 0  # k = n with alpha = 0: log(0), counted apart
         else:
             counts = self._counts[self._counts.sum(axis=1) > 0, c]
             remaining = n_docs - counts + alpha
             zeros = int(np.count_nonzero(remaining <= 0))
             finite = float(np.log(remaining[remaining > 0]).sum())
         return finite - vocabulary * math.log(n_docs + 2 * alpha), zeros
+
+    def _count_part(self, c: int, n: int, histogram: np.ndarray, logs: np.ndarray) -> float:
+        """sum_{k=1}^{top} H_c[k] log(n - k + alpha), without k = n when alpha = 0."""
+        version = self._histogram_versions[c]
+        cached = self._count_part_cache.get(c)
+        if cached is not None and cached[0] == n and cached[1] == version:
+            return cached[2]
+        end = min(self._top_counts[c], n) + 1
+        if self.alpha == 0:
+            end = min(end, n)
+        value = _blocked_dot(histogram[1:end], logs[1:end]) if end > 1 else 0.0
+        self._count_part_cache[c] = (n, version, value)
+        return value
 
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
         classes = self._class_prefix(batch)
@@ -577,35 +595,31 @@ class BernoulliNB(CountingNB):
         n, n_classes = batch.n_events, len(self._classes)
         absent_part = np.zeros((n, n_classes))
         zero_factors = np.zeros((n, n_classes))
-        cache: dict[int, tuple] = {}
         labels = batch.label.tolist()
-        counts_before = classes.counts_before
-        vocabulary = features.vocabulary_before.tolist()
-        new_at = np.bincount(features.newly_seen_at, minlength=n).tolist() if len(features.newly_seen_at) else None
-        learning = features.learned.any(axis=1)
-        occ_event = features.event
-        bounds = np.searchsorted(occ_event, np.arange(n + 1))
-        active_rows = classes.active.tolist() if predict else None
+        integral = self._integral
+        # What each labeled event moves in its class's histogram, gathered once for the batch.
+        learn_rows = np.flatnonzero(features.learned.any(axis=1))
+        learn_class = batch.label[features.event[learn_rows]]
+        old_counts = features.counts_before[learn_rows, learn_class].astype(np.int64)
+        steps = features.learned[learn_rows, learn_class].astype(np.int64).tolist()
+        bounds = np.searchsorted(features.event[learn_rows], np.arange(n + 1)).tolist()
+        new_at = np.bincount(features.newly_seen_at, minlength=n).tolist() if len(features.newly_seen_at) else [0] * n
+        if predict:
+            active_rows = classes.active.tolist()
+            counts_rows = classes.counts_before.tolist()
+            vocabulary = features.vocabulary_before.tolist()
+        absent_sum = self._absent_sum
         for i in range(n):
-            for c in (c for c, on in enumerate(active_rows[i]) if on) if predict else ():
-                key = cache.get(c)
-                if key is None or key[0] != vocabulary[i]:
-                    key = (vocabulary[i], *self._absent_sum(c, counts_before[i, c], vocabulary[i]))
-                    cache[c] = key
-                absent_part[i, c], zero_factors[i, c] = key[1], key[2]
+            if predict:
+                row_part, row_zeros, counts, size = absent_part[i], zero_factors[i], counts_rows[i], vocabulary[i]
+                for c, on in enumerate(active_rows[i]):
+                    if on:
+                        row_part[c], row_zeros[c] = absent_sum(c, counts[c], size)
             c = labels[i]
-            if c < 0 or not self._integral:
-                if c >= 0:
-                    cache.clear()
+            if c < 0 or not integral:
                 continue
-            newly_seen = new_at[i] if new_at is not None else 0
-            if newly_seen:
-                cache.clear()
             lo, hi = bounds[i], bounds[i + 1]
-            rows = np.flatnonzero(learning[lo:hi]) + lo
-            step = int(features.learned[rows[0], c]) if len(rows) else 0
-            self._step_histograms(c, features.counts_before[rows, c].astype(np.int64), step, newly_seen)
-            cache.pop(c, None)
+            self._step_histograms(c, old_counts[lo:hi], steps[lo] if hi > lo else 0, new_at[i])
         return absent_part, zero_factors
 
     def _step_histograms(self, c: int, old: np.ndarray, step: int, newly_seen: int) -> None:
@@ -622,6 +636,7 @@ class BernoulliNB(CountingNB):
             np.subtract.at(histogram, old, 1.0)
             np.add.at(histogram, old + step, 1.0)
             self._top_counts[c] = max(self._top_counts[c], top - 1)
+            self._histogram_versions[c] += 1
 
     def _score_event(self, event):
         """The kernel's Bernoulli score for a batch of one: log P(c) + A_c + the sum over present
