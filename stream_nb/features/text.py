@@ -455,38 +455,15 @@ class TextFeaturizer:
         return tokens, domains
 
     def _build_plain_featurizer(self) -> Callable[[str], dict[str, int]]:
-        """Fast path for unigram counts without stop words, n-grams or a token cap.
-
-        A closure over local variables, because attribute look-ups per message cost a measurable
-        share (about 10%) of featurising an SMS-length text.
-        """
-        do_strip_accents = self.strip_accents
-        do_lowercase = self.lowercase
-        find_tokens = _token_finder(self._pattern)
-        # Placeholders are only looked for when the text could hold one ('@', '://', 'www.').
-        gate_emails = self.normalize_emails
-        gate_urls = self.normalize_urls
-        tokens_with_placeholders = self._tokens_with_placeholders
-        binary = self.binary
+        """Fast path for unigram counts without stop words, n-grams or a token cap: the plain
+        token list, counted (a plain dict loop measured faster than Counter on SMS texts)."""
+        feature_list = self._build_plain_feature_list()
+        if self.binary:
+            return lambda text: dict.fromkeys(feature_list(text), 1)
 
         def featurize_plain(text: str) -> dict[str, int]:
-            if do_strip_accents:
-                text = strip_accents(text)
-            if do_lowercase:
-                text = text.lower()
-            if (gate_emails and "@" in text) or (
-                gate_urls
-                and ("://" in text or "www." in (text if do_lowercase else text.lower()))
-            ):
-                tokens, domains = tokens_with_placeholders(text)
-                tokens.extend(domains)
-            else:
-                tokens = find_tokens(text)
-            if binary:
-                return dict.fromkeys(tokens, 1)
-            # A plain dict loop measured faster than Counter (and dict(Counter)) on SMS texts.
             counts: dict[str, int] = {}
-            for token in tokens:
+            for token in feature_list(text):
                 if token in counts:
                     counts[token] += 1
                 else:
@@ -496,7 +473,12 @@ class TextFeaturizer:
         return featurize_plain
 
     def _build_plain_feature_list(self) -> Callable[[str], list[str]]:
-        """The plain path's tokens of one text, uncounted (deduplicated when binary)."""
+        """The plain path's tokens of one text, uncounted (deduplicated when binary).
+
+        A closure over local variables, because attribute look-ups per message cost a measurable
+        share (about 10%) of featurising an SMS-length text. Placeholders are only looked for
+        when the text could hold one ('@', '://', 'www.').
+        """
         do_strip_accents = self.strip_accents
         do_lowercase = self.lowercase
         find_tokens = _token_finder(self._pattern)

@@ -582,6 +582,45 @@ def _combine_buckets(column: list[int], value: list[float]) -> tuple[list[int], 
     return list(summed), list(summed.values())
 
 
+class SequentialNB(NaiveBayes):
+    """Base of the variants that score and learn one event at a time (categorical, Gaussian).
+
+    A batch is a plain loop, so `predict_learn_many` equals the per-event loop by construction.
+    A variant supplies `_check_event(i, x, label)` (raise on a bad value), `_score_one(x)` ->
+    (scores, active, log_prior) and `_learn_one(x, class_index, weight)`.
+    """
+
+    def _check_event(self, i: int, x: dict, label) -> None:
+        raise NotImplementedError
+
+    def _encode(self, X, y, weights=None):
+        n = len(X)
+        if len(y) != n:
+            raise ValueError(f"X has {n} events but y has {len(y)} labels")
+        weight = [1.0] * n if weights is None else [float(w) for w in weights]
+        for i, x in enumerate(X):
+            if not isinstance(x, dict):
+                raise TypeError(f"event {i}: x must be a dict, got {type(x).__name__}")
+            self._check_event(i, x, y[i])
+            if not (math.isfinite(weight[i]) and weight[i] >= 0):
+                raise ValueError("sample weights must be finite and >= 0")
+        self._add_classes([y[i] for i in range(n) if y[i] is not None and weight[i] > 0])
+        return list(X), list(y), weight
+
+    def _run(self, batch, predict: bool, learn: bool):
+        X, y, weight = batch
+        n_classes = len(self._classes)
+        scores = np.full((len(X), n_classes), -np.inf)
+        active = np.zeros((len(X), n_classes), dtype=bool)
+        log_prior = np.full((len(X), n_classes), -np.inf)
+        for i, x in enumerate(X):
+            if predict:
+                scores[i], active[i], log_prior[i] = self._score_one(x)
+            if learn and y[i] is not None and weight[i] > 0:
+                self._learn_one(x, self._class_index[y[i]], weight[i])
+        return scores, active, log_prior
+
+
 def _check_smoothing(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from stream_nb.model.base import EncodedBatch, NaiveBayes, _check_smoothing, _check_unknown
+from stream_nb.model.base import SequentialNB, _check_smoothing, _check_unknown
 
 
-class CategoricalNB(NaiveBayes):
+class CategoricalNB(SequentialNB):
     """Naive Bayes over categorical features (x = {feature: value}).
 
         log P(c) P(x | c) = log P(c) + sum_j log P(x_j = a | c)
@@ -68,38 +68,12 @@ class CategoricalNB(NaiveBayes):
         self._feature_counts = np.insert(self._feature_counts, insert_at, 0.0, axis=1)
 
     # Events are kept as they come: values are categories, not numbers.
-    def _encode(self, X, y, weights=None):
-        n = len(X)
-        if len(y) != n:
-            raise ValueError(f"X has {n} events but y has {len(y)} labels")
-        weight = [1.0] * n if weights is None else [float(w) for w in weights]
-        for i, x in enumerate(X):
-            if not isinstance(x, dict):
-                raise TypeError(f"event {i}: x must be a dict feature -> category, got {type(x).__name__}")
-            for feature, value in x.items():
-                if value is None or isinstance(value, (dict, list, set)) or (isinstance(value, float) and value != value):
-                    raise ValueError(f"event {i}: feature {feature!r} has no usable category ({value!r})")
-                if (self.categories is not None and y[i] is not None
-                        and (feature, value) not in self._value_index):
-                    raise ValueError(f"event {i}: {feature!r}={value!r} is not among the declared categories")
-            if not (math.isfinite(weight[i]) and weight[i] >= 0):
-                raise ValueError("sample weights must be finite and >= 0")
-        labels = [y[i] for i in range(n) if y[i] is not None and weight[i] > 0]
-        self._add_classes(labels)
-        return list(X), list(y), weight
-
-    def _run(self, batch, predict: bool, learn: bool):
-        X, y, weight = batch
-        C = len(self._classes)
-        scores = np.full((len(X), C), -np.inf)
-        active = np.zeros((len(X), C), dtype=bool)
-        log_prior = np.full((len(X), C), -np.inf)
-        for i, x in enumerate(X):
-            if predict:
-                scores[i], active[i], log_prior[i] = self._score_one(x)
-            if learn and y[i] is not None and weight[i] > 0:
-                self._learn_one(x, self._class_index[y[i]], weight[i])
-        return scores, active, log_prior
+    def _check_event(self, i: int, x: dict, label) -> None:
+        for feature, value in x.items():
+            if value is None or isinstance(value, (dict, list, set)) or (isinstance(value, float) and value != value):
+                raise ValueError(f"event {i}: feature {feature!r} has no usable category ({value!r})")
+            if self.categories is not None and label is not None and (feature, value) not in self._value_index:
+                raise ValueError(f"event {i}: {feature!r}={value!r} is not among the declared categories")
 
     def _score_one(self, x: dict):
         counts = self._class_counts

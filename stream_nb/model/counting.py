@@ -320,13 +320,19 @@ class MultinomialNB(CountingNB):
             self._add_totals(batch, totals_added)
         return result
 
-    def _score(self, batch, classes, features, totals_before):
+    def _numerator_counts(self, counts_before: np.ndarray) -> np.ndarray:
+        """The counts in the numerator of P(f | c): N_fc (complement NB: N_~c,f)."""
+        return counts_before
+
+    def _evidence(self, batch, features) -> tuple[np.ndarray, np.ndarray]:
+        """Per event and class, sum_f x_f log(numerator count + alpha), and sum_f x_f over the
+        features counted (known ones; unseen ones too with unknown="smooth", at count 0)."""
         n, alpha = batch.n_events, self.alpha
         known = np.flatnonzero(features.seen_before)
         occ_event = features.event[known]
         value = batch.value[features.rows[known]]
         with np.errstate(divide="ignore"):
-            log_numerator = np.log(features.counts_before[known] + alpha)
+            log_numerator = np.log(self._numerator_counts(features.counts_before[known]) + alpha)
         evidence = per_event_sum(occ_event, value[:, None] * log_numerator, n)
         n_counted = per_event_sum(occ_event, value, n)
         if self.unknown == "smooth":
@@ -335,7 +341,11 @@ class MultinomialNB(CountingNB):
             n_unseen = per_event_sum(batch.event[unseen], batch.value[unseen], n)
             evidence = evidence + n_unseen[:, None] * math.log(alpha)
             n_counted = n_counted + n_unseen
-        denominator = totals_before + alpha * features.vocabulary_before[:, None]
+        return evidence, n_counted
+
+    def _score(self, batch, classes, features, totals_before):
+        evidence, n_counted = self._evidence(batch, features)
+        denominator = totals_before + self.alpha * features.vocabulary_before[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             scores = classes.log_prior + evidence - n_counted[:, None] * np.log(denominator)
         empty = denominator == 0  # alpha = 0 and a class with no tokens yet: 0/0, decided here
@@ -359,38 +369,13 @@ class ComplementNB(MultinomialNB):
     complement has no tokens yet scores 0 (no evidence either way).
     """
 
-    def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
-        classes = self._class_prefix(batch)
-        features = self._feature_prefix(batch)
-        totals_before, totals_added = self._token_totals_prefix(batch, features)
-        result = None
-        if predict:
-            result = (self._complement_score(batch, classes, features, totals_before), classes.active,
-                      classes.log_prior)
-        if learn:
-            self._learn_counts(batch, features, classes)
-            self._add_totals(batch, totals_added)
-        return result
+    def _numerator_counts(self, counts_before: np.ndarray) -> np.ndarray:
+        return row_sums(counts_before)[:, None] - counts_before  # N_~c,f
 
-    def _complement_score(self, batch, classes, features, totals_before):
-        n, alpha = batch.n_events, self.alpha
-        known = np.flatnonzero(features.seen_before)
-        occ_event = features.event[known]
-        value = batch.value[features.rows[known]]
-        counts = features.counts_before[known]
-        complement_counts = row_sums(counts)[:, None] - counts
-        with np.errstate(divide="ignore"):
-            log_numerator = np.log(complement_counts + alpha)
-        evidence = per_event_sum(occ_event, value[:, None] * log_numerator, n)
-        n_counted = per_event_sum(occ_event, value, n)
-        if self.unknown == "smooth":
-            unseen = np.ones(len(batch.event), dtype=bool)
-            unseen[features.rows[known]] = False
-            n_unseen = per_event_sum(batch.event[unseen], batch.value[unseen], n)
-            evidence = evidence + n_unseen[:, None] * math.log(alpha)
-            n_counted = n_counted + n_unseen
+    def _score(self, batch, classes, features, totals_before):
+        evidence, n_counted = self._evidence(batch, features)
         complement_totals = row_sums(totals_before)[:, None] - totals_before
-        denominator = complement_totals + alpha * features.vocabulary_before[:, None]
+        denominator = complement_totals + self.alpha * features.vocabulary_before[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             scores = n_counted[:, None] * np.log(denominator) - evidence
         return np.where(denominator == 0, 0.0, scores)

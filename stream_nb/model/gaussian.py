@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 
-from stream_nb.model.base import NaiveBayes, _check_smoothing
+from stream_nb.model.base import SequentialNB, _check_smoothing
 
 _LOG_2PI = math.log(2 * math.pi)
 
 
-class GaussianNB(NaiveBayes):
+class GaussianNB(SequentialNB):
     """Naive Bayes over real features, each normal within a class.
 
         log P(c) P(x | c) = log P(c) + sum_f [ -1/2 log(2 pi s2_fc) - (x_f - m_fc)^2 / (2 s2_fc) ]
@@ -51,36 +51,12 @@ class GaussianNB(NaiveBayes):
             self._pooled = np.vstack((self._pooled, np.zeros((1, 3))))
         return j
 
-    def _encode(self, X, y, weights=None):
-        n = len(X)
-        if len(y) != n:
-            raise ValueError(f"X has {n} events but y has {len(y)} labels")
-        weight = [1.0] * n if weights is None else [float(w) for w in weights]
-        for i, x in enumerate(X):
-            if not isinstance(x, dict):
-                raise TypeError(f"event {i}: x must be a dict feature -> number, got {type(x).__name__}")
-            for feature, value in x.items():
-                if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
-                    raise TypeError(f"event {i}: feature {feature!r} must be a real number, got {value!r}")
-                if not math.isfinite(value):
-                    raise ValueError(f"event {i}: feature {feature!r} is not finite ({value!r})")
-            if not (math.isfinite(weight[i]) and weight[i] >= 0):
-                raise ValueError("sample weights must be finite and >= 0")
-        self._add_classes([y[i] for i in range(n) if y[i] is not None and weight[i] > 0])
-        return list(X), list(y), weight
-
-    def _run(self, batch, predict: bool, learn: bool):
-        X, y, weight = batch
-        C = len(self._classes)
-        scores = np.full((len(X), C), -np.inf)
-        active = np.zeros((len(X), C), dtype=bool)
-        log_prior = np.full((len(X), C), -np.inf)
-        for i, x in enumerate(X):
-            if predict:
-                scores[i], active[i], log_prior[i] = self._score_one(x)
-            if learn and y[i] is not None and weight[i] > 0:
-                self._learn_one(x, self._class_index[y[i]], weight[i])
-        return scores, active, log_prior
+    def _check_event(self, i: int, x: dict, label) -> None:
+        for feature, value in x.items():
+            if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.number)):
+                raise TypeError(f"event {i}: feature {feature!r} must be a real number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"event {i}: feature {feature!r} is not finite ({value!r})")
 
     def variance_floor(self) -> float:
         n, m2 = self._pooled[:, 0], self._pooled[:, 2]
