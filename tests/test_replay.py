@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -138,3 +139,19 @@ def test_build_model_names_unknown_kinds_and_options():
         build_model("svm")
     with pytest.raises(ValueError, match="unknown option\\(s\\) alhpa for model kind 'multinomial'"):
         build_model("multinomial", {"alhpa": 1})
+
+
+def test_replay_command_takes_a_config_and_overrides(tmp_path):
+    from corpora import sms_spam_path
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "river_like.toml"
+    done = run_cli("replay", "--input", str(sms_spam_path()), "--config", str(config), "--set", "model.alpha=0.5",
+                   "--max-events", "2000", "--report", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["events"] == 2000
+    assert report["configuration"]["model"] == {"kind": "multinomial", "alpha": 0.5, "unknown": "smooth"}
+    bad = run_cli("replay", "--input", str(sms_spam_path()), "--set", "model.alhpa=1")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "stream-nb replay: model: unknown option(s) alhpa for model kind 'multinomial'; " \
+                                 "accepted: alpha, n_hash_buckets, prior_alpha, unknown"

@@ -9,14 +9,11 @@ import time
 from itertools import islice
 from pathlib import Path
 
-from stream_nb.features import TextFeaturizer
+from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.model.explain import strongest_clues
-from stream_nb.model.registry import MODEL_KINDS, build_model
 from stream_nb.replay.generator import spam_ham_stream
 from stream_nb.replay.prequential import PrequentialResult, replay_events
 from stream_nb.replay.sources import SourceError, read_events
-
-TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 
 
 def register(subparsers) -> None:
@@ -36,9 +33,10 @@ def register(subparsers) -> None:
 
 
 def _add_model_options(parser) -> None:
-    parser.add_argument("--model", choices=TEXT_MODEL_KINDS, default="multinomial")
-    parser.add_argument("--alpha", type=float, default=1.0, help="likelihood smoothing (0 = MLE)")
-    parser.add_argument("--prior-alpha", type=float, default=0.0, help="prior smoothing (0 = MLE)")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="TOML configuration ([model], [features]); defaults when absent")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one configuration key (repeatable), e.g. --set model.alpha=0.5")
     parser.add_argument("--batch-size", type=int, default=1000)
 
 
@@ -65,9 +63,8 @@ class _Progress:
             print(file=self.stream)
 
 
-def _replay(events, args, total: int | None):
-    model = build_model(args.model, {"alpha": args.alpha, "prior_alpha": args.prior_alpha})
-    featurizer = TextFeaturizer(binary=args.model == "bernoulli")
+def _replay(events, config: Config, args, total: int | None):
+    model, featurizer = config.build_model(), config.build_featurizer()
     progress = _Progress(total)
     try:
         result = replay_events(events, model, featurizer, batch_size=args.batch_size, on_batch=progress)
@@ -108,35 +105,42 @@ def _summary(model, featurizer, result: PrequentialResult, report: Path | None) 
         print(f"report           {report}")
 
 
+def _configuration(config: Config, args, **extra) -> dict:
+    return {**extra, "config": config.source, **config.to_dict(), "batch_size": args.batch_size}
+
+
 def run_replay(args) -> int:
     try:
+        config = load_config(args.config, args.set)
         events = read_events(args.input)
         if args.max_events is not None:
             events = islice(events, args.max_events)
-        model, featurizer, result = _replay(events, args, args.max_events)
-    except (SourceError, ValueError) as error:
+        model, featurizer, result = _replay(events, config, args, args.max_events)
+    except (SourceError, ConfigError, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2
-    configuration = {"input": str(args.input), "model": args.model, "alpha": args.alpha,
-                     "prior_alpha": args.prior_alpha, "batch_size": args.batch_size}
-    _summary(model, featurizer, result, _write_report(args.report, result, configuration))
+    report = _write_report(args.report, result, _configuration(config, args, input=str(args.input)))
+    _summary(model, featurizer, result, report)
     return 0
 
 
 def run_demo(args) -> int:
+    try:
+        config = load_config(args.config, args.set)
+    except ConfigError as error:
+        print(f"stream-nb demo: {error}", file=sys.stderr)
+        return 2
     if args.data is not None:
         source = f"{args.data} (first {args.events:,} events)"
         events = islice(read_events(args.data), args.events)
     else:
         source = f"generated spam/ham stream with drift, {args.events:,} events"
         events = spam_ham_stream(args.events)
-    print(f"stream-nb demo: {source}, model {args.model} (alpha {args.alpha})")
+    print(f"stream-nb demo: {source}, model {config.model['kind']} (config: {config.source})")
     try:
-        model, featurizer, result = _replay(events, args, args.events)
+        model, featurizer, result = _replay(events, config, args, args.events)
     except (SourceError, ValueError) as error:
         print(f"stream-nb demo: {error}", file=sys.stderr)
         return 2
-    configuration = {"source": source, "model": args.model, "alpha": args.alpha,
-                     "prior_alpha": args.prior_alpha, "batch_size": args.batch_size}
-    _summary(model, featurizer, result, _write_report(args.report, result, configuration))
+    _summary(model, featurizer, result, _write_report(args.report, result, _configuration(config, args, source=source)))
     return 0

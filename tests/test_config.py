@@ -1,0 +1,60 @@
+"""Configuration files: the shipped configs load, overrides apply, errors name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stream_nb import ComplementNB, MultinomialNB
+from stream_nb.config import ConfigError, load_config
+from stream_nb.features import TextFeaturizer
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def test_shipped_configs_load_and_build():
+    spam = load_config(CONFIGS / "spam.toml")
+    model = spam.build_model()
+    assert isinstance(model, MultinomialNB) and model.alpha == 1.0 and model.unknown == "ignore"
+    assert spam.build_featurizer().max_tokens == 5000
+
+
+def test_river_like_config_gives_rivers_tokens():
+    config = load_config(CONFIGS / "river_like.toml")
+    assert config.build_featurizer() == TextFeaturizer.river_compatible()
+    assert config.build_model().unknown == "smooth"
+
+
+def test_overrides_are_read_as_toml_values():
+    config = load_config(CONFIGS / "spam.toml", ["model.kind=complement", "model.alpha=0.25",
+                                                 "features.ngram_range=[1, 2]", "features.lowercase=false"])
+    model = config.build_model()
+    assert isinstance(model, ComplementNB) and model.alpha == 0.25
+    featurizer = config.build_featurizer()
+    assert featurizer.ngram_range == (1, 2) and featurizer.lowercase is False
+
+
+@pytest.mark.parametrize(
+    "content, overrides, message",
+    [
+        ("[model]\nalhpa = 1\n", [], "model: unknown option\\(s\\) alhpa"),
+        ("[model]\nalpha = -1\n", [], "model: alpha must be a finite number >= 0"),
+        ("[model]\nkind = 'gaussian'\n", [], "model.kind: 'gaussian' is not a text model"),
+        ("[features]\nngram_range = [2, 1]\n", [], "features: .*ngram_range"),
+        ("[featurse]\nbinary = true\n", [], "featurse: unknown section"),
+        ("[model\n", [], "not valid TOML"),
+        ("", ["alpha=1"], "expected section.key=value"),
+        ("", ["model.unknown=drop"], "model: unknown must be 'ignore' or 'smooth'"),
+    ],
+)
+def test_bad_configuration_names_the_key(tmp_path, content, overrides, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_config(path, overrides)
+
+
+def test_missing_file_is_reported():
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config("does/not/exist.toml")
