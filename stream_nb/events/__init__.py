@@ -1,0 +1,34 @@
+"""Event decoding and prediction encoding for the Kafka worker: pure logic, no Kafka imports.
+
+See `stream_nb.events.codec` for the contract, the reason-code table and the decisions.
+"""
+
+from stream_nb.events.codec import (
+    DEFAULT_MAX_BYTES,
+    REASONS,
+    Event,
+    FeatureValue,
+    Header,
+    Label,
+    Rejected,
+    SourcePosition,
+    dead_letter_headers,
+    decode_record,
+    decode_records,
+    encode_prediction,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "REASONS",
+    "Event",
+    "FeatureValue",
+    "Header",
+    "Label",
+    "Rejected",
+    "SourcePosition",
+    "dead_letter_headers",
+    "decode_record",
+    "decode_records",
+    "encode_prediction",
+]

@@ -1,0 +1,482 @@
+"""Kafka message values <-> events and predictions, as pure functions over plain values.
+
+The worker hands in what the consumer gave it (value bytes, key bytes, headers, position) and
+gets back either an `Event` ready for the featuriser or a `Rejected` carrying everything the
+dead-letter producer needs. Nothing here imports Kafka, does I/O or raises on bad input.
+
+Event contract (JSON object, UTF-8, key = id)::
+
+    {"id": str, "text": str, "features": {str: str | number}, "label": str | int}
+
+``text`` and ``features`` are each optional but not both absent; ``label`` is required on the
+labeled topic and forbidden on the unlabeled one.
+
+Reason codes
+------------
+Checks run in this order and the first that fails names the reason (so the code of a message
+with several faults is deterministic):
+
+==============================  ==============================================================
+code                            meaning
+==============================  ==============================================================
+``empty_value``                 value is ``None`` (a tombstone) or zero bytes
+``too_large``                   ``len(value) > max_bytes`` (checked before any decoding)
+``invalid_utf8``                value is not strict UTF-8 (includes encoded surrogates)
+``utf8_bom``                    value starts with a UTF-8 byte-order mark (RFC 8259 §8.1
+                                forbids it; named apart so the producer sees the exact fault)
+``invalid_json``                not one JSON text: syntax error, truncation, trailing data,
+                                raw control character inside a string, an integer literal
+                                longer than Python's 4300-digit limit
+``nan_or_infinity``             a ``NaN`` / ``Infinity`` / ``-Infinity`` literal anywhere
+                                (Python accepts them, JSON does not)
+``duplicate_key``               an object anywhere in the value repeats a key
+``too_deep``                    nesting deep enough to exhaust the parser's recursion limit
+``not_an_object``               top level is an array, string, number, boolean or null
+``missing_id``                  ``id`` absent or null
+``id_not_string``               ``id`` is not a string (an int id is refused, not converted)
+``empty_id``                    ``id`` is ``""``
+``text_not_string``             ``text`` present, not null and not a string
+``features_not_object``         ``features`` present, not null and not an object
+``feature_value_type``          a feature value is not a string, number or boolean
+                                (null, array and object are refused)
+``feature_value_not_finite``    a numeric feature value that is not a finite float: a float
+                                literal that overflows (``1e400``) or an int beyond float range
+``no_text_or_features``         neither ``text`` nor ``features`` present (or both null)
+``missing_label``               labeled topic, ``label`` absent or null
+``label_type``                  labeled topic, ``label`` not a string or int (bool, float,
+                                array and object are refused)
+``empty_label``                 labeled topic, ``label`` is ``""``
+``label_on_unlabeled_topic``    unlabeled topic, ``label`` present and not null
+``lone_surrogate``              ``id``, ``text``, a string label, a feature name or a string
+                                feature value holds an unpaired ``\\uD800``-``\\uDFFF``
+                                escape: it decodes to a Python str that cannot be encoded as
+                                UTF-8, so it could never be re-published or checkpointed
+==============================  ==============================================================
+
+Decisions
+---------
+- **null is absence.** A top-level field whose value is ``null`` is treated exactly as if the
+  field were absent (many serialisers write ``null`` for an unset optional). So ``"id": null``
+  is ``missing_id``, ``"label": null`` on the unlabeled topic is accepted, and on the labeled
+  topic it is ``missing_label``. Inside ``features`` a null value is refused
+  (``feature_value_type``): the contract says ``str | number`` and "null" is ambiguous there.
+- **Feature values** are str, int, float (finite) or bool. A boolean is not a number; it is
+  kept as ``True``/``False`` and the featurisers turn it into the category ``"true"`` /
+  ``"false"`` (`stream_nb.features.fields`), so a producer writing JSON booleans loses nothing.
+  An empty string value and an empty feature name are accepted.
+- **Empty is present.** ``"text": ""`` and ``"features": {}`` each count as present, so an event
+  with only one of them is valid (it simply carries no evidence).
+- **Labels** are a non-empty str or an int (not bool, not float: ``1.0`` vs ``1`` would be two
+  classes by accident). The type is kept: ``1`` and ``"1"`` are different labels.
+- **Ids** are non-empty strings; an int id is refused rather than converted, because ``1``,
+  ``1.0`` and ``"1"`` would otherwise collide on the prediction key.
+- **Key vs id.** The key is *not* checked against the id. The id in the value is
+  authoritative and predictions are keyed by it; the message key only steers partitioning, and
+  a producer may legitimately key by something else (a user, to keep their events ordered) or
+  not at all. Refusing those would drop good events for a routing choice. The key is kept on
+  `Rejected` only, to re-publish the original message.
+- **Unknown fields** are accepted and ignored (forward compatible); they are still parsed, so a
+  NaN literal, a duplicate key or excessive nesting inside one still rejects the message.
+- **Duplicate keys** are refused rather than "last wins": two values for one field means the
+  producer is confused and we should not guess which one it meant.
+- **BOM**: refused (``utf8_bom``), not stripped; RFC 8259 says a sender must not add one.
+- **Escaped control characters** (``"\\u0000"``) are valid JSON and are kept; *raw* control
+  characters inside a string are ``invalid_json`` (the JSON grammar forbids them).
+- **Size**: ``max_bytes`` bounds ``len(value)`` before decoding, so an oversized value costs no
+  parsing; any text under the limit is fine however long.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "REASONS",
+    "Event",
+    "FeatureValue",
+    "Header",
+    "Label",
+    "Rejected",
+    "SourcePosition",
+    "dead_letter_headers",
+    "decode_record",
+    "decode_records",
+    "encode_prediction",
+]
+
+DEFAULT_MAX_BYTES = 1_000_000
+
+#: Every reason code `decode_record` can give, in the order the checks run.
+REASONS: tuple[str, ...] = (
+    "empty_value",
+    "too_large",
+    "invalid_utf8",
+    "utf8_bom",
+    "invalid_json",
+    "nan_or_infinity",
+    "duplicate_key",
+    "too_deep",
+    "not_an_object",
+    "missing_id",
+    "id_not_string",
+    "empty_id",
+    "text_not_string",
+    "features_not_object",
+    "feature_value_type",
+    "feature_value_not_finite",
+    "no_text_or_features",
+    "missing_label",
+    "label_type",
+    "empty_label",
+    "label_on_unlabeled_topic",
+    "lone_surrogate",
+)
+
+Label: TypeAlias = str | int
+FeatureValue: TypeAlias = str | int | float | bool
+#: A Kafka header as kafka-python gives it: (name, value); the value may be None.
+Header: TypeAlias = tuple[str, bytes | None]
+
+REASON_HEADER = "stream-nb-reason"
+DETAIL_HEADER = "stream-nb-detail"
+SOURCE_TOPIC_HEADER = "stream-nb-source-topic"
+SOURCE_PARTITION_HEADER = "stream-nb-source-partition"
+SOURCE_OFFSET_HEADER = "stream-nb-source-offset"
+_OUR_HEADERS = frozenset(
+    (
+        REASON_HEADER,
+        DETAIL_HEADER,
+        SOURCE_TOPIC_HEADER,
+        SOURCE_PARTITION_HEADER,
+        SOURCE_OFFSET_HEADER,
+    )
+)
+
+_FLOAT_MAX = sys.float_info.max
+_DETAIL_MAX_CHARS = 200  # a header, not a dump: keep it to one short line
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePosition:
+    """Where a message was read: topic, partition and offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A valid event. `features` is the parsed object ({str: str | int | float | bool}) or None;
+    `text` and `features` are never both None; `label` is None exactly on the unlabeled topic."""
+
+    id: str
+    text: str | None
+    features: dict[str, FeatureValue] | None
+    label: Label | None
+    source: SourcePosition
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A message that is not a valid event. `reason` is one of `REASONS`; `detail` is one line
+    of ASCII for logs and the dead-letter header; `value`, `key` and `headers` are the original
+    message, untouched, for re-publishing to the dead-letter topic."""
+
+    reason: str
+    detail: str
+    value: bytes | None
+    key: bytes | None
+    headers: tuple[Header, ...]
+    source: SourcePosition
+
+
+class _Refused(Exception):
+    """Internal: one check failed. Raised from the parser hooks as well as from the field
+    checks, so every bad path leaves through a single `except` in `decode_record`."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason, detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def _short(text: str) -> str:
+    """`text` as one ASCII line of bounded length (user data may be long or non-ASCII)."""
+    line = ascii(text)[1:-1] if not text.isascii() else text
+    line = line.replace("\r", " ").replace("\n", " ")
+    if len(line) > _DETAIL_MAX_CHARS:
+        line = line[: _DETAIL_MAX_CHARS - 3] + "..."
+    return line
+
+
+def _object_from_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):  # cheap test; only a bad message pays for finding the name
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _Refused("duplicate_key", _short(f"duplicate key {name!r}"))
+            seen.add(name)
+    return obj
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Refused("nan_or_infinity", f"{name} is not a JSON number")
+
+
+# One decoder built once: json.loads(**kwargs) would build a new one per call.
+_DECODER = json.JSONDecoder(object_pairs_hook=_object_from_pairs, parse_constant=_refuse_constant)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "object"}.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _check_surrogates(
+    id_: str, text: str | None, features: dict[str, Any] | None, label: Any
+) -> None:
+    """Refuse a lone surrogate in any string the event carries onward (see the module table)."""
+    if _has_lone_surrogate(id_):
+        raise _Refused("lone_surrogate", "id holds an unpaired surrogate escape")
+    if text is not None and _has_lone_surrogate(text):
+        raise _Refused("lone_surrogate", "text holds an unpaired surrogate escape")
+    if type(label) is str and _has_lone_surrogate(label):
+        raise _Refused("lone_surrogate", "label holds an unpaired surrogate escape")
+    if features:
+        for name, value in features.items():
+            if _has_lone_surrogate(name) or (type(value) is str and _has_lone_surrogate(value)):
+                raise _Refused(
+                    "lone_surrogate", _short(f"feature {name!r} holds an unpaired surrogate escape")
+                )
+
+
+def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_bytes: int) -> Event:
+    """The checks of the module table, in order; raises `_Refused` at the first failure."""
+    if not value:
+        raise _Refused("empty_value", "null value (tombstone)" if value is None else "empty value")
+    if len(value) > max_bytes:
+        raise _Refused("too_large", f"value is {len(value)} bytes, limit {max_bytes}")
+    try:
+        raw = value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Refused("invalid_utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
+    if raw[0] == "\ufeff":
+        raise _Refused("utf8_bom", "value starts with a UTF-8 byte-order mark")
+    try:
+        obj = _DECODER.decode(raw)
+    except RecursionError:
+        raise _Refused("too_deep", "JSON nested too deeply to parse") from None
+    except ValueError as exc:  # JSONDecodeError, and the int-digits limit
+        raise _Refused("invalid_json", _short(str(exc))) from None
+
+    # Exact type tests: the parser only ever builds these exact types.
+    if type(obj) is not dict:
+        raise _Refused("not_an_object", f"top level is {_type_name(obj)}, expected an object")
+
+    id_ = obj.get("id")
+    if id_ is None:
+        raise _Refused("missing_id", "no id")
+    if type(id_) is not str:
+        raise _Refused("id_not_string", f"id is {_type_name(id_)}, expected a string")
+    if not id_:
+        raise _Refused("empty_id", "id is the empty string")
+
+    text = obj.get("text")
+    if text is not None and type(text) is not str:
+        raise _Refused("text_not_string", f"text is {_type_name(text)}, expected a string")
+
+    features = obj.get("features")
+    if features is not None:
+        if type(features) is not dict:
+            raise _Refused(
+                "features_not_object", f"features is {_type_name(features)}, expected an object"
+            )
+        for name, item in features.items():
+            kind = type(item)
+            if kind is str or kind is bool:
+                continue
+            if kind is float:
+                if item - item != 0.0:  # inf - inf is nan; NaN literals never get this far
+                    raise _Refused(
+                        "feature_value_not_finite", _short(f"feature {name!r} overflows a float")
+                    )
+                continue
+            if kind is int:
+                if not -_FLOAT_MAX <= item <= _FLOAT_MAX:
+                    raise _Refused(
+                        "feature_value_not_finite",
+                        _short(f"feature {name!r} is an integer beyond float range"),
+                    )
+                continue
+            raise _Refused(
+                "feature_value_type",
+                _short(f"feature {name!r} is {_type_name(item)}, expected string, number or boolean"),
+            )
+    elif text is None:
+        raise _Refused("no_text_or_features", "neither text nor features")
+
+    label = obj.get("label")
+    if labeled:
+        if label is None:
+            raise _Refused("missing_label", "no label on the labeled topic")
+        kind = type(label)
+        if kind is str:
+            if not label:
+                raise _Refused("empty_label", "label is the empty string")
+        elif kind is not int:
+            raise _Refused("label_type", f"label is {_type_name(label)}, expected string or integer")
+    elif label is not None:
+        raise _Refused("label_on_unlabeled_topic", "label present on the unlabeled topic")
+
+    # A lone surrogate can only come from a \uD800-\uDFFF escape (strict UTF-8 refuses encoded
+    # ones), so two substring scans let almost every message skip the per-string check.
+    if "\\ud" in raw or "\\uD" in raw:
+        _check_surrogates(id_, text, features, label)
+
+    return Event(id_, text, features, label, source)
+
+
+def decode_record(
+    value: bytes | None,
+    key: bytes | None,
+    headers: Iterable[Header] | None,
+    source: SourcePosition,
+    *,
+    labeled: bool,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Event | Rejected:
+    """One Kafka message -> `Event`, or `Rejected` with the first failing reason of the module
+    table and the original value, key and headers. Never raises on any value, key or headers.
+
+    `labeled` says which topic the message came from (labeled: label required; unlabeled:
+    label forbidden). `max_bytes` bounds the value's length before decoding.
+    """
+    try:
+        return _decode(value, source, labeled, max_bytes)
+    except _Refused as refused:
+        return Rejected(
+            refused.reason,
+            refused.detail,
+            value,
+            key,
+            tuple((name, data) for name, data in headers) if headers else (),
+            source,
+        )
+
+
+def decode_records(
+    records: Iterable[tuple[bytes | None, bytes | None, Iterable[Header] | None, SourcePosition]],
+    *,
+    labeled: bool,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> tuple[list[Event], list[Rejected]]:
+    """`decode_record` over (value, key, headers, source) tuples. Returns (events, rejected),
+    each in input order; every record lands in exactly one of the two lists."""
+    events: list[Event] = []
+    rejected: list[Rejected] = []
+    keep, refuse = events.append, rejected.append
+    for value, key, headers, source in records:
+        # Inlined decode_record: one call fewer per record on the hot path.
+        try:
+            keep(_decode(value, source, labeled, max_bytes))
+        except _Refused as refused:
+            refuse(
+                Rejected(
+                    refused.reason,
+                    refused.detail,
+                    value,
+                    key,
+                    tuple((name, data) for name, data in headers) if headers else (),
+                    source,
+                )
+            )
+    return events, rejected
+
+
+def encode_prediction(
+    event: Event,
+    probabilities: dict[Label, float],
+    *,
+    events_learned: int,
+    checkpoint: str | None,
+) -> tuple[bytes, bytes]:
+    """(key, value) of the prediction message for `event`.
+
+    key: the id as UTF-8. value: compact UTF-8 JSON (``ensure_ascii=False``)::
+
+        {"id", "label", "proba": {str(class): float}, "model": {"events_learned", "checkpoint"},
+         "source": {"topic", "partition", "offset"}}
+
+    "label" is the most probable class with its own type (str or int); on a tie the first in
+    `probabilities`' order wins; it is null, and "proba" is {}, when `probabilities` is empty.
+    Raises TypeError for a class that is not str or int (bool included), and ValueError for a
+    non-finite probability or two classes with the same string form (``1`` and ``"1"``), which
+    JSON object keys could not tell apart.
+    """
+    proba: dict[str, float] = {}
+    best: Label | None = None
+    best_p = -1.0
+    for cls, p in probabilities.items():
+        kind = type(cls)
+        if kind is str:
+            name = cls
+        elif kind is int:
+            name = str(cls)
+        else:
+            raise TypeError(f"class labels must be str or int, got {type(cls).__name__}")
+        if name in proba:
+            raise ValueError(f"classes {cls!r} and {name!r} share the JSON key {name!r}")
+        p = float(p)
+        if p - p != 0.0:
+            raise ValueError(f"probability of class {cls!r} is not finite: {p!r}")
+        proba[name] = p
+        if best is None or p > best_p:  # strict: the first of equal maxima stays
+            best, best_p = cls, p
+    if type(events_learned) is not int or events_learned < 0:
+        raise ValueError(f"events_learned must be a non-negative int, got {events_learned!r}")
+    if checkpoint is not None and type(checkpoint) is not str:
+        raise TypeError(f"checkpoint must be str or None, got {type(checkpoint).__name__}")
+    source = event.source
+    message = {
+        "id": event.id,
+        "label": best,
+        "proba": proba,
+        "model": {"events_learned": events_learned, "checkpoint": checkpoint},
+        "source": {"topic": source.topic, "partition": source.partition, "offset": source.offset},
+    }
+    value = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return event.id.encode("utf-8"), value.encode("utf-8")
+
+
+def dead_letter_headers(rejected: Rejected) -> list[Header]:
+    """Headers for the dead-letter copy of `rejected`: the original headers, in order, minus any
+    earlier ``stream-nb-*`` headers of ours (a message re-driven from the dead-letter topic
+    must not carry two reasons), then reason, detail, source topic, partition and offset, each
+    as UTF-8 bytes."""
+    headers = [(name, data) for name, data in rejected.headers if name not in _OUR_HEADERS]
+    source = rejected.source
+    headers += [
+        (REASON_HEADER, rejected.reason.encode("utf-8")),
+        (DETAIL_HEADER, rejected.detail.encode("utf-8", "backslashreplace")),
+        (SOURCE_TOPIC_HEADER, source.topic.encode("utf-8", "backslashreplace")),
+        (SOURCE_PARTITION_HEADER, str(source.partition).encode("ascii")),
+        (SOURCE_OFFSET_HEADER, str(source.offset).encode("ascii")),
+    ]
+    return headers
