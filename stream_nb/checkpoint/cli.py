@@ -1,0 +1,187 @@
+"""`stream-nb inspect DIR [--json] [--top N]`: what the newest valid checkpoint holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from stream_nb.checkpoint.digest import state_digest
+from stream_nb.checkpoint.store import Checkpoint, CheckpointError, CheckpointStore, log as store_log
+from stream_nb.model.registry import MODEL_KINDS
+
+_PROG = "stream-nb inspect"
+
+
+def register(subparsers) -> None:
+    inspect = subparsers.add_parser("inspect", help="summarise the newest valid checkpoint in a directory")
+    inspect.add_argument("directory", type=Path, metavar="DIR", help="checkpoint directory")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    inspect.add_argument("--top", type=int, default=10, metavar="N", help="top features per class (default 10)")
+    inspect.set_defaults(func=run_inspect)
+
+
+def _number(value) -> int | float:
+    # Counts are whole numbers unless sample weights were fractional; print them as such.
+    value = float(value)
+    return int(value) if value.is_integer() else value
+
+
+def _top_rows(counts: np.ndarray, labels: list, top: int) -> list[tuple[object, float]]:
+    """The `top` largest positive entries of `counts`, ties broken by label (deterministic)."""
+    if top <= 0 or not len(counts):
+        return []
+    positive = np.flatnonzero(counts > 0)
+    if len(positive) > top:
+        threshold = np.partition(counts[positive], len(positive) - top)[len(positive) - top]
+        positive = positive[counts[positive] >= threshold]  # keeps every tie at the threshold
+    ranked = sorted(positive.tolist(), key=lambda row: (-counts[row], json.dumps(labels[row], sort_keys=True)))
+    return [(labels[row], float(counts[row])) for row in ranked[:top]]
+
+
+def _model_class(kind_name: str):
+    for name, cls in MODEL_KINDS.items():
+        if cls.__name__ == kind_name:
+            return name, cls
+    raise CheckpointError(f"unknown model kind {kind_name!r} in the checkpoint")
+
+
+def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:
+    """Everything `inspect` prints, as one JSON-able dict."""
+    state = checkpoint.model_state
+    meta, arrays = state["meta"], state["arrays"]
+    registry_name, cls = _model_class(meta.get("kind"))
+    try:
+        model = cls.from_state(state)  # proves the state restores, and gives the model's own view
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{checkpoint.path}: the model state does not restore: {error}") from None
+    classes = model.classes_
+    class_counts = [_number(n) for n in np.asarray(arrays["class_counts"]).tolist()]
+    top_features: list[dict] = []
+    vocabulary: dict
+    if "vocabulary" in meta:  # count models: N_fc per (feature, class)
+        counts = np.asarray(arrays["feature_counts"]).reshape(-1, len(classes)) if classes else np.zeros((0, 0))
+        vocab = meta["vocabulary"]
+        names = vocab["names"] if vocab["kind"] == "exact" else [f"#bucket{b}" for b in range(vocab["n_buckets"])]
+        vocabulary = {"kind": vocab["kind"], "size": len(names),
+                      "with_counts": int(np.count_nonzero(counts.any(axis=1))) if counts.size else 0}
+        for c, label in enumerate(classes):
+            rows = _top_rows(counts[:, c], names, top)
+            top_features.append({"class": label, "features": [{"feature": name, "count": _number(n)} for name, n in rows]})
+    elif meta.get("kind") == "CategoricalNB":  # N_jac per (feature = value, class)
+        pairs = [tuple(pair) for pair in meta["values"]]
+        counts = np.asarray(arrays["value_counts"]).reshape(len(pairs), -1)
+        vocabulary = {"kind": "categorical", "size": len(dict.fromkeys(f for f, _ in pairs)), "values": len(pairs)}
+        for c, label in enumerate(classes):
+            rows = _top_rows(counts[:, c], pairs, top)
+            top_features.append({"class": label, "features": [{"feature": feature, "value": value, "count": _number(n)}
+                                                              for (feature, value), n in rows]})
+    else:  # Gaussian: moments, not counts; nothing to rank
+        vocabulary = {"kind": "features", "size": len(meta.get("features", []))}
+    return {
+        "id": checkpoint.id,
+        "path": str(checkpoint.path),
+        "created_at": checkpoint.created_at,
+        "created_at_utc": datetime.fromtimestamp(checkpoint.created_at, timezone.utc).isoformat(timespec="seconds"),
+        "fingerprint": checkpoint.fingerprint,
+        "kind": registry_name,
+        "model_class": cls.__name__,
+        "params": meta.get("params", {}),
+        "classes": classes,
+        "class_counts": class_counts,
+        "events_learned": _number(model.events_learned),
+        "vocabulary_size": vocabulary["size"],
+        "vocabulary": vocabulary,
+        "top_features": top_features,
+        "offsets": [{"topic": topic, "partition": partition, "offset": offset}
+                    for (topic, partition), offset in sorted(checkpoint.offsets.items())],
+        "state_digest": state_digest(state),
+        "extra": checkpoint.extra,
+    }
+
+
+def _format_text(summary: dict, top: int) -> str:
+    lines = [
+        f"checkpoint    {summary['id']}  {summary['created_at_utc']}  {summary['path']}",
+        f"fingerprint   {summary['fingerprint']}",
+        f"model         {summary['kind']} ({summary['model_class']})  "
+        + " ".join(f"{key}={value!r}" for key, value in summary["params"].items()),
+        f"events        {summary['events_learned']:,} learned",
+        f"classes       {len(summary['classes'])}",
+    ]
+    width = max((len(str(label)) for label in summary["classes"]), default=0)
+    for label, count in zip(summary["classes"], summary["class_counts"]):
+        lines.append(f"  {str(label):<{width}}  {count:,} events")
+    vocabulary = summary["vocabulary"]
+    detail = {"exact": f"exact, {vocabulary.get('with_counts', 0):,} with counts",
+              "hashed": f"hashed buckets, {vocabulary.get('with_counts', 0):,} used",
+              "categorical": f"categorical features, {vocabulary.get('values', 0):,} values"}.get(vocabulary["kind"], "features")
+    lines.append(f"vocabulary    {vocabulary['size']:,} ({detail})")
+    if summary["top_features"]:
+        lines.append(f"top {top} features per class (count)")
+        for entry in summary["top_features"]:
+            shown = ", ".join(
+                (f"{f['feature']}={f['value']}" if "value" in f else str(f["feature"])) + f" {f['count']:,}"
+                for f in entry["features"])
+            lines.append(f"  {str(entry['class']):<{width}}  {shown or '(none)'}")
+    lines.append(f"offsets       {len(summary['offsets'])} partition(s)")
+    for entry in summary["offsets"]:
+        lines.append(f"  {entry['topic']} [{entry['partition']}]  next offset {entry['offset']:,}")
+    if summary["extra"]:
+        lines.append(f"extra         {json.dumps(summary['extra'], sort_keys=True)}")
+    lines.append(f"state digest  {summary['state_digest']}")
+    return "\n".join(lines)
+
+
+class _SkipReporter(logging.Handler):
+    """Sends the store's 'skipping checkpoint' warnings to stderr, once, in our own words."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"{_PROG}: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    directory: Path = args.directory
+    if not directory.exists():
+        print(f"{_PROG}: no such directory: {directory}", file=sys.stderr)
+        return 1
+    if not directory.is_dir():
+        print(f"{_PROG}: not a directory: {directory}", file=sys.stderr)
+        return 1
+    handler, propagate = _SkipReporter(logging.WARNING), store_log.propagate
+    store_log.addHandler(handler)
+    store_log.propagate = False  # the root logger would print the same warning again
+    try:
+        checkpoint = CheckpointStore(directory).load_latest()
+        if checkpoint is None:
+            print(f"{_PROG}: no valid checkpoint in {directory}", file=sys.stderr)
+            return 1
+        summary = summarise(checkpoint, args.top)
+    except CheckpointError as error:
+        print(f"{_PROG}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        store_log.removeHandler(handler)
+        store_log.propagate = propagate
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(_format_text(summary, args.top))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m stream_nb.checkpoint.cli inspect DIR` (the same as `stream-nb inspect DIR`)."""
+    parser = argparse.ArgumentParser(prog="stream-nb")
+    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
