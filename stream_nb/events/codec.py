@@ -208,7 +208,8 @@ class _Refused(Exception):
 
 def _short(text: str) -> str:
     """`text` as one ASCII line of bounded length (user data may be long or non-ASCII)."""
-    line = ascii(text)[1:-1] if not text.isascii() else text
+    # backslashreplace escapes only the non-ASCII characters, never an existing backslash
+    line = text if text.isascii() else text.encode("ascii", "backslashreplace").decode("ascii")
     line = line.replace("\r", " ").replace("\n", " ")
     if len(line) > _DETAIL_MAX_CHARS:
         line = line[: _DETAIL_MAX_CHARS - 3] + "..."
@@ -221,7 +222,7 @@ def _object_from_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for name, _ in pairs:
             if name in seen:
-                raise _Refused("duplicate_key", _short(f"duplicate key {name!r}"))
+                raise _Refused("duplicate_key", _short(f"duplicate key {name!a}"))
             seen.add(name)
     return obj
 
@@ -263,7 +264,7 @@ def _check_surrogates(
         for name, value in features.items():
             if _has_lone_surrogate(name) or (type(value) is str and _has_lone_surrogate(value)):
                 raise _Refused(
-                    "lone_surrogate", _short(f"feature {name!r} holds an unpaired surrogate escape")
+                    "lone_surrogate", _short(f"feature {name!a} holds an unpaired surrogate escape")
                 )
 
 
@@ -315,19 +316,21 @@ def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_byte
             if kind is float:
                 if item - item != 0.0:  # inf - inf is nan; NaN literals never get this far
                     raise _Refused(
-                        "feature_value_not_finite", _short(f"feature {name!r} overflows a float")
+                        "feature_value_not_finite", _short(f"feature {name!a} overflows a float")
                     )
                 continue
             if kind is int:
                 if not -_FLOAT_MAX <= item <= _FLOAT_MAX:
                     raise _Refused(
                         "feature_value_not_finite",
-                        _short(f"feature {name!r} is an integer beyond float range"),
+                        _short(f"feature {name!a} is an integer beyond float range"),
                     )
                 continue
             raise _Refused(
                 "feature_value_type",
-                _short(f"feature {name!r} is {_type_name(item)}, expected string, number or boolean"),
+                _short(
+                    f"feature {name!a} is {_type_name(item)}, expected string, number or boolean"
+                ),
             )
     elif text is None:
         raise _Refused("no_text_or_features", "neither text nor features")
@@ -341,7 +344,9 @@ def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_byte
             if not label:
                 raise _Refused("empty_label", "label is the empty string")
         elif kind is not int:
-            raise _Refused("label_type", f"label is {_type_name(label)}, expected string or integer")
+            raise _Refused(
+                "label_type", f"label is {_type_name(label)}, expected string or integer"
+            )
     elif label is not None:
         raise _Refused("label_on_unlabeled_topic", "label present on the unlabeled topic")
 
@@ -442,7 +447,7 @@ def encode_prediction(
         else:
             raise TypeError(f"class labels must be str or int, got {type(cls).__name__}")
         if name in proba:
-            raise ValueError(f"classes {cls!r} and {name!r} share the JSON key {name!r}")
+            raise ValueError(f"class {cls!r} and an earlier class share the JSON key {name!r}")
         p = float(p)
         if p - p != 0.0:
             raise ValueError(f"probability of class {cls!r} is not finite: {p!r}")

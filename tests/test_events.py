@@ -1,0 +1,494 @@
+"""stream_nb.events: exact decoding of good events, an exact reason for every kind of bad one,
+exact prediction bytes and dead-letter headers."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from stream_nb.events import (
+    REASONS,
+    Event,
+    Rejected,
+    SourcePosition,
+    dead_letter_headers,
+    decode_record,
+    decode_records,
+    encode_prediction,
+)
+from stream_nb.events import codec
+
+SRC = SourcePosition("sms-labeled", 3, 1234)
+HEADERS = [("trace-id", b"abc"), ("empty", None)]
+
+
+def decode(value: bytes | None, *, labeled: bool = True, **kwargs) -> Event | Rejected:
+    return decode_record(value, b"key", HEADERS, SRC, labeled=labeled, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------
+# Good records
+
+
+def test_labeled_event_with_text_and_features_decodes_field_by_field():
+    value = (
+        '{"id":"sms-1","text":"Free entry: £1000 prize!","features":'
+        '{"channel":"sms","hour":23,"length":24.5,"known_sender":false},"label":"spam"}'
+    ).encode()
+    event = decode(value)
+    assert type(event) is Event
+    assert event.id == "sms-1"
+    assert event.text == "Free entry: £1000 prize!"
+    assert event.features == {"channel": "sms", "hour": 23, "length": 24.5, "known_sender": False}
+    assert type(event.features["hour"]) is int
+    assert type(event.features["length"]) is float
+    assert event.features["known_sender"] is False
+    assert event.label == "spam"
+    assert event.source == SRC
+
+
+def test_unlabeled_event_decodes_with_label_none():
+    assert decode(b'{"id":"u-7","text":"see you at 5"}', labeled=False) == Event(
+        "u-7", "see you at 5", None, None, SRC
+    )
+
+
+@pytest.mark.parametrize(
+    "value, labeled, expected",
+    [
+        # int labels keep their type, any size and sign
+        (b'{"id":"a","text":"x","label":0}', True, ("a", "x", None, 0)),
+        (b'{"id":"a","text":"x","label":-12}', True, ("a", "x", None, -12)),
+        (b'{"id":"a","text":"x","label":123456789012345678901234567890}', True,
+         ("a", "x", None, 123456789012345678901234567890)),
+        # features only; text only; empty text and empty features count as present
+        (b'{"id":"a","features":{"k":"v"},"label":"ham"}', True, ("a", None, {"k": "v"}, "ham")),
+        (b'{"id":"a","text":"","label":"ham"}', True, ("a", "", None, "ham")),
+        (b'{"id":"a","features":{},"label":"ham"}', True, ("a", None, {}, "ham")),
+        # null is absence for top-level fields
+        (b'{"id":"a","text":null,"features":{"k":1},"label":"ham"}', True,
+         ("a", None, {"k": 1}, "ham")),
+        (b'{"id":"a","text":"x","features":null,"label":"ham"}', True, ("a", "x", None, "ham")),
+        (b'{"id":"a","text":"x","label":null}', False, ("a", "x", None, None)),
+        # unknown fields are ignored, whatever they hold
+        (b'{"id":"a","text":"x","label":"ham","v":2,"meta":{"deep":[1,{"z":null}]}}', True,
+         ("a", "x", None, "ham")),
+        # whitespace around the JSON text is allowed by RFC 8259
+        (b' \n\t{"id":"a","text":"x","label":"ham"}\r\n ', True, ("a", "x", None, "ham")),
+        # escapes: control characters, a valid surrogate pair, an escaped backslash before "ud800"
+        (b'{"id":"a","text":"nul\\u0000 tab\\t nl\\n","label":"ham"}', True,
+         ("a", "nul\x00 tab\t nl\n", None, "ham")),
+        (b'{"id":"a","text":"\\ud83d\\ude00","label":"ham"}', True,
+         ("a", "\U0001F600", None, "ham")),
+        (b'{"id":"a","text":"\\\\ud800","label":"ham"}', True, ("a", "\\ud800", None, "ham")),
+        (b'{"id":"a","text":"\\uDBFF\\uDFFF","label":"ham"}', True,
+         ("a", "\U0010FFFF", None, "ham")),
+        # non-ASCII everywhere, whitespace-only label and id are non-empty
+        ('{"id":"ид","text":"日本","features":{"ñ":"ü"},"label":"é"}'.encode(), True,
+         ("ид", "日本", {"ñ": "ü"}, "é")),
+        (b'{"id":" ","text":"x","label":" "}', True, (" ", "x", None, " ")),
+        # feature edge values: -0.0, big finite floats and ints, empty name and empty value
+        (b'{"id":"a","features":{"z":-0.0,"m":1.7976931348623157e308,"i":-1000000000000000000000,'
+         b'"":""},"label":1}', True,
+         ("a", None, {"z": -0.0, "m": 1.7976931348623157e308, "i": -10**21, "": ""}, 1)),
+    ],
+)
+def test_good_records(value, labeled, expected):
+    event = decode(value, labeled=labeled)
+    assert type(event) is Event, event
+    assert (event.id, event.text, event.features, event.label) == expected
+    assert event.source == SRC
+    if event.label is not None:
+        assert type(event.label) is type(expected[3])
+
+
+@pytest.mark.parametrize("key", [None, b"", b"someone-else", b"\xff\xfe"])
+def test_key_is_not_checked_against_id(key):
+    event = decode_record(b'{"id":"a","text":"x","label":"l"}', key, None, SRC, labeled=True)
+    assert event == Event("a", "x", None, "l", SRC)
+
+
+def test_long_text_under_the_limit_is_fine_and_the_limit_is_inclusive():
+    text = "word " * 199_990
+    value = json.dumps({"id": "big", "text": text, "label": "ham"}).encode()
+    assert len(value) < 1_000_000
+    assert decode(value) == Event("big", text, None, "ham", SRC)
+    assert decode(value, max_bytes=len(value)) == Event("big", text, None, "ham", SRC)
+    rejected = decode(value, max_bytes=len(value) - 1)
+    assert (rejected.reason, rejected.value) == ("too_large", value)
+
+
+def test_moderate_nesting_in_an_unknown_field_is_accepted():
+    value = b'{"id":"a","text":"x","label":"l","x":' + b"[" * 200 + b"]" * 200 + b"}"
+    assert decode(value) == Event("a", "x", None, "l", SRC)
+
+
+# ------------------------------------------------------------------------------------------
+# Bad records: one parametrized case per kind, with the exact reason
+
+_BAD = [
+    # --- bytes level
+    ("tombstone", None, True, "empty_value"),
+    ("zero bytes", b"", True, "empty_value"),
+    ("invalid UTF-8 byte", b'{"id":"a","text":"\xff","label":"l"}', True, "invalid_utf8"),
+    ("truncated multibyte", b'{"id":"a","text":"caf\xc3","label":"l"}', True, "invalid_utf8"),
+    ("overlong encoding", b'{"id":"a","text":"\xc0\xaf","label":"l"}', True, "invalid_utf8"),
+    ("encoded surrogate", b'{"id":"a","text":"\xed\xa0\x80","label":"l"}', True, "invalid_utf8"),
+    ("latin-1 text", '{"id":"a","text":"café","label":"l"}'.encode("latin-1"), True,
+     "invalid_utf8"),
+    ("UTF-16 with BOM", '{"id":"a"}'.encode("utf-16"), True, "invalid_utf8"),
+    ("UTF-8 BOM", b'\xef\xbb\xbf{"id":"a","text":"x","label":"l"}', True, "utf8_bom"),
+    # --- JSON syntax
+    ("UTF-16 without BOM", '{"id":"a"}'.encode("utf-16-le"), True, "invalid_json"),
+    ("truncated JSON", b'{"id":"a","text":"hi"', True, "invalid_json"),
+    ("truncated string", b'{"id":"a","text":"hi', True, "invalid_json"),
+    ("trailing data", b'{"id":"a","text":"x","label":"l"} {}', True, "invalid_json"),
+    ("two objects per line", b'{"id":"a"}\n{"id":"b"}', True, "invalid_json"),
+    ("single quotes", b"{'id':'a','text':'x','label':'l'}", True, "invalid_json"),
+    ("trailing comma", b'{"id":"a","text":"x","label":"l",}', True, "invalid_json"),
+    ("unquoted key", b'{id:"a","text":"x","label":"l"}', True, "invalid_json"),
+    ("whitespace only", b" \n ", True, "invalid_json"),
+    ("raw control char in string", b'{"id":"a","text":"a\x01b","label":"l"}', True,
+     "invalid_json"),
+    ("raw newline in string", b'{"id":"a","text":"a\nb","label":"l"}', True, "invalid_json"),
+    ("bad escape", b'{"id":"a","text":"\\x41","label":"l"}', True, "invalid_json"),
+    ("short unicode escape", b'{"id":"a","text":"\\u12","label":"l"}', True, "invalid_json"),
+    ("integer beyond the digit limit", b'{"id":"a","text":"x","label":1' + b"0" * 5000 + b"}",
+     True, "invalid_json"),
+    ("NaN feature", b'{"id":"a","features":{"x":NaN},"label":"l"}', True, "nan_or_infinity"),
+    ("Infinity feature", b'{"id":"a","features":{"x":Infinity},"label":"l"}', True,
+     "nan_or_infinity"),
+    ("-Infinity label", b'{"id":"a","text":"x","label":-Infinity}', True, "nan_or_infinity"),
+    ("NaN in an unknown field", b'{"id":"a","text":"x","label":"l","score":NaN}', True,
+     "nan_or_infinity"),
+    ("duplicate top-level key", b'{"id":"a","text":"x","label":"l","label":"m"}', True,
+     "duplicate_key"),
+    ("duplicate id", b'{"id":"a","id":"b","text":"x","label":"l"}', True, "duplicate_key"),
+    ("duplicate feature name", b'{"id":"a","features":{"k":1,"k":2},"label":"l"}', True,
+     "duplicate_key"),
+    ("deeply nested arrays", b"[" * 100_000, True, "too_deep"),
+    ("deeply nested objects in a field",
+     b'{"id":"a","text":"x","label":"l","x":' + b'{"a":' * 100_000 + b"1" + b"}" * 100_001,
+     True, "too_deep"),
+    # --- shape
+    ("top-level array", b'[{"id":"a","text":"x","label":"l"}]', True, "not_an_object"),
+    ("top-level string", b'"hello"', True, "not_an_object"),
+    ("top-level number", b"42", True, "not_an_object"),
+    ("top-level float", b"4.5e1", True, "not_an_object"),
+    ("top-level null", b"null", True, "not_an_object"),
+    ("top-level true", b"true", True, "not_an_object"),
+    # --- id
+    ("missing id", b'{"text":"x","label":"l"}', True, "missing_id"),
+    ("null id", b'{"id":null,"text":"x","label":"l"}', True, "missing_id"),
+    ("int id", b'{"id":17,"text":"x","label":"l"}', True, "id_not_string"),
+    ("float id", b'{"id":1.5,"text":"x","label":"l"}', True, "id_not_string"),
+    ("bool id", b'{"id":true,"text":"x","label":"l"}', True, "id_not_string"),
+    ("list id", b'{"id":["a"],"text":"x","label":"l"}', True, "id_not_string"),
+    ("object id", b'{"id":{"v":"a"},"text":"x","label":"l"}', True, "id_not_string"),
+    ("empty id", b'{"id":"","text":"x","label":"l"}', True, "empty_id"),
+    # --- text and features
+    ("int text", b'{"id":"a","text":5,"label":"l"}', True, "text_not_string"),
+    ("list text", b'{"id":"a","text":["x"],"label":"l"}', True, "text_not_string"),
+    ("bool text", b'{"id":"a","text":false,"label":"l"}', True, "text_not_string"),
+    ("list features", b'{"id":"a","features":[["k","v"]],"label":"l"}', True,
+     "features_not_object"),
+    ("string features", b'{"id":"a","features":"k=v","label":"l"}', True, "features_not_object"),
+    ("number features", b'{"id":"a","features":3,"label":"l"}', True, "features_not_object"),
+    ("feature value list", b'{"id":"a","features":{"k":[1]},"label":"l"}', True,
+     "feature_value_type"),
+    ("feature value dict", b'{"id":"a","features":{"k":{"v":1}},"label":"l"}', True,
+     "feature_value_type"),
+    ("feature value null", b'{"id":"a","features":{"k":null},"label":"l"}', True,
+     "feature_value_type"),
+    ("feature float overflow", b'{"id":"a","features":{"k":1e400},"label":"l"}', True,
+     "feature_value_not_finite"),
+    ("feature negative float overflow", b'{"id":"a","features":{"k":-1e400},"label":"l"}', True,
+     "feature_value_not_finite"),
+    ("feature int beyond float range", b'{"id":"a","features":{"k":' + b"9" * 400 + b'},'
+     b'"label":"l"}', True, "feature_value_not_finite"),
+    ("text and features absent", b'{"id":"a","label":"l"}', True, "no_text_or_features"),
+    ("text and features null", b'{"id":"a","text":null,"features":null,"label":"l"}', True,
+     "no_text_or_features"),
+    ("nothing but an id, unlabeled", b'{"id":"a"}', False, "no_text_or_features"),
+    # --- label
+    ("label missing on labeled topic", b'{"id":"a","text":"x"}', True, "missing_label"),
+    ("label null on labeled topic", b'{"id":"a","text":"x","label":null}', True,
+     "missing_label"),
+    ("bool label", b'{"id":"a","text":"x","label":true}', True, "label_type"),
+    ("float label", b'{"id":"a","text":"x","label":1.0}', True, "label_type"),
+    ("list label", b'{"id":"a","text":"x","label":["spam"]}', True, "label_type"),
+    ("dict label", b'{"id":"a","text":"x","label":{"c":"spam"}}', True, "label_type"),
+    ("empty label", b'{"id":"a","text":"x","label":""}', True, "empty_label"),
+    ("label on unlabeled topic", b'{"id":"a","text":"x","label":"spam"}', False,
+     "label_on_unlabeled_topic"),
+    ("falsy label on unlabeled topic", b'{"id":"a","text":"x","label":0}', False,
+     "label_on_unlabeled_topic"),
+    ("empty label on unlabeled topic", b'{"id":"a","text":"x","label":""}', False,
+     "label_on_unlabeled_topic"),
+    # --- lone surrogates (Python's json accepts them; UTF-8 cannot carry them)
+    ("lone high surrogate in text", b'{"id":"a","text":"x\\ud800y","label":"l"}', True,
+     "lone_surrogate"),
+    ("lone low surrogate in text", b'{"id":"a","text":"\\uDC00","label":"l"}', True,
+     "lone_surrogate"),
+    ("reversed surrogate pair", b'{"id":"a","text":"\\ude00\\ud83d","label":"l"}', True,
+     "lone_surrogate"),
+    ("lone surrogate in id", b'{"id":"\\ud800","text":"x","label":"l"}', True, "lone_surrogate"),
+    ("lone surrogate in label", b'{"id":"a","text":"x","label":"\\udfff"}', True,
+     "lone_surrogate"),
+    ("lone surrogate in feature name", b'{"id":"a","features":{"\\ud800":1},"label":"l"}', True,
+     "lone_surrogate"),
+    ("lone surrogate in feature value", b'{"id":"a","features":{"k":"\\udbff"},"label":"l"}',
+     True, "lone_surrogate"),
+]
+
+
+@pytest.mark.parametrize("value, labeled, reason", [c[1:] for c in _BAD], ids=[c[0] for c in _BAD])
+def test_bad_record_is_rejected_with_its_reason_and_original_message(value, labeled, reason):
+    rejected = decode(value, labeled=labeled)
+    assert type(rejected) is Rejected
+    assert rejected.reason == reason, rejected.detail
+    assert rejected.value is value  # the very bytes object, untouched
+    assert rejected.key == b"key"
+    assert rejected.headers == (("trace-id", b"abc"), ("empty", None))
+    assert rejected.source == SRC
+    # one short ASCII line, fit for a log line and a header
+    assert rejected.detail and rejected.detail.isascii() and "\n" not in rejected.detail
+    assert len(rejected.detail) <= 200
+
+
+def test_too_large_is_checked_before_decoding():
+    value = b"\xff" * 11  # would be invalid_utf8 if it were decoded
+    rejected = decode(value, max_bytes=10)
+    assert (rejected.reason, rejected.detail, rejected.value) == (
+        "too_large",
+        "value is 11 bytes, limit 10",
+        value,
+    )
+
+
+def test_the_first_failing_check_names_the_reason():
+    # missing id and no label and no text: the id check runs first
+    assert decode(b'{"features":"bad"}').reason == "missing_id"
+    # bad text type and bad features: text first
+    assert decode(b'{"id":"a","text":1,"features":2}').reason == "text_not_string"
+    # no text or features and no label: the content check runs before the label check
+    assert decode(b'{"id":"a"}').reason == "no_text_or_features"
+
+
+def test_every_reason_code_is_tested_and_documented():
+    assert {reason for *_, reason in _BAD} | {"too_large"} == set(REASONS)
+    assert len(set(REASONS)) == len(REASONS)
+    table = set(re.findall(r"^``([a-z0-9_]+)``  ", codec.__doc__, flags=re.MULTILINE))
+    assert table == set(REASONS)
+
+
+def test_at_least_thirty_kinds_of_malformed_message():
+    assert len(_BAD) >= 30
+
+
+def test_decoding_never_raises_on_mutated_records():
+    rng = random.Random(20240531)
+    seeds = [
+        b'{"id":"sms-1","text":"Free \\u00a3 prize","features":{"h":23,"f":1.5,"b":true},'
+        b'"label":"spam"}',
+        b'{"id":"x","features":{"k":"v"},"label":0}',
+    ]
+    for _ in range(3000):
+        value = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 4)):
+            position = rng.randrange(len(value))
+            action = rng.randrange(3)
+            if action == 0:
+                value[position] = rng.randrange(256)
+            elif action == 1:
+                del value[position]
+            else:
+                value.insert(position, rng.choice(b'{}[]",:\\0nNtu\xff\xc3 '))
+        value = bytes(value)
+        for labeled in (True, False):
+            outcome = decode(value, labeled=labeled)
+            if type(outcome) is Rejected:
+                assert outcome.reason in REASONS and outcome.value is value
+                dead_letter_headers(outcome)  # always encodable
+            else:
+                assert type(outcome) is Event
+                # anything accepted can be re-published
+                encode_prediction(outcome, {"spam": 0.5}, events_learned=0, checkpoint=None)
+
+
+# ------------------------------------------------------------------------------------------
+# Batches
+
+
+def test_batch_keeps_every_good_record_in_order_and_rejects_every_bad_one_with_its_position():
+    values = [
+        b'{"id":"0","text":"a","label":"ham"}',
+        b"\xff",
+        b'{"id":"2","text":"b","label":"spam"}',
+        None,
+        b'{"id":"4","text":"c"}',
+        b'{"id":"5","features":{"n":1},"label":1}',
+        b'{"id":"6","text":"d","label":"ham"',
+        b'{"id":"7","text":"e","label":"ham"}',
+    ]
+    records = [
+        (value, str(i).encode(), [("n", str(i).encode())], SourcePosition("t", 1, 100 + i))
+        for i, value in enumerate(values)
+    ]
+    events, rejected = decode_records(iter(records), labeled=True)
+    assert events == [
+        Event("0", "a", None, "ham", SourcePosition("t", 1, 100)),
+        Event("2", "b", None, "spam", SourcePosition("t", 1, 102)),
+        Event("5", None, {"n": 1}, 1, SourcePosition("t", 1, 105)),
+        Event("7", "e", None, "ham", SourcePosition("t", 1, 107)),
+    ]
+    assert [(r.reason, r.source.offset, r.value, r.key, r.headers) for r in rejected] == [
+        ("invalid_utf8", 101, b"\xff", b"1", (("n", b"1"),)),
+        ("empty_value", 103, None, b"3", (("n", b"3"),)),
+        ("missing_label", 104, b'{"id":"4","text":"c"}', b"4", (("n", b"4"),)),
+        ("invalid_json", 106, b'{"id":"6","text":"d","label":"ham"', b"6", (("n", b"6"),)),
+    ]
+    # none lost: the offsets of both lists partition the input
+    offsets = sorted([e.source.offset for e in events] + [r.source.offset for r in rejected])
+    assert offsets == list(range(100, 108))
+
+
+def test_batch_equals_record_by_record():
+    values = [value for _, value, _, _ in _BAD] + [b'{"id":"a","text":"x","label":"l"}']
+    records = [(v, None, None, SourcePosition("t", 0, i)) for i, v in enumerate(values)]
+    singles = [decode_record(*record, labeled=True, max_bytes=500) for record in records]
+    events, rejected = decode_records(records, labeled=True, max_bytes=500)
+    assert events == [s for s in singles if type(s) is Event]
+    assert rejected == [s for s in singles if type(s) is Rejected]
+
+
+def test_empty_batch():
+    assert decode_records([], labeled=False) == ([], [])
+
+
+# ------------------------------------------------------------------------------------------
+# Predictions
+
+
+def _event(event_id: str = "sms-9") -> Event:
+    return Event(event_id, "hi", None, None, SourcePosition("sms-unlabeled", 2, 77))
+
+
+def test_prediction_bytes_are_compact_utf8_json_keyed_by_id():
+    key, value = encode_prediction(
+        _event("ид-1"), {"ham": 0.25, "spam": 0.75}, events_learned=5574, checkpoint="ck-000012"
+    )
+    assert key == "ид-1".encode()
+    assert value == (
+        '{"id":"ид-1","label":"spam","proba":{"ham":0.25,"spam":0.75},'
+        '"model":{"events_learned":5574,"checkpoint":"ck-000012"},'
+        '"source":{"topic":"sms-unlabeled","partition":2,"offset":77}}'
+    ).encode()
+
+
+def test_prediction_int_labels_keep_their_type_and_proba_keys_are_strings():
+    key, value = encode_prediction(_event(), {0: 0.1, 1: 0.6, 2: 0.3}, events_learned=3,
+                                   checkpoint=None)  # fmt: skip
+    assert key == b"sms-9"
+    assert json.loads(value) == {
+        "id": "sms-9",
+        "label": 1,
+        "proba": {"0": 0.1, "1": 0.6, "2": 0.3},
+        "model": {"events_learned": 3, "checkpoint": None},
+        "source": {"topic": "sms-unlabeled", "partition": 2, "offset": 77},
+    }
+
+
+def test_prediction_tie_goes_to_the_first_class_in_dict_order():
+    _, value = encode_prediction(_event(), {"b": 0.5, "a": 0.5}, events_learned=2, checkpoint=None)
+    assert json.loads(value)["label"] == "b"
+    _, value = encode_prediction(_event(), {"a": 0.5, "b": 0.5}, events_learned=2, checkpoint=None)
+    assert json.loads(value)["label"] == "a"
+    _, value = encode_prediction(_event(), {"z": 0.0}, events_learned=1, checkpoint=None)
+    assert json.loads(value)["label"] == "z"
+
+
+def test_prediction_before_any_class_is_known():
+    _, value = encode_prediction(_event(), {}, events_learned=0, checkpoint=None)
+    assert json.loads(value) == {
+        "id": "sms-9",
+        "label": None,
+        "proba": {},
+        "model": {"events_learned": 0, "checkpoint": None},
+        "source": {"topic": "sms-unlabeled", "partition": 2, "offset": 77},
+    }
+
+
+def test_prediction_probabilities_become_python_floats():
+    np = pytest.importorskip("numpy")
+    _, value = encode_prediction(
+        _event(), {"ham": np.float64(0.125), "spam": np.float32(0.875), "x": 0},
+        events_learned=2, checkpoint=None,
+    )  # fmt: skip
+    assert value.count(b'"x":0.0') == 1
+    assert json.loads(value)["proba"] == {"ham": 0.125, "spam": 0.875, "x": 0.0}
+
+
+@pytest.mark.parametrize(
+    "probabilities, error",
+    [
+        ({True: 0.5}, TypeError),
+        ({1.0: 0.5}, TypeError),
+        ({None: 0.5}, TypeError),
+        ({1: 0.5, "1": 0.5}, ValueError),
+        ({"a": float("nan")}, ValueError),
+        ({"a": float("inf")}, ValueError),
+    ],
+)
+def test_prediction_refuses_what_json_cannot_say(probabilities, error):
+    with pytest.raises(error):
+        encode_prediction(_event(), probabilities, events_learned=1, checkpoint=None)
+
+
+# ------------------------------------------------------------------------------------------
+# Dead-letter headers
+
+
+def test_dead_letter_headers_are_the_originals_plus_ours():
+    rejected = decode_record(
+        b'{"id":"a","text":"x"}', b"a", [("trace-id", b"abc"), ("empty", None)],
+        SourcePosition("sms-labeled", 3, 1234), labeled=True,
+    )  # fmt: skip
+    assert dead_letter_headers(rejected) == [
+        ("trace-id", b"abc"),
+        ("empty", None),
+        ("stream-nb-reason", b"missing_label"),
+        ("stream-nb-detail", b"no label on the labeled topic"),
+        ("stream-nb-source-topic", b"sms-labeled"),
+        ("stream-nb-source-partition", b"3"),
+        ("stream-nb-source-offset", b"1234"),
+    ]
+
+
+def test_dead_letter_headers_replace_our_headers_from_an_earlier_pass():
+    rejected = Rejected(
+        "invalid_json",
+        "Expecting value: line 1 column 1 (char 0)",
+        b"?",
+        None,
+        (("stream-nb-reason", b"too_large"), ("a", b"1"), ("stream-nb-source-offset", b"9")),
+        SourcePosition("dlq", 0, 5),
+    )
+    assert dead_letter_headers(rejected) == [
+        ("a", b"1"),
+        ("stream-nb-reason", b"invalid_json"),
+        ("stream-nb-detail", b"Expecting value: line 1 column 1 (char 0)"),
+        ("stream-nb-source-topic", b"dlq"),
+        ("stream-nb-source-partition", b"0"),
+        ("stream-nb-source-offset", b"5"),
+    ]
+
+
+def test_dead_letter_detail_of_non_ascii_names_is_escaped_ascii():
+    rejected = decode(b'{"id":"a","features":{"\xc3\xa9\\ud800":[1]},"label":"l"}')
+    assert rejected.reason == "feature_value_type"
+    assert rejected.detail == "feature '\\xe9\\ud800' is array, expected string, number or boolean"
+    assert dict(dead_letter_headers(rejected))["stream-nb-detail"] == rejected.detail.encode()
