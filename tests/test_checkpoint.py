@@ -1,0 +1,502 @@
+"""Checkpoints: round trips, retention, damaged files, fingerprints, no pickle, digests, inspect."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stream_nb.checkpoint import (
+    CheckpointError,
+    CheckpointStore,
+    FingerprintMismatch,
+    config_fingerprint,
+    read_checkpoint,
+    state_digest,
+)
+from stream_nb.checkpoint import cli as checkpoint_cli
+from stream_nb.checkpoint import store as store_module
+from stream_nb.model import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
+
+from streams import gaussian_stream, text_stream
+
+FP = config_fingerprint({"model": {"kind": "multinomial", "alpha": 1.0}, "features": {}})
+OFFSETS = {("labeled", 0): 250, ("labeled", 1): 150, ("unlabeled", 0): 42}
+
+
+def trained(cls, seed: int = 7, n_events: int = 400, **options):
+    model = cls(**options)
+    X, y = text_stream(seed, n_events)
+    model.learn_many(X, y)
+    return model
+
+
+def saved_ids(store: CheckpointStore) -> list[str]:
+    return [path.name for path in store.list()]
+
+
+# ---- round trip -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [MultinomialNB, BernoulliNB])
+def test_round_trip_restores_predictions_exactly(tmp_path, cls):
+    model = trained(cls)
+    labeled = sum(label is not None for label in text_stream(7, 400)[1])
+    assert labeled == 252 and model.events_learned == labeled  # about 60% of 400 are labeled
+    store = CheckpointStore(tmp_path)
+    extra = {"accuracy": 0.8125, "events_seen": 400, "note": "grün"}
+    written = store.save(model.to_state(), OFFSETS, FP, extra)
+    assert written.id == "000000000001"
+    assert written.path == tmp_path / "checkpoint-000000000001.ckpt"
+
+    loaded = store.load_latest(FP)
+    assert loaded is not None and loaded.id == "000000000001" and loaded.path == written.path
+    assert loaded.offsets == OFFSETS
+    assert loaded.extra == extra
+    assert loaded.fingerprint == FP
+    assert loaded.created_at == written.created_at
+    for name, array in model.to_state()["arrays"].items():
+        assert loaded.model_state["arrays"][name].dtype == array.dtype
+        assert np.array_equal(loaded.model_state["arrays"][name], array)
+
+    restored = cls.from_state(loaded.model_state)
+    probe, _ = text_stream(8, 200)
+    probe.append({"never-seen": 3})
+    assert restored.predict_proba_many(probe) == model.predict_proba_many(probe)
+    assert [restored.predict_proba_one(x) for x in probe[:20]] == [model.predict_proba_one(x) for x in probe[:20]]
+    # ... and it goes on learning exactly like the original
+    X, y = text_stream(9, 300)
+    assert restored.predict_learn_many(X, y) == model.predict_learn_many(X, y)
+    assert state_digest(restored.to_state()) == state_digest(model.to_state())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: trained(ComplementNB),
+    lambda: trained(MultinomialNB, n_hash_buckets=64),
+    lambda: trained(BernoulliNB, n_hash_buckets=32),
+])
+def test_round_trip_other_count_models(tmp_path, make):
+    model = make()
+    store = CheckpointStore(tmp_path)
+    store.save(model.to_state(), {}, FP)
+    restored = type(model).from_state(store.load_latest().model_state)
+    probe, _ = text_stream(8, 100)
+    assert restored.predict_proba_many(probe) == model.predict_proba_many(probe)
+
+
+def test_round_trip_gaussian_and_categorical(tmp_path):
+    gaussian = GaussianNB()
+    X, y = gaussian_stream(3, 300)
+    gaussian.learn_many(X, y)
+    categorical = CategoricalNB()
+    categorical.learn_many([{"colour": "red", "size": 1}, {"colour": "blue"}, {"colour": "red", "size": 2}],
+                           ["a", "b", "a"])
+    for index, model in enumerate((gaussian, categorical)):
+        store = CheckpointStore(tmp_path / str(index))
+        store.save(model.to_state(), {("t", 0): 1}, FP)
+        restored = type(model).from_state(store.load_latest(FP).model_state)
+        probe = X[:50] if model is gaussian else [{"colour": "red"}, {"colour": "blue", "size": 2}]
+        assert [restored.predict_proba_one(x) for x in probe] == [model.predict_proba_one(x) for x in probe]
+
+
+def test_empty_directory_and_missing_directory_have_no_checkpoint(tmp_path):
+    assert CheckpointStore(tmp_path).load_latest() is None
+    missing = CheckpointStore(tmp_path / "not-yet")
+    assert missing.list() == [] and missing.load_latest(FP) is None
+    missing.save(MultinomialNB().to_state(), {}, FP)  # save creates the directory
+    assert saved_ids(missing) == ["checkpoint-000000000001.ckpt"]
+
+
+def test_save_validates_its_input(tmp_path):
+    store = CheckpointStore(tmp_path)
+    state = MultinomialNB().to_state()
+    with pytest.raises(TypeError):
+        store.save(state, {"labeled": 3}, FP)  # key is not (topic, partition)
+    with pytest.raises(TypeError):
+        store.save(state, {("labeled", 0): 1.5}, FP)
+    with pytest.raises(ValueError):
+        store.save(state, {("labeled", 0): -1}, FP)
+    with pytest.raises(TypeError):
+        store.save({"meta": state["meta"], "arrays": {"x": np.array([object()])}}, {}, FP)
+    with pytest.raises(TypeError):
+        store.save(state, {}, FP, extra={"not json": object()})
+    assert store.list() == []  # nothing half-written
+    assert list(tmp_path.iterdir()) == []
+    # numpy integers are fine (what a consumer may hand over)
+    saved = store.save(state, {("labeled", np.int64(2)): np.int64(7)}, FP)
+    assert read_checkpoint(saved.path).offsets == {("labeled", 2): 7}
+
+
+# ---- retention and ids ------------------------------------------------------------------
+
+
+def test_keep_retains_newest_and_ids_continue_across_restarts(tmp_path):
+    with pytest.raises(ValueError):
+        CheckpointStore(tmp_path, keep=0)
+    store = CheckpointStore(tmp_path, keep=3)
+    state = trained(MultinomialNB, n_events=50).to_state()
+    for offset in range(5):
+        store.save(state, {("labeled", 0): offset}, FP)
+    assert saved_ids(store) == [f"checkpoint-00000000000{n}.ckpt" for n in (3, 4, 5)]
+    assert store.load_latest(FP).offsets == {("labeled", 0): 4}
+
+    again = CheckpointStore(tmp_path, keep=3)  # a restarted worker
+    assert again.save(state, {("labeled", 0): 5}, FP).id == "000000000006"
+    assert saved_ids(again) == [f"checkpoint-00000000000{n}.ckpt" for n in (4, 5, 6)]
+    ids = [read_checkpoint(path).id for path in again.list()]
+    assert ids == sorted(ids) == ["000000000004", "000000000005", "000000000006"]
+
+
+def test_ids_never_reuse_a_number_even_if_files_vanish(tmp_path):
+    store = CheckpointStore(tmp_path, keep=1)
+    state = MultinomialNB().to_state()
+    store.save(state, {}, FP)
+    store.save(state, {}, FP)
+    for path in store.list():
+        path.unlink()
+    assert store.save(state, {}, FP).id == "000000000003"
+
+
+# ---- damaged files ----------------------------------------------------------------------
+
+
+def _truncate(path: Path) -> str:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return "truncated"
+
+
+def _flip_byte(path: Path) -> str:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    return "checksum mismatch"
+
+
+def _empty(path: Path) -> str:
+    path.write_bytes(b"")
+    return "empty file"
+
+
+def _garbage_header(path: Path) -> str:
+    path.write_bytes(os.urandom(5000))
+    return "not a stream-nb checkpoint"
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_byte, _empty, _garbage_header])
+def test_damaged_newest_is_skipped_with_a_warning(tmp_path, caplog, damage):
+    store = CheckpointStore(tmp_path, keep=3)
+    state = trained(MultinomialNB, n_events=100).to_state()
+    store.save(state, {("labeled", 0): 10}, FP)
+    newest = store.save(state, {("labeled", 0): 20}, FP)
+    reason = damage(newest.path)
+    with caplog.at_level(logging.WARNING, logger="stream_nb.checkpoint"):
+        loaded = store.load_latest(FP)
+    assert loaded.id == "000000000001" and loaded.offsets == {("labeled", 0): 10}
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert newest.path.name in warnings[0] and reason in warnings[0]
+    with pytest.raises(CheckpointError, match=reason):
+        read_checkpoint(newest.path)
+
+
+def test_garbage_file_with_a_checkpoint_name_is_skipped(tmp_path, caplog):
+    store = CheckpointStore(tmp_path)
+    store.save(MultinomialNB().to_state(), {("labeled", 0): 10}, FP)
+    garbage = tmp_path / "checkpoint-000000000099.ckpt"
+    garbage.write_text("STREAM-NB-CHECKPOINT 1 12 deadbeef\nhello world\n")
+    with caplog.at_level(logging.WARNING, logger="stream_nb.checkpoint"):
+        loaded = store.load_latest(FP)
+    assert loaded.id == "000000000001"
+    assert any("checkpoint-000000000099.ckpt" in r.getMessage() and "checksum mismatch" in r.getMessage()
+               for r in caplog.records)
+    # ids continue past it, so nothing is ever written over it
+    assert store.save(MultinomialNB().to_state(), {}, FP).id == "000000000100"
+
+
+def test_all_damaged_gives_none(tmp_path, caplog):
+    store = CheckpointStore(tmp_path)
+    saved = store.save(MultinomialNB().to_state(), {}, FP)
+    _truncate(saved.path)
+    with caplog.at_level(logging.WARNING, logger="stream_nb.checkpoint"):
+        assert store.load_latest(FP) is None
+    assert "truncated" in caplog.text
+
+
+def test_file_renamed_over_another_id_is_refused(tmp_path):
+    store = CheckpointStore(tmp_path)
+    first = store.save(MultinomialNB().to_state(), {}, FP)
+    copy = tmp_path / "checkpoint-000000000007.ckpt"
+    copy.write_bytes(first.path.read_bytes())
+    with pytest.raises(CheckpointError, match="holds id 000000000001"):
+        read_checkpoint(copy)
+
+
+# ---- fingerprints -----------------------------------------------------------------------
+
+
+def test_fingerprint_mismatch_is_refused_naming_both(tmp_path):
+    store = CheckpointStore(tmp_path)
+    other = config_fingerprint({"model": {"kind": "multinomial", "alpha": 0.5}, "features": {}})
+    store.save(MultinomialNB().to_state(), {}, other)  # older one matches...
+    newest = store.save(MultinomialNB().to_state(), {}, FP)  # ...the newest does not
+    with pytest.raises(FingerprintMismatch) as raised:
+        store.load_latest(other)
+    message = str(raised.value)
+    assert FP in message and other in message and newest.path.name in message
+    assert isinstance(raised.value, ValueError)
+    assert (raised.value.found, raised.value.expected) == (FP, other)
+    assert store.load_latest().id == newest.id  # no fingerprint given: no check
+
+
+def test_config_fingerprint_is_canonical():
+    a = config_fingerprint({"model": {"kind": "multinomial", "alpha": 1}, "features": {"lowercase": True}})
+    b = config_fingerprint({"features": {"lowercase": True}, "model": {"alpha": 1.0, "kind": "multinomial"}})
+    assert a == b and len(a) == 64
+    assert a != config_fingerprint({"model": {"kind": "multinomial", "alpha": 0.5}, "features": {"lowercase": True}})
+    assert a != config_fingerprint({"model": {"kind": "bernoulli", "alpha": 1}, "features": {"lowercase": True}})
+    assert a != config_fingerprint({"model": {"kind": "multinomial", "alpha": 1}, "features": {"lowercase": 1}})
+
+
+# ---- no pickle --------------------------------------------------------------------------
+
+UNPICKLED: list[str] = []
+
+
+def _record(text: str) -> str:
+    UNPICKLED.append(text)
+    return text
+
+
+class _Trap:
+    """Unpickling this runs _record: proof that the reader never unpickles."""
+
+    def __reduce__(self):
+        return (_record, ("unpickled!",))
+
+
+def _framed(body: bytes) -> bytes:
+    # Built from the documented format, independently of the writer.
+    prefix = f"STREAM-NB-CHECKPOINT 1 {len(body)}".encode()
+    checksum = hashlib.sha256(prefix + b"\n" + body).hexdigest()
+    return prefix + b" " + checksum.encode() + b"\n" + body
+
+
+def test_pickled_object_array_is_refused_never_unpickled(tmp_path, caplog):
+    store = CheckpointStore(tmp_path)
+    store.save(MultinomialNB().to_state(), {("labeled", 0): 10}, FP)
+    document = {"format": 1, "id": "000000000002", "created_at": 0.0, "fingerprint": FP, "offsets": [],
+                "extra": {}, "model_meta": MultinomialNB().to_state()["meta"], "arrays": ["class_counts"]}
+    buffer = io.BytesIO()
+    np.savez(buffer, **{"checkpoint.json": np.frombuffer(json.dumps(document).encode(), dtype=np.uint8),
+                        "array.class_counts": np.array([_Trap()], dtype=object)}, allow_pickle=True)
+    crafted = tmp_path / "checkpoint-000000000002.ckpt"
+    crafted.write_bytes(_framed(buffer.getvalue()))
+
+    UNPICKLED.clear()
+    with pytest.raises(CheckpointError, match="pickle"):
+        read_checkpoint(crafted)
+    with caplog.at_level(logging.WARNING, logger="stream_nb.checkpoint"):
+        loaded = store.load_latest(FP)
+    assert loaded.id == "000000000001"
+    assert "checkpoint-000000000002.ckpt" in caplog.text and "pickle" in caplog.text
+    assert UNPICKLED == []
+    # a whole pickle as the body is refused too
+    crafted.write_bytes(_framed(b"\x80\x04" + b"not a zip"))
+    with pytest.raises(CheckpointError, match="not an .npz"):
+        read_checkpoint(crafted)
+
+
+def test_hand_built_file_in_the_documented_format_is_read(tmp_path):
+    model = trained(MultinomialNB, n_events=60)
+    state = model.to_state()
+    document = {"format": 1, "id": "000000000005", "created_at": 1.5, "fingerprint": "f",
+                "offsets": [["t", 0, 9]], "extra": {}, "model_meta": state["meta"], "arrays": list(state["arrays"])}
+    buffer = io.BytesIO()
+    np.savez(buffer, **{"checkpoint.json": np.frombuffer(json.dumps(document).encode(), dtype=np.uint8)},
+             **{f"array.{name}": array for name, array in state["arrays"].items()})
+    path = tmp_path / "checkpoint-000000000005.ckpt"
+    path.write_bytes(_framed(buffer.getvalue()))
+    loaded = read_checkpoint(path)
+    assert loaded.offsets == {("t", 0): 9}
+    assert state_digest(loaded.model_state) == state_digest(state)
+
+
+# ---- state digest -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [MultinomialNB, BernoulliNB, ComplementNB])
+def test_state_digest_does_not_depend_on_first_seen_order(cls):
+    X, y = text_stream(11, 500)
+    forward, backward = cls(), cls()
+    forward.learn_many(X, y)
+    backward.learn_many(X[::-1], y[::-1])
+    names_forward = forward.to_state()["meta"]["vocabulary"]["names"]
+    names_backward = backward.to_state()["meta"]["vocabulary"]["names"]
+    assert sorted(names_forward) == sorted(names_backward) and names_forward != names_backward
+    assert state_digest(forward.to_state()) == state_digest(backward.to_state())
+
+
+def test_state_digest_of_categorical_does_not_depend_on_order():
+    events = [({"colour": "red", "size": 1}, "a"), ({"colour": "blue"}, "b"), ({"shape": "round", "size": 2}, "a")]
+    forward, backward = CategoricalNB(), CategoricalNB()
+    forward.learn_many([x for x, _ in events], [y for _, y in events])
+    backward.learn_many([x for x, _ in events[::-1]], [y for _, y in events[::-1]])
+    assert forward.to_state()["meta"]["values"] != backward.to_state()["meta"]["values"]
+    assert state_digest(forward.to_state()) == state_digest(backward.to_state())
+
+
+def test_state_digest_changes_with_any_count_and_is_stable_across_restore():
+    model = trained(MultinomialNB)
+    state = model.to_state()
+    digest = state_digest(state)
+    assert len(digest) == 64 and int(digest, 16) >= 0
+    assert state_digest(MultinomialNB.from_state(state).to_state()) == digest
+    assert state_digest(model.to_state()) == digest  # computing it changes nothing
+
+    for name, index in (("feature_counts", (17, 1)), ("class_counts", 2), ("class_totals", 0)):
+        changed = model.to_state()
+        changed["arrays"][name][index] += 1
+        assert state_digest(changed) != digest, name
+    one_more = trained(MultinomialNB)
+    one_more.learn_one({"w3": 1}, "class0")
+    assert state_digest(one_more.to_state()) != digest
+    # same counts, other parameters: another model
+    assert state_digest(trained(MultinomialNB, alpha=0.5).to_state()) != digest
+    # a name with no count (a zero value) changes no prediction and no digest
+    with_zero = trained(MultinomialNB)
+    with_zero.learn_one({"w3": 1, "zero-valued": 0}, "class0")
+    assert "zero-valued" in with_zero.to_state()["meta"]["vocabulary"]["names"]
+    assert state_digest(with_zero.to_state()) == state_digest(one_more.to_state())
+
+
+def test_state_digest_covers_gaussian_and_unknown_kinds():
+    model = GaussianNB()
+    X, y = gaussian_stream(2, 200)
+    model.learn_many(X, y)
+    digest = state_digest(model.to_state())
+    assert state_digest(GaussianNB.from_state(model.to_state()).to_state()) == digest
+    changed = model.to_state()
+    changed["arrays"]["mean"][0, 0] = np.nextafter(changed["arrays"]["mean"][0, 0], np.inf)  # one ulp
+    assert state_digest(changed) != digest
+    unknown = {"meta": {"kind": "SomethingNB", "params": {}, "classes": []}, "arrays": {"a": np.arange(3.0)}}
+    assert state_digest(unknown) != state_digest({**unknown, "arrays": {"a": np.arange(4.0)}})
+
+
+# ---- atomicity --------------------------------------------------------------------------
+
+
+def test_crash_before_rename_leaves_previous_checkpoint(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path)
+    state = trained(MultinomialNB, n_events=100).to_state()
+    store.save(state, {("labeled", 0): 10}, FP)
+
+    def crash(source, destination):
+        raise OSError("simulated crash between write and rename")
+
+    monkeypatch.setattr(store_module.os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        store.save(state, {("labeled", 0): 20}, FP)
+    monkeypatch.undo()
+    assert saved_ids(store) == ["checkpoint-000000000001.ckpt"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint-000000000001.ckpt"]  # temp removed
+    assert store.load_latest(FP).offsets == {("labeled", 0): 10}
+
+
+def test_leftover_temp_file_of_a_killed_save_is_ignored(tmp_path):
+    store = CheckpointStore(tmp_path)
+    state = trained(MultinomialNB, n_events=100).to_state()
+    first = store.save(state, {("labeled", 0): 10}, FP)
+    # what a process killed mid-write leaves: half a file under the temporary name
+    partial = tmp_path / ".checkpoint-000000000002.abc123.tmp"
+    partial.write_bytes(first.path.read_bytes()[:1000])
+    assert store.list() == [first.path]
+    assert store.load_latest(FP).id == "000000000001"
+    assert store.save(state, {("labeled", 0): 20}, FP).id == "000000000002"
+    assert partial.exists()  # recent: maybe still being written; only stale ones are removed
+    old = 2 * store_module._STALE_TEMP_S
+    os.utime(partial, (partial.stat().st_atime - old, partial.stat().st_mtime - old))
+    store.save(state, {("labeled", 0): 30}, FP)
+    assert not partial.exists()
+
+
+# ---- inspect ----------------------------------------------------------------------------
+
+
+def _inspect(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="stream-nb")
+    checkpoint_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def _expected_top(model, label, n):
+    counts = model.to_state()["arrays"]["feature_counts"][:, model.classes_.index(label)]
+    names = model.to_state()["meta"]["vocabulary"]["names"]
+    ranked = sorted(((-count, json.dumps(name), name) for name, count in zip(names, counts.tolist()) if count > 0))
+    return [name for _, _, name in ranked[:n]]
+
+
+def test_inspect_json(tmp_path, capsys):
+    model = trained(MultinomialNB)
+    store = CheckpointStore(tmp_path)
+    store.save(model.to_state(), OFFSETS, FP, {"accuracy": 0.8})
+    assert _inspect(["inspect", str(tmp_path), "--json", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads(out)
+    assert summary["classes"] == ["class0", "class1", "class2"]
+    assert summary["events_learned"] == 252
+    assert summary["class_counts"] == [int(n) for n in model.to_state()["arrays"]["class_counts"]]
+    assert sum(summary["class_counts"]) == 252
+    assert summary["offsets"] == [{"topic": "labeled", "partition": 0, "offset": 250},
+                                  {"topic": "labeled", "partition": 1, "offset": 150},
+                                  {"topic": "unlabeled", "partition": 0, "offset": 42}]
+    assert summary["state_digest"] == state_digest(model.to_state())
+    assert summary["id"] == "000000000001" and summary["fingerprint"] == FP
+    assert summary["kind"] == "multinomial" and summary["params"]["alpha"] == 1.0
+    assert summary["vocabulary_size"] == len(model.to_state()["meta"]["vocabulary"]["names"])
+    assert summary["extra"] == {"accuracy": 0.8}
+    for entry in summary["top_features"]:
+        assert [f["feature"] for f in entry["features"]] == _expected_top(model, entry["class"], 3)
+        counts = [f["count"] for f in entry["features"]]
+        assert counts == sorted(counts, reverse=True) and len(counts) == 3
+
+
+def test_inspect_text_reports_skipped_and_errors(tmp_path, capsys):
+    model = trained(BernoulliNB, n_events=100)
+    store = CheckpointStore(tmp_path)
+    store.save(model.to_state(), {("labeled", 0): 7}, FP)
+    broken = store.save(model.to_state(), {("labeled", 0): 9}, FP)
+    _flip_byte(broken.path)
+    assert _inspect(["inspect", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "000000000001" in captured.out and "labeled [0]  next offset 7" in captured.out
+    assert state_digest(model.to_state()) in captured.out
+    assert captured.err.count("\n") == 1 and broken.path.name in captured.err and "checksum" in captured.err
+
+    assert _inspect(["inspect", str(tmp_path / "missing")]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "no such directory" in captured.err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _inspect(["inspect", str(empty), "--json"]) == 1
+    assert "no valid checkpoint" in capsys.readouterr().err
+
+
+def test_inspect_as_a_module(tmp_path):
+    model = trained(MultinomialNB, n_events=100)
+    CheckpointStore(tmp_path).save(model.to_state(), {("labeled", 0): 3}, FP)
+    result = subprocess.run([sys.executable, "-m", "stream_nb.checkpoint.cli", "inspect", str(tmp_path), "--json"],
+                            capture_output=True, text=True, check=True)
+    summary = json.loads(result.stdout)
+    assert summary["state_digest"] == state_digest(model.to_state())
+    assert summary["offsets"] == [{"topic": "labeled", "partition": 0, "offset": 3}]
