@@ -129,6 +129,8 @@ def test_save_validates_its_input(tmp_path):
         store.save({"meta": state["meta"], "arrays": {"x": np.array([object()])}}, {}, FP)
     with pytest.raises(TypeError):
         store.save(state, {}, FP, extra={"not json": object()})
+    with pytest.raises(TypeError, match="JSON"):
+        store.save(state, {}, FP, extra={1: "int key would come back as '1'"})
     assert store.list() == []  # nothing half-written
     assert list(tmp_path.iterdir()) == []
     # numpy integers are fine (what a consumer may hand over)
@@ -377,6 +379,15 @@ def test_state_digest_changes_with_any_count_and_is_stable_across_restore():
     with_zero.learn_one({"w3": 1, "zero-valued": 0}, "class0")
     assert "zero-valued" in with_zero.to_state()["meta"]["vocabulary"]["names"]
     assert state_digest(with_zero.to_state()) == state_digest(one_more.to_state())
+
+
+def test_state_digest_keeps_int_and_str_names_apart():
+    as_int, as_str, reordered = MultinomialNB(), MultinomialNB(), MultinomialNB()
+    as_int.learn_one({1: 1, "b": 2}, "x")
+    as_str.learn_one({"1": 1, "b": 2}, "x")
+    reordered.learn_one({"b": 2, 1: 1}, "x")
+    assert state_digest(as_int.to_state()) != state_digest(as_str.to_state())
+    assert state_digest(as_int.to_state()) == state_digest(reordered.to_state())
 
 
 def test_state_digest_covers_gaussian_and_unknown_kinds():

@@ -20,17 +20,22 @@ def _float_bytes(array) -> bytes:
     return np.ascontiguousarray(np.asarray(array, dtype=np.float64) + 0.0, dtype="<f8").tobytes()
 
 
-def _sorted_rows(names: list, counts: np.ndarray, drop_zero: bool) -> tuple[list[str], np.ndarray]:
-    """Rows keyed by the JSON of their name (so 1 and "1" stay apart), sorted by that key."""
-    keys = [json.dumps(name, sort_keys=True, ensure_ascii=True) for name in names]
-    if not keys:
+def _sorted_rows(names: list, counts: np.ndarray, drop_zero: bool) -> tuple[list, np.ndarray]:
+    """(names, rows of counts) in a canonical order: by the name when every name is a str (the
+    common case, and fast), else by the JSON of the name. The names themselves are hashed, as
+    JSON, so 1 and "1" stay apart whichever order was used."""
+    if not names:
         return [], np.zeros(0)
-    rows = range(len(keys))
+    counts = np.asarray(counts).reshape(len(names), -1)
+    rows = range(len(names))
     if drop_zero:
-        nonzero = np.asarray(counts).reshape(len(keys), -1).any(axis=1).tolist()
-        rows = [row for row in rows if nonzero[row]]
-    order = sorted(rows, key=keys.__getitem__)
-    return [keys[row] for row in order], np.asarray(counts).reshape(len(keys), -1)[order]
+        rows = np.flatnonzero(counts.any(axis=1)).tolist()
+    if all(type(name) is str for name in names):
+        order = sorted(rows, key=names.__getitem__)
+    else:
+        keys = [json.dumps(name, sort_keys=True, ensure_ascii=True) for name in names]
+        order = sorted(rows, key=keys.__getitem__)
+    return [names[row] for row in order], counts[order]
 
 
 class _Digest:
@@ -47,8 +52,8 @@ class _Digest:
         self._hash.update(len(label).to_bytes(8, "little") + label + len(data).to_bytes(8, "little"))
         self._hash.update(data)
 
-    def rows(self, name: str, keys: list[str], counts: np.ndarray) -> None:
-        self.part(name + ".keys", _canonical_json(keys))
+    def rows(self, name: str, names: list, counts: np.ndarray) -> None:
+        self.part(name + ".names", _canonical_json(names))
         self.part(name, _float_bytes(counts))
 
     def hexdigest(self) -> str:
@@ -60,11 +65,11 @@ def state_digest(model_state: dict) -> str:
     features (and classes) were first seen, so two runs over the same events can be compared.
 
     Hashed: kind, params and classes (canonical order), then per kind
-      count models, exact vocabulary: feature names sorted by their JSON, rows of N_fc in that
+      count models, exact vocabulary: feature names sorted (by their JSON unless all are str), rows of N_fc in that
           order (rows that are all zero are left out: a name can enter the vocabulary with no
           count, e.g. a zero value, and it changes nothing), then class_counts, class_totals;
       count models, hashed vocabulary: n_buckets and N_fc by bucket (buckets are fixed);
-      CategoricalNB: (feature, value) pairs sorted by their JSON with N_jac, features with N_jc,
+      CategoricalNB: (feature, value) pairs sorted by their JSON, with N_jac, features with N_jc,
           class_counts;
       GaussianNB: features sorted with n, mean, M2 and the pooled moments, class_counts (exact
           bytes: the Welford means depend on the order of events, so only runs over the events
@@ -84,25 +89,25 @@ def state_digest(model_state: dict) -> str:
             digest.part("n_buckets", _canonical_json(vocabulary["n_buckets"]))
             digest.part("feature_counts", _float_bytes(counts))
         else:
-            keys, rows = _sorted_rows(vocabulary["names"], counts, drop_zero=True)
-            digest.rows("feature_counts", keys, rows)
+            names, rows = _sorted_rows(vocabulary["names"], counts, drop_zero=True)
+            digest.rows("feature_counts", names, rows)
         digest.part("class_counts", _float_bytes(arrays["class_counts"]))
         digest.part("class_totals", _float_bytes(arrays["class_totals"]))
     elif kind == "CategoricalNB":
         pairs = [list(pair) for pair in meta["values"]]
         features = list(dict.fromkeys(feature for feature, _ in pairs))  # j = order of first appearance
         # Declared categories have rows with no count; they are part of the parameters already.
-        keys, rows = _sorted_rows(pairs, arrays["value_counts"], drop_zero=True)
-        digest.rows("value_counts", keys, rows)
-        keys, rows = _sorted_rows(features, arrays["feature_counts"], drop_zero=True)
-        digest.rows("feature_counts", keys, rows)
+        names, rows = _sorted_rows(pairs, arrays["value_counts"], drop_zero=True)
+        digest.rows("value_counts", names, rows)
+        names, rows = _sorted_rows(features, arrays["feature_counts"], drop_zero=True)
+        digest.rows("feature_counts", names, rows)
         digest.part("class_counts", _float_bytes(arrays["class_counts"]))
     elif kind == "GaussianNB":
         features = meta["features"]
         stacked = np.hstack([np.asarray(arrays[name]).reshape(len(features), -1)
                              for name in ("n", "mean", "m2", "pooled")]) if features else np.zeros((0, 0))
-        keys, rows = _sorted_rows(features, stacked, drop_zero=False)
-        digest.rows("n|mean|m2|pooled", keys, rows)
+        names, rows = _sorted_rows(features, stacked, drop_zero=False)
+        digest.rows("n|mean|m2|pooled", names, rows)
         digest.part("class_counts", _float_bytes(arrays["class_counts"]))
     else:
         # Unknown kind: no canonical order known, so hash everything as stored.

@@ -98,7 +98,12 @@ def _decode_offsets(path: Path, entries) -> dict[tuple[str, int], int]:
 
 
 def _encode_body(document: dict, arrays: dict) -> bytes:
-    members = {_META_MEMBER: np.frombuffer(json.dumps(document, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)}
+    text = json.dumps(document, ensure_ascii=False)
+    if json.loads(text) != document:
+        # JSON turns tuples into lists and int keys into str: a state that would come back
+        # different must fail now, not at the restore.
+        raise TypeError("the model meta or extra does not survive JSON unchanged (tuples, non-str keys?)")
+    members = {_META_MEMBER: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
     for name, array in arrays.items():
         members[_ARRAY_PREFIX + name] = array
     buffer = io.BytesIO()
