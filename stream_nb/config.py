@@ -1,8 +1,10 @@
 """Configuration as data: TOML files under configs/, validated on load, errors naming the key.
 
-Sections so far: [model] (kind and the model's options) and [features] (TextFeaturizer's
-options). `--set section.key=value` overrides a key; the value is read as TOML (1, 0.5, true,
-"text", [1, 2]) and, failing that, taken as a string.
+Sections: [model] (kind and the model's options), [features] (the text featuriser's options,
+plus `categorical`/`numeric` field lists for events' structured features), and for the worker
+[kafka] (with [kafka.client] for security options passed through to kafka-python),
+[checkpoint] and [worker]. `--set section.key=value` overrides a key; the value is read as TOML
+(1, 0.5, true, "text", [1, 2]) and, failing that, taken as a string.
 """
 
 from __future__ import annotations
@@ -11,10 +13,44 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stream_nb.features import TextFeaturizer
+from stream_nb.features import EventFeaturizer, TextFeaturizer
 from stream_nb.model.registry import build_model
 
-SECTIONS = ("model", "features")
+SECTIONS = ("model", "features", "kafka", "checkpoint", "worker")
+EVENT_FIELD_KEYS = ("categorical", "numeric")
+
+# key -> (accepted types, default); a default of ... means required
+KAFKA_KEYS = {
+    "bootstrap_servers": ((str, list), ...),
+    "group_id": ((str,), "stream-nb"),
+    "labeled_topics": ((list,), []),
+    "unlabeled_topics": ((list,), []),
+    "predictions_topic": ((str,), ...),
+    "dead_letter_topic": ((str,), ...),
+    "create_topics": ((bool,), True),
+    "partitions": ((int,), 1),
+    "replication_factor": ((int,), 1),
+    "max_message_bytes": ((int,), 1_000_000),
+    "poll_max_records": ((int,), 1000),
+    "poll_timeout_ms": ((int,), 200),
+}
+# Passed to every kafka-python client as they are (SASL/SSL and timeouts).
+KAFKA_CLIENT_KEYS = {
+    "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
+    "sasl_kerberos_service_name", "sasl_kerberos_domain_name", "ssl_cafile", "ssl_certfile",
+    "ssl_keyfile", "ssl_password", "ssl_crlfile", "ssl_check_hostname", "ssl_ciphers",
+    "client_id", "request_timeout_ms", "bootstrap_timeout_ms", "connections_max_idle_ms",
+    "reconnect_backoff_ms", "reconnect_backoff_max_ms", "metadata_max_age_ms",
+}
+CHECKPOINT_KEYS = {
+    "dir": ((str,), "checkpoints"),
+    "interval_s": ((int, float), 30.0),
+    "every_events": ((int,), 0),
+    "keep": ((int,), 3),
+}
+WORKER_KEYS = {
+    "log_interval_s": ((int, float), 10.0),
+}
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 
 
@@ -26,6 +62,10 @@ class ConfigError(ValueError):
 class Config:
     model: dict = field(default_factory=lambda: {"kind": "multinomial"})
     features: dict = field(default_factory=dict)
+    kafka: dict | None = None  # None: no [kafka] section (replay and demo need none)
+    kafka_client: dict = field(default_factory=dict)
+    checkpoint: dict = field(default_factory=dict)
+    worker: dict = field(default_factory=dict)
     source: str = "defaults"
 
     def build_model(self):
@@ -36,13 +76,28 @@ class Config:
             raise ConfigError(f"model: {error}") from None
 
     def build_featurizer(self) -> TextFeaturizer:
+        text_options = {k: v for k, v in self.features.items() if k not in EVENT_FIELD_KEYS}
         try:
-            return TextFeaturizer.from_config(self.features)
+            return TextFeaturizer.from_config(text_options)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"features: {error}") from None
+
+    def build_event_featurizer(self) -> EventFeaturizer:
+        """Text plus the events' structured features (categorical/numeric lists, or inferred)."""
+        try:
+            return EventFeaturizer(text=self.build_featurizer(), categorical=self.features.get("categorical"),
+                                   numeric=self.features.get("numeric"))
         except (TypeError, ValueError) as error:
             raise ConfigError(f"features: {error}") from None
 
     def to_dict(self) -> dict:
+        """The learning configuration: what a checkpoint's fingerprint is taken of."""
         return {"model": dict(self.model), "features": dict(self.features)}
+
+    def require_kafka(self) -> dict:
+        if self.kafka is None:
+            raise ConfigError(f"kafka: the worker needs a [kafka] section ({self.source})")
+        return self.kafka
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
@@ -65,14 +120,59 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError(f"{section}: unknown section (expected {', '.join(SECTIONS)})")
         if not isinstance(data[section], dict):
             raise ConfigError(f"{section}: must be a table of keys")
+    kafka = None
+    kafka_client: dict = {}
+    if "kafka" in data:
+        kafka_table = dict(data["kafka"])
+        kafka_client = kafka_table.pop("client", {})
+        if not isinstance(kafka_client, dict):
+            raise ConfigError("kafka.client: must be a table of kafka-python options")
+        for key in kafka_client:
+            if key not in KAFKA_CLIENT_KEYS:
+                raise ConfigError(f"kafka.client.{key}: not a supported kafka-python option "
+                                  f"(accepted: {', '.join(sorted(KAFKA_CLIENT_KEYS))})")
+        kafka = _validated("kafka", kafka_table, KAFKA_KEYS)
+        for key in ("labeled_topics", "unlabeled_topics"):
+            if not all(isinstance(topic, str) and topic for topic in kafka[key]):
+                raise ConfigError(f"kafka.{key}: must be a list of topic names")
+        if not kafka["labeled_topics"] and not kafka["unlabeled_topics"]:
+            raise ConfigError("kafka.labeled_topics: no topic to read (labeled_topics and unlabeled_topics are empty)")
+        for key in ("partitions", "replication_factor", "max_message_bytes", "poll_max_records", "poll_timeout_ms"):
+            if kafka[key] < 1:
+                raise ConfigError(f"kafka.{key}: must be >= 1, got {kafka[key]}")
+    checkpoint = _validated("checkpoint", dict(data.get("checkpoint", {})), CHECKPOINT_KEYS)
+    if checkpoint["keep"] < 1 or checkpoint["interval_s"] < 0 or checkpoint["every_events"] < 0:
+        raise ConfigError("checkpoint: keep must be >= 1, interval_s and every_events >= 0")
+    worker = _validated("worker", dict(data.get("worker", {})), WORKER_KEYS)
     config = Config(model={"kind": "multinomial", **data.get("model", {})},
-                    features=dict(data.get("features", {})), source=source)
+                    features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
+                    checkpoint=checkpoint, worker=worker, source=source)
     kind = config.model["kind"]
     if kind not in TEXT_MODEL_KINDS:
         raise ConfigError(f"model.kind: {kind!r} is not a text model (expected {', '.join(TEXT_MODEL_KINDS)})")
     config.build_model()  # validates every option now, not at the first event
-    config.build_featurizer()
+    config.build_event_featurizer()
     return config
+
+
+def _validated(section: str, table: dict, schema: dict) -> dict:
+    """The table with defaults filled in; unknown keys, missing required keys, wrong types raise."""
+    for key in table:
+        if key not in schema:
+            raise ConfigError(f"{section}.{key}: unknown key (expected one of {', '.join(schema)})")
+    result = {}
+    for key, (types, default) in schema.items():
+        if key not in table:
+            if default is ...:
+                raise ConfigError(f"{section}.{key}: required")
+            result[key] = default
+            continue
+        value = table[key]
+        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+            names = " or ".join("number" if t is float else t.__name__ for t in types)
+            raise ConfigError(f"{section}.{key}: expected {names}, got {type(value).__name__} {value!r}")
+        result[key] = value
+    return result
 
 
 def _apply_override(data: dict, override: str) -> None:

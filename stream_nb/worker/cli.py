@@ -1,0 +1,38 @@
+"""`stream-nb run --config FILE`: the worker, in the foreground."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from stream_nb.checkpoint import CheckpointError, FingerprintMismatch
+from stream_nb.config import ConfigError, load_config
+from stream_nb.kafka.clients import KafkaSetupError
+
+
+def register(subparsers) -> None:
+    run = subparsers.add_parser("run", help="run the worker: learn, predict, publish, checkpoint")
+    run.add_argument("--config", type=Path, required=True, help="TOML configuration (see configs/spam.toml)")
+    run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                     help="override one configuration key (repeatable)")
+    run.add_argument("--stop-when-idle", type=float, default=None, metavar="SECONDS",
+                     help="checkpoint and exit after this long without a message (catch-up runs, tests)")
+    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    run.set_defaults(func=run_worker)
+
+
+def run_worker(args) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
+    from stream_nb.worker.loop import Worker  # imports kafka-python only when needed
+
+    try:
+        worker = Worker(load_config(args.config, args.set))
+        worker.start()
+    except (ConfigError, KafkaSetupError, FingerprintMismatch, CheckpointError) as error:
+        print(f"stream-nb run: {error}", file=sys.stderr)
+        return 2
+    worker.run(stop_when_idle_s=args.stop_when_idle)
+    return 0
