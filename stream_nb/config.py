@@ -94,6 +94,14 @@ class Config:
         """The learning configuration: what a checkpoint's fingerprint is taken of."""
         return {"model": dict(self.model), "features": dict(self.features)}
 
+    def resolved(self) -> dict:
+        """The learning configuration with every default filled in, as the model and the
+        featuriser see it: what a checkpoint's fingerprint is taken of, so spelling out a
+        default (alpha = 1.0) does not change it."""
+        model = self.build_model()
+        return {"model": {"kind": self.model.get("kind", "multinomial"), **model._params()},
+                "features": self.build_event_featurizer().to_config()}
+
     def require_kafka(self) -> dict:
         if self.kafka is None:
             raise ConfigError(f"kafka: the worker needs a [kafka] section ({self.source})")

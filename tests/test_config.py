@@ -58,3 +58,13 @@ def test_bad_configuration_names_the_key(tmp_path, content, overrides, message):
 def test_missing_file_is_reported():
     with pytest.raises(ConfigError, match="no such file"):
         load_config("does/not/exist.toml")
+
+
+def test_fingerprint_ignores_spelled_out_defaults_but_not_real_changes():
+    from stream_nb.checkpoint import config_fingerprint
+
+    plain = load_config(CONFIGS / "spam.toml")
+    spelled = load_config(CONFIGS / "spam.toml", ["features.strip_accents=false", "model.prior_alpha=0"])
+    changed = load_config(CONFIGS / "spam.toml", ["model.alpha=0.5"])
+    assert config_fingerprint(plain.resolved()) == config_fingerprint(spelled.resolved())
+    assert config_fingerprint(plain.resolved()) != config_fingerprint(changed.resolved())

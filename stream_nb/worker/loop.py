@@ -52,7 +52,7 @@ class Worker:
         self.topics = list(dict.fromkeys([*self.kafka["labeled_topics"], *self.kafka["unlabeled_topics"]]))
         self.text_featurizer = config.build_featurizer()
         self.event_featurizer = config.build_event_featurizer()
-        self.fingerprint = config_fingerprint(config.to_dict())
+        self.fingerprint = config_fingerprint(config.resolved())
         self.store = CheckpointStore(config.checkpoint["dir"], keep=config.checkpoint["keep"])
         self.model = config.build_model()
         self.positions: dict[tuple[str, int], int] = {}  # next offset to read, per partition
