@@ -67,11 +67,14 @@ def make_consumer(kafka: dict, client: dict) -> KafkaConsumer:
 
 
 def make_producer(kafka: dict, client: dict) -> KafkaProducer:
-    """acks=all and idempotence (kafka-python 3 defaults); a little lingering for batching."""
+    """acks=all and idempotence (kafka-python 3 defaults); large batches and 20 ms of lingering,
+    because every new batch wakes the sender thread through a socket write (measured: a third of
+    the producer's cost with the defaults)."""
     return _connect(
         KafkaProducer, kafka, "producer",
         acks="all",
-        linger_ms=5,
+        linger_ms=20,
+        batch_size=262_144,
         # a dead letter carries the original bytes, which may be up to the size limit and more
         max_request_size=max(1_048_576, 2 * kafka["max_message_bytes"] + 65_536),
         **client_options(kafka, client),
