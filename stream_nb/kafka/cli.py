@@ -3,6 +3,8 @@
     stream-nb kafka start [--dir DIR] [--port N]   last line printed: bootstrap=127.0.0.1:<port>
     stream-nb kafka stop [--dir DIR]
     stream-nb kafka status [--dir DIR]             exit 0 when running, 1 when not
+
+It also registers `stream-nb publish FILE --topic T` (stream_nb.kafka.publish).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from stream_nb.kafka import publish
 from stream_nb.kafka.broker import KAFKA_VERSION, BrokerError, LocalKafkaBroker
 
 DEFAULT_DIR = Path(".kafka")
@@ -45,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_action("stop", "stop the broker (SIGTERM, then SIGKILL after a deadline)", _stop)
     add_action("status", "exit 0 if the broker is running, 1 if not", _status)
+
+    publish.register(subparsers)
 
 
 def _fail(action: str, error: BrokerError) -> int:

@@ -1,0 +1,342 @@
+"""`stream-nb publish FILE --topic T`: load a recorded stream (TSV, CSV, JSON Lines) into a topic.
+
+Each event becomes one message in the worker's event contract (`stream_nb.events.codec`):
+the value is compact UTF-8 JSON, ``{"id","text","label"}`` or, with ``--no-label``,
+``{"id","text"}``; the key is the id's UTF-8 bytes (``--key none`` sends no key).
+
+A first pass checks (and encodes) every event before anything is sent, so a malformed line at
+the end of a file does not leave half of it in the topic; the encoded messages are kept in
+memory up to `MEMORY_CAP_BYTES`, beyond that the file is read again for sending. Sending does
+not wait per message; the producer is flushed once at the end. Errors (a missing
+or malformed file, an unreachable broker, a rejected message) are one line on stderr and exit 2.
+
+Bootstrap servers: ``--bootstrap``, else $STREAM_NB_BOOTSTRAP, else the broker that
+`stream-nb kafka start` left running in ./.kafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+BOOTSTRAP_ENV = "STREAM_NB_BOOTSTRAP"
+LOCAL_BROKER_DIR = Path(".kafka")
+FORMATS = ("tsv", "csv", "jsonl")
+MEMORY_CAP_BYTES = 256 * 1024 * 1024
+# The worker's default kafka.max_message_bytes: it dead-letters larger values as too_large.
+DEFAULT_MAX_BYTES = 1_000_000
+
+
+class PublishError(RuntimeError):
+    """Anything that stops a publish; the message is the one line printed."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "publish",
+        help="publish a TSV/CSV/JSONL file of events to a Kafka topic",
+        description="Publish a recorded stream to a Kafka topic as the worker's JSON events "
+                    "(key = id). The whole file is checked before the first message is sent.",
+    )
+    parser.add_argument("file", type=Path, metavar="FILE",
+                        help="events: .tsv (label<TAB>text, no header), .csv (header row) or .jsonl")
+    parser.add_argument("--topic", required=True, help="topic to publish to")
+    parser.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",
+                        help=f"bootstrap servers (default: ${BOOTSTRAP_ENV}, else the broker that "
+                             "`stream-nb kafka start` runs in ./.kafka)")
+    parser.add_argument("--format", dest="file_format", choices=FORMATS, default=None,
+                        help="file format (default: from the extension; none means tsv)")
+    parser.add_argument("--text-field", default="text", help="CSV/JSONL field of the text (default: text)")
+    parser.add_argument("--label-field", default="label", help="CSV/JSONL field of the label (default: label)")
+    parser.add_argument("--id-field", default="id",
+                        help="CSV/JSONL field of the id (default: id; missing ids become FILE-STEM:LINE)")
+    parser.add_argument("--no-label", dest="with_labels", action="store_false",
+                        help="publish unlabeled events {id, text} (for the unlabeled topic)")
+    parser.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+                        help="publish only the first N events")
+    parser.add_argument("--key", choices=("id", "none"), default="id",
+                        help="message key: the event id (default) or none")
+    parser.add_argument("--create-topic", action="store_true",
+                        help="create the topic with the admin client if it does not exist")
+    parser.add_argument("--partitions", type=_positive_int, default=None, metavar="N",
+                        help="partitions of a topic made by --create-topic (default: the broker's)")
+    parser.add_argument("--max-bytes", type=_positive_int, default=DEFAULT_MAX_BYTES, metavar="N",
+                        help="refuse the file if an event's value is larger (default: 1000000, the "
+                             "worker's kafka.max_message_bytes default)")
+    parser.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="give up if the broker cannot be reached within this long (default: 5)")
+    parser.set_defaults(func=publish_command)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Events -> messages (no Kafka here)
+
+
+def encode_event(event: dict, *, with_labels: bool) -> bytes:
+    """The event contract's value: compact UTF-8 JSON, non-ASCII kept as is."""
+    body = {"id": event["id"], "text": event["text"]}
+    if with_labels:
+        body["label"] = event["label"]
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def iter_messages(path: Path, *, file_format: str | None, text_field: str, label_field: str,
+                  id_field: str, with_labels: bool, limit: int | None, with_keys: bool,
+                  max_bytes: int | None = None) -> Iterator[tuple[bytes | None, bytes]]:
+    """(key, value) per event, in file order; PublishError names the file and the event."""
+    from stream_nb.replay.sources import SourceError, read_events
+
+    events = read_events(path, text_field=text_field, label_field=label_field, id_field=id_field,
+                         file_format=file_format, with_labels=with_labels)
+    count = 0
+    try:
+        for event in events:
+            if limit is not None and count >= limit:
+                return
+            count += 1
+            label = event["label"]
+            # The worker dead-letters any other label type (bool, float, list, object).
+            if with_labels and (isinstance(label, bool) or not isinstance(label, (str, int))):
+                raise PublishError(f"{path}: event {count} (id {event['id']!r}): label must be a "
+                                   f"string or an integer, got {type(label).__name__} {label!r}")
+            try:
+                value = encode_event(event, with_labels=with_labels)
+                key = event["id"].encode("utf-8") if with_keys else None
+            except UnicodeEncodeError:  # a lone surrogate escape in a JSON line
+                raise PublishError(f"{path}: event {count} (id {event['id']!r}): text holds an "
+                                   "unpaired surrogate escape (not encodable as UTF-8)") from None
+            if max_bytes is not None and len(value) > max_bytes:
+                raise PublishError(f"{path}: event {count} (id {event['id']!r}) is {len(value):,} bytes "
+                                   f"as JSON, over the {max_bytes:,}-byte limit (--max-bytes)")
+            yield key, value
+    except SourceError as error:
+        raise PublishError(str(error)) from None
+    except UnicodeDecodeError as error:
+        raise PublishError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    except OSError as error:
+        raise PublishError(f"{path}: cannot read ({error.strerror or error})") from None
+
+
+def check_messages(messages: Iterator[tuple[bytes | None, bytes]],
+                   cap_bytes: int = MEMORY_CAP_BYTES) -> tuple[int, list | None]:
+    """Run through every message (raising on the first bad one); return the count and the
+    messages themselves while they fit in `cap_bytes`, else None (read the file again)."""
+    kept: list | None = []
+    size = total = 0
+    for key, value in messages:
+        total += 1
+        if kept is not None:
+            size += len(value) + (len(key) if key else 0) + 100  # rough per-tuple overhead
+            if size > cap_bytes:
+                kept = None
+            else:
+                kept.append((key, value))
+    return total, kept
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+
+
+class Progress:
+    """One updating line on a terminal; elsewhere a plain line every `interval` seconds."""
+
+    def __init__(self, total: int, topic: str, stream: TextIO = sys.stderr,
+                 interval: float | None = None) -> None:
+        self.total = total
+        self.topic = topic
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.interval = interval if interval is not None else (0.1 if self.tty else 5.0)
+        self.started = time.monotonic()
+        self._next = self.started + self.interval
+        self._shown = False
+
+    def _line(self, count: int, now: float) -> str:
+        elapsed = max(now - self.started, 1e-9)
+        percent = 100.0 * count / self.total if self.total else 100.0
+        return (f"publishing to {self.topic}: {count:,}/{self.total:,} events ({percent:.0f}%), "
+                f"{count / elapsed:,.0f} events/s")
+
+    def update(self, count: int) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.interval
+        if self.tty:
+            self.stream.write("\r\033[K" + self._line(count, now))
+            self._shown = True
+        else:
+            self.stream.write(self._line(count, now) + "\n")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.tty and self._shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self._shown = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka
+
+
+def default_bootstrap() -> str | None:
+    """$STREAM_NB_BOOTSTRAP, else the running local broker of ./.kafka, else None."""
+    if explicit := os.environ.get(BOOTSTRAP_ENV, "").strip():
+        return explicit
+    from stream_nb.kafka.broker import LocalKafkaBroker
+
+    if (LOCAL_BROKER_DIR / "state.json").is_file():
+        status = LocalKafkaBroker(LOCAL_BROKER_DIR).status()
+        if status.running:
+            return status.bootstrap
+    return None
+
+
+def _ensure_topic(bootstrap: str, topic: str, partitions: int | None, timeout_ms: int) -> None:
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="stream-nb-publish",
+                                 bootstrap_timeout_ms=timeout_ms)
+    except (KafkaError, OSError) as error:
+        raise _unreachable(bootstrap, timeout_ms, error) from None
+    try:
+        if topic in set(admin.list_topics()):
+            return
+        spec = {"num_partitions": partitions or -1, "replication_factor": -1}  # -1: broker default
+        try:
+            admin.create_topics({topic: spec}, wait_for_metadata=True)
+        except TopicAlreadyExistsError:
+            return  # made by someone else meanwhile
+        print(f"created topic {topic}"
+              + (f" ({partitions} partitions)" if partitions else " (the broker's default partitions)"),
+              file=sys.stderr)
+    except KafkaError as error:
+        raise PublishError(f"cannot create topic {topic!r}: {_describe(error)}") from None
+    finally:
+        admin.close()
+
+
+def _describe(error: BaseException) -> str:
+    """"KafkaTimeoutError: Unable to bootstrap ..." (kafka-python's str() may already name the class)."""
+    name = type(error).__name__
+    text = str(error).strip()
+    if text.startswith(name):
+        text = text[len(name):].lstrip(": ")
+    return f"{name}: {text}" if text else name
+
+
+def _unreachable(bootstrap: str, timeout_ms: int, error: BaseException) -> PublishError:
+    return PublishError(f"cannot reach a Kafka broker at {bootstrap} within {timeout_ms / 1000:g}s "
+                        f"({_describe(error)})")
+
+
+def publish(messages: Iterator[tuple[bytes | None, bytes]], *, total: int, topic: str, bootstrap: str,
+            timeout_ms: int = 5000, max_bytes: int = DEFAULT_MAX_BYTES,
+            progress_stream: TextIO = sys.stderr) -> tuple[int, float]:
+    """Send every message, flush, and return (events acknowledged, seconds spent sending)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    try:
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            client_id="stream-nb-publish",
+            bootstrap_timeout_ms=timeout_ms,
+            # acks=all with idempotence (kafka-python's defaults): a retry never duplicates.
+            linger_ms=50,  # measured: fewer, fuller requests leave the GIL to the send() loop
+            batch_size=256 * 1024,
+            # send() blocks only while the buffer is full or the topic's metadata is unknown.
+            max_block_ms=max(30_000, timeout_ms),
+            max_request_size=max(1_048_576, max_bytes + 65_536),
+        )
+    except (KafkaError, OSError) as error:
+        raise _unreachable(bootstrap, timeout_ms, error) from None
+    failures: list[BaseException] = []
+    record_failure = failures.append
+    progress = Progress(total, topic, progress_stream)
+    sent = 0
+    started = time.monotonic()
+    try:
+        try:
+            for key, value in messages:
+                producer.send(topic, value=value, key=key).add_errback(record_failure)
+                sent += 1
+                progress.update(sent)
+                if failures:  # e.g. the topic refuses writes: stop early, do not send the rest
+                    break
+            producer.flush()
+        except KafkaError as error:
+            progress.clear()
+            raise PublishError(f"cannot publish to {topic!r} after {sent} events: {_describe(error)}") from None
+        finally:
+            progress.clear()
+    finally:
+        producer.close(timeout=5)
+    elapsed = time.monotonic() - started
+    if failures:
+        raise PublishError(f"{len(failures)} of {sent} events were not published to {topic!r} "
+                           f"(first error: {_describe(failures[0])})")
+    return sent, elapsed
+
+
+def publish_command(args: argparse.Namespace) -> int:
+    # kafka-python logs connection trouble as warnings; this command reports it in one line.
+    kafka_log = logging.getLogger("kafka")
+    if not kafka_log.handlers:
+        kafka_log.addHandler(logging.NullHandler())
+        kafka_log.propagate = False
+    timeout_ms = max(1, int(args.connect_timeout * 1000))
+    options = dict(file_format=args.file_format, text_field=args.text_field,
+                   label_field=args.label_field, id_field=args.id_field,
+                   with_labels=args.with_labels, limit=args.limit, with_keys=args.key == "id",
+                   max_bytes=args.max_bytes)
+    try:
+        if args.partitions is not None and not args.create_topic:
+            raise PublishError("--partitions applies to a topic made by --create-topic; add it")
+        total, kept = check_messages(iter_messages(args.file, **options))
+        bootstrap = args.bootstrap or default_bootstrap()
+        if not bootstrap:
+            raise PublishError(f"no broker: pass --bootstrap HOST:PORT, set ${BOOTSTRAP_ENV}, "
+                               "or run `stream-nb kafka start`")
+        if args.create_topic:
+            _ensure_topic(bootstrap, args.topic, args.partitions, timeout_ms)
+        messages = iter(kept) if kept is not None else iter_messages(args.file, **options)
+        count, elapsed = publish(messages, total=total, topic=args.topic,
+                                 bootstrap=bootstrap, timeout_ms=timeout_ms, max_bytes=args.max_bytes)
+    except PublishError as error:
+        print(f"stream-nb publish: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("stream-nb publish: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if count != total:  # the file changed between the two passes
+        print(f"stream-nb publish: error: {args.file} changed while publishing "
+              f"({total} events checked, {count} sent)", file=sys.stderr)
+        return EXIT_ERROR
+    rate = count / elapsed if elapsed > 0 else float("inf")
+    print(f"{count} events in {elapsed:.2f}s ({rate:,.0f} events/s)", file=sys.stderr)
+    print(f"published {count} events to {args.topic}")
+    return 0
