@@ -1,0 +1,264 @@
+"""Helpers for the worker's integration tests against a real Kafka broker.
+
+Topics with unique names, configuration files, producing with chosen timestamps, reading a
+topic to its end, the worker as a subprocess (`stream-nb run`), checkpoint summaries and the
+model core's answer for the same events (the reference every worker figure is compared with).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from stream_nb.checkpoint import CheckpointStore, read_checkpoint, state_digest
+from stream_nb.config import Config, load_config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SPAM_CONFIG = REPO_ROOT / "configs" / "spam.toml"
+
+
+# ---------------------------------------------------------------------------------------------
+# Topics and configuration
+
+
+@dataclass(frozen=True)
+class Topics:
+    labeled: str
+    unlabeled: str
+    predictions: str
+    dead_letters: str
+
+    @classmethod
+    def new(cls, prefix: str) -> Topics:
+        tag = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        return cls(f"{tag}-labeled", f"{tag}-unlabeled", f"{tag}-predictions", f"{tag}-dead")
+
+    def outputs(self, suffix: str) -> Topics:
+        """The same inputs with outputs of their own (for a second, reference run)."""
+        return Topics(self.labeled, self.unlabeled, f"{self.predictions}-{suffix}", f"{self.dead_letters}-{suffix}")
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int = 1) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="stream-nb-tests")
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1) for name in names], wait_for_metadata=True)
+    finally:
+        admin.close()
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string of ASCII text is a TOML basic string
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    return repr(value)
+
+
+def write_config(path: Path, bootstrap: str, topics: Topics, checkpoint_dir: Path, *,
+                 group_id: str | None = None, kafka: dict | None = None, client: dict | None = None,
+                 checkpoint: dict | None = None, model: dict | None = None) -> Path:
+    """[model] and [features] of configs/spam.toml, then [kafka], [kafka.client], [checkpoint]
+    and [worker] for this test (spam.toml's own [kafka] and [checkpoint] are replaced)."""
+    spam = tomllib.loads(SPAM_CONFIG.read_text())
+    tables = {
+        "model": {**spam["model"], **(model or {})},
+        "features": spam["features"],
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            "group_id": group_id or f"group-{uuid.uuid4().hex[:10]}",
+            "labeled_topics": [topics.labeled],
+            "unlabeled_topics": [topics.unlabeled],
+            "predictions_topic": topics.predictions,
+            "dead_letter_topic": topics.dead_letters,
+            **(kafka or {}),
+        },
+        "kafka.client": client or {},
+        "checkpoint": {"dir": str(checkpoint_dir), "interval_s": 30.0, "every_events": 0, "keep": 3,
+                       **(checkpoint or {})},
+        "worker": {"log_interval_s": 1.0},
+    }
+    lines = []
+    for name, table in tables.items():
+        if table:
+            lines += [f"[{name}]"] + [f"{key} = {_toml(value)}" for key, value in table.items()] + [""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Events in and out
+
+
+def labeled_event(event_id: str, text: str, label) -> bytes:
+    return json.dumps({"id": event_id, "text": text, "label": label}, ensure_ascii=False).encode()
+
+
+def unlabeled_event(event_id: str, text: str) -> bytes:
+    return json.dumps({"id": event_id, "text": text}, ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class Message:
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    timestamp_ms: int | None = None
+    headers: tuple = ()
+
+
+def produce(bootstrap: str, messages: list[Message]) -> None:
+    """Send in list order (one producer, so each partition keeps that order) and wait for all."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024,
+                             max_request_size=4 * 1024 * 1024, acks="all")
+    try:
+        futures = [producer.send(m.topic, value=m.value, key=m.key, timestamp_ms=m.timestamp_ms,
+                                 headers=list(m.headers) or None) for m in messages]
+        producer.flush(timeout=120)
+        for future in futures:
+            future.get(timeout=30)  # raises if any send failed
+    finally:
+        producer.close(timeout=10)
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list:
+    """Every record of partition 0 of `topic`, from the beginning to its current end offset."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             max_partition_fetch_bytes=8 * 1024 * 1024)
+    partition = TopicPartition(topic, 0)
+    try:
+        consumer.assign([partition])
+        end = consumer.end_offsets([partition])[partition]
+        consumer.seek_to_beginning(partition)
+        records = []
+        deadline = time.monotonic() + timeout
+        while consumer.position(partition) < end:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"read {len(records)} of {end} records of {topic} in {timeout}s")
+            for batch in consumer.poll(timeout_ms=500, max_records=5000).values():
+                records.extend(batch)
+        return records
+    finally:
+        consumer.close()
+
+
+def predictions_by_id(records: list) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for record in records:
+        prediction = json.loads(record.value)
+        assert record.key == prediction["id"].encode(), (record.key, prediction["id"])
+        found.setdefault(prediction["id"], []).append(prediction)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker as a subprocess
+
+
+class WorkerProcess:
+    """`python -m stream_nb.cli run --config FILE ...` with stdout+stderr appended to `log_path`."""
+
+    def __init__(self, config_path: Path, log_path: Path, *, stop_when_idle: float | None = 3.0,
+                 overrides: tuple[str, ...] = (), log_level: str = "INFO") -> None:
+        command = [sys.executable, "-m", "stream_nb.cli", "run", "--config", str(config_path),
+                   "--log-level", log_level]
+        for override in overrides:
+            command += ["--set", override]
+        if stop_when_idle is not None:
+            command += ["--stop-when-idle", str(stop_when_idle)]
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL (no clean-up of any kind) and reap."""
+        if self.alive():
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"worker did not exit within {timeout}s; log:\n{self.log_tail()}") from None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints and the reference
+
+
+def newest_checkpoint_number(directory: Path) -> int:
+    """Highest checkpoint id by file name in `directory` (0 when none)."""
+    numbers = [int(path.stem.split("-")[1]) for path in CheckpointStore(directory).list()]
+    return max(numbers, default=0)
+
+
+@dataclass(frozen=True)
+class Summary:
+    events_learned: int
+    digest: str
+    offsets: dict
+    checkpoint_id: str
+
+
+def latest_summary(directory: Path) -> Summary:
+    checkpoint = CheckpointStore(directory).load_latest()
+    assert checkpoint is not None, f"no valid checkpoint in {directory}"
+    return summary_of(checkpoint)
+
+
+def summary_of(checkpoint) -> Summary:
+    learned = int(round(float(sum(checkpoint.model_state["arrays"]["class_counts"]))))
+    return Summary(learned, state_digest(checkpoint.model_state), dict(checkpoint.offsets), checkpoint.id)
+
+
+def read_summary(path: Path) -> Summary:
+    return summary_of(read_checkpoint(path))
+
+
+def reference_config() -> Config:
+    """The learning configuration of every test (spam.toml): model and featuriser."""
+    return load_config(SPAM_CONFIG)
+
+
+def reference_digest(texts_and_labels: list[tuple[str, object]]) -> tuple[str, int]:
+    """(state digest, events learned) of the model core after learning each (text, label) once."""
+    config = reference_config()
+    model = config.build_model()
+    featurizer = config.build_featurizer()
+    texts = [text for text, _ in texts_and_labels]
+    model.learn_many(featurizer.transform_sparse(texts), [label for _, label in texts_and_labels])
+    return state_digest(model.to_state()), int(model.events_learned)
