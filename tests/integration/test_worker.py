@@ -160,3 +160,68 @@ def test_predictions_equal_the_model_core_on_the_merged_sequence(kafka_broker, t
         [(text, label) for _, text, label in sequence if label is not None])
     assert summary.events_learned == 466
     assert summary.offsets == {(topics.labeled, 0): 466, (topics.unlabeled, 0): 234}
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. SIGKILL at random points, restarted each time: the state ends exactly as an uninterrupted run
+
+
+def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp_path, sms):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("kill")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    n_labeled, n_unlabeled = 4 * len(sms), 2_000  # 22,296 labeled
+    messages, labeled, unlabeled_ids = interleaved_stream(sms, topics, n_labeled, n_unlabeled, seed=11, prefix="k")
+    produce(bootstrap, messages)
+
+    checkpoints = tmp_path / "checkpoints"
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints,
+                               checkpoint={"every_events": 1500, "interval_s": 0.5})
+    log_path = tmp_path / "worker.log"
+    rng = random.Random(20240611)
+    # Kill once the newest checkpoint holds >= target events, after a random 0-150 ms more:
+    # mid-batch, mid-publish or mid-checkpoint, wherever that falls.
+    targets = [2_500 + 4_500 * i + rng.randint(0, 2_000) for i in range(4)]
+    kills = []
+    for target in targets:
+        worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
+        try:
+            wait_until(lambda: newest_learned(checkpoints) >= target, 90, f"a checkpoint with {target} events", worker)
+            time.sleep(rng.uniform(0.0, 0.15))
+            assert worker.alive(), "the worker finished before it could be killed"
+            worker.kill()
+            kills.append((target, newest_learned(checkpoints)))
+        finally:
+            worker.kill()
+    assert len(kills) == 4
+    worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
+    try:
+        assert worker.wait(120) == 0, worker.log_tail()
+    finally:
+        worker.kill()
+    log = log_path.read_text()
+    assert log.count("restored checkpoint") == 4  # every restart resumed from a checkpoint
+
+    # The uninterrupted run: same input topics, its own outputs, group and checkpoint directory.
+    reference_topics = topics.outputs("reference")
+    reference_path = write_config(tmp_path / "reference.toml", bootstrap, reference_topics, tmp_path / "reference",
+                                  checkpoint={"every_events": 1500, "interval_s": 0.5})
+    run_in_process(reference_path)
+
+    killed, reference = latest_summary(checkpoints), latest_summary(tmp_path / "reference")
+    assert killed.events_learned == reference.events_learned == n_labeled
+    assert killed.digest == reference.digest == reference_digest(labeled)[0]
+    assert killed.offsets == reference.offsets == {(topics.labeled, 0): n_labeled, (topics.unlabeled, 0): n_unlabeled}
+    # The CLI's view of the same checkpoint directory.
+    inspected = run_cli("inspect", str(checkpoints), "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    summary = json.loads(inspected.stdout)
+    assert (summary["events_learned"], summary["state_digest"]) == (n_labeled, reference.digest)
+
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    duplicates = assert_predictions_cover(predictions, unlabeled_ids, topics.unlabeled)
+    reference_predictions = predictions_by_id(read_topic(bootstrap, reference_topics.predictions))
+    assert assert_predictions_cover(reference_predictions, unlabeled_ids, topics.unlabeled) == 0
+    assert read_topic(bootstrap, topics.dead_letters) == []
+    print(f"\nkill targets and newest checkpoint at each kill: {kills}; "
+          f"predictions {sum(map(len, predictions.values()))} for {n_unlabeled} ids, {duplicates} duplicates")
