@@ -30,6 +30,7 @@ from worker_support import (
     read_topic,
     reference_config,
     reference_digest,
+    reference_digest_events,
     run_cli,
     unlabeled_event,
     write_config,
@@ -285,3 +286,158 @@ def test_worker_rides_out_a_broker_restart(tmp_path, sms):
         if worker is not None:
             worker.kill()
         broker.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Malformed messages: each in the dead-letter topic, with its reason and its original bytes
+
+MAX_BYTES = 16_384  # --set kafka.max_message_bytes: small, so "too large" costs little
+
+# (topic: "L" labeled / "U" unlabeled, value, expected reason). Every decode reason appears, most
+# more than once, plus the worker's own label_type_conflict and rejected_by_model.
+MALFORMED: list[tuple[str, bytes | None, str]] = [
+    ("L", None, "empty_value"),  # a tombstone
+    ("U", b"", "empty_value"),
+    ("L", json.dumps({"id": "big", "text": "w " * 9000, "label": "ham"}).encode(), "too_large"),
+    ("U", b"x" * (MAX_BYTES + 1), "too_large"),  # refused before any decoding
+    ("L", b'\xff\xfe{"id":"a","text":"x","label":"ham"}', "invalid_utf8"),
+    ("U", b'{"id":"a","text":"\xed\xa0\x80"}', "invalid_utf8"),  # an encoded surrogate
+    ("L", b'\xef\xbb\xbf{"id":"a","text":"x","label":"ham"}', "utf8_bom"),
+    ("L", b'{"id":"a","text":"x","label":"ham"', "invalid_json"),  # truncated
+    ("U", b'{"id":"a","text":"x"} {}', "invalid_json"),  # trailing data
+    ("L", b'{"id":"a","text":"x\ny","label":"ham"}', "invalid_json"),  # raw control character
+    ("U", b"{'id':'a','text':'x'}", "invalid_json"),
+    ("L", b'{"id":"a","features":{"x":NaN},"label":"ham"}', "nan_or_infinity"),
+    ("U", b'{"id":"a","text":"x","extra":-Infinity}', "nan_or_infinity"),  # in an unknown field
+    ("L", b'{"id":"a","id":"b","text":"x","label":"ham"}', "duplicate_key"),
+    ("U", b'{"id":"a","features":{"k":1,"k":2}}', "duplicate_key"),
+    ("L", b"[" * 3000, "too_deep"),
+    ("U", b'{"id":"a","text":"x","x":' + b'{"a":' * 1500 + b"1" + b"}" * 1501, "too_deep"),
+    ("L", b'[{"id":"a","text":"x","label":"ham"}]', "not_an_object"),
+    ("U", b'"hello"', "not_an_object"),
+    ("L", b"null", "not_an_object"),
+    ("L", b'{"text":"x","label":"ham"}', "missing_id"),
+    ("U", b'{"id":null,"text":"x"}', "missing_id"),
+    ("L", b'{"id":1,"text":"x","label":"ham"}', "id_not_string"),
+    ("U", b'{"id":"","text":"x"}', "empty_id"),
+    ("L", b'{"id":"a","text":5,"label":"ham"}', "text_not_string"),
+    ("U", b'{"id":"a","features":["x"]}', "features_not_object"),
+    ("L", b'{"id":"a","features":{"x":null},"label":"ham"}', "feature_value_type"),
+    ("U", b'{"id":"a","features":{"x":[1]}}', "feature_value_type"),
+    ("L", b'{"id":"a","features":{"x":1e400},"label":"ham"}', "feature_value_not_finite"),
+    ("U", b'{"id":"a","features":{"x":1' + b"0" * 400 + b"}}", "feature_value_not_finite"),
+    ("L", b'{"id":"a","label":"ham"}', "no_text_or_features"),
+    ("U", b'{"id":"a","text":null,"features":null}', "no_text_or_features"),
+    ("L", b'{"id":"a","text":"an unlabeled event on the labeled topic"}', "missing_label"),
+    ("L", b'{"id":"a","text":"x","label":null}', "missing_label"),
+    ("L", b'{"id":"a","text":"x","label":true}', "label_type"),
+    ("L", b'{"id":"a","text":"x","label":1.0}', "label_type"),
+    ("L", b'{"id":"a","text":"x","label":""}', "empty_label"),
+    ("U", b'{"id":"a","text":"a labeled event on the unlabeled topic","label":"spam"}', "label_on_unlabeled_topic"),
+    ("U", b'{"id":"a","text":"x \\ud800 y"}', "lone_surrogate"),
+    ("L", b'{"id":"a","text":"x","label":"\\udc00"}', "lone_surrogate"),
+    # After the good events labeled "1" and 7 below have been learned:
+    ("L", b'{"id":"c1","text":"int one after string one","label":1}', "label_type_conflict"),
+    ("L", b'{"id":"c7","text":"string seven after int seven","label":"7"}', "label_type_conflict"),
+    # Valid events the model cannot take: a negative count.
+    ("L", b'{"id":"n1","text":"x","features":{"x":-1},"label":"ham"}', "rejected_by_model"),
+    ("U", b'{"id":"n2","features":{"x":-2.5}}', "rejected_by_model"),
+]
+
+# Edge cases that are valid events and must be learned or predicted (the contract's "decisions").
+GOOD_LABELED_EDGES: list[dict] = [
+    {"id": "one", "text": "the string label one", "label": "1"},
+    {"id": "seven", "text": "the int label seven", "label": 7},
+    {"id": "empty-text", "text": "", "label": "ham"},
+    {"id": "features-only", "features": {"colour": "red", "n": 2, "ok": True}, "label": "spam"},
+    {"id": "both", "text": "win cash now", "features": {"colour": "blue"}, "label": "spam", "unknown": [1, {"a": None}]},
+    {"id": "escaped-nul", "text": "nul \u0000 inside", "label": "ham"},
+]
+GOOD_UNLABELED_EDGES: list[dict] = [
+    {"id": "u-null-label", "text": "label null is absence", "label": None},
+    {"id": "u-empty-features", "features": {}},
+    {"id": "u-non-ascii", "text": "caf\u00e9 \u2603 \U0001f600"},
+]
+
+
+def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, sms):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("bad")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    assert set(REASONS) | {"label_type_conflict", "rejected_by_model"} == {reason for _, _, reason in MALFORMED}
+    assert len(MALFORMED) >= 30
+
+    # Good events first where order matters ("1" and 7 before their conflicts), then SMS
+    # events with a bad message after every fourth good one.
+    good: list[tuple[str, dict]] = [("L", event) for event in GOOD_LABELED_EDGES]
+    good += [("U", event) for event in GOOD_UNLABELED_EDGES]
+    for i in range(180):
+        label, text = sms[i]
+        if i % 3 == 2:
+            good.append(("U", {"id": f"g{i}", "text": text}))
+        else:
+            good.append(("L", {"id": f"g{i}", "text": text, "label": label}))
+    topic_of = {"L": topics.labeled, "U": topics.unlabeled}
+    messages: list[Message] = []
+    bad_at: dict[tuple[str, int], tuple[bytes | None, bytes | None, str, tuple]] = {}  # (topic, offset) -> ...
+    next_offset = {"L": 0, "U": 0}
+    bad = iter(enumerate(MALFORMED))
+
+    def send(kind: str, value, key, headers=()) -> int:
+        messages.append(Message(topic_of[kind], value, key, None, headers))
+        next_offset[kind] += 1
+        return next_offset[kind] - 1
+
+    for position, (kind, event) in enumerate(good):
+        # A key that differs from the id, and no key at all, are both fine.
+        key = None if position % 10 == 0 else f"key-{position}".encode()
+        send(kind, json.dumps(event).encode(), key)
+        if position >= len(GOOD_LABELED_EDGES) and position % 4 == 0:
+            number, (bad_kind, value, reason) = next(bad, (None, (None, None, None)))
+            if number is None:
+                continue
+            key = None if number == 2 else f"bad-{number}".encode()  # (a tombstone needs a key)
+            # Original headers stay; a stale stream-nb header of ours is replaced.
+            headers = (("trace", f"t-{number}".encode()), ("stream-nb-reason", b"stale")) if number % 5 == 1 else ()
+            offset = send(bad_kind, value, key, headers)
+            bad_at[(topic_of[bad_kind], offset)] = (value, key, reason, headers)
+    assert next(bad, None) is None, "every malformed message was sent"
+    produce(bootstrap, messages)
+
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=2,
+                           overrides=(f"kafka.max_message_bytes={MAX_BYTES}",))
+    try:
+        assert worker.wait(120) == 0, worker.log_tail()
+    finally:
+        worker.kill()
+
+    dead = read_topic(bootstrap, topics.dead_letters)
+    assert len(dead) == len(MALFORMED) == len(bad_at)
+    seen = set()
+    for record in dead:
+        headers = dict(record.headers)
+        source = (headers["stream-nb-source-topic"].decode(), int(headers["stream-nb-source-offset"]))
+        assert headers["stream-nb-source-partition"] == b"0"
+        value, key, reason, original_headers = bad_at[source]
+        assert headers["stream-nb-reason"].decode() == reason, (source, value[:80] if value else value)
+        assert headers["stream-nb-detail"]  # one line saying what is wrong
+        assert record.value == value  # the original bytes, untouched (None for the tombstone)
+        assert record.key == key
+        names = [name for name, _ in record.headers]
+        assert names == [name for name, _ in original_headers if name != "stream-nb-reason"] + [
+            "stream-nb-reason", "stream-nb-detail", "stream-nb-source-topic",
+            "stream-nb-source-partition", "stream-nb-source-offset"]
+        seen.add(source)
+    assert seen == set(bad_at)
+
+    good_labeled = [event for kind, event in good if kind == "L"]
+    good_unlabeled = [event["id"] for kind, event in good if kind == "U"]
+    summary = latest_summary(tmp_path / "checkpoints")
+    assert summary.events_learned == len(good_labeled) == 126
+    assert summary.digest == reference_digest_events(good_labeled)[0]
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert set(predictions) == set(good_unlabeled) and len(good_unlabeled) == 63
+    assert all(len(copies) == 1 for copies in predictions.values())
+    # The classes the model holds are exactly the good labels, with their types.
+    assert set(predictions["u-non-ascii"][0]["proba"]) == {"1", "7", "ham", "spam"}

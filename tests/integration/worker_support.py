@@ -262,3 +262,14 @@ def reference_digest(texts_and_labels: list[tuple[str, object]]) -> tuple[str, i
     texts = [text for text, _ in texts_and_labels]
     model.learn_many(featurizer.transform_sparse(texts), [label for _, label in texts_and_labels])
     return state_digest(model.to_state()), int(model.events_learned)
+
+
+def reference_digest_events(events: list[dict]) -> tuple[str, int]:
+    """Like `reference_digest` for events {"text", "features", "label"} through the event featuriser
+    (text tokens plus structured features), as the worker featurises a batch holding features."""
+    config = reference_config()
+    model = config.build_model()
+    featurizer = config.build_event_featurizer()
+    model.learn_many(featurizer.transform_many([{"text": e.get("text"), "features": e.get("features")} for e in events]),
+                     [e["label"] for e in events])
+    return state_digest(model.to_state()), int(model.events_learned)
