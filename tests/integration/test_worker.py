@@ -27,6 +27,7 @@ from worker_support import (
     latest_summary,
     predictions_by_id,
     produce,
+    read_summary,
     read_topic,
     reference_config,
     reference_digest,
@@ -518,3 +519,53 @@ def test_overflowing_feature_values_do_not_crash_the_worker(kafka_broker, tmp_pa
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
     assert "r" in predictions
     assert learned + len(dead) + len(predictions) == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. A truncated newest checkpoint: fall back to the previous one, say so, end exact
+
+
+def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(kafka_broker, tmp_path, sms):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("trunc")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    messages, labeled, unlabeled_ids = interleaved_stream(sms, topics, len(sms), 400, seed=5, prefix="t")
+    checkpoints = tmp_path / "checkpoints"
+    # Checkpoints only at the end of a run (every_events 0, interval 0): one run over the first
+    # 3,000 messages, another over the rest, so the previous checkpoint is well behind the newest.
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints,
+                               checkpoint={"every_events": 0, "interval_s": 0})
+    produce(bootstrap, messages[:3_000])
+    run_in_process(config_path)
+    produce(bootstrap, messages[3_000:])
+    run_in_process(config_path)
+    files = CheckpointStore(checkpoints).list()
+    assert len(files) == 2
+    previous, newest = files  # oldest first
+    previous_summary = read_summary(previous)
+    assert read_summary(newest).events_learned == len(sms)
+    assert previous_summary.events_learned == sum(m.topic == topics.labeled for m in messages[:3_000])
+    size = newest.stat().st_size
+    with open(newest, "r+b") as file:
+        file.truncate(size // 2)
+
+    log_path = tmp_path / "worker.log"
+    worker = WorkerProcess(config_path, log_path, stop_when_idle=2)
+    try:
+        assert worker.wait(60) == 0, worker.log_tail()
+    finally:
+        worker.kill()
+    log = log_path.read_text()
+    assert f"skipping checkpoint {newest}: truncated" in log
+    assert f"restored checkpoint {previous_summary.checkpoint_id}: {previous_summary.events_learned} events learned" in log
+
+    inspected = run_cli("inspect", str(checkpoints), "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    summary = json.loads(inspected.stdout)
+    expected_digest, expected_learned = reference_digest(labeled)
+    assert (summary["events_learned"], summary["state_digest"]) == (expected_learned, expected_digest) == (len(sms), expected_digest)
+    assert latest_summary(checkpoints).offsets == {(topics.labeled, 0): len(sms), (topics.unlabeled, 0): 400}
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    duplicates = assert_predictions_cover(predictions, unlabeled_ids, topics.unlabeled)
+    # Exactly the unlabeled events after the previous checkpoint's offset were predicted again.
+    assert duplicates == 400 - previous_summary.offsets[(topics.unlabeled, 0)] > 0
