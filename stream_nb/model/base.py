@@ -242,8 +242,18 @@ class NaiveBayes(river_base.Classifier):
             return None
         return [value != 0 for value in values]
 
-    def _encode(self, X: Sequence, y: Sequence, weights: Sequence | None = None) -> EncodedBatch:
+    def _encode(self, X: Sequence, y: Sequence, weights: Sequence | None = None,
+                validated: tuple | None = None) -> EncodedBatch:
         """Validate a batch and turn it into flat arrays; nothing is mutated until it is valid."""
+        n = len(X)
+        sparse, names, value, keep, lengths, weight, labeled_rows, X = (
+            validated if validated is not None else self._validate(X, y, weights))
+        event = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        column = self._vocabulary.lookup(names)
+        return self._encode_valid(n, y, sparse, names, value, keep, lengths, weight, labeled_rows, X, event, column)
+
+    def _validate(self, X: Sequence, y: Sequence, weights: Sequence | None = None) -> tuple:
+        """Every check of `_encode`, with no change to the model: a bad batch is refused whole."""
         n = len(X)
         if len(y) != n:
             raise ValueError(f"X has {n} events but y has {len(y)} labels")
@@ -283,8 +293,9 @@ class NaiveBayes(river_base.Classifier):
             labeled_rows = [i for i, (label, w) in enumerate(zip(y, weight.tolist())) if label is not None and w > 0]
         for label in {y[i] for i in labeled_rows}:
             class_sort_key(label)
-        event = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        column = self._vocabulary.lookup(names)
+        return sparse, names, value, keep, lengths, weight, labeled_rows, X
+
+    def _encode_valid(self, n, y, sparse, names, value, keep, lengths, weight, labeled_rows, X, event, column):
         # Everything is valid: only now may the vocabulary and the class book grow.
         if labeled_rows:
             self._add_classes([y[i] for i in labeled_rows])
@@ -436,13 +447,22 @@ class NaiveBayes(river_base.Classifier):
             return dict(zip(self._classes, proba))
         return {label: p for label, p, on in zip(self._classes, proba, active) if on}
 
+    def _encoded_chunks(self, X, y, w=None):
+        """The batch as encoded chunks of BATCH_CHUNK events. Every chunk is validated before the
+        first is encoded, so a bad event anywhere refuses the whole batch and changes nothing."""
+        if len(y) != len(X):
+            raise ValueError(f"X has {len(X)} events but y has {len(y)} labels")
+        weights = None if w is None else list(w)
+        spans = [(start, min(start + BATCH_CHUNK, len(X))) for start in range(0, len(X), BATCH_CHUNK)]
+        parts = [(X[a:b], y[a:b], None if weights is None else weights[a:b]) for a, b in spans]
+        validated = [self._validate(*part) for part in parts] if len(parts) > 1 else [None] * len(parts)
+        for part, checked in zip(parts, validated):
+            yield self._encode(*part, validated=checked)
+
     def learn_many(self, X, y, w=None) -> None:
         """Learn a batch, exactly as repeated learn_one would. X: dicts or a pandas DataFrame."""
-        X, y = _as_records(X), _as_labels(y)
-        for start in range(0, len(X), BATCH_CHUNK):
-            stop = start + BATCH_CHUNK
-            weights = None if w is None else list(w)[start:stop]
-            self._run(self._encode(X[start:stop], y[start:stop], weights), predict=False, learn=True)
+        for batch in self._encoded_chunks(_as_records(X), _as_labels(y), w):
+            self._run(batch, predict=False, learn=True)
 
     def predict_proba_many(self, X):
         """P(c | x) for each event of X (dicts -> list of dicts; a DataFrame -> a DataFrame)."""
@@ -464,15 +484,18 @@ class NaiveBayes(river_base.Classifier):
         """Prequential batch: for each event in order, predict it with the state so far, then
         learn it if its label is not None. Equal, to the last bit, to the per-event loop
 
-            [p for x, c in zip(X, y) if (p := predict_proba_one(x)) or True if c is None or learn_one(x, c) or True]
+            for x, label in zip(X, y):
+                results.append(predict_proba_one(x))
+                if label is not None:
+                    learn_one(x, label)
+
+        A batch with a bad event anywhere raises before anything is learned.
         """
         return self._predict_records(_as_records(X), _as_labels(y))
 
     def _predict_records(self, X: list, y: list) -> list[dict]:
         results: list[dict] = []
-        for start in range(0, len(X), BATCH_CHUNK):
-            stop = start + BATCH_CHUNK
-            batch = self._encode(X[start:stop], y[start:stop])
+        for batch in self._encoded_chunks(X, y):
             if not self._classes:
                 self._run(batch, predict=False, learn=True)
                 results.extend({} for _ in range(batch.n_events))
@@ -593,7 +616,7 @@ class SequentialNB(NaiveBayes):
     def _check_event(self, i: int, x: dict, label) -> None:
         raise NotImplementedError
 
-    def _encode(self, X, y, weights=None):
+    def _validate(self, X, y, weights=None) -> list[float]:
         n = len(X)
         if len(y) != n:
             raise ValueError(f"X has {n} events but y has {len(y)} labels")
@@ -604,7 +627,11 @@ class SequentialNB(NaiveBayes):
             self._check_event(i, x, y[i])
             if not (math.isfinite(weight[i]) and weight[i] >= 0):
                 raise ValueError("sample weights must be finite and >= 0")
-        self._add_classes([y[i] for i in range(n) if y[i] is not None and weight[i] > 0])
+        return weight
+
+    def _encode(self, X, y, weights=None, validated=None):
+        weight = validated if validated is not None else self._validate(X, y, weights)
+        self._add_classes([y[i] for i in range(len(X)) if y[i] is not None and weight[i] > 0])
         return list(X), list(y), weight
 
     def _run(self, batch, predict: bool, learn: bool):

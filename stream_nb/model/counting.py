@@ -39,6 +39,7 @@ from stream_nb.model.vocabulary import HashedVocabulary, Vocabulary, vocabulary_
 
 
 _DOT_BLOCK = 8192
+MAX_COUNT = 2.0**53  # beyond this float64 no longer holds every whole number
 
 
 def _blocked_dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -267,10 +268,14 @@ class MultinomialNB(CountingNB):
         keep = super()._check_values(values)
         if (values < 0).any():
             raise ValueError("MultinomialNB needs feature values >= 0 (counts); got a negative value")
+        if (values > MAX_COUNT).any():
+            raise ValueError("feature values above 2**53 are not counts (float64 stops being exact there)")
         return keep
 
     def _event_keep(self, values):
-        return None if values and min(values) < 0 else super()._event_keep(values)
+        if values and (min(values) < 0 or max(values) > MAX_COUNT):
+            return None  # the general encoder raises the error
+        return super()._event_keep(values)
 
     def _occurrence_learning(self, batch, rows):
         return batch.value[rows] * batch.weight[batch.event[rows]]

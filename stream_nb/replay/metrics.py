@@ -24,7 +24,8 @@ class PrequentialMetrics:
         self.events += 1
         self.correct += predicted == true
         self.confusion[(true, predicted)] += 1
-        self.log_loss_sum -= math.log(max(probabilities.get(true, 0.0), 1e-15))
+        p_true = probabilities.get(true, 0.0)
+        self.log_loss_sum -= math.log(p_true if p_true > 1e-15 else 1e-15)  # NaN too: clipped
 
     @property
     def accuracy(self) -> float:

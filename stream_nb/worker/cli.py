@@ -25,7 +25,10 @@ def register(subparsers) -> None:
 def run_worker(args) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s",
                         stream=sys.stderr)
-    logging.getLogger("kafka").setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
+    # kafka-python reports every failed connection attempt; our own lines say what matters
+    # (one line for an unreachable broker, a warning per rewind), its own only at DEBUG.
+    kafka_logger = logging.getLogger("kafka")
+    kafka_logger.setLevel(logging.DEBUG if args.log_level == "DEBUG" else logging.CRITICAL)
     from stream_nb.worker.loop import Worker  # imports kafka-python only when needed
 
     try:
@@ -34,5 +37,7 @@ def run_worker(args) -> int:
     except (ConfigError, KafkaSetupError, FingerprintMismatch, CheckpointError) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
+    if args.log_level != "DEBUG":
+        kafka_logger.setLevel(logging.ERROR)
     worker.run(stop_when_idle_s=args.stop_when_idle)
     return 0

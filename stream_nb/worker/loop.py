@@ -63,6 +63,7 @@ class Worker:
         self.partitions: list[TopicPartition] = []
         self._pending: list = []  # delivery futures since the last checkpoint
         self._single_partition: dict[str, bool] = {}
+        self._changed_since_checkpoint = False
         self._stopping = False
         self._processed = 0
         self._learned_since_checkpoint = 0
@@ -106,6 +107,7 @@ class Worker:
         self._pending = []
         self._learned_since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
+        self._changed_since_checkpoint = False
 
     def request_stop(self, *_signal) -> None:
         self._stopping = True
@@ -184,6 +186,7 @@ class Worker:
         for record in records:
             self.positions[(record.topic, record.partition)] = record.offset + 1
         self._processed += len(records)
+        self._changed_since_checkpoint = True
 
     def _learn_and_predict(self, events: list[Event], origin: list) -> None:
         events, origin = self._screen_labels(events, origin)
@@ -257,6 +260,8 @@ class Worker:
     # ---- checkpoints --------------------------------------------------------------------------
 
     def _checkpoint_due(self) -> bool:
+        if not self._changed_since_checkpoint:
+            return False  # an idle worker writes no copies of the same checkpoint
         every = self.config.checkpoint["every_events"]
         interval = self.config.checkpoint["interval_s"]
         return bool((every and self._learned_since_checkpoint >= every)
@@ -264,6 +269,8 @@ class Worker:
 
     def checkpoint(self) -> None:
         """Flush and confirm outputs, save state with offsets, then commit offsets to the group."""
+        if not self._changed_since_checkpoint:
+            return
         self.producer.flush()
         failed = [future for future in self._pending if future.failed()]
         if failed:
@@ -271,6 +278,7 @@ class Worker:
         checkpoint = self.store.save(self.model.to_state(), self.positions, self.fingerprint,
                                      extra={"metrics": _metrics_to(self.metrics), "events_processed": self._processed})
         self.checkpoint_id = checkpoint.id
+        self._changed_since_checkpoint = False
         self._pending = []
         self._learned_since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
