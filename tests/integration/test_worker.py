@@ -444,10 +444,6 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     assert set(predictions["u-non-ascii"][0]["proba"]) == {"1", "7", "ham", "spam"}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a model-rejected event in a poll of more than BATCH_CHUNK (1,024) "
-                   "records makes the worker learn the first chunk twice (stream_nb/worker/loop.py "
-                   "_learn_and_predict: predict_learn_many has already learned chunk 1 when chunk 2 raises, "
-                   "then the one-by-one retry learns it again)")
 def test_a_rejected_event_after_the_first_chunk_of_a_large_poll_is_learned_once(kafka_broker, tmp_path, sms):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("chunk")
@@ -492,10 +488,6 @@ def test_a_prediction_that_is_not_finite_goes_to_the_dead_letter_topic(kafka_bro
     assert latest_summary(tmp_path / "checkpoints").events_learned == 2
 
 
-@pytest.mark.xfail(strict=True, reason="bug: two labeled events with a feature value of 1e308 overflow a class "
-                   "total to inf; the next prequential prediction is NaN, PrequentialMetrics.log_loss_sum becomes "
-                   "NaN, CheckpointStore.save refuses the extra (NaN != NaN after the JSON round trip) with a "
-                   "TypeError the worker does not catch: it exits 1, and every restart replays into the same crash")
 def test_overflowing_feature_values_do_not_crash_the_worker(kafka_broker, tmp_path):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("poison")
@@ -598,9 +590,7 @@ def _config_case(tmp_path: Path, bootstrap: str, case: str) -> tuple[list[str], 
 @pytest.mark.parametrize("case", [
     "unknown key",
     "wrong type",
-    pytest.param("unreachable broker", marks=pytest.mark.xfail(
-        strict=True, reason="bug: kafka-python logs ~13 ERROR/WARNING lines (ECONNREFUSED, bootstrap retries) to "
-        "stderr before the one clear line (stream_nb/worker/cli.py sets the 'kafka' logger to WARNING)")),
+    "unreachable broker",
     "missing file",
 ])
 def test_configuration_error_is_one_clear_line(tmp_path, case):
