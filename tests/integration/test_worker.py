@@ -464,13 +464,13 @@ def test_a_rejected_event_after_the_first_chunk_of_a_large_poll_is_learned_once(
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
-def test_a_prediction_that_is_not_finite_goes_to_the_dead_letter_topic(kafka_broker, tmp_path):
+def test_counts_beyond_float_exactness_go_to_the_dead_letter_topic(kafka_broker, tmp_path):
     bootstrap = kafka_broker.bootstrap
-    topics = Topics.new("nan")
+    topics = Topics.new("huge")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
-    # A count of 1e308 is finite, but a document holding 1e308 of two features makes the
-    # evidence overflow: P(c | x) is NaN, which JSON cannot carry. (Labeled events first: one
-    # poll, merged by these timestamps.)
+    # A "count" of 1e308 is finite, but it would make class totals and the evidence overflow
+    # (NaN probabilities): the model refuses counts above 2**53, so those events are set aside
+    # and everything else is learned and predicted.
     base_ms = int(time.time() * 1000) - 60_000
     produce(bootstrap, [
         Message(topics.labeled, b'{"id":"h","features":{"x":1e308},"label":"ham"}', b"h", base_ms),
@@ -482,10 +482,12 @@ def test_a_prediction_that_is_not_finite_goes_to_the_dead_letter_topic(kafka_bro
     run_in_process(config_path)
     dead = read_topic(bootstrap, topics.dead_letters)
     assert [(record.value, dict(record.headers)["stream-nb-reason"]) for record in dead] == [
-        (b'{"id":"q","features":{"x":1e308,"y":1e308}}', b"prediction_not_encodable")]
+        (b'{"id":"h","features":{"x":1e308},"label":"ham"}', b"rejected_by_model"),
+        (b'{"id":"q","features":{"x":1e308,"y":1e308}}', b"rejected_by_model")]
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
     assert list(predictions) == ["r"]
-    assert latest_summary(tmp_path / "checkpoints").events_learned == 2
+    assert predictions["r"][0]["proba"] == {"spam": 1.0}
+    assert latest_summary(tmp_path / "checkpoints").events_learned == 1
 
 
 def test_overflowing_feature_values_do_not_crash_the_worker(kafka_broker, tmp_path):
