@@ -16,7 +16,7 @@ from pathlib import Path
 from stream_nb.features import EventFeaturizer, TextFeaturizer
 from stream_nb.model.registry import build_model
 
-SECTIONS = ("model", "features", "kafka", "checkpoint", "worker")
+SECTIONS = ("model", "features", "kafka", "checkpoint", "worker", "evaluation")
 EVENT_FIELD_KEYS = ("categorical", "numeric")
 
 # key -> (accepted types, default); a default of ... means required
@@ -51,6 +51,10 @@ CHECKPOINT_KEYS = {
 WORKER_KEYS = {
     "log_interval_s": ((int, float), 10.0),
 }
+EVALUATION_KEYS = {
+    "positive": ((str, int), None),  # the positive (spam) class of the binary measures
+    "window": ((int,), 500),  # events per point of the rolling curves
+}
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 
 
@@ -66,6 +70,7 @@ class Config:
     kafka_client: dict = field(default_factory=dict)
     checkpoint: dict = field(default_factory=dict)
     worker: dict = field(default_factory=dict)
+    evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500})
     source: str = "defaults"
 
     def build_model(self):
@@ -152,7 +157,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     if checkpoint["keep"] < 1 or checkpoint["interval_s"] < 0 or checkpoint["every_events"] < 0:
         raise ConfigError("checkpoint: keep must be >= 1, interval_s and every_events >= 0")
     worker = _validated("worker", dict(data.get("worker", {})), WORKER_KEYS)
-    config = Config(model={"kind": "multinomial", **data.get("model", {})},
+    evaluation = _validated("evaluation", dict(data.get("evaluation", {})), EVALUATION_KEYS)
+    if evaluation["window"] < 1:
+        raise ConfigError(f"evaluation.window: must be >= 1, got {evaluation['window']}")
+    config = Config(evaluation=evaluation, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
                     checkpoint=checkpoint, worker=worker, source=source)
     kind = config.model["kind"]
@@ -170,7 +178,7 @@ def _validated(section: str, table: dict, schema: dict) -> dict:
             raise ConfigError(f"{section}.{key}: unknown key (expected one of {', '.join(schema)})")
     result = {}
     for key, (types, default) in schema.items():
-        if key not in table:
+        if key not in table or (table[key] is None and default is None):
             if default is ...:
                 raise ConfigError(f"{section}.{key}: required")
             result[key] = default

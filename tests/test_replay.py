@@ -111,7 +111,7 @@ def test_replay_command_reports_the_sms_corpus(tmp_path):
 
 def test_replay_command_fails_with_one_clear_line_on_a_bad_file(tmp_path):
     (tmp_path / "bad.tsv").write_text("ham\thello\nno tab\n", encoding="utf-8")
-    done = run_cli("replay", "--input", str(tmp_path / "bad.tsv"))
+    done = run_cli("replay", "--input", str(tmp_path / "bad.tsv"), "--report", str(tmp_path / "r"))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == f"stream-nb replay: {tmp_path / 'bad.tsv'}:2: expected 'label<TAB>text'"
 
@@ -150,8 +150,34 @@ def test_replay_command_takes_a_config_and_overrides(tmp_path):
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["events"] == 2000
-    assert report["configuration"]["model"] == {"kind": "multinomial", "alpha": 0.5, "unknown": "smooth"}
-    bad = run_cli("replay", "--input", str(sms_spam_path()), "--set", "model.alhpa=1")
+    # the configuration as resolved: every model option, defaults filled in
+    assert report["configuration"]["model"] == {"kind": "multinomial", "alpha": 0.5, "unknown": "smooth",
+                                                "prior_alpha": 0.0, "n_hash_buckets": None}
+    bad = run_cli("replay", "--input", str(sms_spam_path()), "--set", "model.alhpa=1", "--report", str(tmp_path / "b"))
     assert bad.returncode == 2
     assert bad.stderr.strip() == "stream-nb replay: model: unknown option(s) alhpa for model kind 'multinomial'; " \
                                  "accepted: alpha, n_hash_buckets, prior_alpha, unknown"
+
+
+@pytest.mark.parametrize("delay", [0, 1, 50])
+def test_replay_equals_rivers_progressive_val_score_exactly(delay):
+    from corpora import load_sms_spam
+    from river import evaluate, feature_extraction, metrics, naive_bayes
+
+    from stream_nb.replay.prequential import replay_events
+
+    rows = load_sms_spam()
+    accuracy, confusion = metrics.Accuracy(), metrics.ConfusionMatrix()
+    river_model = feature_extraction.BagOfWords() | naive_bayes.MultinomialNB()
+    evaluate.progressive_val_score([(text, label) for label, text in rows], river_model, accuracy + confusion,
+                                   delay=delay or None)
+    events = [{"id": str(i), "text": text, "label": label} for i, (label, text) in enumerate(rows)]
+    result = replay_events(events, MultinomialNB(unknown="smooth"), TextFeaturizer.river_compatible(),
+                           batch_size=700, delay=delay)
+    ours = result.metrics
+    assert ours.accuracy == accuracy.get()
+    assert dict(ours.confusion) == {(t, p): confusion[t][p] for t in confusion.classes for p in confusion.classes
+                                    if confusion[t][p]}
+    assert ours.events + result.contenders[0].unscored == len(rows)
+    if delay == 0:
+        assert round(ours.accuracy, 4) == 0.9724  # River's figure in ANCHORS.md

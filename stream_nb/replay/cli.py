@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 import sys
 import time
 from itertools import islice
@@ -12,16 +13,30 @@ from pathlib import Path
 from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.model.explain import strongest_clues
 from stream_nb.replay.generator import spam_ham_stream
-from stream_nb.replay.prequential import PrequentialResult, replay_events
+from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders, replay_events
 from stream_nb.replay.sources import SourceError, read_events
 
 
 def register(subparsers) -> None:
-    replay = subparsers.add_parser("replay", help="replay a recorded stream prequentially and report")
-    replay.add_argument("--input", required=True, type=Path, help="TSV (label<TAB>text), CSV or JSONL file")
+    replay = subparsers.add_parser("replay", help="replay a topic or a file prequentially and report")
+    source = replay.add_mutually_exclusive_group(required=True)
+    source.add_argument("--topic", help="a Kafka topic: every partition, merged in timestamp order")
+    source.add_argument("--input", type=Path, help="a file: TSV (label<TAB>text), CSV or JSONL, in file order")
+    start = replay.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="(topic) from the first record (default)")
+    start.add_argument("--from-offset", type=int, metavar="N", help="(topic) from offset N in every partition")
+    start.add_argument("--from-time", metavar="ISO8601", help="(topic) from the first record at or after this time")
+    end = replay.add_mutually_exclusive_group()
+    end.add_argument("--until-end", action="store_true", help="up to the end seen at the start (default)")
+    end.add_argument("--max-events", type=int, metavar="N", help="stop after N events")
+    replay.add_argument("--delay", type=int, default=0, metavar="N",
+                        help="learn each label N events after its prediction (labels arrive late)")
+    replay.add_argument("--bootstrap", help="(topic) Kafka bootstrap servers; default: kafka.bootstrap_servers")
+    replay.add_argument("--compare", type=Path, nargs="+", default=[], metavar="OTHER.toml",
+                        help="replay once through these configurations too, and report side by side")
+    replay.add_argument("--scores", action="store_true", help="also write the per-event scores as scores.csv")
     _add_model_options(replay)
-    replay.add_argument("--max-events", type=int, default=None)
-    replay.add_argument("--report", type=Path, default=None, help="directory for report.json")
+    replay.add_argument("--report", type=Path, required=True, help="directory for report.json and the plots")
     replay.set_defaults(func=run_replay)
 
     demo = subparsers.add_parser("demo", help="the main job: a spam/ham stream through the learner")
@@ -109,19 +124,95 @@ def _configuration(config: Config, args, **extra) -> dict:
     return {**extra, "config": config.source, **config.to_dict(), "batch_size": args.batch_size}
 
 
+def _events_of(args, config: Config, rejected: Counter):
+    if args.input is not None:
+        events = read_events(args.input)
+        return events if args.max_events is None else islice(events, args.max_events)
+    from stream_nb.replay.topic import parse_time, read_topic
+
+    bootstrap = args.bootstrap or (config.kafka or {}).get("bootstrap_servers")
+    if not bootstrap:
+        raise ConfigError("kafka.bootstrap_servers: needed to read a topic (or pass --bootstrap)")
+    return read_topic(bootstrap, args.topic, from_offset=args.from_offset,
+                      from_time_ms=None if args.from_time is None else parse_time(args.from_time),
+                      max_events=args.max_events, client=config.kafka_client, rejected=rejected)
+
+
+def _contender(name: str, config: Config, recorder_class):
+    return Contender(name, config.build_model(), config.build_featurizer(), config.build_event_featurizer(),
+                     recorder=recorder_class())
+
+
 def run_replay(args) -> int:
+    from stream_nb.replay.evaluation import EvaluationRecorder
+
+    rejected: Counter = Counter()
     try:
         config = load_config(args.config, args.set)
-        events = read_events(args.input)
-        if args.max_events is not None:
-            events = islice(events, args.max_events)
-        model, featurizer, result = _replay(events, config, args, args.max_events)
+        others = [load_config(path) for path in args.compare]
+        contenders = [_contender(str(args.config or "defaults"), config, EvaluationRecorder)]
+        contenders += [_contender(str(path), other, EvaluationRecorder) for path, other in zip(args.compare, others)]
+        events = _events_of(args, config, rejected)
+        progress = _Progress(args.max_events)
+        try:
+            result = replay_contenders(events, contenders,
+                                       batch_size=args.batch_size, delay=args.delay, on_batch=progress)
+        finally:
+            progress.close()
+        reports = [_full_report(contender, config_of, args, result, rejected)
+                   for contender, config_of in zip(contenders, [config, *others])]
     except (SourceError, ConfigError, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2
-    report = _write_report(args.report, result, _configuration(config, args, input=str(args.input)))
-    _summary(model, featurizer, result, report)
+    _write_full_reports(args, reports, contenders, [config, *others])
+    _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json")
+    if len(contenders) > 1:
+        _compare_table(reports)
     return 0
+
+
+def _full_report(contender, config: Config, args, result, rejected: Counter) -> dict:
+    from stream_nb.replay.evaluation import evaluate
+
+    report = evaluate(contender.recorder, positive=config.evaluation.get("positive"))
+    report.update({
+        "events": result.events,
+        "labeled_events_scored": contender.metrics.events,
+        "unscored": contender.unscored,
+        "events_per_s": result.events_per_s,
+        "delay": args.delay,
+        "source": {"topic": args.topic, "input": None if args.input is None else str(args.input),
+                   "from_offset": args.from_offset, "from_time": args.from_time, "max_events": args.max_events},
+        "rejected_messages": dict(rejected),
+        "configuration": {"name": contender.name, **config.resolved()},
+    })
+    return report
+
+
+def _write_full_reports(args, reports: list[dict], contenders, configs) -> None:
+    from stream_nb.replay.evaluation import rolling_series, write_scores_csv
+    from stream_nb.replay.plots import plot_curve, plot_roc
+
+    args.report.mkdir(parents=True, exist_ok=True)
+    document = dict(reports[0])
+    if len(reports) > 1:
+        document["compared"] = reports[1:]
+    (args.report / "report.json").write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n",
+                                            encoding="utf-8")
+    first, config = contenders[0], configs[0]
+    positive = reports[0].get("positive")
+    plot_curve(rolling_series(first.recorder, window=config.evaluation["window"], positive=positive),
+               args.report / "curve.png", title=f"Prequential replay: {first.name}")
+    plot_roc(first.recorder, args.report / "roc.png", positive=positive)
+    if args.scores:
+        write_scores_csv(first.recorder, args.report / "scores.csv", ids=first.scored_ids)
+
+
+def _compare_table(reports: list[dict]) -> None:
+    print("configurations side by side (same events):")
+    for report in reports:
+        name = report["configuration"]["name"]
+        print(f"  {name:40s} accuracy {report['accuracy']:.4f}  macro F1 {report.get('macro_f1', 0):.4f}")
 
 
 def run_demo(args) -> int:

@@ -1,8 +1,9 @@
-"""Prequential (test-then-train) replay of a stream through a model, in batches."""
+"""Prequential (test-then-train) replay of a stream through one or more models, in batches."""
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -11,11 +12,35 @@ from stream_nb.replay.metrics import PrequentialMetrics
 
 
 @dataclass
+class Contender:
+    """One configuration in a replay: its model, its featurisers and its score sheet."""
+
+    name: str
+    model: object
+    text_featurizer: object  # TextFeaturizer: events with text only
+    event_featurizer: object | None = None  # EventFeaturizer: events with structured features
+    metrics: PrequentialMetrics = field(default_factory=PrequentialMetrics)
+    recorder: object | None = None  # EvaluationRecorder, when a full report is wanted
+    unscored: int = 0  # labeled events predicted before any class existed (not scored, as River)
+    scored_ids: list = field(default_factory=list)  # ids of the recorded events, in order
+
+    def featurise(self, events: list[dict]):
+        if self.event_featurizer is None or all(event.get("features") is None for event in events):
+            return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events])
+        return self.event_featurizer.transform_many(
+            [{"text": event.get("text"), "features": event.get("features")} for event in events])
+
+
+@dataclass
 class PrequentialResult:
-    metrics: PrequentialMetrics
+    contenders: list[Contender]
     events: int = 0
     seconds: float = 0.0
-    last_predictions: list = field(default_factory=list)  # (event, probabilities) of the last batch
+    last_predictions: list = field(default_factory=list)  # (event, probabilities), first contender
+
+    @property
+    def metrics(self) -> PrequentialMetrics:
+        return self.contenders[0].metrics
 
     @property
     def events_per_s(self) -> float:
@@ -28,30 +53,80 @@ def _batches(events: Iterable[dict], size: int) -> Iterator[list[dict]]:
         yield batch
 
 
-def replay_events(events: Iterable[dict], model, featurizer, *, batch_size: int = 1000,
-                  on_batch: Callable[[PrequentialResult], None] | None = None) -> PrequentialResult:
-    """Predict each event with the state so far, then learn it if it has a label.
+def _delayed_steps(batch: list[dict], first_index: int, delay: int, pending: deque, final: bool):
+    """The batch as River's simulate_qa orders it: before question i, reveal every answer j with
+    j + delay <= i (oldest first); at the end of the stream, reveal the rest. Yields (event,
+    is_question) pairs; labeled events wait in `pending` across batches."""
+    for offset, event in enumerate(batch):
+        i = first_index + offset
+        while pending and pending[0][0] + delay <= i:
+            yield pending.popleft()[1], False
+        if event.get("label") is not None:
+            pending.append((i, event))
+        yield event, True
+    if final:
+        while pending:
+            yield pending.popleft()[1], False
 
-    Events are {"id", "text", "label"}; a batch goes through `model.predict_learn_many`, which
-    equals the per-event loop exactly, so the batch size changes speed, never results.
-    Metrics count the labeled events; the predicted class is the most probable one (ties: the
-    first class in the model's order, as `predict_one`).
+
+def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, batch_size: int = 1000,
+                      delay: int = 0, on_batch: Callable[[PrequentialResult], None] | None = None) -> PrequentialResult:
+    """Predict each event with the state so far, then learn it once its label is revealed.
+
+    With delay = 0 a label is learned right after its own prediction; with delay = d it is
+    learned just before the prediction of the event d places later (River's
+    progressive_val_score(delay=d)). Batches go through `predict_learn_many`, which equals the
+    per-event loop exactly, so the batch size changes speed, never results. A labeled event is
+    scored with its prediction unless no class existed yet (River skips those too).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    result = PrequentialResult(PrequentialMetrics())
+    if delay < 0:
+        raise ValueError(f"delay must be >= 0, got {delay}")
+    result = PrequentialResult(contenders)
     started = time.perf_counter()
-    for batch in _batches(events, batch_size):
-        features = featurizer.transform_sparse([event["text"] for event in batch])
-        labels = [event.get("label") for event in batch]
-        predictions = model.predict_learn_many(features, labels)
-        for label, probabilities in zip(labels, predictions):
-            if label is not None:
-                predicted = max(probabilities, key=probabilities.get) if probabilities else None
-                result.metrics.update(label, predicted, probabilities)
+    pending: deque = deque()
+    batches = _batches(events, batch_size)
+    batch = next(batches, None)
+    while batch is not None:
+        following = next(batches, None)
+        if delay == 0:
+            steps = [(event, True) for event in batch]
+            items, labels = batch, [event.get("label") for event in batch]
+        else:
+            steps = list(_delayed_steps(batch, result.events, delay, pending, final=following is None))
+            items = [event for event, _ in steps]
+            labels = [None if question else event["label"] for event, question in steps]
+        for contender in contenders:
+            predictions = contender.model.predict_learn_many(contender.featurise(items), labels)
+            scored = []
+            for (event, question), probabilities in zip(steps, predictions):
+                if not question:
+                    continue
+                scored.append((event, probabilities))
+                label = event.get("label")
+                if label is None:
+                    continue
+                if not probabilities:
+                    contender.unscored += 1
+                    continue
+                predicted = max(probabilities, key=probabilities.get)
+                contender.metrics.update(label, predicted, probabilities)
+                if contender.recorder is not None:
+                    contender.recorder.update(label, predicted, probabilities)
+                    contender.scored_ids.append(event.get("id"))
+            if contender is contenders[0]:
+                result.last_predictions = scored
         result.events += len(batch)
         result.seconds = time.perf_counter() - started
-        result.last_predictions = list(zip(batch, predictions))
         if on_batch is not None:
             on_batch(result)
+        batch = following
     return result
+
+
+def replay_events(events: Iterable[dict], model, featurizer, *, batch_size: int = 1000, delay: int = 0,
+                  on_batch: Callable[[PrequentialResult], None] | None = None) -> PrequentialResult:
+    """`replay_contenders` for one model and a text featuriser."""
+    return replay_contenders(events, [Contender("model", model, featurizer)], batch_size=batch_size,
+                             delay=delay, on_batch=on_batch)
