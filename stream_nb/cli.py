@@ -12,6 +12,7 @@ import sys
 
 # Modules that contribute subcommands, in the order they appear in --help.
 _COMMAND_MODULES = (
+    "stream_nb.demo",
     "stream_nb.worker.cli",
     "stream_nb.replay.cli",
     "stream_nb.checkpoint.cli",

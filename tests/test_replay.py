@@ -88,12 +88,12 @@ def run_cli(*args, cwd=None):
                           cwd=cwd, timeout=120)
 
 
-def test_demo_command_runs_and_writes_a_report(tmp_path):
-    done = run_cli("demo", "--events", "3000", "--report", str(tmp_path / "r"))
+def test_in_process_demo_runs_and_writes_a_report(tmp_path):
+    done = run_cli("demo", "--no-kafka", "--events", "3000", "--report", str(tmp_path / "r"))
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["events"] == 3000
-    assert report["accuracy"] > 0.95
+    assert report["accuracy"] > 0.9
     assert set(report["per_class"]) == {"ham", "spam"}
     assert "clues:" in done.stdout
 

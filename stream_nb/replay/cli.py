@@ -39,12 +39,6 @@ def register(subparsers) -> None:
     replay.add_argument("--report", type=Path, required=True, help="directory for report.json and the plots")
     replay.set_defaults(func=run_replay)
 
-    demo = subparsers.add_parser("demo", help="the main job: a spam/ham stream through the learner")
-    demo.add_argument("--events", type=int, default=20_000, help="events to generate (default 20000)")
-    demo.add_argument("--data", type=Path, default=None, help="a real corpus instead (TSV, CSV, JSONL)")
-    _add_model_options(demo)
-    demo.add_argument("--report", type=Path, default=Path("reports/demo"), help="directory for report.json")
-    demo.set_defaults(func=run_demo)
 
 
 def _add_model_options(parser) -> None:
@@ -215,23 +209,10 @@ def _compare_table(reports: list[dict]) -> None:
         print(f"  {name:40s} accuracy {report['accuracy']:.4f}  macro F1 {report.get('macro_f1', 0):.4f}")
 
 
-def run_demo(args) -> int:
-    try:
-        config = load_config(args.config, args.set)
-    except ConfigError as error:
-        print(f"stream-nb demo: {error}", file=sys.stderr)
-        return 2
-    if args.data is not None:
-        source = f"{args.data} (first {args.events:,} events)"
-        events = islice(read_events(args.data), args.events)
-    else:
-        source = f"generated spam/ham stream with drift, {args.events:,} events"
-        events = spam_ham_stream(args.events)
-    print(f"stream-nb demo: {source}, model {config.model['kind']} (config: {config.source})")
-    try:
-        model, featurizer, result = _replay(events, config, args, args.events)
-    except (SourceError, ValueError) as error:
-        print(f"stream-nb demo: {error}", file=sys.stderr)
-        return 2
-    _summary(model, featurizer, result, _write_report(args.report, result, _configuration(config, args, source=source)))
+def run_in_process_demo(events: list[dict], config: Config, args) -> int:
+    """`stream-nb demo --no-kafka`: the stream replayed in-process, with the same summary."""
+    print(f"stream-nb demo (in-process): {len(events):,} events, model {config.model['kind']} ({config.source})")
+    model, featurizer, result = _replay(events, config, args, len(events))
+    report = _write_report(args.report, result, _configuration(config, args, source="demo --no-kafka"))
+    _summary(model, featurizer, result, report)
     return 0

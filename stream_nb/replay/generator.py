@@ -21,7 +21,8 @@ def spam_ham_stream(n_events: int, *, seed: int = 0, spam_share: float = 0.3) ->
     """Yield {"id", "text", "label"} events; labels "spam" and "ham".
 
     Drift: spam moves through campaigns (a new vocabulary every n_events / 4 events, so the
-    model must keep learning), and ham borrows a few spam words over time. Deterministic for
+    model must keep learning), and ham mentions offers more and more often. Spam mixes campaign
+    words with everyday ones, and 1% of labels are wrong, as user feedback is. Deterministic for
     a seed.
     """
     rng = random.Random(seed)
@@ -29,13 +30,19 @@ def spam_ham_stream(n_events: int, *, seed: int = 0, spam_share: float = 0.3) ->
     for index in range(n_events):
         campaign = _SPAM_CAMPAIGNS[min(index // phase_length, len(_SPAM_CAMPAIGNS) - 1)]
         is_spam = rng.random() < spam_share
-        words = rng.choices(campaign if is_spam else _HAM, k=rng.randint(4, 12))
+        length = rng.randint(3, 10)
+        if is_spam:  # spam dressed up as ordinary mail: part campaign, part everyday words
+            campaign_words = max(1, round(length * rng.uniform(0.3, 0.8)))
+            words = rng.choices(campaign, k=campaign_words) + rng.choices(_HAM, k=length - campaign_words)
+        else:
+            words = rng.choices(_HAM, k=length)
+            if rng.random() < 0.1 + 0.15 * index / max(n_events, 1):
+                words += rng.choices(campaign, k=rng.randint(1, 2))  # legitimate mail mentioning an offer
         words += rng.choices(_SHARED, k=rng.randint(1, 5))
-        if not is_spam and rng.random() < 0.05 + 0.1 * index / max(n_events, 1):
-            words += rng.choices(campaign, k=1)  # legitimate mail that mentions an offer
-        if is_spam and rng.random() < 0.2:
-            words += rng.choices(_HAM, k=2)  # spam dressed up as ordinary mail
         rng.shuffle(words)
         if is_spam and rng.random() < 0.3:
             words.append(f"http://{rng.choice(campaign)}{rng.randint(1, 99)}.example/offer")
-        yield {"id": f"gen-{index}", "text": " ".join(words), "label": "spam" if is_spam else "ham"}
+        label = "spam" if is_spam else "ham"
+        if rng.random() < 0.01:  # a mislabeled message now and then, as in real feedback
+            label = "ham" if is_spam else "spam"
+        yield {"id": f"gen-{index}", "text": " ".join(words), "label": label}

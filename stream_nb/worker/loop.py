@@ -45,8 +45,9 @@ def _rejected_by_us(event: Event, reason: str, detail: str, record) -> Rejected:
 
 
 class Worker:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, recorder=None) -> None:
         self.config = config
+        self.recorder = recorder  # optional EvaluationRecorder of the labeled traffic (the demo's plots)
         self.kafka = config.require_kafka()
         self.labeled_topics = frozenset(self.kafka["labeled_topics"])
         self.topics = list(dict.fromkeys([*self.kafka["labeled_topics"], *self.kafka["unlabeled_topics"]]))
@@ -218,8 +219,11 @@ class Worker:
                     continue
                 self._send(self.kafka["predictions_topic"], value, key, None)
             else:
-                predicted = max(proba, key=proba.get) if proba else None
-                self.metrics.update(event.label, predicted, proba)
+                if proba:  # as River and replay: an event predicted before any class is not scored
+                    predicted = max(proba, key=proba.get)
+                    self.metrics.update(event.label, predicted, proba)
+                    if self.recorder is not None:
+                        self.recorder.update(event.label, predicted, proba)
                 learned_before += 1
                 self._learned_since_checkpoint += 1
 

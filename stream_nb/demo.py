@@ -1,0 +1,212 @@
+"""`stream-nb demo`: the whole product on one machine, end to end.
+
+Starts (or reuses) the local Kafka broker, creates fresh topics, starts the worker, streams a
+spam/ham stream with drift into them (a share of it labeled, the rest to be predicted), shows
+live progress, then prints a summary (events, throughput, prequential accuracy, the accuracy of
+the published predictions, a few predictions with their strongest clues), writes a report with
+plots, and shuts everything down. Ctrl-C at any moment stops the worker and, if the demo
+started it, the broker: nothing is left running.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sys
+import threading
+import time
+from itertools import islice
+from pathlib import Path
+
+DEFAULT_CONFIG = Path("configs/spam.toml")
+
+
+def register(subparsers) -> None:
+    demo = subparsers.add_parser("demo", help="the main job: a local broker, a stream, the worker, predictions, a report")
+    demo.add_argument("--events", type=int, default=20_000, help="events to stream (default 20000)")
+    demo.add_argument("--data", type=Path, default=None, help="a real corpus instead (TSV, CSV, JSONL)")
+    demo.add_argument("--config", type=Path, default=None,
+                      help=f"TOML configuration (default {DEFAULT_CONFIG} when present); its [kafka] topics are replaced")
+    demo.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    demo.add_argument("--labeled-share", type=float, default=0.5, help="share of events sent with their label")
+    demo.add_argument("--kafka-dir", type=Path, default=Path(".kafka"), help="the local broker's directory")
+    demo.add_argument("--report", type=Path, default=Path("reports/demo"), help="directory for the report")
+    demo.add_argument("--no-kafka", action="store_true", help="replay the stream in-process instead (no broker)")
+    demo.add_argument("--batch-size", type=int, default=1000, help="(--no-kafka) events per batch")
+    demo.set_defaults(func=run_demo)
+
+
+def _events(args) -> list[dict]:
+    from stream_nb.replay.generator import spam_ham_stream
+    from stream_nb.replay.sources import read_events
+
+    if args.data is not None:
+        return list(islice(read_events(args.data), args.events))
+    return list(spam_ham_stream(args.events))
+
+
+def run_demo(args) -> int:
+    from stream_nb.config import ConfigError, load_config
+    from stream_nb.replay.sources import SourceError
+
+    config_path = args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    try:
+        events = _events(args)
+        if args.no_kafka:
+            from stream_nb.replay.cli import run_in_process_demo
+
+            return run_in_process_demo(events, load_config(config_path, args.set), args)
+        return _run_on_kafka(events, config_path, args)
+    except (ConfigError, SourceError, ValueError) as error:
+        print(f"stream-nb demo: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nstream-nb demo: interrupted; worker and broker stopped", file=sys.stderr)
+        return 130
+
+
+def _run_on_kafka(events: list[dict], config_path, args) -> int:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from stream_nb.config import load_config
+    from stream_nb.kafka.broker import BrokerError, LocalKafkaBroker
+    from stream_nb.replay.evaluation import EvaluationRecorder
+    from stream_nb.worker import Worker
+
+    logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    broker = LocalKafkaBroker(args.kafka_dir)
+    started_here = not broker.is_running()
+    print(f"stream-nb demo: {'starting' if started_here else 'reusing'} the local Kafka broker in {args.kafka_dir} ...",
+          flush=True)
+    try:
+        broker.start()
+    except BrokerError as error:
+        print(f"stream-nb demo: the broker did not start: {error}", file=sys.stderr)
+        return 2
+    worker = thread = None
+    try:
+        run = time.strftime("%Y%m%d-%H%M%S")
+        topics = {name: f"demo-{run}-{name}" for name in ("labeled", "unlabeled", "predictions", "dead-letter")}
+        overrides = [
+            *args.set,
+            f'kafka.bootstrap_servers="{broker.bootstrap}"', f'kafka.group_id="demo-{run}"',
+            f'kafka.labeled_topics=["{topics["labeled"]}"]', f'kafka.unlabeled_topics=["{topics["unlabeled"]}"]',
+            f'kafka.predictions_topic="{topics["predictions"]}"', f'kafka.dead_letter_topic="{topics["dead-letter"]}"',
+            "kafka.partitions=1", f'checkpoint.dir="{(args.report / "checkpoints").as_posix()}"',
+        ]
+        config = load_config(config_path, overrides)
+        worker = Worker(config, recorder=EvaluationRecorder())
+        worker.start()
+        thread = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False}, daemon=True)
+        thread.start()
+        truth, started = _stream(events, topics, broker.bootstrap, args.labeled_share, worker)
+        _wait_until_processed(worker, len(events), started)
+        seconds = time.perf_counter() - started
+        worker.request_stop()
+        thread.join(timeout=60)
+        predictions = _read_predictions(KafkaConsumer, broker.bootstrap, topics["predictions"])
+        _summary(events, truth, predictions, worker, seconds, config, args.report, config_path)
+        return 0
+    finally:
+        if worker is not None and thread is not None and thread.is_alive():
+            worker.request_stop()
+            thread.join(timeout=60)
+        if started_here:
+            broker.stop()
+
+
+def _stream(events, topics, bootstrap, labeled_share: float, worker) -> tuple[dict, float]:
+    """Publish the stream: a labeled share with labels, the rest to be predicted; show progress."""
+    from kafka import KafkaProducer
+
+    rng = random.Random(7)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262_144)
+    truth = {}
+    started = time.perf_counter()
+    last = 0.0
+    try:
+        for count, event in enumerate(events, start=1):
+            if rng.random() < labeled_share:
+                topic, value = topics["labeled"], {"id": event["id"], "text": event["text"], "label": event["label"]}
+            else:
+                topic, value = topics["unlabeled"], {"id": event["id"], "text": event["text"]}
+                truth[event["id"]] = event["label"]
+            producer.send(topic, key=event["id"].encode(), value=json.dumps(value).encode())
+            if time.perf_counter() - last > 0.5:
+                _progress(worker, count, len(events), started)
+                last = time.perf_counter()
+        producer.flush()
+    finally:
+        producer.close()
+    return truth, started
+
+
+_last_plain_line = [0.0]
+
+
+def _progress(worker, published: int, total: int, started: float, final: bool = False) -> None:
+    """One rewritten line on a terminal; a plain line every 5 s (and the last) otherwise."""
+    elapsed = max(time.perf_counter() - started, 1e-9)
+    text = (f"published {published:,}/{total:,}  processed {worker._processed:,} ({worker._processed / elapsed:,.0f}/s)"
+            f"  prequential accuracy {worker.metrics.accuracy:.4f}")
+    if sys.stdout.isatty():
+        print("\r" + text, end="\n" if final else "", flush=True)
+    elif final or time.monotonic() - _last_plain_line[0] >= 5.0:
+        print(text, flush=True)
+        _last_plain_line[0] = time.monotonic()
+
+
+def _wait_until_processed(worker, total: int, started: float, timeout: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout
+    while worker._processed < total:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the worker processed {worker._processed} of {total} events in {timeout:.0f} s")
+        time.sleep(0.2)
+        _progress(worker, total, total, started)
+    _progress(worker, total, total, started, final=True)
+
+
+def _read_predictions(consumer_class, bootstrap: str, topic: str) -> dict:
+    consumer = consumer_class(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                              consumer_timeout_ms=3000, enable_auto_commit=False)
+    try:
+        return {record.key.decode(): json.loads(record.value) for record in consumer}
+    finally:
+        consumer.close()
+
+
+def _summary(events, truth: dict, predictions: dict, worker, seconds: float, config, report_dir: Path,
+             config_path) -> None:
+    from stream_nb.model.explain import strongest_clues
+    from stream_nb.replay.evaluation import evaluate, rolling_series
+    from stream_nb.replay.plots import plot_curve, plot_roc
+
+    correct = sum(predictions[event_id]["label"] == label for event_id, label in truth.items() if event_id in predictions)
+    print(f"events           {len(events):,} ({len(events) - len(truth):,} labeled, {len(truth):,} to predict)")
+    print(f"throughput       {len(events) / seconds:,.0f} events/s through Kafka (publish, learn/predict, publish)")
+    print(f"accuracy         {worker.metrics.accuracy:.4f} prequential on the labeled events (predict, then learn)")
+    print(f"predictions      {len(predictions):,} published; {correct / max(len(truth), 1):.4f} of them right")
+    featurizer = config.build_featurizer()
+    texts = {event["id"]: event["text"] for event in events}
+    print("a few predictions, with their strongest clues:")
+    for event_id in list(truth)[-3:]:
+        prediction = predictions.get(event_id)
+        if prediction is None:
+            continue
+        text = texts[event_id] if len(texts[event_id]) <= 60 else texts[event_id][:57] + "..."
+        clues = strongest_clues(worker.model, featurizer.transform_one(texts[event_id]), top=3)
+        print(f"  {prediction['label']:5s} p={prediction['proba'][str(prediction['label'])]:.3f}  {text!r}")
+        print("        clues: " + ", ".join(f"{name} (+{weight:.2f})" for name, weight in clues))
+    report_dir.mkdir(parents=True, exist_ok=True)
+    report = evaluate(worker.recorder, positive=config.evaluation.get("positive"))
+    report.update({"events": len(events), "events_per_s": len(events) / seconds,
+                   "predictions": len(predictions), "prediction_accuracy": correct / max(len(truth), 1),
+                   "configuration": {"source": str(config_path), **config.resolved()}})
+    (report_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n",
+                                            encoding="utf-8")
+    plot_curve(rolling_series(worker.recorder, window=config.evaluation["window"], positive=report.get("positive")),
+               report_dir / "curve.png", title="stream-nb demo: prequential accuracy on the labeled stream")
+    plot_roc(worker.recorder, report_dir / "roc.png", positive=report.get("positive"))
+    print(f"report           {report_dir / 'report.json'} (+ curve.png, roc.png)")

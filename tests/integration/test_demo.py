@@ -1,0 +1,71 @@
+"""The README's main job: `stream-nb demo` on a real local broker, shortened."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.kafka
+
+
+def java_processes_for(directory) -> list[str]:
+    """Command lines of live java processes started for the broker in `directory`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as handle:
+                state = handle.read().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if "java" in command and str(directory) in command and state != "Z":
+            found.append(command)
+    return found
+
+
+def demo(tmp_path, *extra):
+    return [sys.executable, "-m", "stream_nb.cli", "demo", "--kafka-dir", str(tmp_path / "kafka"),
+            "--report", str(tmp_path / "report"), *extra]
+
+
+def test_demo_runs_end_to_end_and_leaves_nothing_running(tmp_path):
+    done = subprocess.run(demo(tmp_path, "--events", "3000"), capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["events"] == 3000
+    labeled = report["per_class"]["ham"]["support"] + report["per_class"]["spam"]["support"]
+    assert report["predictions"] + labeled + 1 >= 3000  # every event learned or predicted (the first is unscored)
+    assert report["accuracy"] > 0.9 and report["prediction_accuracy"] > 0.9
+    assert report["trec"]["positive"] == "spam"
+    assert (tmp_path / "report" / "curve.png").stat().st_size > 1000
+    assert (tmp_path / "report" / "roc.png").stat().st_size > 1000
+    assert "clues:" in done.stdout and "predictions" in done.stdout
+    assert java_processes_for(tmp_path / "kafka") == []
+
+
+def test_ctrl_c_during_the_demo_stops_worker_and_broker(tmp_path):
+    process = subprocess.Popen(demo(tmp_path, "--events", "200000"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # wait until events are flowing
+            line = process.stdout.readline()
+            if line.startswith("published") or not line:
+                break
+        assert process.poll() is None, process.stderr.read()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=120) == 130
+        assert "interrupted" in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert java_processes_for(tmp_path / "kafka") == []
