@@ -16,7 +16,7 @@ $(BIN)/stream-nb: pyproject.toml
 setup: $(BIN)/stream-nb
 
 demo: setup
-	$(BIN)/stream-nb demo --config configs/spam.toml
+	$(BIN)/stream-nb demo
 
 test: setup
 	$(BIN)/python -m pytest
