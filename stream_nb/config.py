@@ -16,7 +16,7 @@ from pathlib import Path
 from stream_nb.features import EventFeaturizer, TextFeaturizer
 from stream_nb.model.registry import build_model
 
-SECTIONS = ("model", "features", "kafka", "checkpoint", "worker", "evaluation")
+SECTIONS = ("model", "features", "training", "kafka", "checkpoint", "worker", "evaluation")
 EVENT_FIELD_KEYS = ("categorical", "numeric")
 
 # key -> (accepted types, default); a default of ... means required
@@ -51,6 +51,10 @@ CHECKPOINT_KEYS = {
 WORKER_KEYS = {
     "log_interval_s": ((int, float), 10.0),
 }
+TRAINING_KEYS = {
+    "mode": ((str,), "all"),  # all | on_error | thick_threshold
+    "margin": ((int, float), 0.0),  # thick_threshold: nats of log-odds
+}
 EVALUATION_KEYS = {
     "positive": ((str, int), None),  # the positive (spam) class of the binary measures
     "window": ((int,), 500),  # events per point of the rolling curves
@@ -71,6 +75,7 @@ class Config:
     checkpoint: dict = field(default_factory=dict)
     worker: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500})
+    training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     source: str = "defaults"
 
     def build_model(self):
@@ -104,8 +109,11 @@ class Config:
         featuriser see it: what a checkpoint's fingerprint is taken of, so spelling out a
         default (alpha = 1.0) does not change it."""
         model = self.build_model()
-        return {"model": {"kind": self.model.get("kind", "multinomial"), **model._params()},
-                "features": self.build_event_featurizer().to_config()}
+        resolved = {"model": {"kind": self.model.get("kind", "multinomial"), **model._params()},
+                    "features": self.build_event_featurizer().to_config()}
+        if self.training["mode"] != "all":  # only then, so fingerprints of before stay as they were
+            resolved["training"] = dict(self.training)
+        return resolved
 
     def require_kafka(self) -> dict:
         if self.kafka is None:
@@ -158,9 +166,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         raise ConfigError("checkpoint: keep must be >= 1, interval_s and every_events >= 0")
     worker = _validated("worker", dict(data.get("worker", {})), WORKER_KEYS)
     evaluation = _validated("evaluation", dict(data.get("evaluation", {})), EVALUATION_KEYS)
+    training = _validated("training", dict(data.get("training", {})), TRAINING_KEYS)
+    if training["mode"] not in ("all", "on_error", "thick_threshold"):
+        raise ConfigError(f"training.mode: {training['mode']!r} is not one of all, on_error, thick_threshold")
     if evaluation["window"] < 1:
         raise ConfigError(f"evaluation.window: must be >= 1, got {evaluation['window']}")
-    config = Config(evaluation=evaluation, model={"kind": "multinomial", **data.get("model", {})},
+    config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
                     checkpoint=checkpoint, worker=worker, source=source)
     kind = config.model["kind"]

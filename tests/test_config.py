@@ -16,8 +16,12 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 def test_shipped_configs_load_and_build():
     spam = load_config(CONFIGS / "spam.toml")
     model = spam.build_model()
-    assert isinstance(model, MultinomialNB) and model.alpha == 1.0 and model.unknown == "ignore"
-    assert spam.build_featurizer().max_tokens == 5000
+    assert isinstance(model, MultinomialNB) and model.alpha == 0.2 and model.unknown == "ignore"
+    featurizer = spam.build_featurizer()
+    assert featurizer.max_tokens == 5000 and featurizer.binary and featurizer.ngram_range == (1, 2)
+    assert featurizer.subject_features
+    assert spam.training == {"mode": "thick_threshold", "margin": 50.0}
+    assert spam.evaluation["positive"] == "spam"
 
 
 def test_river_like_config_gives_rivers_tokens():

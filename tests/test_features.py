@@ -621,3 +621,13 @@ def test_ascii_split_fast_path_finds_the_regex_tokens(pattern):
     texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(50_000)]
     for text in texts:
         assert fast(text) == as_written(text), repr(text)
+
+
+def test_subject_features_count_the_subject_line_twice_and_leave_other_texts_alone():
+    featurizer = TextFeaturizer(subject_features=True)
+    assert featurizer.transform_one("Subject: cheap meds\nbuy cheap") == {
+        "#s:cheap": 1, "#s:meds": 1, "cheap": 2, "meds": 1, "buy": 1}
+    plain = TextFeaturizer()
+    assert featurizer.transform_one("no subject here, cheap") == plain.transform_one("no subject here, cheap")
+    assert "subject_features" not in plain.to_config()  # old configurations keep their fingerprints
+    assert TextFeaturizer.from_config(featurizer.to_config()) == featurizer

@@ -518,3 +518,39 @@ def test_text_featurizer_sparse_output_gives_the_same_answers_as_its_dicts():
                 chunked += in_chunks.predict_learn_many(featurizer.transform_sparse(texts[start:start + 500]),
                                                         labels[start:start + 500])
             assert chunked == make().predict_learn_many(dicts, labels)
+
+
+# ---- training regimes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode, margin", [("on_error", 0.0), ("thick_threshold", 3.0)])
+def test_selective_training_equals_its_per_event_definition(mode, margin):
+    from stream_nb.model.training import predict_learn, should_learn
+
+    X, y = text_stream(seed=17, n_events=800)
+    model = MultinomialNB()
+    probabilities, learned = predict_learn(model, X, y, mode=mode, margin=margin)
+    reference, expected_learned = MultinomialNB(), []
+    for x, label, p in zip(X, y, probabilities):
+        assert p == reference.predict_proba_one(x)
+        decision = label is not None and should_learn(reference.joint_log_likelihood(x), label, mode, margin)
+        if decision:
+            reference.learn_one(x, label)
+        expected_learned.append(decision)
+    assert learned == expected_learned
+    assert _state_equal(model.to_state(), reference.to_state())
+    labeled = sum(label is not None for label in y)
+    assert 0 < sum(learned) < labeled  # it skipped some, and learned some
+
+
+def test_thick_threshold_decision_follows_the_log_odds_margin():
+    from stream_nb.model.training import should_learn
+
+    jll = {"ham": -10.0, "spam": -14.0}  # log-odds for ham: 4 nats
+    assert should_learn(jll, "ham", "thick_threshold", 5.0) is True  # right, but within the margin
+    assert should_learn(jll, "ham", "thick_threshold", 4.0) is False  # right, and sure enough
+    assert should_learn(jll, "spam", "thick_threshold", 0.0) is True  # wrong
+    assert should_learn(jll, "ham", "on_error", 100.0) is False
+    assert should_learn(jll, "new", "on_error", 0.0) is True  # a class never seen
+    assert should_learn({"ham": float("nan"), "spam": float("nan")}, "ham", "thick_threshold", 1.0) is True
+    assert should_learn({}, "ham", "on_error", 0.0) is True

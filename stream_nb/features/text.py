@@ -20,7 +20,8 @@ Synthetic feature keys all start with ``#`` so that, with any token pattern that
 - ``#url:<domain>``: the lower-cased domain of a URL without a leading ``www.``, counted once per
   URL (``url_domains=True``);
 - ``#c:<chars>``: a character n-gram of a word padded with one space on each side
-  (e.g. ``#c: fr``).
+  (e.g. ``#c: fr``);
+- ``#s:<feature>``: a feature of an e-mail's subject line (``subject_features=True``).
 
 Placeholders are inserted as finished tokens (they are not lowercased nor matched against the
 token pattern), so they survive any configuration.
@@ -44,6 +45,7 @@ __all__ = [
     "EMAIL_TOKEN",
     "NUMBER_TOKEN",
     "RIVER_TOKEN_PATTERN",
+    "SUBJECT_PREFIX",
     "TextFeaturizer",
     "URL_DOMAIN_PREFIX",
     "URL_TOKEN",
@@ -58,6 +60,7 @@ EMAIL_TOKEN = "#email"
 NUMBER_TOKEN = "#num"
 URL_DOMAIN_PREFIX = "#url:"
 CHAR_NGRAM_PREFIX = "#c:"
+SUBJECT_PREFIX = "#s:"
 _PLACEHOLDERS = frozenset({URL_TOKEN, EMAIL_TOKEN, NUMBER_TOKEN})
 
 # `\b\w\w+\b` and `\w{2,}` find exactly the same tokens (a leftmost-greedy `\w{2,}` match can only
@@ -129,6 +132,7 @@ _OPTION_NAMES = (
     "url_domains",
     "max_tokens",
     "binary",
+    "subject_features",
 )
 
 
@@ -203,6 +207,11 @@ class TextFeaturizer:
         stop words included) of a message are used, bounding the work on huge messages.
     binary
         Clip counts to 1 (presence features for Bernoulli naive Bayes).
+    subject_features
+        When a text starts with ``Subject:`` (any case), featurise its first line on its own
+        and count each of its features twice: as itself and as ``#s:<feature>``; the rest of
+        the text is featurised as usual (no n-gram spans the line break). Texts without a
+        subject line are unaffected. ``max_tokens`` applies to the subject and the body apart.
     """
 
     def __init__(
@@ -220,6 +229,7 @@ class TextFeaturizer:
         url_domains: bool = True,
         max_tokens: int | None = None,
         binary: bool = False,
+        subject_features: bool = False,
     ) -> None:
         self.lowercase = _check_bool("lowercase", lowercase)
         self.strip_accents = _check_bool("strip_accents", strip_accents)
@@ -228,6 +238,7 @@ class TextFeaturizer:
         self.normalize_numbers = _check_bool("normalize_numbers", normalize_numbers)
         self.url_domains = _check_bool("url_domains", url_domains)
         self.binary = _check_bool("binary", binary)
+        self.subject_features = _check_bool("subject_features", subject_features)
         self.ngram_range = _check_range("ngram_range", ngram_range)
         self.char_ngrams = None if char_ngrams is None else _check_range("char_ngrams", char_ngrams)
 
@@ -283,6 +294,7 @@ class TextFeaturizer:
             and self.max_tokens is None
             and compiled.groups == 0
             and not normalize_numbers
+            and not subject_features
         )
         self._featurize: Callable[[str], dict[str, int]] = (
             self._build_plain_featurizer() if plain else self._featurize_general
@@ -357,6 +369,8 @@ class TextFeaturizer:
             "url_domains": self.url_domains,
             "max_tokens": self.max_tokens,
             "binary": self.binary,
+            # only when set, so the configurations (and checkpoint fingerprints) of before stay as they were
+            **({"subject_features": True} if self.subject_features else {}),
         }
 
     @classmethod
@@ -518,6 +532,14 @@ class TextFeaturizer:
 
     def _features_general(self, text: str) -> list[str]:
         """Every feature of one text in order, uncounted (deduplicated when binary)."""
+        if self.subject_features and text[:8].lower() == "subject:":
+            first_line, _, body = text.partition("\n")
+            subject = self._features_of(first_line[8:])
+            features = [SUBJECT_PREFIX + feature for feature in subject] + subject + self._features_of(body)
+            return list(dict.fromkeys(features)) if self.binary else features
+        return self._features_of(text)
+
+    def _features_of(self, text: str) -> list[str]:
         text = self._normalize(text)
         if self._special is not None and self._may_contain_special(text):
             tokens, domains = self._tokens_with_placeholders(text)

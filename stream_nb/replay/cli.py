@@ -134,7 +134,7 @@ def _events_of(args, config: Config, rejected: Counter):
 
 def _contender(name: str, config: Config, recorder_class):
     return Contender(name, config.build_model(), config.build_featurizer(), config.build_event_featurizer(),
-                     recorder=recorder_class())
+                     recorder=recorder_class(), training=dict(config.training))
 
 
 def run_replay(args) -> int:
@@ -173,6 +173,7 @@ def _full_report(contender, config: Config, args, result, rejected: Counter) -> 
         "events": result.events,
         "labeled_events_scored": contender.metrics.events,
         "unscored": contender.unscored,
+        "events_learned": contender.learned,
         "events_per_s": result.events_per_s,
         "delay": args.delay,
         "source": {"topic": args.topic, "input": None if args.input is None else str(args.input),

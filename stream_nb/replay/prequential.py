@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 
 
@@ -23,6 +24,8 @@ class Contender:
     recorder: object | None = None  # EvaluationRecorder, when a full report is wanted
     unscored: int = 0  # labeled events predicted before any class existed (not scored, as River)
     scored_ids: list = field(default_factory=list)  # ids of the recorded events, in order
+    training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
+    learned: int = 0  # labeled events learned (fewer than labeled with a selective training mode)
 
     def featurise(self, events: list[dict]):
         if self.event_featurizer is None or all(event.get("features") is None for event in events):
@@ -98,7 +101,9 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
             items = [event for event, _ in steps]
             labels = [None if question else event["label"] for event, question in steps]
         for contender in contenders:
-            predictions = contender.model.predict_learn_many(contender.featurise(items), labels)
+            predictions, learned = predict_learn(contender.model, contender.featurise(items), labels,
+                                                 **contender.training)
+            contender.learned += sum(learned)
             scored = []
             for (event, question), probabilities in zip(steps, predictions):
                 if not question:

@@ -29,6 +29,7 @@ from stream_nb.events import Event, Rejected, SourcePosition, dead_letter_header
 from stream_nb.kafka.clients import assign_all_partitions, ensure_topics, make_consumer, make_producer
 from stream_nb.model import SparseBatch
 from stream_nb.model.registry import MODEL_KINDS
+from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 
 log = logging.getLogger("stream_nb.worker")
@@ -191,25 +192,29 @@ class Worker:
 
     def _learn_and_predict(self, events: list[Event], origin: list) -> None:
         events, origin = self._screen_labels(events, origin)
+        training = self.config.training
+        learned_at_start = int(self.model.events_learned)
         try:
             features = self._featurise(events)
             labels = [event.label for event in events]
-            probabilities = self.model.predict_learn_many(features, labels)
+            probabilities, learned = predict_learn(self.model, features, labels, **training)
         except (TypeError, ValueError):
             # One bad event fails the whole batch before anything is learned: go one by one so
             # only the bad ones are set aside (the results are the same, bit for bit).
-            probabilities, kept, kept_origin = [], [], []
+            probabilities, learned, kept, kept_origin = [], [], [], []
             for event, record in zip(events, origin):
                 try:
-                    probabilities.extend(self.model.predict_learn_many(self._featurise([event]), [event.label]))
+                    one, one_learned = predict_learn(self.model, self._featurise([event]), [event.label], **training)
                 except (TypeError, ValueError) as error:
                     self._dead_letter(_rejected_by_us(event, "rejected_by_model", str(error), record))
                     continue
+                probabilities.extend(one)
+                learned.extend(one_learned)
                 kept.append(event)
                 kept_origin.append(record)
             events, origin = kept, kept_origin
-        learned_before = int(self.model.events_learned) - sum(event.label is not None for event in events)
-        for event, record, proba in zip(events, origin, probabilities):
+        learned_before = learned_at_start
+        for event, record, proba, was_learned in zip(events, origin, probabilities, learned):
             if event.label is None:
                 try:
                     key, value = encode_prediction(event, proba, events_learned=learned_before,
@@ -224,8 +229,9 @@ class Worker:
                     self.metrics.update(event.label, predicted, proba)
                     if self.recorder is not None:
                         self.recorder.update(event.label, predicted, proba)
-                learned_before += 1
-                self._learned_since_checkpoint += 1
+                if was_learned:
+                    learned_before += 1
+                    self._learned_since_checkpoint += 1
 
     def _screen_labels(self, events: list[Event], origin: list) -> tuple[list, list]:
         """Labels 1 and "1" would be two classes with one JSON name: keep the first type seen."""
