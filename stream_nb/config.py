@@ -50,6 +50,7 @@ CHECKPOINT_KEYS = {
 }
 WORKER_KEYS = {
     "log_interval_s": ((int, float), 10.0),
+    "clues": ((int,), 0),  # the strongest N clues in each prediction (0: none)
 }
 TRAINING_KEYS = {
     "mode": ((str,), "all"),  # all | on_error | thick_threshold
@@ -58,6 +59,7 @@ TRAINING_KEYS = {
 EVALUATION_KEYS = {
     "positive": ((str, int), None),  # the positive (spam) class of the binary measures
     "window": ((int,), 500),  # events per point of the rolling curves
+    "unsure_band": ((list,), None),  # [low, high]: P(positive) between them is "unsure"
 }
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 
@@ -73,8 +75,8 @@ class Config:
     kafka: dict | None = None  # None: no [kafka] section (replay and demo need none)
     kafka_client: dict = field(default_factory=dict)
     checkpoint: dict = field(default_factory=dict)
-    worker: dict = field(default_factory=dict)
-    evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500})
+    worker: dict = field(default_factory=lambda: {"log_interval_s": 10.0, "clues": 0})
+    evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     source: str = "defaults"
 
@@ -171,6 +173,15 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         raise ConfigError(f"training.mode: {training['mode']!r} is not one of all, on_error, thick_threshold")
     if evaluation["window"] < 1:
         raise ConfigError(f"evaluation.window: must be >= 1, got {evaluation['window']}")
+    band = evaluation["unsure_band"]
+    if band is not None:
+        if (len(band) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in band)
+                or not 0 <= band[0] <= band[1] <= 1):
+            raise ConfigError(f"evaluation.unsure_band: expected [low, high] with 0 <= low <= high <= 1, got {band!r}")
+        if evaluation["positive"] is None:
+            raise ConfigError("evaluation.unsure_band: needs evaluation.positive (the class the band is about)")
+    if worker["clues"] < 0:
+        raise ConfigError(f"worker.clues: must be >= 0, got {worker['clues']}")
     config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
                     checkpoint=checkpoint, worker=worker, source=source)

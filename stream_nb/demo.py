@@ -196,8 +196,10 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
         if prediction is None:
             continue
         text = texts[event_id] if len(texts[event_id]) <= 60 else texts[event_id][:57] + "..."
-        clues = strongest_clues(worker.model, featurizer.transform_one(texts[event_id]), top=3)
-        print(f"  {prediction['label']:5s} p={prediction['proba'][str(prediction['label'])]:.3f}  {text!r}")
+        # the worker's own clues when the configuration asks for them ([worker] clues)
+        clues = prediction.get("clues") or strongest_clues(worker.model, featurizer.transform_one(texts[event_id]), top=3)
+        shown = prediction.get("verdict", prediction["label"])
+        print(f"  {shown:6s} p={prediction['proba'][str(prediction['label'])]:.3f}  {text!r}")
         print("        clues: " + ", ".join(f"{name} (+{weight:.2f})" for name, weight in clues))
     report_dir.mkdir(parents=True, exist_ok=True)
     report = evaluate(worker.recorder, positive=config.evaluation.get("positive"))

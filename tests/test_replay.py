@@ -181,3 +181,39 @@ def test_replay_equals_rivers_progressive_val_score_exactly(delay):
     assert ours.events + result.contenders[0].unscored == len(rows)
     if delay == 0:
         assert round(ours.accuracy, 4) == 0.9724  # River's figure in ANCHORS.md
+
+
+def test_unsure_band_verdicts_follow_the_cutoffs():
+    from stream_nb.model.decision import verdict
+
+    band = (0.1, 0.9)
+    assert verdict({"ham": 0.05, "spam": 0.95}, "spam", band) == "spam"
+    assert verdict({"ham": 0.95, "spam": 0.05}, "spam", band) == "ham"
+    assert verdict({"ham": 0.5, "spam": 0.5}, "spam", band) == "unsure"
+    assert verdict({"ham": 0.1, "spam": 0.9}, "spam", band) == "spam"  # the cutoffs belong to the sure side
+    assert verdict({}, "spam", band) is None
+
+
+def test_predictions_carry_verdict_and_clues_only_when_asked():
+    from stream_nb.events import Event, SourcePosition, encode_prediction
+
+    event = Event("e1", "win cash", None, None, SourcePosition("t", 0, 7))
+    _, plain = encode_prediction(event, {"ham": 0.2, "spam": 0.8}, events_learned=3, checkpoint=None)
+    assert set(json.loads(plain)) == {"id", "label", "proba", "model", "source"}
+    _, full = encode_prediction(event, {"ham": 0.2, "spam": 0.8}, events_learned=3, checkpoint=None,
+                                verdict="unsure", clues=[("cash", 2.5), ("win", 1.25)])
+    message = json.loads(full)
+    assert message["verdict"] == "unsure" and message["clues"] == [["cash", 2.5], ["win", 1.25]]
+
+
+def test_replay_report_gives_the_unsure_share_and_sure_accuracy(tmp_path):
+    from corpora import sms_spam_path
+
+    done = run_cli("replay", "--input", str(sms_spam_path()), "--config", "configs/spam.toml",
+                   "--max-events", "1500", "--report", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    band = report["unsure_band"]
+    assert band["band"] == [0.1, 0.9] and band["positive"] == "spam"
+    assert 0 < band["unsure"] < 0.1 * report["labeled_events_scored"]
+    assert band["sure_accuracy"] > report["accuracy"]  # the unsure ones are the hard ones

@@ -421,8 +421,13 @@ def encode_prediction(
     *,
     events_learned: int,
     checkpoint: str | None,
+    verdict: str | None = None,
+    clues: list[tuple[str, float]] | None = None,
 ) -> tuple[bytes, bytes]:
     """(key, value) of the prediction message for `event`.
+
+    Optional fields, present only when given: "verdict" (the ham/spam/unsure decision of an
+    unsure band) and "clues" ([[feature, evidence in nats], ...], the strongest first).
 
     key: the id as UTF-8. value: compact UTF-8 JSON (``ensure_ascii=False``)::
 
@@ -466,6 +471,10 @@ def encode_prediction(
         "model": {"events_learned": events_learned, "checkpoint": checkpoint},
         "source": {"topic": source.topic, "partition": source.partition, "offset": source.offset},
     }
+    if verdict is not None:
+        message["verdict"] = verdict
+    if clues is not None:
+        message["clues"] = [[name, float(weight)] for name, weight in clues]
     value = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return event.id.encode("utf-8"), value.encode("utf-8")
 

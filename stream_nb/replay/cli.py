@@ -134,7 +134,8 @@ def _events_of(args, config: Config, rejected: Counter):
 
 def _contender(name: str, config: Config, recorder_class):
     return Contender(name, config.build_model(), config.build_featurizer(), config.build_event_featurizer(),
-                     recorder=recorder_class(), training=dict(config.training))
+                     recorder=recorder_class(), training=dict(config.training),
+                     band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"))
 
 
 def run_replay(args) -> int:
@@ -169,6 +170,9 @@ def _full_report(contender, config: Config, args, result, rejected: Counter) -> 
     from stream_nb.replay.evaluation import evaluate
 
     report = evaluate(contender.recorder, positive=config.evaluation.get("positive"))
+    band = config.evaluation.get("unsure_band")
+    if band is not None:
+        report["unsure_band"] = _unsure_summary(contender, band, config.evaluation["positive"])
     report.update({
         "events": result.events,
         "labeled_events_scored": contender.metrics.events,
@@ -182,6 +186,17 @@ def _full_report(contender, config: Config, args, result, rejected: Counter) -> 
         "configuration": {"name": contender.name, **config.resolved()},
     })
     return report
+
+
+def _unsure_summary(contender, band, positive) -> dict:
+    """Share of scored events in the unsure band, and the accuracy of the sure ones."""
+    verdicts = contender.verdicts
+    unsure = sum(1 for v, _ in verdicts if v == "unsure")
+    sure = [(v, true) for v, true in verdicts if v != "unsure"]
+    right = sum(1 for v, true in sure if v == str(true))
+    return {"band": list(band), "positive": positive, "unsure": unsure,
+            "unsure_share": unsure / len(verdicts) if verdicts else 0.0,
+            "sure_accuracy": right / len(sure) if sure else None}
 
 
 def _write_full_reports(args, reports: list[dict], contenders, configs) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from stream_nb.model.decision import verdict
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 
@@ -26,6 +27,9 @@ class Contender:
     scored_ids: list = field(default_factory=list)  # ids of the recorded events, in order
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     learned: int = 0  # labeled events learned (fewer than labeled with a selective training mode)
+    band: list | None = None  # the unsure band, when reported
+    positive: object = None
+    verdicts: list = field(default_factory=list)  # (verdict, true label) of scored events, with a band
 
     def featurise(self, events: list[dict]):
         if self.event_featurizer is None or all(event.get("features") is None for event in events):
@@ -120,6 +124,8 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
                 if contender.recorder is not None:
                     contender.recorder.update(label, predicted, probabilities)
                     contender.scored_ids.append(event.get("id"))
+                if contender.band is not None:
+                    contender.verdicts.append((verdict(probabilities, contender.positive, contender.band), label))
             if contender is contenders[0]:
                 result.last_predictions = scored
         result.events += len(batch)

@@ -29,6 +29,8 @@ from stream_nb.events import Event, Rejected, SourcePosition, dead_letter_header
 from stream_nb.kafka.clients import assign_all_partitions, ensure_topics, make_consumer, make_producer
 from stream_nb.model import SparseBatch
 from stream_nb.model.registry import MODEL_KINDS
+from stream_nb.model.decision import verdict
+from stream_nb.model.explain import strongest_clues
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 
@@ -214,11 +216,15 @@ class Worker:
                 kept_origin.append(record)
             events, origin = kept, kept_origin
         learned_before = learned_at_start
+        band, positive = self.config.evaluation["unsure_band"], self.config.evaluation["positive"]
+        n_clues = self.config.worker["clues"]
         for event, record, proba, was_learned in zip(events, origin, probabilities, learned):
             if event.label is None:
                 try:
-                    key, value = encode_prediction(event, proba, events_learned=learned_before,
-                                                   checkpoint=self.checkpoint_id)
+                    key, value = encode_prediction(
+                        event, proba, events_learned=learned_before, checkpoint=self.checkpoint_id,
+                        verdict=None if band is None else verdict(proba, positive, band),
+                        clues=self._clues(event, n_clues) if n_clues and proba else None)
                 except (TypeError, ValueError) as error:
                     self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
                     continue
@@ -232,6 +238,15 @@ class Worker:
                 if was_learned:
                     learned_before += 1
                     self._learned_since_checkpoint += 1
+
+    def _clues(self, event: Event, top: int) -> list:
+        """The strongest clues of an event, computed with the model as it stands after the poll
+        batch (so they may reflect up to poll_max_records more labeled events than its P(c|x))."""
+        if event.features is None:
+            x = self.text_featurizer.transform_one(event.text or "")
+        else:
+            x = self.event_featurizer.transform_one({"text": event.text, "features": event.features})
+        return strongest_clues(self.model, x, top=top)
 
     def _screen_labels(self, events: list[Event], origin: list) -> tuple[list, list]:
         """Labels 1 and "1" would be two classes with one JSON name: keep the first type seen."""
