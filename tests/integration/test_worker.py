@@ -636,7 +636,9 @@ def test_changed_model_configuration_is_refused_with_a_clear_message(kafka_broke
     assert "refusing to mix them" in line
     assert CheckpointStore(checkpoints).list() == written  # nothing written, nothing deleted
 
-    # Spelling out the same value (alpha = 1 for 1.0) is the same configuration.
-    same = run_cli("run", "--config", str(config_path), "--set", "model.alpha=1", "--stop-when-idle", "1")
+    # Spelling out the same value differently (configs/spam.toml's alpha 0.2 as 0.20, and its
+    # default prior_alpha) is the same configuration.
+    same = run_cli("run", "--config", str(config_path), "--set", "model.alpha=0.20", "--set", "model.prior_alpha=0",
+                   "--stop-when-idle", "1")
     assert same.returncode == 0, same.stderr
     assert latest_summary(checkpoints).events_learned == 10
