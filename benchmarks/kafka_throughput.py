@@ -109,16 +109,13 @@ class Interrupted(BaseException):
 
 
 def load_sms_spam(path: Path) -> list[tuple[str, str]]:
-    """(label, text) pairs in file order (TSV label<TAB>text, UTF-8, split on "\\n" only)."""
-    rows = []
-    for number, line in enumerate(path.read_text("utf-8").split("\n"), 1):
-        if not line:
-            continue
-        label, tab, text = line.partition("\t")
-        if not tab:
-            raise BenchmarkError(f"{path}: line {number} has no tab")
-        rows.append((label, text))
-    return rows
+    """(label, text) pairs in file order, read by the project's corpus loader."""
+    from stream_nb.replay.corpora import sms_spam
+
+    try:
+        return [(event["label"], event["text"]) for event in sms_spam(path)]
+    except ValueError as error:
+        raise BenchmarkError(str(error)) from None
 
 
 def mixed_events(rows: list[tuple[str, str]], n_events: int, prefix: str, start: int = 0):

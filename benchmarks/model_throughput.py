@@ -58,16 +58,10 @@ TIE_TOLERANCE = 0.0  # a prediction is a tie when its two best probabilities are
 
 
 def load_sms_spam(path: Path) -> list[tuple[str, str]]:
-    """(label, text) pairs in file order (TSV label<TAB>text, UTF-8, split on "\\n" only)."""
-    rows = []
-    for number, line in enumerate(path.read_text("utf-8").split("\n"), 1):
-        if not line:
-            continue
-        label, tab, text = line.partition("\t")
-        if not tab:
-            raise ValueError(f"{path}: line {number} has no tab")
-        rows.append((label, text))
-    return rows
+    """(label, text) pairs in file order, read by the project's corpus loader."""
+    from stream_nb.replay.corpora import sms_spam
+
+    return [(event["label"], event["text"]) for event in sms_spam(path)]
 
 
 def make_stream(rows: list[tuple[str, str]], n_events: int) -> tuple[list[str], list[str]]:

@@ -32,13 +32,6 @@ def sms_spam_path() -> Path:
 
 def load_sms_spam() -> list[tuple[str, str]]:
     """All (label, text) pairs of the SMS Spam Collection, in file order."""
-    rows = []
-    # Split on "\n" only: the file has no "\r", and texts may hold other line-like characters.
-    for line_number, line in enumerate(sms_spam_path().read_text("utf-8").split("\n"), 1):
-        if not line:
-            continue
-        label, separator, text = line.partition("\t")
-        if not separator:
-            raise ValueError(f"SMSSpamCollection line {line_number} has no tab")
-        rows.append((label, text))
-    return rows
+    from stream_nb.replay.corpora import sms_spam
+
+    return [(event["label"], event["text"]) for event in sms_spam(sms_spam_path())]
