@@ -102,10 +102,6 @@ class Config:
         except (TypeError, ValueError) as error:
             raise ConfigError(f"features: {error}") from None
 
-    def to_dict(self) -> dict:
-        """The learning configuration: what a checkpoint's fingerprint is taken of."""
-        return {"model": dict(self.model), "features": dict(self.features)}
-
     def resolved(self) -> dict:
         """The learning configuration with every default filled in, as the model and the
         featuriser see it: what a checkpoint's fingerprint is taken of, so spelling out a

@@ -13,7 +13,7 @@ from pathlib import Path
 from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.model.explain import strongest_clues
 from stream_nb.replay.generator import spam_ham_stream
-from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders, replay_events
+from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
 from stream_nb.replay.sources import SourceError, read_events
 
 
@@ -72,27 +72,6 @@ class _Progress:
             print(file=self.stream)
 
 
-def _replay(events, config: Config, args, total: int | None):
-    model, featurizer = config.build_model(), config.build_featurizer()
-    progress = _Progress(total)
-    try:
-        result = replay_events(events, model, featurizer, batch_size=args.batch_size, on_batch=progress)
-    finally:
-        progress.close()
-    return model, featurizer, result
-
-
-def _write_report(directory: Path | None, result: PrequentialResult, configuration: dict) -> Path | None:
-    if directory is None:
-        return None
-    directory.mkdir(parents=True, exist_ok=True)
-    report = {**result.metrics.to_dict(), "events": result.events, "labeled_events": result.metrics.events,
-              "events_per_s": result.events_per_s, "configuration": configuration}
-    path = directory / "report.json"
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
-
-
 def _summary(model, featurizer, result: PrequentialResult, report: Path | None) -> None:
     metrics = result.metrics
     print(f"events           {result.events:,} ({metrics.events:,} labeled)")
@@ -112,10 +91,6 @@ def _summary(model, featurizer, result: PrequentialResult, report: Path | None) 
         print("        clues: " + ", ".join(f"{name} (+{weight:.2f})" for name, weight in clues))
     if report is not None:
         print(f"report           {report}")
-
-
-def _configuration(config: Config, args, **extra) -> dict:
-    return {**extra, "config": config.source, **config.to_dict(), "batch_size": args.batch_size}
 
 
 def _events_of(args, config: Config, rejected: Counter):
@@ -138,35 +113,48 @@ def _contender(name: str, config: Config, recorder_class):
                      band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"))
 
 
-def run_replay(args) -> int:
+def replay_and_report(events, named_configs: list[tuple[str, Config]], report_dir: Path, *, batch_size: int,
+                      delay: int = 0, scores: bool = False, source: dict | None = None,
+                      rejected: Counter | None = None, total: int | None = None):
+    """Replay events through every configuration at once and write the report (report.json with
+    the first configuration's figures and the others under "compared", curve.png, roc.png and,
+    if asked, scores.csv). Returns (result, contenders, reports)."""
     from stream_nb.replay.evaluation import EvaluationRecorder
 
+    contenders = [_contender(name, config, EvaluationRecorder) for name, config in named_configs]
+    progress = _Progress(total)
+    try:
+        result = replay_contenders(events, contenders, batch_size=batch_size, delay=delay, on_batch=progress)
+    finally:
+        progress.close()
+    configs = [config for _, config in named_configs]
+    reports = [_full_report(contender, config, result, rejected or Counter(), source or {}, delay)
+               for contender, config in zip(contenders, configs)]
+    _write_full_reports(report_dir, reports, contenders, configs, scores)
+    return result, contenders, reports
+
+
+def run_replay(args) -> int:
     rejected: Counter = Counter()
     try:
         config = load_config(args.config, args.set)
-        others = [load_config(path) for path in args.compare]
-        contenders = [_contender(str(args.config or "defaults"), config, EvaluationRecorder)]
-        contenders += [_contender(str(path), other, EvaluationRecorder) for path, other in zip(args.compare, others)]
-        events = _events_of(args, config, rejected)
-        progress = _Progress(args.max_events)
-        try:
-            result = replay_contenders(events, contenders,
-                                       batch_size=args.batch_size, delay=args.delay, on_batch=progress)
-        finally:
-            progress.close()
-        reports = [_full_report(contender, config_of, args, result, rejected)
-                   for contender, config_of in zip(contenders, [config, *others])]
+        named = [(str(args.config or "defaults"), config)]
+        named += [(str(path), load_config(path)) for path in args.compare]
+        source = {"topic": args.topic, "input": None if args.input is None else str(args.input),
+                  "from_offset": args.from_offset, "from_time": args.from_time, "max_events": args.max_events}
+        result, contenders, reports = replay_and_report(
+            _events_of(args, config, rejected), named, args.report, batch_size=args.batch_size, delay=args.delay,
+            scores=args.scores, source=source, rejected=rejected, total=args.max_events)
     except (SourceError, ConfigError, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2
-    _write_full_reports(args, reports, contenders, [config, *others])
     _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json")
     if len(contenders) > 1:
         _compare_table(reports)
     return 0
 
 
-def _full_report(contender, config: Config, args, result, rejected: Counter) -> dict:
+def _full_report(contender, config: Config, result, rejected: Counter, source: dict, delay: int) -> dict:
     from stream_nb.replay.evaluation import evaluate
 
     report = evaluate(contender.recorder, positive=config.evaluation.get("positive"))
@@ -179,9 +167,8 @@ def _full_report(contender, config: Config, args, result, rejected: Counter) -> 
         "unscored": contender.unscored,
         "events_learned": contender.learned,
         "events_per_s": result.events_per_s,
-        "delay": args.delay,
-        "source": {"topic": args.topic, "input": None if args.input is None else str(args.input),
-                   "from_offset": args.from_offset, "from_time": args.from_time, "max_events": args.max_events},
+        "delay": delay,
+        "source": source,
         "rejected_messages": dict(rejected),
         "configuration": {"name": contender.name, **config.resolved()},
     })
@@ -199,23 +186,23 @@ def _unsure_summary(contender, band, positive) -> dict:
             "sure_accuracy": right / len(sure) if sure else None}
 
 
-def _write_full_reports(args, reports: list[dict], contenders, configs) -> None:
+def _write_full_reports(report_dir: Path, reports: list[dict], contenders, configs, scores: bool) -> None:
     from stream_nb.replay.evaluation import rolling_series, write_scores_csv
     from stream_nb.replay.plots import plot_curve, plot_roc
 
-    args.report.mkdir(parents=True, exist_ok=True)
+    report_dir.mkdir(parents=True, exist_ok=True)
     document = dict(reports[0])
     if len(reports) > 1:
         document["compared"] = reports[1:]
-    (args.report / "report.json").write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n",
+    (report_dir / "report.json").write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n",
                                             encoding="utf-8")
     first, config = contenders[0], configs[0]
     positive = reports[0].get("positive")
     plot_curve(rolling_series(first.recorder, window=config.evaluation["window"], positive=positive),
-               args.report / "curve.png", title=f"Prequential replay: {first.name}")
-    plot_roc(first.recorder, args.report / "roc.png", positive=positive)
-    if args.scores:
-        write_scores_csv(first.recorder, args.report / "scores.csv", ids=first.scored_ids)
+               report_dir / "curve.png", title=f"Prequential replay: {first.name}")
+    plot_roc(first.recorder, report_dir / "roc.png", positive=positive)
+    if scores:
+        write_scores_csv(first.recorder, report_dir / "scores.csv", ids=first.scored_ids)
 
 
 def _compare_table(reports: list[dict]) -> None:
@@ -226,9 +213,10 @@ def _compare_table(reports: list[dict]) -> None:
 
 
 def run_in_process_demo(events: list[dict], config: Config, args) -> int:
-    """`stream-nb demo --no-kafka`: the stream replayed in-process, with the same summary."""
+    """`stream-nb demo --no-kafka`: the stream replayed in-process, reported as `replay` does."""
     print(f"stream-nb demo (in-process): {len(events):,} events, model {config.model['kind']} ({config.source})")
-    model, featurizer, result = _replay(events, config, args, len(events))
-    report = _write_report(args.report, result, _configuration(config, args, source="demo --no-kafka"))
-    _summary(model, featurizer, result, report)
+    result, contenders, _ = replay_and_report(events, [(config.source, config)], args.report,
+                                              batch_size=args.batch_size, source={"demo": "--no-kafka"},
+                                              total=len(events))
+    _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json")
     return 0
