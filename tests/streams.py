@@ -5,6 +5,17 @@ from __future__ import annotations
 import random
 
 
+def prequential_loop(model, X, y) -> list[dict]:
+    """The per-event loop every batch path must equal: predict with the state so far, then learn
+    the event if it is labeled (works for River's models and ours)."""
+    predictions = []
+    for x, label in zip(X, y):
+        predictions.append(model.predict_proba_one(x))
+        if label is not None:
+            model.learn_one(x, label)
+    return predictions
+
+
 def text_stream(seed: int, n_events: int, n_classes: int = 3, vocabulary: int = 300,
                 labeled_fraction: float = 0.6, max_count: int = 3) -> tuple[list[dict], list]:
     """Word-count events whose word distribution depends on the class; some unlabeled."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stream_nb import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
-from streams import gaussian_stream, text_stream
+from streams import gaussian_stream, prequential_loop, text_stream
 
 SEED_004_TRAIN = [
     ("-", "just plain boring"),
@@ -34,15 +34,6 @@ def seed_004_model(**options) -> MultinomialNB:
     for label, text in SEED_004_TRAIN:
         model.learn_one(word_counts(text), label)
     return model
-
-
-def prequential_loop(model, X, y) -> list[dict]:
-    predictions = []
-    for x, label in zip(X, y):
-        predictions.append(model.predict_proba_one(x))
-        if label is not None:
-            model.learn_one(x, label)
-    return predictions
 
 
 # ---- seed 004: the worked example -----------------------------------------------------

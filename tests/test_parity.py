@@ -36,7 +36,7 @@ from sklearn.datasets import load_iris
 from sklearn.model_selection import train_test_split
 
 from stream_nb import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
-from tests.streams import gaussian_stream, text_stream
+from tests.streams import gaussian_stream, prequential_loop, text_stream
 
 SEEDS = [11, 2024]
 N_EVENTS = 2000  # mixed learn/predict events per stream (60% labeled)
@@ -45,16 +45,6 @@ WARM_UP = 5  # River-approximate comparisons start once every class has seen thi
 
 
 # ---- River ------------------------------------------------------------------------------
-
-
-def river_prequential(model, X, y) -> list[dict]:
-    """River's own per-event loop: predict with the state so far, then learn if labeled."""
-    out = []
-    for x, label in zip(X, y):
-        out.append(model.predict_proba_one(x))
-        if label is not None:
-            model.learn_one(x, label)
-    return out
 
 
 def warmed_up(y) -> list[int]:
@@ -89,7 +79,7 @@ def text_run(request):
     """A seeded text stream and River MultinomialNB's per-event probabilities on it."""
     X, y = text_stream(request.param, N_EVENTS, n_classes=N_CLASSES)
     river_model = river_nb.MultinomialNB()
-    river_proba = river_prequential(river_model, X, y)
+    river_proba = prequential_loop(river_model, X, y)
     held_out, _ = text_stream(request.param + 1000, 300, n_classes=N_CLASSES)
     return {"seed": request.param, "X": X, "y": y, "river_model": river_model,
             "river_proba": river_proba, "held_out": held_out}
@@ -135,7 +125,7 @@ def test_multinomial_default_ignore_differs_from_river_only_on_events_with_unsee
 @pytest.mark.parametrize("seed", SEEDS[:1])  # one seed: River's complement loop is the slowest
 def test_complement_smooth_matches_river_complement_on_every_event_to_1e9(seed):
     X, y = text_stream(seed, N_EVENTS, n_classes=N_CLASSES)
-    theirs = river_prequential(river_nb.ComplementNB(), X, y)
+    theirs = prequential_loop(river_nb.ComplementNB(), X, y)
     ours = ComplementNB(unknown="smooth").predict_learn_many(X, y)
     assert_same_class_sets(theirs, ours)
     scored = [i for i, p in enumerate(theirs) if p]
@@ -146,7 +136,7 @@ def test_complement_smooth_matches_river_complement_on_every_event_to_1e9(seed):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_bernoulli_matches_river_within_1e4_and_same_argmax_once_each_class_has_5_events(seed):
     X, y = text_stream(seed, N_EVENTS, n_classes=N_CLASSES)
-    theirs = river_prequential(river_nb.BernoulliNB(), X, y)
+    theirs = prequential_loop(river_nb.BernoulliNB(), X, y)
     ours = BernoulliNB().predict_learn_many(X, y)
     assert_same_class_sets(theirs, ours)
     compared = warmed_up(y)
