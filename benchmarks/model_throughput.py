@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import platform
 import statistics
 import sys

@@ -35,7 +35,6 @@ wall time (featurising included).
 from __future__ import annotations
 
 import argparse
-import math
 import platform
 import sys
 import time

@@ -67,7 +67,7 @@ def run_demo(args) -> int:
 
 
 def _run_on_kafka(events: list[dict], config_path, args) -> int:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaConsumer
 
     from stream_nb.config import load_config
     from stream_nb.kafka.broker import BrokerError, LocalKafkaBroker

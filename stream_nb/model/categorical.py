@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from stream_nb.model.base import SequentialNB, _check_smoothing, _check_unknown

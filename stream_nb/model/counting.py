@@ -20,7 +20,6 @@ import numpy as np
 from stream_nb.model._numerics import (
     exclusive_cumsum,
     exclusive_prefix_by_group,
-    log_list,
     per_event_sum,
     row_sums,
     row_total,
@@ -546,7 +545,7 @@ class BernoulliNB(CountingNB):
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
         classes = self._class_prefix(batch)
         features = self._feature_prefix(batch)
-        n, n_classes, alpha = batch.n_events, len(self._classes), self.alpha
+        n, alpha = batch.n_events, self.alpha
         result = None
         if predict:
             known = np.flatnonzero(features.seen_before)

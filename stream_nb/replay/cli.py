@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import Counter
 import sys
@@ -12,7 +11,6 @@ from pathlib import Path
 
 from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.model.explain import strongest_clues
-from stream_nb.replay.generator import spam_ham_stream
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
 from stream_nb.replay.sources import SourceError, read_events
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import heapq
 import logging
-import math
 import signal
 import time
-from collections.abc import Iterable
 
 from kafka import TopicPartition
 from kafka.errors import KafkaError
@@ -27,7 +25,6 @@ from stream_nb.checkpoint import CheckpointStore, config_fingerprint
 from stream_nb.config import Config
 from stream_nb.events import Event, Rejected, SourcePosition, dead_letter_headers, decode_record, encode_prediction
 from stream_nb.kafka.clients import assign_all_partitions, ensure_topics, make_consumer, make_producer
-from stream_nb.model import SparseBatch
 from stream_nb.model.registry import MODEL_KINDS
 from stream_nb.model.decision import verdict
 from stream_nb.model.explain import strongest_clues
