@@ -13,7 +13,7 @@ import numpy as np
 
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.checkpoint.store import Checkpoint, CheckpointError, CheckpointStore, log as store_log
-from stream_nb.model.registry import MODEL_KINDS
+from stream_nb.model.registry import kind_of
 
 _PROG = "stream-nb inspect"
 
@@ -45,10 +45,10 @@ def _top_rows(counts: np.ndarray, labels: list, top: int) -> list[tuple[object, 
 
 
 def _model_class(kind_name: str):
-    for name, cls in MODEL_KINDS.items():
-        if cls.__name__ == kind_name:
-            return name, cls
-    raise CheckpointError(f"unknown model kind {kind_name!r} in the checkpoint")
+    try:
+        return kind_of(kind_name)
+    except ValueError as error:
+        raise CheckpointError(f"{error} in the checkpoint") from None
 
 
 def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:

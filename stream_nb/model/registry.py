@@ -29,3 +29,17 @@ def build_model(kind: str, options: dict | None = None):
         raise ValueError(f"unknown option(s) {', '.join(unknown)} for model kind {kind!r}; "
                          f"accepted: {', '.join(sorted(accepted))}")
     return cls(**options)
+
+
+def kind_of(class_name: str):
+    """(kind, class) for a model class name as stored in a state's meta["kind"]."""
+    for kind, cls in MODEL_KINDS.items():
+        if cls.__name__ == class_name:
+            return kind, cls
+    raise ValueError(f"unknown model kind {class_name!r} (expected one of "
+                     f"{', '.join(cls.__name__ for cls in MODEL_KINDS.values())})")
+
+
+def model_from_state(state: dict):
+    """Rebuild a model of whatever kind `state` (from `to_state()`) holds."""
+    return kind_of(state["meta"].get("kind"))[1].from_state(state)

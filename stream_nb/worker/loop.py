@@ -25,7 +25,7 @@ from stream_nb.checkpoint import CheckpointStore, config_fingerprint
 from stream_nb.config import Config
 from stream_nb.events import Event, Rejected, SourcePosition, dead_letter_headers, decode_record, encode_prediction
 from stream_nb.kafka.clients import assign_all_partitions, ensure_topics, make_consumer, make_producer
-from stream_nb.model.registry import MODEL_KINDS
+from stream_nb.model.registry import model_from_state
 from stream_nb.model.decision import verdict
 from stream_nb.model.explain import strongest_clues
 from stream_nb.model.training import predict_learn
@@ -92,9 +92,7 @@ class Worker:
             self.checkpoint_id = None
             log.info("no checkpoint in %s: starting from the beginning of every partition", self.store.directory)
         else:
-            kind = checkpoint.model_state["meta"]["kind"]
-            model_class = next(cls for cls in MODEL_KINDS.values() if cls.__name__ == kind)
-            self.model = model_class.from_state(checkpoint.model_state)
+            self.model = model_from_state(checkpoint.model_state)
             self.positions = dict(checkpoint.offsets)
             self.metrics = _metrics_from(checkpoint.extra.get("metrics"))
             self.checkpoint_id = checkpoint.id
