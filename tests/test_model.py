@@ -545,3 +545,24 @@ def test_thick_threshold_decision_follows_the_log_odds_margin():
     assert should_learn(jll, "new", "on_error", 0.0) is True  # a class never seen
     assert should_learn({"ham": float("nan"), "spam": float("nan")}, "ham", "thick_threshold", 1.0) is True
     assert should_learn({}, "ham", "on_error", 0.0) is True
+
+
+@pytest.mark.parametrize("mode, margin", [("all", 0.0), ("on_error", 0.0), ("thick_threshold", 50.0)])
+@pytest.mark.parametrize("make", [MultinomialNB, BernoulliNB, ComplementNB])
+def test_a_bad_event_at_the_end_refuses_the_batch_before_anything_is_learned(make, mode, margin):
+    from stream_nb.model.training import predict_learn
+
+    X, y = text_stream(seed=5, n_events=300)
+    model = make()
+    model.learn_many(X[:50], y[:50])
+    before, learned_before = model.to_state(), model.events_learned
+    with pytest.raises(ValueError, match="finite"):  # every variant refuses an infinite value
+        predict_learn(model, [*X[50:], {"x": math.inf}], [*y[50:], "spam"], mode=mode, margin=margin)
+    assert _state_equal(model.to_state(), before)
+    # The good events, one batch after the refusal, are learned exactly once.
+    _, learned = predict_learn(model, X[50:], y[50:], mode=mode, margin=margin)
+    reference = make()
+    reference.learn_many(X[:50], y[:50])
+    predict_learn(reference, X[50:], y[50:], mode=mode, margin=margin)
+    assert _state_equal(model.to_state(), reference.to_state())
+    assert model.events_learned == learned_before + sum(learned) > learned_before

@@ -450,14 +450,26 @@ class NaiveBayes(river_base.Classifier):
     def _encoded_chunks(self, X, y, w=None):
         """The batch as encoded chunks of BATCH_CHUNK events. Every chunk is validated before the
         first is encoded, so a bad event anywhere refuses the whole batch and changes nothing."""
+        for part, checked in list(self._validated_chunks(X, y, w)):
+            yield self._encode(*part, validated=checked)
+
+    def validate(self, X, y, w=None) -> None:
+        """Raise the error `learn_many(X, y, w)` would raise on this batch, changing nothing.
+
+        A caller that learns a batch in pieces (an order-dependent training regime) checks the
+        whole batch first, so a bad event at its end cannot leave the pieces before it learned.
+        """
+        for _ in self._validated_chunks(_as_records(X), _as_labels(y), w):
+            pass
+
+    def _validated_chunks(self, X, y, w=None):
         if len(y) != len(X):
             raise ValueError(f"X has {len(X)} events but y has {len(y)} labels")
         weights = None if w is None else list(w)
-        spans = [(start, min(start + BATCH_CHUNK, len(X))) for start in range(0, len(X), BATCH_CHUNK)]
-        parts = [(X[a:b], y[a:b], None if weights is None else weights[a:b]) for a, b in spans]
-        validated = [self._validate(*part) for part in parts] if len(parts) > 1 else [None] * len(parts)
-        for part, checked in zip(parts, validated):
-            yield self._encode(*part, validated=checked)
+        for start in range(0, len(X), BATCH_CHUNK):
+            end = min(start + BATCH_CHUNK, len(X))
+            part = (X[start:end], y[start:end], None if weights is None else weights[start:end])
+            yield part, self._validate(*part)
 
     def learn_many(self, X, y, w=None) -> None:
         """Learn a batch, exactly as repeated learn_one would. X: dicts or a pandas DataFrame."""

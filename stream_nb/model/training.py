@@ -49,13 +49,17 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[
     mode "all" is `model.predict_learn_many` (every labeled event learned, batch speed). The
     other modes decide event by event, since a decision depends on the prediction just made;
     runs of unlabeled events between labeled ones still go through the batch path. Results equal
-    the per-event loop exactly in every mode.
+    the per-event loop exactly in every mode, and in every mode a batch with a bad event raises
+    before anything is learned.
     """
     if mode not in TRAINING_MODES:
         raise ValueError(f"training mode must be one of {', '.join(TRAINING_MODES)}, got {mode!r}")
     labels = list(y)
     if mode == "all":
         return model.predict_learn_many(X, labels), [label is not None for label in labels]
+    # The loop below learns as it goes: a bad event must refuse the batch before the first learn,
+    # as predict_learn_many does, or a caller that retries event by event counts the rest twice.
+    model.validate(X, labels)
     events = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
     probabilities: list[dict] = []
     learned: list[bool] = []
