@@ -33,7 +33,15 @@ KAFKA_KEYS = {
     "max_message_bytes": ((int,), 1_000_000),
     "poll_max_records": ((int,), 1000),
     "poll_timeout_ms": ((int,), 200),
+    # exactly_once: predictions, dead letters and the group's offsets in one transaction per
+    # commit; at_least_once: outputs flushed, then offsets committed (a crash may repeat outputs).
+    "processing_guarantee": ((str,), "exactly_once"),
+    "commit_interval_ms": ((int,), 100),  # how much traffic one transaction (or commit) covers
+    # A checkpoint's labeled offset that the topic cannot have (recreated topic, records deleted
+    # by retention): "fail" stops with one line; "from_beginning" reads that partition anew.
+    "on_lost_position": ((str,), "fail"),
 }
+PROCESSING_GUARANTEES = ("exactly_once", "at_least_once")
 # Passed to every kafka-python client as they are (SASL/SSL and timeouts).
 KAFKA_CLIENT_KEYS = {
     "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
@@ -41,6 +49,15 @@ KAFKA_CLIENT_KEYS = {
     "ssl_keyfile", "ssl_password", "ssl_crlfile", "ssl_check_hostname", "ssl_ciphers",
     "client_id", "request_timeout_ms", "bootstrap_timeout_ms", "connections_max_idle_ms",
     "reconnect_backoff_ms", "reconnect_backoff_max_ms", "metadata_max_age_ms",
+}
+# Passed to the producer only, and to the consumers only (kafka-python refuses foreign keys).
+KAFKA_PRODUCER_KEYS = {
+    "buffer_memory", "delivery_timeout_ms", "max_block_ms", "transaction_timeout_ms", "linger_ms",
+    "batch_size", "compression_type", "max_in_flight_requests_per_connection",
+}
+KAFKA_CONSUMER_KEYS = {
+    "session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "fetch_max_bytes",
+    "fetch_max_wait_ms", "fetch_min_bytes",
 }
 CHECKPOINT_KEYS = {
     "dir": ((str,), "checkpoints"),
@@ -51,7 +68,13 @@ CHECKPOINT_KEYS = {
 WORKER_KEYS = {
     "log_interval_s": ((int, float), 10.0),
     "clues": ((int,), 0),  # the strongest N clues in each prediction (0: none)
+    # Static group membership and the transactional id: unique per worker, stable across its
+    # restarts. None: the host name (a container's, under docker compose --scale).
+    "instance_id": ((str,), None),
+    # Labels first: before predicting, catch up with the labeled log for at most this long.
+    "labels_first_wait_s": ((int, float), 5.0),
 }
+ORDER_DEPENDENT_MODES = ("on_error", "thick_threshold")
 TRAINING_KEYS = {
     "mode": ((str,), "all"),  # all | on_error | thick_threshold
     "margin": ((int, float), 0.0),  # thick_threshold: nats of log-odds
@@ -75,7 +98,8 @@ class Config:
     kafka: dict | None = None  # None: no [kafka] section (replay and demo need none)
     kafka_client: dict = field(default_factory=dict)
     checkpoint: dict = field(default_factory=dict)
-    worker: dict = field(default_factory=lambda: {"log_interval_s": 10.0, "clues": 0})
+    worker: dict = field(default_factory=lambda: {"log_interval_s": 10.0, "clues": 0, "instance_id": None,
+                                                  "labels_first_wait_s": 5.0})
     evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     source: str = "defaults"
@@ -113,6 +137,17 @@ class Config:
             resolved["training"] = dict(self.training)
         return resolved
 
+    @property
+    def order_dependent(self) -> bool:
+        """Whether what the model learns depends on the order of the labeled events."""
+        return self.training["mode"] in ORDER_DEPENDENT_MODES
+
+    def instance_id(self) -> str:
+        """This worker's stable identity in the group: [worker] instance_id, else the host name."""
+        import socket
+
+        return self.worker["instance_id"] or socket.gethostname()
+
     def require_kafka(self) -> dict:
         if self.kafka is None:
             raise ConfigError(f"kafka: the worker needs a [kafka] section ({self.source})")
@@ -146,19 +181,29 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         kafka_client = kafka_table.pop("client", {})
         if not isinstance(kafka_client, dict):
             raise ConfigError("kafka.client: must be a table of kafka-python options")
+        accepted = KAFKA_CLIENT_KEYS | KAFKA_PRODUCER_KEYS | KAFKA_CONSUMER_KEYS
         for key in kafka_client:
-            if key not in KAFKA_CLIENT_KEYS:
+            if key not in accepted:
                 raise ConfigError(f"kafka.client.{key}: not a supported kafka-python option "
-                                  f"(accepted: {', '.join(sorted(KAFKA_CLIENT_KEYS))})")
+                                  f"(accepted: {', '.join(sorted(accepted))})")
         kafka = _validated("kafka", kafka_table, KAFKA_KEYS)
         for key in ("labeled_topics", "unlabeled_topics"):
             if not all(isinstance(topic, str) and topic for topic in kafka[key]):
                 raise ConfigError(f"kafka.{key}: must be a list of topic names")
         if not kafka["labeled_topics"] and not kafka["unlabeled_topics"]:
             raise ConfigError("kafka.labeled_topics: no topic to read (labeled_topics and unlabeled_topics are empty)")
-        for key in ("partitions", "replication_factor", "max_message_bytes", "poll_max_records", "poll_timeout_ms"):
+        for key in ("partitions", "replication_factor", "max_message_bytes", "poll_max_records", "poll_timeout_ms",
+                    "commit_interval_ms"):
             if kafka[key] < 1:
                 raise ConfigError(f"kafka.{key}: must be >= 1, got {kafka[key]}")
+        if kafka["processing_guarantee"] not in PROCESSING_GUARANTEES:
+            raise ConfigError(f"kafka.processing_guarantee: {kafka['processing_guarantee']!r} is not one of "
+                              f"{', '.join(PROCESSING_GUARANTEES)}")
+        if kafka["on_lost_position"] not in ("fail", "from_beginning"):
+            raise ConfigError(f"kafka.on_lost_position: {kafka['on_lost_position']!r} is not one of fail, from_beginning")
+        overlap = set(kafka["labeled_topics"]) & set(kafka["unlabeled_topics"])
+        if overlap:
+            raise ConfigError(f"kafka.unlabeled_topics: {', '.join(sorted(overlap))} is also a labeled topic")
     checkpoint = _validated("checkpoint", dict(data.get("checkpoint", {})), CHECKPOINT_KEYS)
     if checkpoint["keep"] < 1 or checkpoint["interval_s"] < 0 or checkpoint["every_events"] < 0:
         raise ConfigError("checkpoint: keep must be >= 1, interval_s and every_events >= 0")
@@ -178,6 +223,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError("evaluation.unsure_band: needs evaluation.positive (the class the band is about)")
     if worker["clues"] < 0:
         raise ConfigError(f"worker.clues: must be >= 0, got {worker['clues']}")
+    if worker["labels_first_wait_s"] < 0:
+        raise ConfigError(f"worker.labels_first_wait_s: must be >= 0, got {worker['labels_first_wait_s']}")
+    if worker["instance_id"] is not None and not worker["instance_id"].strip():
+        raise ConfigError("worker.instance_id: must not be empty (leave it out to use the host name)")
     config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
                     checkpoint=checkpoint, worker=worker, source=source)

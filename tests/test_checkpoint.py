@@ -511,3 +511,26 @@ def test_inspect_as_a_module(tmp_path):
     summary = json.loads(result.stdout)
     assert summary["state_digest"] == state_digest(model.to_state())
     assert summary["offsets"] == [{"topic": "labeled", "partition": 0, "offset": 3}]
+
+
+def test_a_second_process_on_the_same_directory_is_refused_naming_the_holder(tmp_path):
+    import subprocess
+    import sys
+
+    from stream_nb.checkpoint import DirectoryLocked
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from stream_nb.checkpoint import CheckpointStore; "
+         f"CheckpointStore({str(tmp_path)!r}).lock(); print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(DirectoryLocked, match=f"in use by process {holder.pid};"):
+            CheckpointStore(tmp_path).lock()
+    finally:
+        holder.kill()
+        holder.wait()
+    store = CheckpointStore(tmp_path)  # the holder died without cleaning up: free again
+    store.lock()
+    assert (tmp_path / ".lock").read_text() == f"{os.getpid()}\n"
+    store.unlock()

@@ -40,6 +40,7 @@ from stream_nb.checkpoint.store import (
     Checkpoint,
     CheckpointError,
     CheckpointStore,
+    DirectoryLocked,
     FingerprintMismatch,
     read_checkpoint,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
+    "DirectoryLocked",
     "FingerprintMismatch",
     "config_fingerprint",
     "read_checkpoint",

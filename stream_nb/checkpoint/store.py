@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -31,6 +32,10 @@ _STALE_TEMP_S = 3600.0  # temp files older than this are leftovers of a crashed 
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be used (unreadable, truncated, corrupt, refused)."""
+
+
+class DirectoryLocked(CheckpointError):
+    """Another process writes checkpoints into the same directory."""
 
 
 class FingerprintMismatch(ValueError):
@@ -213,6 +218,32 @@ class CheckpointStore:
         self.directory = Path(directory)
         self.keep = keep
         self._last_number = 0  # ids never go back, even if files vanish while we run
+        self._lock_fd: int | None = None
+
+    # ---- one writer -------------------------------------------------------------------
+
+    def lock(self) -> None:
+        """Take the directory for this process (an exclusive flock on `.lock`, which holds our
+        pid), or raise DirectoryLocked naming the pid that holds it. The lock lives as long as
+        the process or until `unlock()`; a killed process leaves nothing to clean up."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / ".lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise DirectoryLocked(f"checkpoint directory {self.directory} is in use by process {holder}; "
+                                  f"every worker needs a checkpoint.dir of its own") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
 
     # ---- listing ----------------------------------------------------------------------
 

@@ -423,11 +423,14 @@ def encode_prediction(
     checkpoint: str | None,
     verdict: str | None = None,
     clues: list[tuple[str, float]] | None = None,
+    labeled_offsets: list[list] | None = None,
 ) -> tuple[bytes, bytes]:
     """(key, value) of the prediction message for `event`.
 
     Optional fields, present only when given: "verdict" (the ham/spam/unsure decision of an
-    unsure band) and "clues" ([[feature, evidence in nats], ...], the strongest first).
+    unsure band), "clues" ([[feature, evidence in nats], ...], the strongest first) and
+    model.labeled_offsets ([[topic, partition, next offset], ...]: the labeled log the model had
+    learned, so a replay of it up to there reproduces this prediction exactly).
 
     key: the id as UTF-8. value: compact UTF-8 JSON (``ensure_ascii=False``)::
 
@@ -471,6 +474,8 @@ def encode_prediction(
         "model": {"events_learned": events_learned, "checkpoint": checkpoint},
         "source": {"topic": source.topic, "partition": source.partition, "offset": source.offset},
     }
+    if labeled_offsets is not None:
+        message["model"]["labeled_offsets"] = labeled_offsets
     if verdict is not None:
         message["verdict"] = verdict
     if clues is not None:

@@ -1,4 +1,12 @@
-"""kafka-python clients configured from a stream_nb configuration, and topic set-up."""
+"""kafka-python clients configured from a stream_nb configuration, and topic set-up.
+
+The worker uses three clients, one per job:
+- the labeled reader: the labeled partitions by assignment (no group), so every worker reads the
+  whole labeled log and its model is a function of the offsets it has consumed;
+- the group consumer: the unlabeled topics through the consumer group, so N workers split them
+  (static membership, cooperative-sticky assignment);
+- the producer: predictions and dead letters, transactional under exactly-once.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +14,38 @@ import logging
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.structs import OffsetAndMetadata
+
+from stream_nb.config import KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS
 
 log = logging.getLogger(__name__)
+
+# How often clients refresh topic metadata unless [kafka.client] says otherwise: a partition
+# added to a topic is seen (and read) within this long. kafka-python's default is 5 minutes.
+METADATA_MAX_AGE_MS = 5_000
 
 
 class KafkaSetupError(RuntimeError):
     """The broker cannot be reached or the topics are not as configured; one clear line."""
 
 
-def client_options(kafka: dict, client: dict) -> dict:
-    """Options every client shares: the bootstrap servers and the passed-through [kafka.client]."""
-    return {"bootstrap_servers": kafka["bootstrap_servers"], **client}
+class TransactionTimeout(KafkaError):
+    """A transaction's commit or abort got no answer in time (kafka-python would wait for ever)."""
+
+    retriable = True
+
+
+def client_options(kafka: dict, client: dict, role: str = "admin") -> dict:
+    """Options for one client: the bootstrap servers and the [kafka.client] keys that apply to
+    `role` ("producer", "consumer" or "admin")."""
+    foreign = {"producer": KAFKA_CONSUMER_KEYS, "consumer": KAFKA_PRODUCER_KEYS}.get(
+        role, KAFKA_CONSUMER_KEYS | KAFKA_PRODUCER_KEYS)
+    options = {key: value for key, value in client.items() if key not in foreign}
+    if role != "admin":
+        options.setdefault("metadata_max_age_ms", METADATA_MAX_AGE_MS)
+    return {"bootstrap_servers": kafka["bootstrap_servers"], **options}
 
 
 def _connect(factory, kafka: dict, what: str, **options):
@@ -53,41 +81,118 @@ def ensure_topics(kafka: dict, client: dict) -> None:
         admin.close()
 
 
+def _fetch_options(kafka: dict) -> dict:
+    return {"enable_auto_commit": False, "auto_offset_reset": "earliest",
+            "max_poll_records": kafka["poll_max_records"],
+            "max_partition_fetch_bytes": max(1_048_576, kafka["max_message_bytes"] + 1024)}
+
+
 def make_consumer(kafka: dict, client: dict) -> KafkaConsumer:
-    """A consumer that commits nothing by itself: offsets come from checkpoints."""
-    return _connect(
-        KafkaConsumer, kafka, "consumer",
-        group_id=kafka["group_id"],
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        max_poll_records=kafka["poll_max_records"],
-        max_partition_fetch_bytes=max(1_048_576, kafka["max_message_bytes"] + 1024),
-        **client_options(kafka, client),
-    )
+    """A consumer in kafka.group_id that commits nothing by itself (the benchmarks' plain loop)."""
+    return _connect(KafkaConsumer, kafka, "consumer", group_id=kafka["group_id"], **_fetch_options(kafka),
+                    **client_options(kafka, client, "consumer"))
 
 
-def make_producer(kafka: dict, client: dict) -> KafkaProducer:
+def make_labeled_reader(kafka: dict, client: dict) -> KafkaConsumer:
+    """The labeled log, read by assignment with no group; committed records only, so an aborted
+    transaction upstream is never learned."""
+    return _connect(KafkaConsumer, kafka, "labeled reader", group_id=None, isolation_level="read_committed",
+                    **_fetch_options(kafka), **client_options(kafka, client, "consumer"))
+
+
+def make_group_consumer(kafka: dict, client: dict, instance_id: str) -> KafkaConsumer:
+    """The consumer of kafka.group_id: static membership (a restart keeps its partitions with no
+    rebalance), cooperative-sticky assignment (a rebalance moves only what must move)."""
+    return _connect(KafkaConsumer, kafka, "group consumer", group_id=kafka["group_id"],
+                    group_instance_id=instance_id, isolation_level="read_committed",
+                    partition_assignment_strategy=(CooperativeStickyAssignor,),
+                    **_fetch_options(kafka), **client_options(kafka, client, "consumer"))
+
+
+def make_producer(kafka: dict, client: dict, transactional_id: str | None = None) -> KafkaProducer:
     """acks=all and idempotence (kafka-python 3 defaults); large batches and 20 ms of lingering,
     because every new batch wakes the sender thread through a socket write (measured: a third of
-    the producer's cost with the defaults)."""
-    return _connect(
-        KafkaProducer, kafka, "producer",
-        acks="all",
-        linger_ms=20,
-        batch_size=262_144,
-        # a dead letter carries the original bytes, which may be up to the size limit and more
-        max_request_size=max(1_048_576, 2 * kafka["max_message_bytes"] + 65_536),
-        **client_options(kafka, client),
-    )
+    the producer's cost with the defaults). With `transactional_id`, transactions are initialised
+    (which fences an older producer of the same id and aborts its open transaction)."""
+    options = {"acks": "all", "linger_ms": 20, "batch_size": 262_144,
+               # a dead letter carries the original bytes, which may be up to the size limit and more
+               "max_request_size": max(1_048_576, 2 * kafka["max_message_bytes"] + 65_536),
+               **client_options(kafka, client, "producer")}
+    if transactional_id is not None:
+        options["transactional_id"] = transactional_id
+    producer = _connect(KafkaProducer, kafka, "producer", **options)
+    if transactional_id is not None:
+        try:
+            producer.init_transactions()
+        except KafkaError as error:
+            producer.close(timeout=0)
+            raise KafkaSetupError(f"kafka: cannot initialise transactions for {transactional_id!r}: {error}") from None
+    return producer
 
 
-def assign_all_partitions(consumer: KafkaConsumer, topics: list[str]) -> list[TopicPartition]:
-    """Assign every partition of the topics to this consumer (one worker holds the whole model)."""
-    partitions = []
+def commit_transaction(producer: KafkaProducer, offsets: dict[TopicPartition, int], group_metadata,
+                       timeout_s: float) -> None:
+    """Add the consumer group's `offsets` to the open transaction and commit it, each step
+    bounded by `timeout_s` (kafka-python's own calls wait without a limit)."""
+    manager = producer._transaction_manager
+    if offsets:
+        marked = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in offsets.items()}
+        _wait(producer, manager.send_offsets_to_transaction(marked, group_metadata), timeout_s, "sending offsets")
+    _wait(producer, manager.begin_commit(), timeout_s, "committing")
+
+
+def abort_transaction(producer: KafkaProducer, timeout_s: float) -> None:
+    _wait(producer, producer._transaction_manager.begin_abort(), timeout_s, "aborting")
+
+
+def _wait(producer: KafkaProducer, result, timeout_s: float, what: str) -> None:
+    producer._sender.wakeup()
+    if not result.wait(timeout_ms=timeout_s * 1000):
+        raise TransactionTimeout(f"no answer from the transaction coordinator after {timeout_s:.0f} s {what}")
+
+
+def transaction_lost(producer: KafkaProducer | None) -> bool:
+    """Whether the broker ended this producer's transaction behind its back: it is bumping its
+    epoch (kafka-python's answer to a transaction the coordinator aborted after
+    transaction_timeout_ms), or it failed fatally."""
+    manager = getattr(producer, "_transaction_manager", None)
+    return manager is not None and (manager.is_bumping_epoch() or manager.has_fatal_error())
+
+
+def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
+    """Close, waiting at most `timeout_s` for buffered records; past that they are dropped
+    (kafka-python's close raises instead and leaves the producer half open)."""
+    try:
+        producer.close(timeout=timeout_s)
+    except KafkaTimeoutError:
+        producer._sender.force_close()
+        producer._closed = True
+
+
+def topic_ids(consumer: KafkaConsumer, topics) -> dict[str, str]:
+    """{topic: its id as text} for the topics the consumer has metadata of; a topic deleted and
+    created again under the same name gets a new id."""
+    cluster = consumer._client.cluster
+    found = {}
     for topic in topics:
-        numbers = consumer.partitions_for_topic(topic)
-        if not numbers:
-            raise KafkaSetupError(f"kafka: topic {topic!r} has no partitions visible to this client")
-        partitions.extend(TopicPartition(topic, number) for number in sorted(numbers))
-    consumer.assign(partitions)
-    return partitions
+        topic_id = cluster.topic_id(topic)
+        if topic_id is not None:
+            found[topic] = str(topic_id)
+    return found
+
+
+def leave_group(kafka: dict, client: dict, instance_id: str) -> None:
+    """Remove this static member from the group now, so its partitions move at once (a static
+    member's close does not leave the group; the session timeout would)."""
+    from kafka.admin import MemberToRemove
+
+    admin = None
+    try:
+        admin = KafkaAdminClient(**client_options(kafka, client))
+        admin.remove_group_members(kafka["group_id"], [MemberToRemove(group_instance_id=instance_id)])
+    except KafkaError as error:
+        log.warning("could not leave group %s (its partitions move after the session timeout): %s",
+                    kafka["group_id"], error)
+    finally:
+        if admin is not None:
+            admin.close()

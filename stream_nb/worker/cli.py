@@ -11,6 +11,9 @@ from stream_nb.config import ConfigError, load_config
 from stream_nb.kafka.clients import KafkaSetupError
 
 
+EXIT_FENCED = 3  # a newer worker with the same instance id took over
+
+
 def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="run the worker: learn, predict, publish, checkpoint")
     run.add_argument("--config", type=Path, required=True, help="TOML configuration (see configs/spam.toml)")
@@ -31,13 +34,23 @@ def run_worker(args) -> int:
     kafka_logger.setLevel(logging.DEBUG if args.log_level == "DEBUG" else logging.CRITICAL)
     from stream_nb.worker.loop import Worker  # imports kafka-python only when needed
 
+    from stream_nb.worker.labeled import LabeledLogError
+    from stream_nb.worker.outputs import Fenced
+
     try:
         worker = Worker(load_config(args.config, args.set))
         worker.start()
-    except (ConfigError, KafkaSetupError, FingerprintMismatch, CheckpointError) as error:
+    except (ConfigError, KafkaSetupError, FingerprintMismatch, CheckpointError, LabeledLogError) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
     if args.log_level != "DEBUG":
         kafka_logger.setLevel(logging.ERROR)
-    worker.run(stop_when_idle_s=args.stop_when_idle)
+    try:
+        worker.run(stop_when_idle_s=args.stop_when_idle)
+    except LabeledLogError as error:  # e.g. a partition added to the labeled topic under thick-threshold
+        print(f"stream-nb run: {error}", file=sys.stderr)
+        return 2
+    except Fenced as error:
+        print(f"stream-nb run: {error}", file=sys.stderr)
+        return EXIT_FENCED
     return 0

@@ -1,41 +1,56 @@
-"""The worker loop: poll -> decode -> featurise -> predict_learn_many -> publish -> checkpoint.
+"""The worker: learn the whole labeled log, predict a share of the unlabeled traffic, publish.
 
-Exactly-once state, at-least-once outputs: a checkpoint holds the model state together with the
-next offset of every partition, written atomically; on start the worker loads the newest valid
-checkpoint and seeks every partition to its offsets, so each labeled event is counted exactly
-once however the process ended. Predictions and dead letters made after the last checkpoint may
-be published again after a crash (same id, same source offset).
+Two jobs at two speeds, joined here:
+- Learning is replicated. Every worker reads every labeled partition by assignment, in one order
+  (stream_nb.worker.labeled), so its model is a function of the labeled offsets it has consumed.
+  A checkpoint holds the model with those offsets and the configuration's fingerprint; on start
+  the worker loads the newest valid one and reads on from its offsets, so each labeled event is
+  counted exactly once however the process ended.
+- Prediction is partitioned. The unlabeled topics are consumed through the consumer group
+  kafka.group_id, so N workers split them. Before a batch is predicted the worker catches up
+  with the labeled log (labels first), and each prediction names the labeled offsets its model
+  reflects, so a replay reproduces it exactly. Outputs and the group's offsets are committed
+  together (stream_nb.worker.outputs): exactly once by default, at least once if configured.
 
-Order at a checkpoint (as Flink and Quix Streams do it): flush and confirm every output, write
-the checkpoint, then commit the same offsets to the consumer group (for lag monitoring only).
+Dead letters of labeled events are published once, not once per worker: by the worker that the
+group assigns the labeled partition to (the group consumer subscribes to the labeled topics too,
+pauses them, and commits, with the dead letters, the offset up to which they are published).
 """
 
 from __future__ import annotations
 
-import heapq
+import base64
 import logging
 import signal
 import time
 
-from kafka import TopicPartition
-from kafka.errors import KafkaError
-from kafka.structs import OffsetAndMetadata
+from kafka import ConsumerRebalanceListener, TopicPartition
+from kafka.errors import CommitFailedError, KafkaError
 
 from stream_nb.checkpoint import CheckpointStore, config_fingerprint
 from stream_nb.config import Config
 from stream_nb.events import Event, Rejected, SourcePosition, dead_letter_headers, decode_record, encode_prediction
-from stream_nb.kafka.clients import assign_all_partitions, ensure_topics, make_consumer, make_producer
-from stream_nb.model.registry import model_from_state
+from stream_nb.kafka.clients import (
+    close_producer,
+    ensure_topics,
+    leave_group,
+    make_group_consumer,
+    make_labeled_reader,
+    make_producer,
+)
 from stream_nb.model.decision import verdict
 from stream_nb.model.explain import strongest_clues
+from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
+from stream_nb.worker.labeled import LabeledLog
+from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by
 
 log = logging.getLogger("stream_nb.worker")
 
+__all__ = ["DeliveryError", "Fenced", "Worker"]
 
-class DeliveryError(RuntimeError):
-    """An output could not be delivered; the worker rewinds to its last checkpoint."""
+RETRY_AFTER_ERROR_S = 2.0
 
 
 def _rejected_by_us(event: Event, reason: str, detail: str, record) -> Rejected:
@@ -44,91 +59,149 @@ def _rejected_by_us(event: Event, reason: str, detail: str, record) -> Rejected:
                     headers=tuple(record.headers or ()), source=event.source)
 
 
+class _PauseLabeled(ConsumerRebalanceListener):
+    """The group consumer holds labeled partitions only as the dead-letter role: never fetch them.
+    (Runs on kafka-python's network thread: pause is a flag, nothing here blocks.)"""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def on_partitions_revoked(self, revoked) -> None:
+        self.worker._assignment_changed = True
+
+    def on_partitions_assigned(self, assigned) -> None:
+        labeled = [tp for tp in assigned if tp.topic in self.worker.labeled_topics]
+        if labeled:
+            self.worker.group.pause(*labeled)
+        self.worker._assignment_changed = True
+
+    def on_partitions_lost(self, lost) -> None:
+        self.worker._assignment_changed = True
+
+
 class Worker:
     def __init__(self, config: Config, recorder=None) -> None:
         self.config = config
         self.recorder = recorder  # optional EvaluationRecorder of the labeled traffic (the demo's plots)
         self.kafka = config.require_kafka()
         self.labeled_topics = frozenset(self.kafka["labeled_topics"])
-        self.topics = list(dict.fromkeys([*self.kafka["labeled_topics"], *self.kafka["unlabeled_topics"]]))
+        self.unlabeled_topics = list(dict.fromkeys(self.kafka["unlabeled_topics"]))
+        self.instance_id = config.instance_id()
+        self.exactly_once = self.kafka["processing_guarantee"] == "exactly_once"
+        self.transactional_id = f"stream-nb-{self.kafka['group_id']}-{self.instance_id}" if self.exactly_once else None
         self.text_featurizer = config.build_featurizer()
         self.event_featurizer = config.build_event_featurizer()
         self.fingerprint = config_fingerprint(config.resolved())
-        self.store = CheckpointStore(config.checkpoint["dir"], keep=config.checkpoint["keep"])
+        # "{instance_id}" in the directory gives each replica its own (docker compose --scale)
+        directory = config.checkpoint["dir"].replace("{instance_id}", self.instance_id)
+        self.store = CheckpointStore(directory, keep=config.checkpoint["keep"])
         self.model = config.build_model()
-        self.positions: dict[tuple[str, int], int] = {}  # next offset to read, per partition
         self.metrics = PrequentialMetrics()
         self.checkpoint_id: str | None = None
-        self.consumer = None
+        self.labeled: LabeledLog | None = None
+        self.group = None
         self.producer = None
-        self.partitions: list[TopicPartition] = []
-        self._pending: list = []  # delivery futures since the last checkpoint
+        self.outputs: Outputs | None = None
+        # Labeled dead letters not yet published by the partition's owner (offset >= its cursor).
+        self.labeled_rejections: list[Rejected] = []
+        self._cursors: dict[TopicPartition, int] = {}  # owned labeled partition -> published up to
+        self._assignment_changed = False
         self._single_partition: dict[str, bool] = {}
-        self._changed_since_checkpoint = False
         self._stopping = False
         self._processed = 0
         self._learned_since_checkpoint = 0
+        self._changed_since_checkpoint = False
         self._last_checkpoint = time.monotonic()
+        self._restored: dict | None = None
 
     # ---- life cycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        ensure_topics(self.kafka, self.config.kafka_client)
-        self.consumer = make_consumer(self.kafka, self.config.kafka_client)
-        self.producer = make_producer(self.kafka, self.config.kafka_client)
-        self.partitions = assign_all_partitions(self.consumer, self.topics)
-        self._single_partition = {
-            topic: len(self.consumer.partitions_for_topic(topic) or ()) == 1
-            for topic in (self.kafka["predictions_topic"], self.kafka["dead_letter_topic"])}
-        self._restore()
+        """Create missing topics, lock the checkpoint directory, restore the newest checkpoint,
+        open the clients. Raises (one line) on anything that stops a worker from starting."""
+        ensure_topics(self.kafka, self.config.kafka_client)  # first: an unreachable broker leaves no trace
+        self.store.lock()
+        try:
+            self._restore()
+            self._open_clients()
+        except BaseException:
+            self.close()
+            raise
 
     def _restore(self) -> None:
-        """Load the newest valid checkpoint (or start empty) and seek every partition to it."""
         checkpoint = self.store.load_latest(self.fingerprint)
         if checkpoint is None:
-            self.model = self.config.build_model()
-            self.positions = {}
-            self.metrics = PrequentialMetrics()
-            self.checkpoint_id = None
-            log.info("no checkpoint in %s: starting from the beginning of every partition", self.store.directory)
-        else:
-            self.model = model_from_state(checkpoint.model_state)
-            self.positions = dict(checkpoint.offsets)
-            self.metrics = _metrics_from(checkpoint.extra.get("metrics"))
-            self.checkpoint_id = checkpoint.id
-            log.info("restored checkpoint %s: %d events learned", checkpoint.id, int(self.model.events_learned))
-        for partition in self.partitions:
-            offset = self.positions.get((partition.topic, partition.partition))
-            if offset is None:
-                self.consumer.seek_to_beginning(partition)
-            else:
-                self.consumer.seek(partition, offset)
-        self._pending = []
-        self._learned_since_checkpoint = 0
-        self._last_checkpoint = time.monotonic()
-        self._changed_since_checkpoint = False
+            log.info("no checkpoint in %s: learning the labeled log from its beginning", self.store.directory)
+            self._restored = {"offsets": {}, "topic_ids": {}}
+            return
+        self.model = model_from_state(checkpoint.model_state)
+        self.metrics = _metrics_from(checkpoint.extra.get("metrics"))
+        self.checkpoint_id = checkpoint.id
+        self._processed = int(checkpoint.extra.get("events_processed", 0))
+        self.labeled_rejections = [_rejection_from(saved) for saved in checkpoint.extra.get("labeled_rejections", [])]
+        # Checkpoints hold the labeled offsets only (older ones held every topic's).
+        offsets = {key: offset for key, offset in checkpoint.offsets.items() if key[0] in self.labeled_topics}
+        self._restored = {"offsets": offsets, "topic_ids": checkpoint.extra.get("topic_ids", {})}
+        log.info("restored checkpoint %s: %d events learned", checkpoint.id, int(self.model.events_learned))
+
+    def _open_clients(self) -> None:
+        client = self.config.kafka_client
+        # From the checkpoint at start; after a Kafka error, from where the model in memory stands.
+        saved = self._restored if self._restored is not None else {
+            "offsets": dict(self.labeled.positions), "topic_ids": dict(self.labeled.ids)}
+        self.labeled = LabeledLog(make_labeled_reader(self.kafka, client), sorted(self.labeled_topics),
+                                  one_order=self.config.order_dependent,
+                                  on_lost_position=self.kafka["on_lost_position"])
+        self.labeled.start(saved["offsets"], saved["topic_ids"])
+        self._restored = None
+        self.producer = make_producer(self.kafka, client, self.transactional_id)
+        self.group = make_group_consumer(self.kafka, client, self.instance_id)
+        self.group.subscribe([*self.unlabeled_topics, *sorted(self.labeled_topics)], listener=_PauseLabeled(self))
+        self.outputs = Outputs(self.producer, self.group, exactly_once=self.exactly_once,
+                               commit_interval_s=self.kafka["commit_interval_ms"] / 1000,
+                               transactional_id=self.transactional_id)
+        self._cursors = {}
+        self._assignment_changed = True
+        self._single_partition = {
+            topic: len(self.group.partitions_for_topic(topic) or ()) == 1
+            for topic in (self.kafka["predictions_topic"], self.kafka["dead_letter_topic"])}
+
+    def _close_clients(self, timeout_s: float = 10.0) -> None:
+        for client in (self.producer, self.group, self.labeled.consumer if self.labeled else None):
+            if client is None:
+                continue
+            try:
+                if client is self.producer:
+                    close_producer(client, timeout_s)
+                else:
+                    client.close(autocommit=False)
+            except Exception as error:  # closing is best effort; a new client replaces it
+                log.debug("closing %s: %s", client, error)
+        self.producer = self.group = self.outputs = None
+        if self.labeled is not None:
+            self.labeled.consumer = None
 
     def request_stop(self, *_signal) -> None:
         self._stopping = True
 
     def run(self, *, stop_when_idle_s: float | None = None, install_signal_handlers: bool = True) -> None:
         """Process until SIGTERM/SIGINT (or `stop_when_idle_s` seconds without a record), then
-        write a final checkpoint and close."""
+        commit the outputs, write a final checkpoint, leave the group and close. Raises Fenced
+        when a newer worker with the same instance id has taken over."""
         if install_signal_handlers:
             signal.signal(signal.SIGTERM, self.request_stop)
             signal.signal(signal.SIGINT, self.request_stop)
-        if self.consumer is None:
+        if self.group is None:
             self.start()
         idle_since = time.monotonic()
         last_log, processed_at_log = time.monotonic(), self._processed
+        clean = False
         try:
             while not self._stopping:
                 try:
-                    had_records = self._poll_once()
-                    if self._checkpoint_due():
-                        self.checkpoint()
-                except (KafkaError, DeliveryError) as error:
-                    self._rewind(error)
+                    had_records = self._step()
+                except KafkaError as error:
+                    self._recover(error)
                     continue
                 now = time.monotonic()
                 if had_records:
@@ -138,124 +211,163 @@ class Worker:
                 if now - last_log >= self.config.worker["log_interval_s"]:
                     self._log_progress(now - last_log, self._processed - processed_at_log)
                     last_log, processed_at_log = now, self._processed
-            self.checkpoint()
+            self._finish()
+            clean = True
         finally:
-            self.close()
+            self._close_clients()
+            if clean:  # a static member's close keeps its place in the group: leave it explicitly
+                leave_group(self.kafka, self.config.kafka_client, self.instance_id)
+            self.store.unlock()
+
+    def _finish(self) -> None:
+        """The last commit and checkpoint of a clean stop (retried once after a Kafka error)."""
+        for attempt in range(2):
+            try:
+                self._commit_outputs(final=True)
+                break
+            except KafkaError as error:
+                if attempt:
+                    log.warning("final commit failed (%s): the outputs since the last commit will be redone", error)
+                else:
+                    self._recover(error)
+        self.checkpoint()
 
     def close(self) -> None:
-        if self.producer is not None:
-            self.producer.close(timeout=10)
-        if self.consumer is not None:
-            self.consumer.close(autocommit=False)
-        self.consumer = self.producer = None
+        self._close_clients()
+        self.store.unlock()
 
-    def _rewind(self, error: Exception) -> None:
-        """Ride out a broker outage: back to the last checkpoint, then carry on."""
-        log.warning("%s: rewinding to checkpoint %s and retrying in 2 s", error, self.checkpoint_id)
-        time.sleep(2.0)
-        self._restore()
+    def _recover(self, error: KafkaError) -> None:
+        """Ride out a Kafka error: drop the open outputs, reopen every client, go on from the
+        group's committed offsets. The model stays: it holds exactly the labeled offsets read."""
+        if fenced_by(error, self.producer):
+            raise Fenced(f"fenced: another worker with transactional id {self.transactional_id!r} (instance "
+                         f"{self.instance_id!r}) has taken over, or this one's transaction outlived "
+                         f"transaction_timeout_ms (paused?); stopping so as not to fence it back ({error})") from None
+        log.warning("%s: outputs since the last commit are dropped and redone; retrying in %.0f s",
+                    error, RETRY_AFTER_ERROR_S)
+        self._close_clients(timeout_s=0)
+        while not self._stopping:
+            time.sleep(RETRY_AFTER_ERROR_S)
+            try:
+                self._open_clients()
+                return
+            except Exception as reopen_error:  # the broker may still be away
+                if fenced_by(reopen_error):
+                    raise Fenced(f"fenced while reconnecting: {reopen_error}") from None
+                log.warning("still cannot reach Kafka (%s); retrying in %.0f s", reopen_error, RETRY_AFTER_ERROR_S)
+                self._close_clients(timeout_s=0)
 
-    # ---- one poll ---------------------------------------------------------------------------
+    # ---- one step -----------------------------------------------------------------------------
 
-    def _poll_once(self) -> bool:
-        polled = self.consumer.poll(timeout_ms=self.kafka["poll_timeout_ms"], max_records=self.kafka["poll_max_records"])
-        if not polled:
-            return False
-        # Each partition in offset order; partitions merged by timestamp (arrival order).
-        records = list(heapq.merge(*polled.values(), key=lambda record: record.timestamp))
-        self.process(records)
-        return True
+    def _step(self) -> bool:
+        """Learn what the labeled log has, predict one poll of unlabeled records (labels first),
+        commit outputs when due, checkpoint when due."""
+        labeled = self._read_labels(timeout_ms=0)
+        metadata = self.group.group_metadata()  # before the poll: see Outputs
+        polled = self.group.poll(timeout_ms=0 if labeled else self.kafka["poll_timeout_ms"],
+                                 max_records=self.kafka["poll_max_records"])
+        if self._assignment_changed:
+            self._on_assignment_change()
+        now = self.group.group_metadata()
+        if (now.generation_id, now.member_id) != (metadata.generation_id, metadata.member_id) or self.outputs.stale(now):
+            # The group changed during the poll: its records may be of partitions that have moved.
+            if polled or self.outputs.open:
+                self._rewind_outputs("the group rebalanced" if metadata.generation_id >= 0 else None)
+            return bool(polled)
+        records = [record for partition, batch in polled.items() if partition.topic not in self.labeled_topics
+                   for record in batch]
+        if records:
+            self.outputs.begin(metadata)
+            self._catch_up_labels()
+            self._predict(records)
+        if self.outputs.due() or self._labeled_dead_letters_due():
+            try:
+                self._commit_outputs()
+            except CommitFailedError as error:  # the group moved on (a rebalance): redo, don't reconnect
+                self._rewind_outputs(f"commit refused ({error})")
+        if self._checkpoint_due():
+            self.checkpoint()
+        self.labeled.refresh()
+        return bool(labeled or records)
 
-    def process(self, records: list) -> None:
-        """Decode, learn and predict (prequentially, in the given order), publish."""
-        events: list[Event] = []
-        origin = []
+    def _read_labels(self, timeout_ms: int) -> int:
+        records = self.labeled.poll(timeout_ms, self.kafka["poll_max_records"])
+        if records:
+            self._learn(records)
+        self.labeled.advance()
+        return len(records)
+
+    def _catch_up_labels(self) -> None:
+        """Labels first: learn the labeled log up to its end as it is now, waiting at most
+        labels_first_wait_s, so a prediction reflects every label already appended."""
+        ends = self.labeled.end_offsets()
+        deadline = time.monotonic() + self.config.worker["labels_first_wait_s"]
+        while self.labeled.behind(ends) and not self._stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.debug("labels first: still behind the labeled log after the wait; predicting anyway")
+                return
+            self._read_labels(timeout_ms=int(min(100, remaining * 1000)))
+
+    # ---- learning ------------------------------------------------------------------------------
+
+    def _learn(self, records: list) -> None:
+        """Decode, predict (for the prequential metrics) and learn labeled records in order."""
+        events, origin = [], []
         max_bytes = self.kafka["max_message_bytes"]
         for record in records:
             source = SourcePosition(record.topic, record.partition, record.offset)
             decoded = decode_record(record.value, record.key, record.headers or (), source,
-                                    labeled=record.topic in self.labeled_topics, max_bytes=max_bytes)
+                                    labeled=True, max_bytes=max_bytes)
             if isinstance(decoded, Rejected):
-                self._dead_letter(decoded)
+                self.labeled_rejections.append(decoded)
             else:
                 events.append(decoded)
                 origin.append(record)
-        if events:
-            self._learn_and_predict(events, origin)
-        for record in records:
-            self.positions[(record.topic, record.partition)] = record.offset + 1
-        self._processed += len(records)
-        self._changed_since_checkpoint = True
-
-    def _learn_and_predict(self, events: list[Event], origin: list) -> None:
         events, origin = self._screen_labels(events, origin)
-        training = self.config.training
-        learned_at_start = int(self.model.events_learned)
-        try:
-            features = self._featurise(events)
-            labels = [event.label for event in events]
-            probabilities, learned = predict_learn(self.model, features, labels, **training)
-        except (TypeError, ValueError):
-            # One bad event fails the whole batch before anything is learned: go one by one so
-            # only the bad ones are set aside (the results are the same, bit for bit).
-            probabilities, learned, kept, kept_origin = [], [], [], []
-            for event, record in zip(events, origin):
-                try:
-                    one, one_learned = predict_learn(self.model, self._featurise([event]), [event.label], **training)
-                except (TypeError, ValueError) as error:
-                    self._dead_letter(_rejected_by_us(event, "rejected_by_model", str(error), record))
-                    continue
-                probabilities.extend(one)
-                learned.extend(one_learned)
-                kept.append(event)
-                kept_origin.append(record)
-            events, origin = kept, kept_origin
-        learned_before = learned_at_start
-        band, positive = self.config.evaluation["unsure_band"], self.config.evaluation["positive"]
-        n_clues = self.config.worker["clues"]
-        for event, record, proba, was_learned in zip(events, origin, probabilities, learned):
-            if event.label is None:
-                try:
-                    key, value = encode_prediction(
-                        event, proba, events_learned=learned_before, checkpoint=self.checkpoint_id,
-                        verdict=None if band is None else verdict(proba, positive, band),
-                        clues=self._clues(event, n_clues) if n_clues and proba else None)
-                except (TypeError, ValueError) as error:
-                    self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
-                    continue
-                self._send(self.kafka["predictions_topic"], value, key, None)
-            else:
+        if events:
+            probabilities, learned = self._predict_learn(events, origin)
+            for event, proba, was_learned in zip(events, probabilities, learned):
                 if proba:  # as River and replay: an event predicted before any class is not scored
                     predicted = max(proba, key=proba.get)
                     self.metrics.update(event.label, predicted, proba)
                     if self.recorder is not None:
                         self.recorder.update(event.label, predicted, proba)
-                if was_learned:
-                    learned_before += 1
-                    self._learned_since_checkpoint += 1
+                self._learned_since_checkpoint += was_learned
+        self._processed += len(records)
+        self._changed_since_checkpoint = True
 
-    def _clues(self, event: Event, top: int) -> list:
-        """The strongest clues of an event, computed with the model as it stands after the poll
-        batch (so they may reflect up to poll_max_records more labeled events than its P(c|x))."""
-        if event.features is None:
-            x = self.text_featurizer.transform_one(event.text or "")
-        else:
-            x = self.event_featurizer.transform_one({"text": event.text, "features": event.features})
-        return strongest_clues(self.model, x, top=top)
+    def _predict_learn(self, events: list[Event], origin: list) -> tuple[list, list]:
+        training = self.config.training
+        try:
+            return predict_learn(self.model, self._featurise(events), [event.label for event in events], **training)
+        except (TypeError, ValueError):
+            # One bad event refuses the whole batch before anything is learned (in every training
+            # mode): go one by one so only the bad ones are set aside, with the same results.
+            probabilities, learned, kept = [], [], []
+            for event, record in zip(events, origin):
+                try:
+                    one, one_learned = predict_learn(self.model, self._featurise([event]), [event.label], **training)
+                except (TypeError, ValueError) as error:
+                    self.labeled_rejections.append(_rejected_by_us(event, "rejected_by_model", str(error), record))
+                    continue
+                probabilities.extend(one)
+                learned.extend(one_learned)
+                kept.append(event)
+            events[:] = kept
+            return probabilities, learned
 
     def _screen_labels(self, events: list[Event], origin: list) -> tuple[list, list]:
         """Labels 1 and "1" would be two classes with one JSON name: keep the first type seen."""
         known = {str(label): label for label in self.model.classes_}
         kept, kept_origin = [], []
         for event, record in zip(events, origin):
-            label = event.label
-            if label is not None:
-                existing = known.setdefault(str(label), label)
-                if type(existing) is not type(label):
-                    self._dead_letter(_rejected_by_us(
-                        event, "label_type_conflict",
-                        f"label {label!r} clashes with the class {existing!r} already learned", record))
-                    continue
+            existing = known.setdefault(str(event.label), event.label)
+            if type(existing) is not type(event.label):
+                self.labeled_rejections.append(_rejected_by_us(
+                    event, "label_type_conflict",
+                    f"label {event.label!r} clashes with the class {existing!r} already learned", record))
+                continue
             kept.append(event)
             kept_origin.append(record)
         return kept, kept_origin
@@ -266,6 +378,62 @@ class Worker:
         return self.event_featurizer.transform_many(
             [{"text": event.text, "features": event.features} for event in events])
 
+    # ---- predicting ----------------------------------------------------------------------------
+
+    def _predict(self, records: list) -> None:
+        """Decode and predict unlabeled records with the model as it stands; publish."""
+        events, origin = [], []
+        max_bytes = self.kafka["max_message_bytes"]
+        for record in records:
+            source = SourcePosition(record.topic, record.partition, record.offset)
+            decoded = decode_record(record.value, record.key, record.headers or (), source,
+                                    labeled=False, max_bytes=max_bytes)
+            if isinstance(decoded, Rejected):
+                self._dead_letter(decoded)
+            else:
+                events.append(decoded)
+                origin.append(record)
+        if events:
+            try:
+                probabilities = self.model.predict_proba_many(self._featurise(events))
+            except (TypeError, ValueError):
+                probabilities = []
+                for event, record in zip(events, origin):
+                    try:
+                        probabilities.extend(self.model.predict_proba_many(self._featurise([event])))
+                    except (TypeError, ValueError) as error:
+                        self._dead_letter(_rejected_by_us(event, "rejected_by_model", str(error), record))
+                        probabilities.append(None)
+            self._publish_predictions(events, origin, probabilities)
+        self._processed += len(records)
+
+    def _publish_predictions(self, events: list[Event], origin: list, probabilities: list) -> None:
+        learned = int(self.model.events_learned)
+        labeled_offsets = self.labeled.offsets()
+        band, positive = self.config.evaluation["unsure_band"], self.config.evaluation["positive"]
+        n_clues = self.config.worker["clues"]
+        for event, record, proba in zip(events, origin, probabilities):
+            if proba is None:
+                continue  # dead-lettered above
+            try:
+                key, value = encode_prediction(
+                    event, proba, events_learned=learned, checkpoint=self.checkpoint_id,
+                    labeled_offsets=labeled_offsets,
+                    verdict=None if band is None else verdict(proba, positive, band),
+                    clues=self._clues(event, n_clues) if n_clues and proba else None)
+            except (TypeError, ValueError) as error:
+                self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
+                continue
+            self._send(self.kafka["predictions_topic"], value, key, None)
+
+    def _clues(self, event: Event, top: int) -> list:
+        """The strongest clues of an event, with the model its probabilities came from."""
+        if event.features is None:
+            x = self.text_featurizer.transform_one(event.text or "")
+        else:
+            x = self.event_featurizer.transform_one({"text": event.text, "features": event.features})
+        return strongest_clues(self.model, x, top=top)
+
     def _dead_letter(self, rejected: Rejected) -> None:
         log.debug("dead letter %s:%d:%d %s", rejected.source.topic, rejected.source.partition,
                   rejected.source.offset, rejected.reason)
@@ -274,8 +442,67 @@ class Worker:
     def _send(self, topic: str, value, key, headers) -> None:
         # A one-partition topic needs no key hash: kafka-python's murmur2 is pure Python and
         # cost about a fifth of each send; with more partitions the key decides, as usual.
-        partition = 0 if self._single_partition.get(topic) else None
-        self._pending.append(self.producer.send(topic, value=value, key=key, headers=headers, partition=partition))
+        self.outputs.send(topic, value, key, headers, 0 if self._single_partition.get(topic) else None)
+
+    # ---- the commit of outputs (one place) ------------------------------------------------------
+
+    def _on_assignment_change(self) -> None:
+        """Learn where the labeled dead letters of newly owned labeled partitions stand."""
+        self._assignment_changed = False
+        assignment = self.group.assignment()
+        log.info("group %s assigns this worker %s", self.kafka["group_id"],
+                 ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assignment)) or "no partition")
+        owned = {tp for tp in assignment if tp.topic in self.labeled_topics}
+        self.group.pause(*owned)
+        self._cursors = {tp: offset for tp, offset in self._cursors.items() if tp in owned}
+        for tp in owned - set(self._cursors):
+            self._cursors[tp] = self.group.committed(tp) or 0
+        if owned:
+            log.info("publishing the dead letters of labeled partitions %s",
+                     ", ".join(f"{tp.topic}[{tp.partition}] from offset {offset}" for tp, offset in self._cursors.items()))
+
+    def _labeled_dead_letters_due(self) -> bool:
+        return any(self._cursors.get(TopicPartition(r.source.topic, r.source.partition), 1 << 62) <= r.source.offset
+                   for r in self.labeled_rejections)
+
+    def _commit_outputs(self, final: bool = False) -> None:
+        """The commit protocol: publish the labeled dead letters this worker owns, then commit the
+        open outputs with the group's offsets (unlabeled positions, labeled dead-letter cursors)."""
+        cursors = {}
+        for tp, cursor in self._cursors.items():
+            position = self.labeled.positions.get((tp.topic, tp.partition), 0)
+            due = [r for r in self.labeled_rejections
+                   if (r.source.topic, r.source.partition) == (tp.topic, tp.partition) and cursor <= r.source.offset < position]
+            if due or (final and position > cursor):
+                self.outputs.begin(self.group.group_metadata())
+            for rejected in due:
+                self._dead_letter(rejected)
+            cursors[tp] = max(cursor, position)
+        if not self.outputs.open:
+            return
+        offsets = {tp: self.group.position(tp) for tp in self.group.assignment() if tp.topic not in self.labeled_topics}
+        self.outputs.commit({**offsets, **cursors})
+        self._cursors.update(cursors)
+        self._prune_rejections(self._cursors)
+
+    def _prune_rejections(self, cursors: dict[TopicPartition, int]) -> None:
+        self.labeled_rejections = [
+            r for r in self.labeled_rejections
+            if r.source.offset >= cursors.get(TopicPartition(r.source.topic, r.source.partition), -1)]
+
+    def _rewind_outputs(self, why: str | None) -> None:
+        """Abort the open outputs and go back to the group's committed offsets."""
+        if why is not None:
+            log.info("%s: the open outputs are aborted and redone from the committed offsets", why)
+        self.outputs.abort()
+        for tp in self.group.assignment():
+            if tp.topic in self.labeled_topics:
+                continue
+            committed = self.group.committed(tp)
+            if committed is None:
+                self.group.seek_to_beginning(tp)
+            else:
+                self.group.seek(tp, committed)
 
     # ---- checkpoints --------------------------------------------------------------------------
 
@@ -288,40 +515,43 @@ class Worker:
                     or (interval and time.monotonic() - self._last_checkpoint >= interval))
 
     def checkpoint(self) -> None:
-        """Flush and confirm outputs, save state with offsets, then commit offsets to the group."""
+        """Save the model with the labeled offsets it reflects (and the labeled dead letters not
+        yet published). Outputs are not part of it: their progress is the group's offsets."""
         if not self._changed_since_checkpoint:
             return
-        self.producer.flush()
-        failed = [future for future in self._pending if future.failed()]
-        if failed:
-            raise DeliveryError(f"{len(failed)} outputs were not delivered: {failed[0].exception}")
-        checkpoint = self.store.save(self.model.to_state(), self.positions, self.fingerprint,
-                                     extra={"metrics": _metrics_to(self.metrics), "events_processed": self._processed})
+        not_owned = [TopicPartition(*key) for key in self.labeled.positions
+                     if TopicPartition(*key) not in self._cursors]
+        if self.labeled_rejections and not_owned:
+            try:  # drop what the owners have published meanwhile
+                self._prune_rejections({tp: self.group.committed(tp) or 0 for tp in not_owned})
+            except KafkaError as error:
+                log.debug("could not read the labeled dead-letter cursors: %s", error)
+        extra = {"metrics": _metrics_to(self.metrics), "events_processed": self._processed,
+                 "topic_ids": dict(self.labeled.ids),
+                 "labeled_rejections": [_rejection_to(r) for r in self.labeled_rejections]}
+        checkpoint = self.store.save(self.model.to_state(), self.labeled.positions, self.fingerprint, extra=extra)
         self.checkpoint_id = checkpoint.id
         self._changed_since_checkpoint = False
-        self._pending = []
         self._learned_since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
-        offsets = {TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
-                   for (topic, partition), offset in self.positions.items()}
-        if offsets:
-            try:
-                self.consumer.commit(offsets)
-            except KafkaError as error:  # monitoring only: the checkpoint is the truth
-                log.warning("could not commit offsets to group %s: %s", self.kafka["group_id"], error)
         log.info("checkpoint %s: %d events learned", checkpoint.id, int(self.model.events_learned))
 
     # ---- reporting ------------------------------------------------------------------------------
 
     def lag(self) -> int:
-        ends = self.consumer.end_offsets(self.partitions)
-        return sum(max(0, end - self.positions.get((tp.topic, tp.partition), 0)) for tp, end in ends.items())
+        """Records not yet read: the whole labeled log's, plus this worker's unlabeled partitions'
+        (-1 when the broker cannot say)."""
+        labeled = self.labeled.lag()
+        try:
+            assigned = [tp for tp in self.group.assignment() if tp.topic not in self.labeled_topics]
+            ends = self.group.end_offsets(assigned) if assigned else {}
+            unlabeled = sum(max(0, end - self.group.position(tp)) for tp, end in ends.items())
+        except (KafkaError, KeyError, AssertionError):  # a partition deleted or moved meanwhile
+            return -1
+        return -1 if labeled < 0 else labeled + unlabeled
 
     def _log_progress(self, seconds: float, processed: int) -> None:
-        try:
-            lag = self.lag()
-        except KafkaError:
-            lag = -1
+        lag = self.lag()
         log.info("events %d (%.0f/s), learned %d, lag %s, prequential accuracy %.4f",
                  self._processed, processed / seconds if seconds > 0 else 0.0, int(self.model.events_learned),
                  lag if lag >= 0 else "unknown", self.metrics.accuracy)
@@ -340,3 +570,24 @@ def _metrics_from(saved: dict | None) -> PrequentialMetrics:
         for true, predicted, count in saved["confusion"]:
             metrics.confusion[(true, predicted)] = count
     return metrics
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _rejection_to(rejected: Rejected) -> dict:
+    source = rejected.source
+    return {"reason": rejected.reason, "detail": rejected.detail, "value": _b64(rejected.value),
+            "key": _b64(rejected.key), "headers": [[name, _b64(data)] for name, data in rejected.headers],
+            "source": [source.topic, source.partition, source.offset]}
+
+
+def _rejection_from(saved: dict) -> Rejected:
+    return Rejected(reason=saved["reason"], detail=saved["detail"], value=_unb64(saved["value"]),
+                    key=_unb64(saved["key"]), headers=tuple((name, _unb64(data)) for name, data in saved["headers"]),
+                    source=SourcePosition(*saved["source"]))

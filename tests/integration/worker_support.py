@@ -69,13 +69,17 @@ def _toml(value) -> str:
 
 def write_config(path: Path, bootstrap: str, topics: Topics, checkpoint_dir: Path, *,
                  group_id: str | None = None, kafka: dict | None = None, client: dict | None = None,
-                 checkpoint: dict | None = None, model: dict | None = None) -> Path:
-    """[model] and [features] of configs/spam.toml, then [kafka], [kafka.client], [checkpoint]
-    and [worker] for this test (spam.toml's own [kafka] and [checkpoint] are replaced)."""
+                 checkpoint: dict | None = None, model: dict | None = None, training: dict | None = None,
+                 worker: dict | None = None) -> Path:
+    """configs/spam.toml as shipped ([model], [features], [training], [worker], [evaluation]),
+    then [kafka], [kafka.client] and [checkpoint] for this test (spam.toml's own [kafka] and
+    [checkpoint] are replaced). `training={"mode": "all"}` gives the plain settings."""
     spam = tomllib.loads(SPAM_CONFIG.read_text())
     tables = {
         "model": {**spam["model"], **(model or {})},
         "features": spam["features"],
+        "training": {**spam["training"], **(training or {})},
+        "evaluation": spam["evaluation"],
         "kafka": {
             "bootstrap_servers": bootstrap,
             "group_id": group_id or f"group-{uuid.uuid4().hex[:10]}",
@@ -88,7 +92,8 @@ def write_config(path: Path, bootstrap: str, topics: Topics, checkpoint_dir: Pat
         "kafka.client": client or {},
         "checkpoint": {"dir": str(checkpoint_dir), "interval_s": 30.0, "every_events": 0, "keep": 3,
                        **(checkpoint or {})},
-        "worker": {"log_interval_s": 1.0},
+        "worker": {**spam["worker"], "log_interval_s": 1.0, "instance_id": f"worker-{uuid.uuid4().hex[:8]}",
+                   **(worker or {})},
     }
     lines = []
     for name, table in tables.items():
@@ -117,6 +122,7 @@ class Message:
     key: bytes | None = None
     timestamp_ms: int | None = None
     headers: tuple = ()
+    partition: int | None = None  # None: the key decides
 
 
 def produce(bootstrap: str, messages: list[Message]) -> None:
@@ -125,7 +131,7 @@ def produce(bootstrap: str, messages: list[Message]) -> None:
                              max_request_size=4 * 1024 * 1024, acks="all")
     try:
         futures = [producer.send(m.topic, value=m.value, key=m.key, timestamp_ms=m.timestamp_ms,
-                                 headers=list(m.headers) or None) for m in messages]
+                                 headers=list(m.headers) or None, partition=m.partition) for m in messages]
         producer.flush(timeout=120)
         for future in futures:
             future.get(timeout=30)  # raises if any send failed
@@ -133,23 +139,27 @@ def produce(bootstrap: str, messages: list[Message]) -> None:
         producer.close(timeout=10)
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list:
-    """Every record of partition 0 of `topic`, from the beginning to its current end offset."""
+def read_topic(bootstrap: str, topic: str, timeout: float = 60.0, committed: bool = True) -> list:
+    """Every record of every partition of `topic`, from the beginning to its current end offset,
+    as a downstream reader sees them: read_committed (records of open or aborted transactions
+    are not there), unless `committed=False`. Partitions in order, each in offset order."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             max_partition_fetch_bytes=8 * 1024 * 1024)
-    partition = TopicPartition(topic, 0)
+                             max_partition_fetch_bytes=8 * 1024 * 1024,
+                             isolation_level="read_committed" if committed else "read_uncommitted")
     try:
-        consumer.assign([partition])
-        end = consumer.end_offsets([partition])[partition]
-        consumer.seek_to_beginning(partition)
-        records = []
+        partitions = [TopicPartition(topic, number) for number in sorted(consumer.partitions_for_topic(topic) or [0])]
+        consumer.assign(partitions)
+        ends = consumer.end_offsets(partitions)
+        consumer.seek_to_beginning(*partitions)
+        records: dict = {tp: [] for tp in partitions}
         deadline = time.monotonic() + timeout
-        while consumer.position(partition) < end:
+        while any(consumer.position(tp) < end for tp, end in ends.items()):
             if time.monotonic() > deadline:
-                raise AssertionError(f"read {len(records)} of {end} records of {topic} in {timeout}s")
-            for batch in consumer.poll(timeout_ms=500, max_records=5000).values():
-                records.extend(batch)
-        return records
+                raise AssertionError(f"read {sum(map(len, records.values()))} records of {topic} (ends {ends}) "
+                                     f"in {timeout}s")
+            for tp, batch in consumer.poll(timeout_ms=500, max_records=5000).items():
+                records[tp].extend(batch)
+        return [record for tp in partitions for record in records[tp]]
     finally:
         consumer.close()
 
@@ -211,6 +221,15 @@ class WorkerProcess:
             return ""
 
 
+def error_line(stderr: str) -> str:
+    """The one error line of a command that refused to go on: the last line of stderr, and the
+    only one that starts with "stream-nb " (INFO log lines of the start may come before it)."""
+    lines = stderr.splitlines()
+    assert lines and sum(line.startswith("stream-nb ") for line in lines) == 1, lines[-5:]
+    assert lines[-1].startswith("stream-nb "), lines[-5:]
+    return lines[-1]
+
+
 def run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=timeout)
@@ -249,27 +268,61 @@ def read_summary(path: Path) -> Summary:
     return summary_of(read_checkpoint(path))
 
 
-def reference_config() -> Config:
-    """The learning configuration of every test (spam.toml): model and featuriser."""
-    return load_config(SPAM_CONFIG)
+def reference_config(training: dict | None = None) -> Config:
+    """The learning configuration of every test: configs/spam.toml as shipped, [training]
+    included, or with `training` overriding it (e.g. {"mode": "all"})."""
+    overrides = [f"training.{key}={_toml(value)}" for key, value in (training or {}).items()]
+    return load_config(SPAM_CONFIG, overrides)
 
 
-def reference_digest(texts_and_labels: list[tuple[str, object]]) -> tuple[str, int]:
-    """(state digest, events learned) of the model core after learning each (text, label) once."""
-    config = reference_config()
-    model = config.build_model()
-    featurizer = config.build_featurizer()
-    texts = [text for text, _ in texts_and_labels]
-    model.learn_many(featurizer.transform_sparse(texts), [label for _, label in texts_and_labels])
-    return state_digest(model.to_state()), int(model.events_learned)
+def reference_model(events: list[dict], training: dict | None = None):
+    """The model core after learning labeled events {"text", "features", "label"} in order, one
+    at a time as the definition says (predict, decide under the training mode, learn)."""
+    from stream_nb.model.training import predict_learn
 
-
-def reference_digest_events(events: list[dict]) -> tuple[str, int]:
-    """Like `reference_digest` for events {"text", "features", "label"} through the event featuriser
-    (text tokens plus structured features), as the worker featurises a batch holding features."""
-    config = reference_config()
+    config = reference_config(training)
     model = config.build_model()
     featurizer = config.build_event_featurizer()
-    model.learn_many(featurizer.transform_many([{"text": e.get("text"), "features": e.get("features")} for e in events]),
-                     [e["label"] for e in events])
+    for event in events:
+        x = featurizer.transform_one({"text": event.get("text"), "features": event.get("features")})
+        predict_learn(model, [x], [event["label"]], **config.training)
+    return model
+
+
+def assert_predictions_reproduced(predictions: dict[str, dict], labeled: list[dict], unlabeled: dict[str, str],
+                                  labeled_topic: str, training: dict | None = None) -> int:
+    """Each prediction equals, bit for bit, the model core's after learning the labeled log up to
+    the offsets the prediction names (what a replay of that prefix gives). `labeled`: the good
+    labeled events {"text", "label", "offset"} in offset order; `unlabeled`: id -> text.
+    Returns the number of distinct labeled prefixes the predictions were made at."""
+    from stream_nb.model.training import predict_learn
+
+    config = reference_config(training)
+    featurizer = config.build_featurizer()
+    by_prefix: dict[int, list[dict]] = {}
+    for prediction in predictions.values():
+        ((topic, partition, next_offset),) = prediction["model"]["labeled_offsets"]
+        assert (topic, partition) == (labeled_topic, 0)
+        by_prefix.setdefault(next_offset, []).append(prediction)
+    model = config.build_model()
+    learned_upto = 0  # index into `labeled`
+    for next_offset in sorted(by_prefix):
+        while learned_upto < len(labeled) and labeled[learned_upto]["offset"] < next_offset:
+            event = labeled[learned_upto]
+            predict_learn(model, [featurizer.transform_one(event["text"])], [event["label"]], **config.training)
+            learned_upto += 1
+        for prediction in by_prefix[next_offset]:
+            expected = model.predict_proba_one(featurizer.transform_one(unlabeled[prediction["id"]]))
+            assert prediction["proba"] == {str(c): p for c, p in expected.items()}, prediction["id"]
+            assert prediction["model"]["events_learned"] == int(model.events_learned)
+    return len(by_prefix)
+
+
+def reference_digest(texts_and_labels: list[tuple[str, object]], training: dict | None = None) -> tuple[str, int]:
+    """(state digest, events learned) of the model core after the labeled (text, label) events."""
+    return reference_digest_events([{"text": text, "label": label} for text, label in texts_and_labels], training)
+
+
+def reference_digest_events(events: list[dict], training: dict | None = None) -> tuple[str, int]:
+    model = reference_model(events, training)
     return state_digest(model.to_state()), int(model.events_learned)

@@ -1,0 +1,335 @@
+"""Many workers, one exact model, exactly-once predictions, on a real broker.
+
+Every worker learns the whole labeled log (so replicas end with one digest), the unlabeled
+topics are split through the consumer group, and outputs are committed in transactions: a
+read_committed reader sees each unlabeled id once and each dead letter once, whatever was
+killed, crashed or scaled meanwhile. Every figure is read back from Kafka or from the checkpoint
+files and compared with the model core's answer for the same labeled offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from corpora import load_sms_spam
+from stream_nb.checkpoint import CheckpointStore, read_checkpoint
+from stream_nb.worker.cli import EXIT_FENCED
+
+from worker_support import (
+    Message,
+    Topics,
+    WorkerProcess,
+    create_topics,
+    error_line,
+    labeled_event,
+    latest_summary,
+    produce,
+    read_topic,
+    assert_predictions_reproduced,
+    reference_digest_events,
+    run_cli,
+    unlabeled_event,
+    write_config,
+)
+
+pytestmark = pytest.mark.kafka
+
+# Small group and transaction timeouts, so a killed worker's partitions and open transaction do
+# not hold the test up for the defaults' 45 s and 60 s.
+FAST_CLIENT = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000, "transaction_timeout_ms": 15_000}
+
+
+@pytest.fixture(scope="module")
+def sms() -> list[tuple[str, str]]:
+    return load_sms_spam()
+
+
+def wait_until(condition, timeout: float, what: str, workers=()) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        for worker in workers:
+            if not worker.alive() and worker.process.returncode not in (0, None, -9):
+                raise AssertionError(f"a worker exited with {worker.process.returncode} before {what}:\n"
+                                     f"{worker.log_tail()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def newest_learned(directory: Path) -> int:
+    for path in reversed(CheckpointStore(directory).list()):
+        try:
+            checkpoint = read_checkpoint(path)
+        except Exception:
+            continue
+        return int(round(float(checkpoint.model_state["arrays"]["class_counts"].sum())))
+    return 0
+
+
+def holds_unlabeled_partitions(log_path: Path) -> bool:
+    """Whether the newest assignment in a worker's log includes unlabeled partitions."""
+    assigned = [line for line in log_path.read_text().splitlines() if "assigns this worker" in line]
+    return bool(assigned) and "-unlabeled[" in assigned[-1]
+
+
+class Stream:
+    """Labeled events (with a few bad ones) to a 1-partition topic and unlabeled ones (with a few
+    bad ones) keyed by id to a many-partition topic, produced in chunks by a background thread."""
+
+    def __init__(self, bootstrap: str, topics: Topics, rows, n_events: int, chunk: int, pause_s: float) -> None:
+        self.bootstrap, self.topics = bootstrap, topics
+        self.labeled: list[dict] = []  # good labeled events in offset order
+        self.unlabeled: dict[str, str] = {}  # id -> text
+        self.bad: list[bytes] = []  # values that must reach the dead-letter topic once each
+        self.messages: list[Message] = []
+        self.labeled_records = 0  # records on the labeled topic, good and bad
+        for i in range(n_events):
+            label, text = rows[i % len(rows)]
+            event_id = f"e{i}"
+            if i % 997 == 500:
+                value = b'{"id":"bad-%d","text":"x","features":{"x":-1},"label":"spam"}' % i
+                self.messages.append(Message(topics.labeled, value, event_id.encode()))
+                self.bad.append(value)
+                self.labeled_records += 1
+            elif i % 1009 == 700:
+                value = b"not json %d" % i
+                self.messages.append(Message(topics.unlabeled, value, event_id.encode()))
+                self.bad.append(value)
+            elif i % 2:
+                self.messages.append(Message(topics.labeled, labeled_event(event_id, text, label), event_id.encode()))
+                self.labeled.append({"id": event_id, "text": text, "label": label, "offset": self.labeled_records})
+                self.labeled_records += 1
+            else:
+                self.messages.append(Message(topics.unlabeled, unlabeled_event(event_id, text), event_id.encode()))
+                self.unlabeled[event_id] = text
+        self.chunk, self.pause_s = chunk, pause_s
+        self.sent = 0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            for start in range(0, len(self.messages), self.chunk):
+                produce(self.bootstrap, self.messages[start:start + self.chunk])
+                self.sent = min(start + self.chunk, len(self.messages))
+                time.sleep(self.pause_s)
+        except BaseException as error:  # reported by join()
+            self.error = error
+
+    def start(self) -> Stream:
+        self.thread.start()
+        return self
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the producer did not finish"
+        if self.error is not None:
+            raise self.error
+
+
+def assert_each_output_once(bootstrap: str, topics: Topics, stream: Stream) -> dict[str, dict]:
+    """What a read_committed reader sees: every unlabeled id predicted exactly once, each from its
+    own source record, and every bad message dead-lettered exactly once."""
+    predictions: dict[str, dict] = {}
+    for record in read_topic(bootstrap, topics.predictions, timeout=120):
+        prediction = json.loads(record.value)
+        assert prediction["id"] not in predictions, f"{prediction['id']} predicted twice"
+        assert prediction["source"]["topic"] == topics.unlabeled
+        predictions[prediction["id"]] = prediction
+    assert set(predictions) == set(stream.unlabeled)
+    dead = [record.value for record in read_topic(bootstrap, topics.dead_letters, timeout=60)]
+    assert sorted(dead) == sorted(stream.bad)
+    return predictions
+
+
+def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_output_once(kafka_broker, tmp_path, sms):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("scale")
+    create_topics(bootstrap, [topics.labeled])
+    create_topics(bootstrap, [topics.unlabeled], partitions=6)
+    stream = Stream(bootstrap, topics, sms, n_events=24_000, chunk=600, pause_s=0.25)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", client=FAST_CLIENT,
+                               checkpoint={"interval_s": 1.0, "every_events": 2_000})
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def start(name: str, *extra: str) -> WorkerProcess:
+        return WorkerProcess(config_path, logs / f"{name}.log", stop_when_idle=6,
+                             overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"', *extra))
+
+    workers = {"a": start("a")}
+    stream.start()
+    wait_until(lambda: newest_learned(tmp_path / "a") > 500, 90, "worker a's first checkpoint", workers.values())
+    workers["b"] = start("b")  # 1 -> 3
+    # c commits its outputs only every 3 s, so a kill is sure to land inside an open transaction
+    workers["c"] = start("c", "kafka.commit_interval_ms=3000")
+    wait_until(lambda: newest_learned(tmp_path / "c") > 0 and stream.sent > len(stream.messages) // 4, 120,
+               "workers b and c to learn", workers.values())
+    workers["b"].kill()  # kill -9 number one
+    workers["b"] = start("b")
+    wait_until(lambda: holds_unlabeled_partitions(logs / "c.log"), 120, "c to hold unlabeled partitions",
+               workers.values())
+    time.sleep(1.5)  # c has been predicting for a while, and commits only every 3 s
+    workers["c"].kill()  # inside c's open transaction
+    workers["c"] = start("c", "kafka.commit_interval_ms=3000")
+    wait_until(lambda: stream.sent > len(stream.messages) // 2, 120, "half of the stream")
+    workers["a"].kill()  # kill -9 number two
+    workers["a"] = start("a")
+    wait_until(lambda: stream.sent > 3 * len(stream.messages) // 4, 120, "three quarters of the stream")
+    workers["c"].process.terminate()  # 3 -> 2: a clean stop leaves the group
+    assert workers["c"].wait(60) == 0, workers["c"].log_tail()
+    stream.join(timeout=180)
+    for name in ("a", "b"):
+        assert workers[name].wait(240) == 0, workers[name].log_tail()
+
+    expected_digest, expected_learned = reference_digest_events(stream.labeled)
+    for name in ("a", "b"):
+        summary = latest_summary(tmp_path / name)
+        assert (summary.digest, summary.events_learned) == (expected_digest, expected_learned), name
+        assert summary.offsets == {(topics.labeled, 0): stream.labeled_records}
+    # The worker scaled away stopped with a model equal to the model core's at its own offsets.
+    stopped = latest_summary(tmp_path / "c")
+    upto = stopped.offsets[(topics.labeled, 0)]
+    assert 0 < upto < stream.labeled_records
+    assert stopped.digest == reference_digest_events([e for e in stream.labeled if e["offset"] < upto])[0]
+
+    predictions = assert_each_output_once(bootstrap, topics, stream)
+    prefixes = assert_predictions_reproduced(predictions, stream.labeled, stream.unlabeled, topics.labeled)
+    # c's crash left an open transaction; what it held was aborted, so the uncommitted view has more
+    uncommitted = len(read_topic(bootstrap, topics.predictions, committed=False, timeout=120))
+    logs_text = {name: (logs / f"{name}.log").read_text() for name in ("a", "b", "c")}
+    print(f"\n{len(predictions)} predictions (each once) over {prefixes} labeled prefixes; "
+          f"{uncommitted - len(predictions)} aborted copies in the log; "
+          f"restores: {sum(text.count('restored checkpoint') for text in logs_text.values())}")
+    assert uncommitted > len(predictions)
+
+
+# ---------------------------------------------------------------------------------------------
+# One order: several labeled partitions are refused where the order matters, fine where it doesn't
+
+
+def test_several_labeled_partitions_are_refused_under_an_order_dependent_mode(kafka_broker, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("order")
+    create_topics(bootstrap, [topics.labeled], partitions=3)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    result = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
+    assert result.returncode == 2
+    line = error_line(result.stderr)
+    assert line.startswith(f"stream-nb run: kafka.labeled_topics: 3 labeled partitions ({topics.labeled} (3)), "
+                           f"but training.mode is order-dependent and needs one partition in total")
+    assert 'training.mode = "all"' in line
+    assert not list((tmp_path / "checkpoints").glob("checkpoint-*"))
+
+
+def test_three_workers_on_three_labeled_partitions_end_with_one_digest_under_mode_all(kafka_broker, tmp_path, sms):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("three")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled], partitions=3)
+    labeled = [{"text": text, "label": label} for label, text in sms[:3_000]]
+    # keyed, so the partitioner spreads them over the three partitions; each worker merges the
+    # partitions in its own poll order, which mode "all" makes irrelevant to the state
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", e["text"], e["label"]), f"l{i}".encode())
+                        for i, e in enumerate(labeled)])
+    unlabeled = {f"u{i}": text for i, (_, text) in enumerate(sms[3_000:3_600])}
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused",
+                               training={"mode": "all"}, client=FAST_CLIENT)
+    workers = [WorkerProcess(config_path, tmp_path / f"{name}.log", stop_when_idle=5,
+                             overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"'))
+               for name in ("a", "b", "c")]
+    try:
+        time.sleep(1.0)
+        produce(bootstrap, [Message(topics.unlabeled, unlabeled_event(event_id, text), event_id.encode())
+                            for event_id, text in unlabeled.items()])
+        for worker in workers:
+            assert worker.wait(180) == 0, worker.log_tail()
+    finally:
+        for worker in workers:
+            worker.kill()
+    expected = reference_digest_events(labeled, {"mode": "all"})
+    summaries = [latest_summary(tmp_path / name) for name in ("a", "b", "c")]
+    assert {(s.digest, s.events_learned) for s in summaries} == {expected}
+    assert all(sum(s.offsets.values()) == 3_000 and len(s.offsets) == 3 for s in summaries)
+    predictions = {}
+    for record in read_topic(bootstrap, topics.predictions):
+        prediction = json.loads(record.value)
+        assert prediction["id"] not in predictions
+        predictions[prediction["id"]] = prediction
+    assert set(predictions) == set(unlabeled)
+
+
+# ---------------------------------------------------------------------------------------------
+# One process per checkpoint directory; a paused worker that comes back is fenced
+
+
+def test_a_second_worker_on_the_same_checkpoint_directory_is_refused(kafka_broker, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("lock")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    first = WorkerProcess(config_path, tmp_path / "first.log", stop_when_idle=None)
+    try:
+        wait_until(lambda: "assigns this worker" in (tmp_path / "first.log").read_text(), 60, "the first worker's start")
+        second = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
+        assert second.returncode == 2
+        (line,) = second.stderr.splitlines()
+        assert line == (f"stream-nb run: checkpoint directory {tmp_path / 'checkpoints'} is in use by process "
+                        f"{first.pid}; every worker needs a checkpoint.dir of its own")
+        first.process.terminate()
+        assert first.wait(60) == 0, first.log_tail()
+    finally:
+        first.kill()
+
+
+def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its_outputs_invisible(
+        kafka_broker, tmp_path, sms):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("pause")
+    create_topics(bootstrap, [topics.labeled])
+    create_topics(bootstrap, [topics.unlabeled], partitions=2)
+    stream = Stream(bootstrap, topics, sms, n_events=10_000, chunk=400, pause_s=0.3)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused",
+                               client={**FAST_CLIENT, "transaction_timeout_ms": 4_000})
+
+    def start(name: str, directory: str, *extra: str) -> WorkerProcess:
+        return WorkerProcess(config_path, tmp_path / f"{directory}.log", stop_when_idle=6,
+                             overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / directory}"',
+                                        *extra))
+
+    # a commits every 3 s: when it is paused, its transaction is open
+    paused, other = start("a", "a", "kafka.commit_interval_ms=3000"), start("b", "b")
+    replacement = None
+    stream.start()
+    try:
+        wait_until(lambda: holds_unlabeled_partitions(tmp_path / "a.log"), 120, "a's partitions", (paused, other))
+        time.sleep(1.0)
+        paused.process.send_signal(signal.SIGSTOP)
+        # Paused past the transaction timeout (4 s), and replaced meanwhile by a new process with
+        # the same instance id (a supervisor's restart elsewhere, with checkpoints of its own).
+        time.sleep(5.0)
+        replacement = start("a", "a-replacement")
+        wait_until(lambda: "assigns this worker" in (tmp_path / "a-replacement.log").read_text(), 60,
+                   "the replacement to join", (replacement,))
+        time.sleep(2.0)
+        paused.process.send_signal(signal.SIGCONT)
+        assert paused.wait(60) == EXIT_FENCED, paused.log_tail()
+        stream.join(timeout=180)
+        for worker in (other, replacement):
+            assert worker.wait(240) == 0, worker.log_tail()
+    finally:
+        for worker in (paused, other, replacement):
+            if worker is not None:
+                worker.process.send_signal(signal.SIGCONT)
+                worker.kill()
+    line = (tmp_path / "a.log").read_text().splitlines()[-1]
+    assert line.startswith("stream-nb run: fenced"), line
+    assert_each_output_once(bootstrap, topics, stream)  # nothing of a's open transaction is visible
+    for directory in ("b", "a-replacement"):
+        summary = latest_summary(tmp_path / directory)
+        assert (summary.digest, summary.events_learned) == reference_digest_events(stream.labeled)
