@@ -132,12 +132,12 @@ def mixed_events(rows: list[tuple[str, str]], n_events: int, prefix: str, start:
 # ---- kafka helpers ----------------------------------------------------------------------------
 
 
-def create_topics(bootstrap: str, names: list[str]) -> None:
+def create_topics(bootstrap: str, names: list[str], partitions: int = 1) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafka-throughput-bench")
     try:
-        admin.create_topics([NewTopic(name, 1, 1) for name in names], timeout_ms=30_000)
+        admin.create_topics([NewTopic(name, partitions, 1) for name in names], timeout_ms=30_000)
     finally:
         admin.close()
     deadline = time.monotonic() + 30
@@ -154,24 +154,26 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
 
 
 def read_topic(bootstrap: str, topic: str) -> list:
-    """Every record of a one-partition topic, from the beginning to its end offset now."""
+    """Every committed record of a topic (all partitions, each in offset order), from the
+    beginning to its end offsets now: read_committed, as every reader of the worker's
+    transactional outputs must."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=5000,
-                             max_partition_fetch_bytes=8 * 1024 * 1024)
+                             max_partition_fetch_bytes=8 * 1024 * 1024, isolation_level="read_committed")
     try:
-        partition = TopicPartition(topic, 0)
-        consumer.assign([partition])
-        consumer.seek_to_beginning(partition)
-        end = consumer.end_offsets([partition])[partition]
-        records = []
+        partitions = [TopicPartition(topic, n) for n in sorted(consumer.partitions_for_topic(topic) or [0])]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        records = {tp: [] for tp in partitions}
         deadline = time.monotonic() + 120
-        while consumer.position(partition) < end:
+        while any(consumer.position(tp) < end for tp, end in ends.items()):
             if time.monotonic() > deadline:
-                raise BenchmarkError(f"reading {topic}: stuck at offset {consumer.position(partition)} of {end}")
-            for batch in consumer.poll(timeout_ms=500).values():
-                records.extend(batch)
-        return records
+                raise BenchmarkError(f"reading {topic}: stuck before its end offsets {ends}")
+            for tp, batch in consumer.poll(timeout_ms=500).items():
+                records[tp].extend(batch)
+        return [record for tp in partitions for record in records[tp]]
     finally:
         consumer.close(autocommit=False)
 
@@ -187,15 +189,19 @@ def end_offset(bootstrap: str, topic: str) -> int:
         consumer.close(autocommit=False)
 
 
-def publish(bootstrap: str, events, labeled_topic: str, unlabeled_topic: str) -> tuple[int, int]:
-    """Publish (labeled?, id, value) events to the two one-partition topics, as fast as possible."""
+def publish(bootstrap: str, events, labeled_topic: str, unlabeled_topic: str,
+            keyed_unlabeled: bool = False) -> tuple[int, int]:
+    """Publish (labeled?, id, value) events, as fast as possible: to partition 0, or the unlabeled
+    ones by their key's hash (`keyed_unlabeled`, for a topic of several partitions)."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262_144)
     counts = [0, 0]
     try:
         for labeled, event_id, value in events:
-            producer.send(labeled_topic if labeled else unlabeled_topic, key=event_id.encode(), value=value, partition=0)
+            partition = None if keyed_unlabeled and not labeled else 0
+            producer.send(labeled_topic if labeled else unlabeled_topic, key=event_id.encode(), value=value,
+                          partition=partition)
             counts[labeled] += 1
         producer.flush()
     finally:
@@ -258,9 +264,10 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace").splitlines()
 
     def consumption_began_ms(self) -> int:
-        """Wall-clock ms of the worker's "starting from the beginning" line, the last thing
-        Worker.start() does (topics created, clients connected, partitions assigned and sought);
-        its next call is the first poll. logging's asctime is local time to the millisecond."""
+        """Wall-clock ms of the worker's "no checkpoint in ..." line: topics created, the
+        checkpoint directory locked, nothing restored; then it opens its clients (the labeled
+        reader, the transactional producer's init_transactions, the group consumer) and polls.
+        logging's asctime is local time to the millisecond."""
         for line in self.log_lines():
             if "stream_nb.worker INFO no checkpoint in" in line:
                 stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
@@ -293,8 +300,8 @@ def poll_max_records() -> int:
 
 
 def run_worker_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str, str],
-                    n_events: int, n_unlabeled: int) -> dict:
-    overrides = worker_overrides(bootstrap, name, *topics, workdir)
+                    n_events: int, n_unlabeled: int, guarantee: str = "exactly_once") -> dict:
+    overrides = {**worker_overrides(bootstrap, name, *topics, workdir), "kafka.processing_guarantee": guarantee}
     worker = WorkerProcess(workdir, name, overrides, stop_when_idle=2)
     wall = worker.wait(WORKER_TIMEOUT_S)
     if end_offset(bootstrap, overrides["kafka.dead_letter_topic"]):
@@ -304,8 +311,8 @@ def run_worker_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str,
     if len(predictions) != n_unlabeled or len(ids) != n_unlabeled:
         raise BenchmarkError(f"{name}: {len(predictions)} predictions ({len(ids)} distinct ids) for "
                              f"{n_unlabeled} unlabeled events")
-    if any("rewinding to checkpoint" in line for line in worker.log_lines()):
-        raise BenchmarkError(f"{name}: the worker rewound after a Kafka error; log {worker.log_path}")
+    if any("redone" in line for line in worker.log_lines()):
+        raise BenchmarkError(f"{name}: the worker redid outputs after a Kafka error; log {worker.log_path}")
     first, last = predictions[0], predictions[-1]
 
     def taken(record) -> int:  # events processed up to and including this prediction's event
@@ -319,6 +326,28 @@ def run_worker_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str,
     return {"rate": counted / seconds, "counted": counted, "seconds": seconds, "tail": n_events - counted,
             "startup_s": (began_ms / 1000) - worker.started_wall, "span_rate": span_counted / span_s,
             "span_head": taken(first) + poll_max_records() - 1, "wall_s": wall}
+
+
+def run_scaled_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str, str], n_events: int,
+                    n_unlabeled: int, n_workers: int) -> dict:
+    """`n_workers` workers started together in one group on a 6-partition unlabeled topic: each
+    learns the whole labeled topic, the group splits the unlabeled one. Rate = all events /
+    (the last prediction's CreateTime - the earliest start line)."""
+    base = worker_overrides(bootstrap, name, *topics, workdir)
+    workers = [WorkerProcess(workdir, f"{name}-w{i}", {**base, "worker.instance_id": f"{name}-w{i}",
+                                                       "checkpoint.dir": str(workdir / f"{name}-w{i}-checkpoints")},
+                             stop_when_idle=5) for i in range(n_workers)]
+    for worker in workers:
+        worker.wait(WORKER_TIMEOUT_S)
+    predictions = read_topic(bootstrap, base["kafka.predictions_topic"])
+    ids = {record.key for record in predictions}
+    if len(predictions) != n_unlabeled or len(ids) != n_unlabeled:
+        raise BenchmarkError(f"{name}: {len(predictions)} predictions ({len(ids)} distinct ids) for "
+                             f"{n_unlabeled} unlabeled events")
+    began_ms = min(worker.consumption_began_ms() for worker in workers)
+    seconds = (max(record.timestamp for record in predictions) - began_ms) / 1000
+    shares = sorted(sum(1 for line in worker.log_lines() if "assigns this worker" in line) for worker in workers)
+    return {"rate": n_events / seconds, "counted": n_events, "seconds": seconds, "rebalances": shares}
 
 
 # ---- (b) River and (c) the ceiling, in this process -------------------------------------------
@@ -586,33 +615,39 @@ def run_benchmark(args, bootstrap: str, rows, workdir: Path) -> None:
     print("imports and connecting are out, the first fetch is in, and the idle tail / final flush are out.")
     print("No checkpoint falls inside (a)'s measured run (the default: every 30 s).")
     print(f"Repeats interleaved c, a, b; {args.repeats} each.")
-    results: dict[str, list[dict]] = {"a": [], "b": [], "c": []}
+    results: dict[str, list[dict]] = {"a": [], "b": [], "c": [], "alo": []}
     for r in range(args.repeats):
         results["c"].append(run_loop_side(bootstrap, "ceiling", (labeled, unlabeled), f"bench-{tag}-ceiling-{r}",
                                           args.events, args.events))
         results["a"].append(run_worker_side(bootstrap, workdir, f"bench-{tag}-run{r}", (labeled, unlabeled),
                                             args.events, n_unlabeled))
+        results["alo"].append(run_worker_side(bootstrap, workdir, f"bench-{tag}-alo{r}", (labeled, unlabeled),
+                                              args.events, n_unlabeled, guarantee="at_least_once"))
         results["b"].append(run_loop_side(bootstrap, "river", (labeled, unlabeled), f"bench-{tag}-river-{r}",
                                           args.events, n_unlabeled))
-        c, a, b = results["c"][-1], results["a"][-1], results["b"][-1]
+        c, a, b, alo = results["c"][-1], results["a"][-1], results["b"][-1], results["alo"][-1]
         print(f"  repeat {r + 1}: (c) {c['rate']:>7,.0f}/s   (a) {a['rate']:>7,.0f}/s   (b) {b['rate']:>7,.0f}/s"
-              f"   a/b {a['rate'] / b['rate']:.2f}x   a/c {a['rate'] / c['rate']:.0%}")
+              f"   a/b {a['rate'] / b['rate']:.2f}x   a/c {a['rate'] / c['rate']:.0%}"
+              f"   (a, at-least-once) {alo['rate']:>7,.0f}/s")
         print("            " + "   ".join(f"({k}) {x['counted']:,} events in {x['seconds']:.2f}s"
                                           for k, x in (("c", c), ("a", a), ("b", b)))
               + f"   [(a) start-up before consuming {a['startup_s']:.1f}s, process wall {a['wall_s']:.1f}s]")
     (a, a_spread), (b, b_spread), (c, c_spread) = (rate_summary(results[k]) for k in "abc")
+    alo, alo_spread = rate_summary(results["alo"])
     span = {k: statistics.median(x["span_rate"] for x in results[k]) for k in "abc"}
     head = {k: statistics.median(x["span_head"] for x in results[k]) for k in "abc"}
     print()
     print(f"  {'side':<58} {'median':>9}  {'min - max':<19}")
     for label, value, spread in (
             ("(a) stream-nb run (subprocess, configs/river_like.toml)", a, a_spread),
+            ("(a) the same, processing_guarantee = at_least_once", alo, alo_spread),
             ("(b) River BagOfWords|MultinomialNB in a kafka-python loop", b, b_spread),
             ("(c) ceiling: kafka-python consume -> produce, no model", c, c_spread)):
         print(f"  {label:<58} {value:>7,.0f}/s  {spread:<19}")
     print()
     print(f"  a/b = {a / b:.2f}x  (target >= {TARGET_VS_RIVER:.0f}x)   {verdict(a / b >= TARGET_VS_RIVER)}")
     print(f"  a/c = {a / c:.1%} (target >= {TARGET_VS_CEILING:.0%})  {verdict(a / c >= TARGET_VS_CEILING)}")
+    print(f"  exactly-once / at-least-once = {a / alo:.2f} (the cost of one transaction per ~100 ms)")
     print()
     print("  For reference, first-to-last-output rates (events between the two outputs / their time apart;")
     print("  skewed by the mix: kafka-python drains the labeled partition in large runs first, so the span")
@@ -640,7 +675,33 @@ def run_benchmark(args, bootstrap: str, rows, workdir: Path) -> None:
         print("  no predictions received")
     if latency["missing"]:
         raise BenchmarkError(f"{latency['missing']} unlabeled events got no prediction within 120 s")
+    print()
+    run_scaling(args, bootstrap, rows, workdir, tag)
     print(f"  load average (1/5/15 min) at end: {load_average()}")
+
+
+def run_scaling(args, bootstrap: str, rows, workdir: Path, tag: str) -> None:
+    """One worker against two on a 6-partition unlabeled topic (the same events, keyed)."""
+    labeled, unlabeled = f"bench-{tag}-scale-labeled", f"bench-{tag}-scale-unlabeled"
+    create_topics(bootstrap, [labeled])
+    create_topics(bootstrap, [unlabeled], partitions=6)
+    n_labeled, n_unlabeled = publish(bootstrap, mixed_events(rows, args.events, "s"), labeled, unlabeled,
+                                     keyed_unlabeled=True)
+    print(f"Scaling out: {args.events:,} events, {n_labeled:,} labeled on one partition, {n_unlabeled:,} unlabeled "
+          f"over 6 partitions (keyed); N workers started together in one group, each learning the whole labeled")
+    print("topic; rate = events / (last prediction's CreateTime - the earliest worker's start line). The broker")
+    print("and every worker share this machine's cores, so a second worker adds no core of its own here.")
+    results: dict[int, list[dict]] = {1: [], 2: []}
+    for r in range(args.repeats):
+        for n_workers in (1, 2):
+            results[n_workers].append(run_scaled_side(bootstrap, workdir, f"bench-{tag}-scale{n_workers}-{r}",
+                                                      (labeled, unlabeled), args.events, n_unlabeled, n_workers))
+        one, two = results[1][-1], results[2][-1]
+        print(f"  repeat {r + 1}: 1 worker {one['rate']:>7,.0f}/s   2 workers {two['rate']:>7,.0f}/s   "
+              f"ratio {two['rate'] / one['rate']:.2f}")
+    (one, one_spread), (two, two_spread) = rate_summary(results[1]), rate_summary(results[2])
+    print(f"  median: 1 worker {one:,.0f}/s {one_spread}, 2 workers {two:,.0f}/s {two_spread}, "
+          f"2 / 1 = {two / one:.2f}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ KAFKA_KEYS = {
     "predictions_topic": ((str,), ...),
     "dead_letter_topic": ((str,), ...),
     "create_topics": ((bool,), True),
-    "partitions": ((int,), 1),
+    "partitions": ((int,), 1),  # of the topics the worker creates, but the labeled ones:
+    "labeled_partitions": ((int,), 1),  # one labeled order (see training.mode)
     "replication_factor": ((int,), 1),
     "max_message_bytes": ((int,), 1_000_000),
     "poll_max_records": ((int,), 1000),
@@ -192,7 +193,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
                 raise ConfigError(f"kafka.{key}: must be a list of topic names")
         if not kafka["labeled_topics"] and not kafka["unlabeled_topics"]:
             raise ConfigError("kafka.labeled_topics: no topic to read (labeled_topics and unlabeled_topics are empty)")
-        for key in ("partitions", "replication_factor", "max_message_bytes", "poll_max_records", "poll_timeout_ms",
+        for key in ("partitions", "labeled_partitions", "replication_factor", "max_message_bytes", "poll_max_records", "poll_timeout_ms",
                     "commit_interval_ms"):
             if kafka[key] < 1:
                 raise ConfigError(f"kafka.{key}: must be >= 1, got {kafka[key]}")

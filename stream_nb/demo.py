@@ -170,6 +170,7 @@ def _wait_until_processed(worker, total: int, started: float, timeout: float = 6
 
 def _read_predictions(consumer_class, bootstrap: str, topic: str) -> dict:
     consumer = consumer_class(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                              isolation_level="read_committed",  # the worker's outputs are transactional
                               consumer_timeout_ms=3000, enable_auto_commit=False)
     try:
         return {record.key.decode(): json.loads(record.value) for record in consumer}

@@ -68,13 +68,16 @@ def ensure_topics(kafka: dict, client: dict) -> None:
             return
         if not kafka["create_topics"]:
             raise KafkaSetupError(f"kafka: topics {', '.join(missing)} do not exist and kafka.create_topics is false")
-        spec = {topic: {"num_partitions": kafka["partitions"], "replication_factor": kafka["replication_factor"]}
+        labeled = set(kafka["labeled_topics"])
+        spec = {topic: {"num_partitions": kafka["labeled_partitions" if topic in labeled else "partitions"],
+                        "replication_factor": kafka["replication_factor"]}
                 for topic in missing}
         try:
             admin.create_topics(spec, wait_for_metadata=True)
         except TopicAlreadyExistsError:
             pass  # created by someone else meanwhile
-        log.info("created topics %s (%d partitions)", ", ".join(missing), kafka["partitions"])
+        log.info("created topics %s", ", ".join(f"{topic} ({spec[topic]['num_partitions']} partitions)"
+                                                for topic in missing))
     except KafkaError as error:
         raise KafkaSetupError(f"kafka: cannot create topics: {error}") from None
     finally:

@@ -36,8 +36,10 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     not valid events are counted by reason in `rejected` and skipped. Labeled and unlabeled
     events may be mixed.
     """
+    # read_committed, as every downstream reader of a transactional producer (the worker's
+    # outputs) must: records of open or aborted transactions are not events
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                             **(client or {}))
+                             isolation_level="read_committed", **(client or {}))
     try:
         numbers = consumer.partitions_for_topic(topic)
         if not numbers:
@@ -57,10 +59,11 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
         remaining = {tp for tp in partitions if starts[tp] < ends[tp]}
         while remaining:
             for tp, batch in consumer.poll(timeout_ms=500).items():
-                if tp not in remaining:
-                    continue
-                records[tp].extend(r for r in batch if r.offset < ends[tp])
-                if batch and batch[-1].offset >= ends[tp] - 1:
+                if tp in remaining:
+                    records[tp].extend(r for r in batch if r.offset < ends[tp])
+            # by position, not by the last record: a transaction marker takes an offset too
+            for tp in list(remaining):
+                if consumer.position(tp) >= ends[tp]:
                     remaining.discard(tp)
                     consumer.pause(tp)
     finally:

@@ -260,11 +260,11 @@ class Worker:
     # ---- one step -----------------------------------------------------------------------------
 
     def _step(self) -> bool:
-        """Learn what the labeled log has, predict one poll of unlabeled records (labels first),
+        """Catch up with the labeled log (labels first), predict one poll of unlabeled records,
         commit outputs when due, checkpoint when due."""
-        labeled = self._read_labels(timeout_ms=0)
+        learned = self._catch_up_labels()
         metadata = self.group.group_metadata()  # before the poll: see Outputs
-        polled = self.group.poll(timeout_ms=0 if labeled else self.kafka["poll_timeout_ms"],
+        polled = self.group.poll(timeout_ms=0 if learned else self.kafka["poll_timeout_ms"],
                                  max_records=self.kafka["poll_max_records"])
         if self._assignment_changed:
             self._on_assignment_change()
@@ -278,36 +278,42 @@ class Worker:
                    for record in batch]
         if records:
             self.outputs.begin(metadata)
-            self._catch_up_labels()
             self._predict(records)
         if self.outputs.due() or self._labeled_dead_letters_due():
-            try:
-                self._commit_outputs()
-            except CommitFailedError as error:  # the group moved on (a rebalance): redo, don't reconnect
-                self._rewind_outputs(f"commit refused ({error})")
+            self._commit_outputs_or_rewind()
         if self._checkpoint_due():
             self.checkpoint()
         self.labeled.refresh()
-        return bool(labeled or records)
+        return bool(learned or records)
 
-    def _read_labels(self, timeout_ms: int) -> int:
-        records = self.labeled.poll(timeout_ms, self.kafka["poll_max_records"])
-        if records:
-            self._learn(records)
-        self.labeled.advance()
-        return len(records)
-
-    def _catch_up_labels(self) -> None:
+    def _catch_up_labels(self) -> int:
         """Labels first: learn the labeled log up to its end as it is now, waiting at most
-        labels_first_wait_s, so a prediction reflects every label already appended."""
+        labels_first_wait_s, so the predictions of the poll that follows reflect every label
+        already appended. Returns the labeled records read."""
         ends = self.labeled.end_offsets()
         deadline = time.monotonic() + self.config.worker["labels_first_wait_s"]
+        read = 0
         while self.labeled.behind(ends) and not self._stopping:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 log.debug("labels first: still behind the labeled log after the wait; predicting anyway")
-                return
-            self._read_labels(timeout_ms=int(min(100, remaining * 1000)))
+                break
+            records = self.labeled.poll(int(min(100, remaining * 1000)), self.kafka["poll_max_records"])
+            if records:
+                self._learn(records)
+                read += len(records)
+            self.labeled.advance()
+            if self.outputs.due():
+                # Every polled record is processed at this point, so this commit is exact; it keeps
+                # a transaction from staying open through a long catch-up (transaction_timeout_ms).
+                self._commit_outputs_or_rewind()
+        return read
+
+    def _commit_outputs_or_rewind(self) -> None:
+        try:
+            self._commit_outputs()
+        except CommitFailedError as error:  # the group moved on (a rebalance): redo, don't reconnect
+            self._rewind_outputs(f"commit refused ({error})")
 
     # ---- learning ------------------------------------------------------------------------------
 
@@ -468,6 +474,9 @@ class Worker:
     def _commit_outputs(self, final: bool = False) -> None:
         """The commit protocol: publish the labeled dead letters this worker owns, then commit the
         open outputs with the group's offsets (unlabeled positions, labeled dead-letter cursors)."""
+        if self._assignment_changed:  # a rebalance since the last poll: what we own is not known
+            self._rewind_outputs("the group rebalanced")
+            return
         cursors = {}
         for tp, cursor in self._cursors.items():
             position = self.labeled.positions.get((tp.topic, tp.partition), 0)
