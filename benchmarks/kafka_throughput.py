@@ -26,9 +26,10 @@ one partition. The events are published once; every side then reads the same mes
 
 How throughput is measured (alike for all three sides): events processed up to the side's last
 output, divided by the time from the moment the side began consuming to that last output's send.
-  begin  (a) the worker's "no checkpoint in ...: starting from the beginning" log line, the last
-             thing Worker.start() does (topics created, clients connected, partitions assigned and
-             sought; its next call is the first poll); logging's asctime, wall clock, 1 ms.
+  begin  (a) the worker's "started: ..." log line, the last thing Worker.start() does (topics
+             created, clients connected, transactions initialised, labeled partitions assigned and
+             sought, the group subscribed; its next call is the first poll, which joins the group);
+             logging's asctime, wall clock, 1 ms.
          (b), (c) perf_counter just before the first poll, after assign + seek_to_beginning.
   end    (a) the last prediction's Kafka CreateTime, which kafka-python stamps at send() from the
              worker's wall clock (1 ms; read back from the broker after the run).
@@ -264,12 +265,12 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace").splitlines()
 
     def consumption_began_ms(self) -> int:
-        """Wall-clock ms of the worker's "no checkpoint in ..." line: topics created, the
-        checkpoint directory locked, nothing restored; then it opens its clients (the labeled
-        reader, the transactional producer's init_transactions, the group consumer) and polls.
-        logging's asctime is local time to the millisecond."""
+        """Wall-clock ms of the worker's "started: ..." line, the last thing Worker.start() does
+        (topics created, clients connected, transactions initialised, the labeled partitions
+        assigned and sought, the group subscribed); its next call is the first poll, which joins
+        the group. logging's asctime is local time to the millisecond."""
         for line in self.log_lines():
-            if "stream_nb.worker INFO no checkpoint in" in line:
+            if "stream_nb.worker INFO started: " in line:
                 stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
                 return round(stamp.timestamp() * 1000)
         raise BenchmarkError(f"no start line from the worker in {self.log_path}:\n{self.tail()}")

@@ -65,6 +65,10 @@ CHECKPOINT_KEYS = {
     "interval_s": ((int, float), 30.0),
     "every_events": ((int,), 0),
     "keep": ((int,), 3),
+    # A compacted topic of model snapshots: a worker with an empty checkpoint directory loads the
+    # newest one instead of re-learning the labeled topic ("" = none).
+    "snapshot_topic": ((str,), ""),
+    "snapshot_interval_s": ((int, float), 300.0),
 }
 WORKER_KEYS = {
     "log_interval_s": ((int, float), 10.0),
@@ -208,6 +212,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     checkpoint = _validated("checkpoint", dict(data.get("checkpoint", {})), CHECKPOINT_KEYS)
     if checkpoint["keep"] < 1 or checkpoint["interval_s"] < 0 or checkpoint["every_events"] < 0:
         raise ConfigError("checkpoint: keep must be >= 1, interval_s and every_events >= 0")
+    if checkpoint["snapshot_interval_s"] <= 0:
+        raise ConfigError(f"checkpoint.snapshot_interval_s: must be > 0, got {checkpoint['snapshot_interval_s']}")
     worker = _validated("worker", dict(data.get("worker", {})), WORKER_KEYS)
     evaluation = _validated("evaluation", dict(data.get("evaluation", {})), EVALUATION_KEYS)
     training = _validated("training", dict(data.get("training", {})), TRAINING_KEYS)

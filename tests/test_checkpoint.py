@@ -534,3 +534,44 @@ def test_a_second_process_on_the_same_directory_is_refused_naming_the_holder(tmp
     store.lock()
     assert (tmp_path / ".lock").read_text() == f"{os.getpid()}\n"
     store.unlock()
+
+
+# ---- snapshots on a compacted topic (the chunking; the topic itself is an integration test) ----
+
+
+def test_a_snapshot_cut_into_chunks_comes_back_whole_from_the_newest_value_of_each_key():
+    from stream_nb.checkpoint.snapshot import MANIFEST_KEY, SnapshotError, assemble_snapshot, snapshot_records
+
+    data = bytes(range(256)) * 41  # 10,496 bytes
+    old = snapshot_records(b"old" * 9000, "1-a", chunk_bytes=1000)  # 27 chunks
+    new = snapshot_records(data, "2-b", chunk_bytes=1000)
+    assert [key for key, _ in new[:-1]] == [f"chunk/{i}".encode() for i in range(11)]
+    assert all(len(value) <= 1000 + len(b"2-b\n") for _, value in new)
+    latest = {}
+    for key, value in old + new:  # compaction keeps the newest value of every key
+        latest[key] = value
+    manifest, whole = assemble_snapshot(latest)
+    assert whole == data and (manifest["id"], manifest["chunks"], manifest["bytes"]) == ("2-b", 11, len(data))
+    # A chunk of another snapshot where this one's should be, a missing chunk, a damaged one:
+    for damage, message in ((lambda d: d.__setitem__(b"chunk/3", b"1-a\n" + b"x" * 1000), "chunk 3 of 11"),
+                            (lambda d: d.pop(b"chunk/10"), "chunk 10 of 11"),
+                            (lambda d: d.__setitem__(b"chunk/0", d[b"chunk/0"][:-1] + b"?"), "checksum"),
+                            (lambda d: d.pop(MANIFEST_KEY), "no snapshot manifest")):
+        broken = dict(latest)
+        damage(broken)
+        with pytest.raises(SnapshotError, match=message):
+            assemble_snapshot(broken)
+
+
+def test_a_checkpoint_travels_as_a_snapshot_and_parses_to_the_same_state():
+    from stream_nb.checkpoint.snapshot import assemble_snapshot, snapshot_records
+    from stream_nb.checkpoint.store import encode_checkpoint, parse_checkpoint
+
+    model = MultinomialNB(alpha=0.5)
+    model.learn_many([{"win": 2, "cash": 1}, {"lunch": 1}, {"cash": 3}], ["spam", "ham", "spam"])
+    header, body, _ = encode_checkpoint("7-w", model.to_state(), {("labeled", 0): 3}, "fp", {"note": "x"})
+    manifest, data = assemble_snapshot(dict(snapshot_records(header + body, "7-w", chunk_bytes=300)))
+    checkpoint = parse_checkpoint(data, Path("topic@7-w"))
+    assert (checkpoint.id, checkpoint.offsets, checkpoint.fingerprint, checkpoint.extra) == (
+        "7-w", {("labeled", 0): 3}, "fp", {"note": "x"})
+    assert state_digest(checkpoint.model_state) == state_digest(model.to_state())

@@ -116,6 +116,25 @@ def _encode_body(document: dict, arrays: dict) -> bytes:
     return buffer.getvalue()
 
 
+def encode_checkpoint(checkpoint_id: str, model_state: dict, offsets: dict, fingerprint: str,
+                      extra: dict | None = None, created_at: float | None = None) -> tuple[bytes, bytes, dict]:
+    """(header line, body, document) of a checkpoint: the file's bytes are header + body."""
+    model_meta, arrays = model_state["meta"], model_state["arrays"]
+    document = {
+        "format": FORMAT,
+        "id": checkpoint_id,
+        "created_at": time.time() if created_at is None else created_at,
+        "fingerprint": fingerprint,
+        "offsets": _encode_offsets(offsets),
+        "extra": dict(extra or {}),
+        "model_meta": model_meta,
+        "arrays": list(arrays),
+    }
+    body = _encode_body(document, arrays)
+    header = _header_prefix(len(body)) + b" " + _checksum(len(body), body).encode("ascii") + b"\n"
+    return header, body, document
+
+
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """Read and verify one checkpoint file; CheckpointError says what is wrong with it."""
     path = Path(path)
@@ -123,6 +142,12 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
         data = path.read_bytes()
     except OSError as error:
         raise CheckpointError(f"{path}: cannot read: {error.strerror or error}") from None
+    return parse_checkpoint(data, path)
+
+
+def parse_checkpoint(data: bytes, path: Path) -> Checkpoint:
+    """Verify and parse the bytes of a checkpoint (a file's, or a snapshot's from a topic);
+    `path` names where they came from in errors."""
     if not data:
         raise CheckpointError(f"{path}: empty file (0 bytes)")
     end = data.find(b"\n", 0, _MAX_HEADER)
@@ -179,7 +204,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     if not (isinstance(checkpoint_id, str) and isinstance(fingerprint, str) and isinstance(created_at, (int, float))
             and isinstance(extra, dict) and isinstance(model_meta, dict) and isinstance(array_names, list)):
         raise CheckpointError(f"{path}: {_META_MEMBER} has fields of the wrong type")
-    named = _NAME.match(path.name)
+    named = _NAME.match(Path(path).name)
     if named and named.group(1) != checkpoint_id:
         # e.g. a file copied over another's name: its place in the order would be a lie
         raise CheckpointError(f"{path}: file name says id {named.group(1)} but the file holds id {checkpoint_id}")
@@ -276,24 +301,14 @@ class CheckpointStore:
             if not isinstance(name, str) or not isinstance(array, np.ndarray) or array.dtype.kind not in _NUMERIC_KINDS:
                 raise TypeError(f"model arrays must be numeric numpy arrays named by str, got {name!r}: "
                                 f"{getattr(array, 'dtype', type(array).__name__)}")
-        extra = dict(extra or {})
         self.directory.mkdir(parents=True, exist_ok=True)
         numbered = self._numbered()
         number = max(self._last_number, numbered[-1][0] if numbered else 0) + 1
         checkpoint_id = f"{number:012d}"
         created_at = time.time()
-        document = {
-            "format": FORMAT,
-            "id": checkpoint_id,
-            "created_at": created_at,
-            "fingerprint": fingerprint,
-            "offsets": _encode_offsets(offsets),
-            "extra": extra,
-            "model_meta": model_meta,
-            "arrays": list(arrays),
-        }
-        body = _encode_body(document, arrays)  # raises on a non-JSON-able meta/extra before any file exists
-        header = _header_prefix(len(body)) + b" " + _checksum(len(body), body).encode("ascii") + b"\n"
+        # raises on a non-JSON-able meta/extra before any file exists
+        header, body, document = encode_checkpoint(checkpoint_id, model_state, offsets, fingerprint, extra, created_at)
+        extra = document["extra"]
         final = self.directory / f"checkpoint-{checkpoint_id}.ckpt"
         fd, temp_name = tempfile.mkstemp(dir=self.directory, prefix=f".checkpoint-{checkpoint_id}.", suffix=".tmp")
         try:

@@ -57,9 +57,11 @@ def _connect(factory, kafka: dict, what: str, **options):
         raise KafkaSetupError(f"kafka: cannot start the {what}: {error}") from None
 
 
-def ensure_topics(kafka: dict, client: dict) -> None:
-    """Create missing topics (kafka.partitions, kafka.replication_factor) or report them."""
-    wanted = [*kafka["labeled_topics"], *kafka["unlabeled_topics"], kafka["predictions_topic"], kafka["dead_letter_topic"]]
+def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) -> None:
+    """Create missing topics (kafka.partitions, kafka.replication_factor) or report them;
+    `compacted` topics (snapshots) get one partition and cleanup.policy=compact."""
+    wanted = [*kafka["labeled_topics"], *kafka["unlabeled_topics"], kafka["predictions_topic"], kafka["dead_letter_topic"],
+              *compacted]
     admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
     try:
         existing = set(admin.list_topics())
@@ -72,6 +74,8 @@ def ensure_topics(kafka: dict, client: dict) -> None:
         spec = {topic: {"num_partitions": kafka["labeled_partitions" if topic in labeled else "partitions"],
                         "replication_factor": kafka["replication_factor"]}
                 for topic in missing}
+        for topic in set(compacted) & set(missing):
+            spec[topic].update(num_partitions=1, configs={"cleanup.policy": "compact"})
         try:
             admin.create_topics(spec, wait_for_metadata=True)
         except TopicAlreadyExistsError:
@@ -152,6 +156,13 @@ def _wait(producer: KafkaProducer, result, timeout_s: float, what: str) -> None:
     producer._sender.wakeup()
     if not result.wait(timeout_ms=timeout_s * 1000):
         raise TransactionTimeout(f"no answer from the transaction coordinator after {timeout_s:.0f} s {what}")
+
+
+def take_part_in_rebalances(consumer: KafkaConsumer) -> None:
+    """Let a group consumer join, sync and answer a rebalance without fetching records (what
+    its poll does first). A member that is busy elsewhere for seconds would otherwise hold up
+    every other member's rebalance."""
+    consumer._coordinator.poll(timeout_ms=0)
 
 
 def transaction_lost(producer: KafkaProducer | None) -> bool:

@@ -27,7 +27,7 @@ import time
 from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 
-from stream_nb.checkpoint import CheckpointStore, config_fingerprint
+from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
 from stream_nb.config import Config
 from stream_nb.events import Event, Rejected, SourcePosition, dead_letter_headers, decode_record, encode_prediction
 from stream_nb.kafka.clients import (
@@ -37,6 +37,7 @@ from stream_nb.kafka.clients import (
     make_group_consumer,
     make_labeled_reader,
     make_producer,
+    take_part_in_rebalances,
 )
 from stream_nb.model.decision import verdict
 from stream_nb.model.explain import strongest_clues
@@ -45,6 +46,7 @@ from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by
+from stream_nb.worker.snapshots import SnapshotWriter, load_snapshot
 
 log = logging.getLogger("stream_nb.worker")
 
@@ -96,6 +98,9 @@ class Worker:
         directory = config.checkpoint["dir"].replace("{instance_id}", self.instance_id)
         self.store = CheckpointStore(directory, keep=config.checkpoint["keep"])
         self.model = config.build_model()
+        self.snapshot_topic = config.checkpoint["snapshot_topic"]
+        self.snapshots = SnapshotWriter(self.snapshot_topic, config.checkpoint["snapshot_interval_s"],
+                                        self.kafka["max_message_bytes"], self.instance_id) if self.snapshot_topic else None
         self.metrics = PrequentialMetrics()
         self.checkpoint_id: str | None = None
         self.labeled: LabeledLog | None = None
@@ -119,7 +124,8 @@ class Worker:
     def start(self) -> None:
         """Create missing topics, lock the checkpoint directory, restore the newest checkpoint,
         open the clients. Raises (one line) on anything that stops a worker from starting."""
-        ensure_topics(self.kafka, self.config.kafka_client)  # first: an unreachable broker leaves no trace
+        # first: an unreachable broker leaves no trace
+        ensure_topics(self.kafka, self.config.kafka_client, (self.snapshot_topic,) if self.snapshot_topic else ())
         self.store.lock()
         try:
             self._restore()
@@ -127,9 +133,14 @@ class Worker:
         except BaseException:
             self.close()
             raise
+        log.info("started: instance %s in group %s, %s, labeled %s from %s", self.instance_id, self.kafka["group_id"],
+                 self.kafka["processing_guarantee"].replace("_", "-"), ", ".join(sorted(self.labeled_topics)),
+                 ", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets()))
 
     def _restore(self) -> None:
         checkpoint = self.store.load_latest(self.fingerprint)
+        if checkpoint is None and self.snapshot_topic:
+            checkpoint = self._bootstrap_from_snapshot()
         if checkpoint is None:
             log.info("no checkpoint in %s: learning the labeled log from its beginning", self.store.directory)
             self._restored = {"offsets": {}, "topic_ids": {}}
@@ -143,6 +154,26 @@ class Worker:
         offsets = {key: offset for key, offset in checkpoint.offsets.items() if key[0] in self.labeled_topics}
         self._restored = {"offsets": offsets, "topic_ids": checkpoint.extra.get("topic_ids", {})}
         log.info("restored checkpoint %s: %d events learned", checkpoint.id, int(self.model.events_learned))
+
+    def _bootstrap_from_snapshot(self):
+        """The newest snapshot on the snapshot topic (None if it has none); one made with another
+        configuration is refused."""
+        loaded = load_snapshot(self.kafka, self.config.kafka_client, self.snapshot_topic)
+        if loaded is None:
+            log.info("no snapshot on %s", self.snapshot_topic)
+            return None
+        checkpoint, manifest = loaded
+        if checkpoint.fingerprint != self.fingerprint:
+            raise CheckpointError(f"snapshot {manifest['id']} on {self.snapshot_topic} was written for configuration "
+                                  f"fingerprint {checkpoint.fingerprint}, but this configuration's is {self.fingerprint}; "
+                                  f"refusing to mix them (use the configuration it was written with, or another "
+                                  f"checkpoint.snapshot_topic)")
+        self.snapshots.known_chunks = manifest["chunks"]
+        log.info("no checkpoint in %s: bootstrapped from snapshot %s on %s (%d bytes), labeled offsets %s",
+                 self.store.directory, manifest["id"], self.snapshot_topic, manifest["bytes"],
+                 ", ".join(f"{topic}[{partition}]@{offset}"
+                           for (topic, partition), offset in sorted(checkpoint.offsets.items())))
+        return checkpoint
 
     def _open_clients(self) -> None:
         client = self.config.kafka_client
@@ -283,6 +314,8 @@ class Worker:
             self._commit_outputs_or_rewind()
         if self._checkpoint_due():
             self.checkpoint()
+        if self.snapshots is not None and self._holds_snapshot_role() and self.snapshots.due(self.model.events_learned):
+            self._publish_snapshot()
         self.labeled.refresh()
         return bool(learned or records)
 
@@ -303,6 +336,7 @@ class Worker:
                 self._learn(records)
                 read += len(records)
             self.labeled.advance()
+            take_part_in_rebalances(self.group)
             if self.outputs.due():
                 # Every polled record is processed at this point, so this commit is exact; it keeps
                 # a transaction from staying open through a long catch-up (transaction_timeout_ms).
@@ -513,6 +547,31 @@ class Worker:
             else:
                 self.group.seek(tp, committed)
 
+    # ---- snapshots ----------------------------------------------------------------------------
+
+    def _holds_snapshot_role(self) -> bool:
+        """One worker writes snapshots: the owner of the first labeled partition."""
+        first = min(self.labeled.positions, default=None)
+        return first is not None and TopicPartition(*first) in self._cursors
+
+    def _publish_snapshot(self) -> None:
+        """The model with its labeled offsets to the snapshot topic, in a transaction of its own."""
+        self._commit_outputs_or_rewind()
+        if self.outputs.open:
+            return
+        records = self.snapshots.records(self.model.to_state(), self.labeled.positions, self.fingerprint,
+                                         self._state_extra(), self.model.events_learned)
+        self.outputs.begin(self.group.group_metadata())
+        for key, value in records:
+            self.outputs.send(self.snapshot_topic, value, key, None, 0)
+        try:
+            self.outputs.commit({})
+        except CommitFailedError as error:
+            self._rewind_outputs(f"snapshot refused ({error})")
+            return
+        log.info("snapshot with %d events learned published to %s (%d records)", int(self.model.events_learned),
+                 self.snapshot_topic, len(records))
+
     # ---- checkpoints --------------------------------------------------------------------------
 
     def _checkpoint_due(self) -> bool:
@@ -535,15 +594,18 @@ class Worker:
                 self._prune_rejections({tp: self.group.committed(tp) or 0 for tp in not_owned})
             except KafkaError as error:
                 log.debug("could not read the labeled dead-letter cursors: %s", error)
-        extra = {"metrics": _metrics_to(self.metrics), "events_processed": self._processed,
-                 "topic_ids": dict(self.labeled.ids),
-                 "labeled_rejections": [_rejection_to(r) for r in self.labeled_rejections]}
-        checkpoint = self.store.save(self.model.to_state(), self.labeled.positions, self.fingerprint, extra=extra)
+        checkpoint = self.store.save(self.model.to_state(), self.labeled.positions, self.fingerprint,
+                                     extra=self._state_extra())
         self.checkpoint_id = checkpoint.id
         self._changed_since_checkpoint = False
         self._learned_since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
         log.info("checkpoint %s: %d events learned", checkpoint.id, int(self.model.events_learned))
+
+    def _state_extra(self) -> dict:
+        return {"metrics": _metrics_to(self.metrics), "events_processed": self._processed,
+                "topic_ids": dict(self.labeled.ids),
+                "labeled_rejections": [_rejection_to(r) for r in self.labeled_rejections]}
 
     # ---- reporting ------------------------------------------------------------------------------
 

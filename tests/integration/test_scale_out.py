@@ -10,6 +10,7 @@ files and compared with the model core's answer for the same labeled offsets.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -155,7 +156,8 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
     create_topics(bootstrap, [topics.unlabeled], partitions=6)
     stream = Stream(bootstrap, topics, sms, n_events=24_000, chunk=600, pause_s=0.25)
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", client=FAST_CLIENT,
-                               checkpoint={"interval_s": 1.0, "every_events": 2_000})
+                               checkpoint={"interval_s": 1.0, "every_events": 2_000,
+                                           "snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 2.0})
     logs = tmp_path / "logs"
     logs.mkdir()
 
@@ -165,8 +167,9 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
 
     workers = {"a": start("a")}
     stream.start()
-    wait_until(lambda: newest_learned(tmp_path / "a") > 500, 90, "worker a's first checkpoint", workers.values())
-    workers["b"] = start("b")  # 1 -> 3
+    wait_until(lambda: "snapshot with" in (logs / "a.log").read_text(), 90, "worker a's first snapshot",
+               workers.values())
+    workers["b"] = start("b")  # 1 -> 3, b from a's snapshot
     # c commits its outputs only every 3 s, so a kill is sure to land inside an open transaction
     workers["c"] = start("c", "kafka.commit_interval_ms=3000")
     wait_until(lambda: newest_learned(tmp_path / "c") > 0 and stream.sent > len(stream.messages) // 4, 120,
@@ -188,6 +191,8 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
     for name in ("a", "b"):
         assert workers[name].wait(240) == 0, workers[name].log_tail()
 
+    b_start = (logs / "b.log").read_text()
+    assert "bootstrapped from snapshot" in b_start, b_start[:2000]
     expected_digest, expected_learned = reference_digest_events(stream.labeled)
     for name in ("a", "b"):
         summary = latest_summary(tmp_path / name)
@@ -333,3 +338,58 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
     for directory in ("b", "a-replacement"):
         summary = latest_summary(tmp_path / directory)
         assert (summary.digest, summary.events_learned) == reference_digest_events(stream.labeled)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fast bootstrap: a worker with an empty checkpoint directory loads the newest snapshot
+
+
+def test_a_late_worker_bootstraps_from_the_snapshot_topic_and_a_stale_snapshot_is_refused(kafka_broker, tmp_path, sms):
+    from kafka import KafkaAdminClient, TopicPartition
+
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("snap")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    labeled = [{"text": text, "label": label, "offset": i} for i, (label, text) in enumerate(sms[:4_000])]
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", e["text"], e["label"]), f"l{i}".encode())
+                        for i, e in enumerate(labeled)])
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", client=FAST_CLIENT,
+                               checkpoint={"snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 0.5})
+
+    def run(name: str) -> WorkerProcess:
+        worker = WorkerProcess(config_path, tmp_path / f"{name}.log", stop_when_idle=3,
+                               overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"'))
+        return worker
+
+    first = run("first")
+    assert first.wait(120) == 0, first.log_tail()
+    published = (tmp_path / "first.log").read_text()
+    assert "snapshot with" in published and "no snapshot on" in published
+
+    more = [{"text": text, "label": label, "offset": 4_000 + i} for i, (label, text) in enumerate(sms[4_000:5_000])]
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"m{i}", e["text"], e["label"]), f"m{i}".encode())
+                        for i, e in enumerate(more)])
+    late = run("late")
+    assert late.wait(120) == 0, late.log_tail()
+    log = (tmp_path / "late.log").read_text()
+    (line,) = [line for line in log.splitlines() if "bootstrapped from snapshot" in line]
+    snapshot_offset = int(re.search(rf"{topics.labeled}\[0\]@(\d+)", line).group(1))
+    assert 0 < snapshot_offset <= 4_000  # it read the labeled topic from there, not from 0
+    assert f"labeled {topics.labeled} from {topics.labeled}[0]@{snapshot_offset}" in log
+    summary = latest_summary(tmp_path / "late")
+    assert (summary.digest, summary.events_learned) == reference_digest_events(labeled + more)
+    assert summary.offsets == {(topics.labeled, 0): 5_000}
+
+    # Retention deletes labeled records that no snapshot has learned: a new worker must refuse.
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"n{i}", "ten more", "ham"), b"n") for i in range(10)])
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records({TopicPartition(topics.labeled, 0): 5_010})
+    finally:
+        admin.close()
+    refused = run_cli("run", "--config", str(config_path), "--set", 'worker.instance_id="third"',
+                      "--set", f'checkpoint.dir="{tmp_path / "third"}"', "--stop-when-idle", "1")
+    assert refused.returncode == 2, refused.stderr
+    line = error_line(refused.stderr)
+    assert re.search(rf"labeled partition {topics.labeled}\[0\] now starts at offset 5010: records \d+\.\.5009 "
+                     r"were deleted \(retention\) before they were learned; refusing to go on", line), line
