@@ -24,6 +24,13 @@ one partition. The events are published once; every side then reads the same mes
       256 KiB batches, acks=all) and its one-partition shortcut (partition=0, no key hash), so
       that the ceiling is as high as kafka-python honestly gets.  Targets: a >= 3 b, a >= 0.5 c.
 
+Two more figures, same stream and same measure: (a) with `processing_guarantee =
+"at_least_once"` against (a) with the default exactly-once (one transaction per ~100 ms), and
+one worker against two started together on a 6-partition unlabeled topic (the same events,
+unlabeled ones keyed by id; each worker learns the whole labeled topic; rate = all events / (the
+last prediction's CreateTime - the earliest worker's "started:" line)). The broker and the
+workers share this machine's cores.
+
 How throughput is measured (alike for all three sides): events processed up to the side's last
 output, divided by the time from the moment the side began consuming to that last output's send.
   begin  (a) the worker's "started: ..." log line, the last thing Worker.start() does (topics

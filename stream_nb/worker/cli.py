@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="override one configuration key (repeatable)")
     run.add_argument("--stop-when-idle", type=float, default=None, metavar="SECONDS",
-                     help="checkpoint and exit after this long without a message (catch-up runs, tests)")
+                     help="checkpoint and exit once caught up and this long without a message (catch-up runs, tests)")
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.set_defaults(func=run_worker)
 

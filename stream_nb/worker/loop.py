@@ -216,7 +216,8 @@ class Worker:
         self._stopping = True
 
     def run(self, *, stop_when_idle_s: float | None = None, install_signal_handlers: bool = True) -> None:
-        """Process until SIGTERM/SIGINT (or `stop_when_idle_s` seconds without a record), then
+        """Process until SIGTERM/SIGINT (or `stop_when_idle_s` seconds without a record, with
+        nothing left to read), then
         commit the outputs, write a final checkpoint, leave the group and close. Raises Fenced
         when a newer worker with the same instance id has taken over."""
         if install_signal_handlers:
@@ -238,7 +239,9 @@ class Worker:
                 if had_records:
                     idle_since = now
                 elif stop_when_idle_s is not None and now - idle_since >= stop_when_idle_s:
-                    break
+                    if self.lag() == 0:  # idle and caught up, not merely waiting on a slow broker
+                        break
+                    idle_since = now
                 if now - last_log >= self.config.worker["log_interval_s"]:
                     self._log_progress(now - last_log, self._processed - processed_at_log)
                     last_log, processed_at_log = now, self._processed

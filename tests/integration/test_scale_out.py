@@ -79,6 +79,16 @@ def holds_unlabeled_partitions(log_path: Path) -> bool:
     return bool(assigned) and "-unlabeled[" in assigned[-1]
 
 
+def newest_offset(directory: Path) -> int:
+    """The labeled offset of the newest readable checkpoint in `directory` (0 if none)."""
+    for path in reversed(CheckpointStore(directory).list()):
+        try:
+            return sum(read_checkpoint(path).offsets.values())
+        except Exception:
+            continue
+    return 0
+
+
 class Stream:
     """Labeled events (with a few bad ones) to a 1-partition topic and unlabeled ones (with a few
     bad ones) keyed by id to a many-partition topic, produced in chunks by a background thread."""
@@ -162,7 +172,8 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
     logs.mkdir()
 
     def start(name: str, *extra: str) -> WorkerProcess:
-        return WorkerProcess(config_path, logs / f"{name}.log", stop_when_idle=6,
+        # no idle stop: each worker is stopped by SIGTERM once the outputs are complete
+        return WorkerProcess(config_path, logs / f"{name}.log", stop_when_idle=None,
                              overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"', *extra))
 
     workers = {"a": start("a")}
@@ -188,8 +199,15 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
     workers["c"].process.terminate()  # 3 -> 2: a clean stop leaves the group
     assert workers["c"].wait(60) == 0, workers["c"].log_tail()
     stream.join(timeout=180)
+
+    def done() -> bool:
+        return (all(newest_offset(tmp_path / name) == stream.labeled_records for name in ("a", "b"))
+                and len(read_topic(bootstrap, topics.predictions)) == len(stream.unlabeled))
+
+    wait_until(done, 240, "a and b to learn everything and every prediction to be committed", workers.values())
     for name in ("a", "b"):
-        assert workers[name].wait(240) == 0, workers[name].log_tail()
+        workers[name].process.terminate()
+        assert workers[name].wait(60) == 0, workers[name].log_tail()
 
     b_start = (logs / "b.log").read_text()
     assert "bootstrapped from snapshot" in b_start, b_start[:2000]
@@ -300,7 +318,7 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
     create_topics(bootstrap, [topics.unlabeled], partitions=2)
     stream = Stream(bootstrap, topics, sms, n_events=10_000, chunk=400, pause_s=0.3)
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused",
-                               client={**FAST_CLIENT, "transaction_timeout_ms": 4_000})
+                               client={**FAST_CLIENT, "transaction_timeout_ms": 10_000})
 
     def start(name: str, directory: str, *extra: str) -> WorkerProcess:
         return WorkerProcess(config_path, tmp_path / f"{directory}.log", stop_when_idle=6,
@@ -315,13 +333,14 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
         wait_until(lambda: holds_unlabeled_partitions(tmp_path / "a.log"), 120, "a's partitions", (paused, other))
         time.sleep(1.0)
         paused.process.send_signal(signal.SIGSTOP)
-        # Paused past the transaction timeout (4 s), and replaced meanwhile by a new process with
+        # Paused past the transaction timeout (10 s), and replaced meanwhile by a new process with
         # the same instance id (a supervisor's restart elsewhere, with checkpoints of its own).
-        time.sleep(5.0)
+        paused_at = time.monotonic()
+        time.sleep(1.0)
         replacement = start("a", "a-replacement")
         wait_until(lambda: "assigns this worker" in (tmp_path / "a-replacement.log").read_text(), 60,
                    "the replacement to join", (replacement,))
-        time.sleep(2.0)
+        time.sleep(max(0.0, 11.0 - (time.monotonic() - paused_at)))
         paused.process.send_signal(signal.SIGCONT)
         assert paused.wait(60) == EXIT_FENCED, paused.log_tail()
         stream.join(timeout=180)
