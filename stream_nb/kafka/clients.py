@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 # How often clients refresh topic metadata unless [kafka.client] says otherwise: a partition
 # added to a topic is seen (and read) within this long. kafka-python's default is 5 minutes.
 METADATA_MAX_AGE_MS = 5_000
+BOOTSTRAP_TIMEOUT_MS = 10_000
 
 
 class KafkaSetupError(RuntimeError):
@@ -43,6 +44,8 @@ def client_options(kafka: dict, client: dict, role: str = "admin") -> dict:
     foreign = {"producer": KAFKA_CONSUMER_KEYS, "consumer": KAFKA_PRODUCER_KEYS}.get(
         role, KAFKA_CONSUMER_KEYS | KAFKA_PRODUCER_KEYS)
     options = {key: value for key, value in client.items() if key not in foreign}
+    # a client that cannot reach the broker says so in bounded time (kafka-python would wait on)
+    options.setdefault("bootstrap_timeout_ms", BOOTSTRAP_TIMEOUT_MS)
     if role != "admin":
         options.setdefault("metadata_max_age_ms", METADATA_MAX_AGE_MS)
     return {"bootstrap_servers": kafka["bootstrap_servers"], **options}

@@ -39,6 +39,7 @@ def run_worker(args) -> int:
 
     try:
         worker = Worker(load_config(args.config, args.set))
+        worker.install_signal_handlers()
         worker.start()
     except (ConfigError, KafkaSetupError, FingerprintMismatch, CheckpointError, LabeledLogError) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)

@@ -215,14 +215,18 @@ class Worker:
     def request_stop(self, *_signal) -> None:
         self._stopping = True
 
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT ask for a clean stop (also during start(): run() then stops at once)."""
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+
     def run(self, *, stop_when_idle_s: float | None = None, install_signal_handlers: bool = True) -> None:
         """Process until SIGTERM/SIGINT (or `stop_when_idle_s` seconds without a record, with
-        nothing left to read), then
-        commit the outputs, write a final checkpoint, leave the group and close. Raises Fenced
-        when a newer worker with the same instance id has taken over."""
+        nothing left to read), then commit the outputs, write a final checkpoint, leave the
+        group and close. Raises Fenced when a newer worker with the same instance id has taken
+        over."""
         if install_signal_handlers:
-            signal.signal(signal.SIGTERM, self.request_stop)
-            signal.signal(signal.SIGINT, self.request_stop)
+            self.install_signal_handlers()
         if self.group is None:
             self.start()
         idle_since = time.monotonic()
@@ -239,7 +243,7 @@ class Worker:
                 if had_records:
                     idle_since = now
                 elif stop_when_idle_s is not None and now - idle_since >= stop_when_idle_s:
-                    if self.lag() == 0:  # idle and caught up, not merely waiting on a slow broker
+                    if self._caught_up():  # not merely waiting on a slow broker or the group
                         break
                     idle_since = now
                 if now - last_log >= self.config.worker["log_interval_s"]:
@@ -611,6 +615,10 @@ class Worker:
                 "labeled_rejections": [_rejection_to(r) for r in self.labeled_rejections]}
 
     # ---- reporting ------------------------------------------------------------------------------
+
+    def _caught_up(self) -> bool:
+        """In the group (assigned, even if nothing), and nothing left to read."""
+        return self.group.group_metadata().generation_id >= 0 and not self._assignment_changed and self.lag() == 0
 
     def lag(self) -> int:
         """Records not yet read: the whole labeled log's, plus this worker's unlabeled partitions'

@@ -159,24 +159,9 @@ def assert_each_output_once(bootstrap: str, topics: Topics, stream: Stream) -> d
     return predictions
 
 
-def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_output_once(kafka_broker, tmp_path, sms):
-    bootstrap = kafka_broker.bootstrap
-    topics = Topics.new("scale")
-    create_topics(bootstrap, [topics.labeled])
-    create_topics(bootstrap, [topics.unlabeled], partitions=6)
-    stream = Stream(bootstrap, topics, sms, n_events=24_000, chunk=600, pause_s=0.25)
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", client=FAST_CLIENT,
-                               checkpoint={"interval_s": 1.0, "every_events": 2_000,
-                                           "snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 2.0})
-    logs = tmp_path / "logs"
-    logs.mkdir()
-
-    def start(name: str, *extra: str) -> WorkerProcess:
-        # no idle stop: each worker is stopped by SIGTERM once the outputs are complete
-        return WorkerProcess(config_path, logs / f"{name}.log", stop_when_idle=None,
-                             overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"', *extra))
-
-    workers = {"a": start("a")}
+def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, bootstrap: str, topics: Topics) -> None:
+    """1 -> 3 workers, kill -9 b, kill c inside its open transaction, kill -9 a, scale down c
+    (SIGTERM), then a and b finish the stream and stop."""
     stream.start()
     wait_until(lambda: "snapshot with" in (logs / "a.log").read_text(), 90, "worker a's first snapshot",
                workers.values())
@@ -196,6 +181,8 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
     workers["a"].kill()  # kill -9 number two
     workers["a"] = start("a")
     wait_until(lambda: stream.sent > 3 * len(stream.messages) // 4, 120, "three quarters of the stream")
+    # c's second life must be running (its handlers set) before it is asked to stop
+    wait_until(lambda: (logs / "c.log").read_text().count("started: ") == 2, 120, "c's restart", workers.values())
     workers["c"].process.terminate()  # 3 -> 2: a clean stop leaves the group
     assert workers["c"].wait(60) == 0, workers["c"].log_tail()
     stream.join(timeout=180)
@@ -208,6 +195,33 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
     for name in ("a", "b"):
         workers[name].process.terminate()
         assert workers[name].wait(60) == 0, workers[name].log_tail()
+
+
+
+def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_output_once(kafka_broker, tmp_path, sms):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("scale")
+    create_topics(bootstrap, [topics.labeled])
+    create_topics(bootstrap, [topics.unlabeled], partitions=6)
+    stream = Stream(bootstrap, topics, sms, n_events=24_000, chunk=600, pause_s=0.25)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", client=FAST_CLIENT,
+                               checkpoint={"interval_s": 1.0, "every_events": 2_000,
+                                           "snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 2.0})
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def start(name: str, *extra: str) -> WorkerProcess:
+        # no idle stop: each worker is stopped by SIGTERM once the outputs are complete
+        return WorkerProcess(config_path, logs / f"{name}.log", stop_when_idle=None,
+                             overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"', *extra))
+
+    workers = {"a": start("a")}
+    try:
+        run_the_scenario(workers, start, stream, logs, tmp_path, bootstrap, topics)
+    finally:
+        for worker in workers.values():
+            worker.kill()
+
 
     b_start = (logs / "b.log").read_text()
     assert "bootstrapped from snapshot" in b_start, b_start[:2000]

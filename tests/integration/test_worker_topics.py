@@ -137,7 +137,7 @@ def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms
         produce(bootstrap, messages + [Message(topics.unlabeled, unlabeled_event(event_id, text), event_id.encode(),
                                                partition=2) for event_id, text in unlabeled.items()])
         wait_until(lambda: latest_offsets(tmp_path).get((topics.labeled, 2)) == 1_300
-                   and len(read_topic(bootstrap, topics.predictions)) >= 1_300, 90,
+                   and len(read_topic(bootstrap, topics.predictions)) >= 1_300, 180,
                    "the added partitions to be read", worker)
         time.sleep(1.5)  # one more progress line, after everything was read
         worker.process.terminate()
@@ -222,3 +222,55 @@ def test_count_only_checkpoints_with_unlabeled_traffic_commit_outputs_as_they_go
     else:
         assert duplicates < 3_000  # only what followed the last commit (the probe: all of them)
     assert json.loads(read_topic(bootstrap, topics.predictions)[-1].value)["model"]["events_learned"] > 0
+
+
+def set_producer_quota(bootstrap: str, client_id: str, bytes_per_s: int) -> None:
+    """A broker quota on a client id's produce rate, set with Kafka's own ConfigCommand."""
+    import subprocess
+
+    from stream_nb.kafka.broker import resolve_jars
+
+    done = subprocess.run(["java", "-cp", str(resolve_jars() / "*"), "kafka.admin.ConfigCommand",
+                           "--bootstrap-server", bootstrap, "--alter", "--add-config",
+                           f"producer_byte_rate={bytes_per_s}", "--entity-type", "clients", "--entity-name", client_id],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Completed updating config" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+def test_throttled_outputs_make_progress_and_a_kill_repeats_little(kafka_broker, tmp_path, sms, guarantee):
+    # The probe: with the worker's produce rate held to 4 KB/s by a broker quota and a backlog,
+    # no checkpoint in 420 s, a rewind to the start every ~127 s, 6,351 duplicates in the end.
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("slow")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    client_id = f"throttled-{topics.labeled}"
+    set_producer_quota(bootstrap, client_id, 30_000)  # ~100 predictions/s (with clues, ~300 B each)
+    _, messages = labeled_messages(topics.labeled, sms, 0, 300)
+    ids = [f"u{i}" for i in range(1_500)]
+    produce(bootstrap, messages + [Message(topics.unlabeled, unlabeled_event(event_id, sms[i][1]), event_id.encode())
+                                   for i, event_id in enumerate(ids)])
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               # polls of 100: the outputs in flight at a kill are at most a poll's and a commit's
+                               kafka={"processing_guarantee": guarantee, "poll_max_records": 100},
+                               client={"client_id": client_id},
+                               checkpoint={"interval_s": 1.0})
+    log_path = tmp_path / "worker.log"
+    worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
+    try:
+        wait_until(lambda: len(read_topic(bootstrap, topics.predictions)) >= 500, 120, "500 predictions", worker)
+        worker.kill()
+        assert "redone" not in log_path.read_text()  # slow, but no timeouts and no rewinds
+        assert latest_offsets(tmp_path) == {(topics.labeled, 0): 300}  # checkpoints go on meanwhile
+        restarted = WorkerProcess(config_path, log_path, stop_when_idle=3)
+        assert restarted.wait(180) == 0, restarted.log_tail()
+    finally:
+        worker.kill()
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert set(predictions) == set(ids)
+    duplicates = sum(len(copies) - 1 for copies in predictions.values())
+    print(f"\n{guarantee} at 30 kB/s: {duplicates} predictions published twice after a kill -9 at >= 500 of 1,500")
+    if guarantee == "exactly_once":
+        assert duplicates == 0
+    else:
+        assert duplicates <= 300  # about a commit's worth (100 ms) plus what was in flight; the probe: 6,351
