@@ -233,7 +233,7 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
     # The worker scaled away stopped with a model equal to the model core's at its own offsets.
     stopped = latest_summary(tmp_path / "c")
     upto = stopped.offsets[(topics.labeled, 0)]
-    assert 0 < upto < stream.labeled_records
+    assert 0 < upto <= stream.labeled_records  # (under load the stream may be over before c stops)
     assert stopped.digest == reference_digest_events([e for e in stream.labeled if e["offset"] < upto])[0]
 
     predictions = assert_each_output_once(bootstrap, topics, stream)
