@@ -319,7 +319,7 @@ def run_worker_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str,
     if len(predictions) != n_unlabeled or len(ids) != n_unlabeled:
         raise BenchmarkError(f"{name}: {len(predictions)} predictions ({len(ids)} distinct ids) for "
                              f"{n_unlabeled} unlabeled events")
-    if any("redone" in line for line in worker.log_lines()):
+    if any("dropped and redone" in line for line in worker.log_lines()):
         raise BenchmarkError(f"{name}: the worker redid outputs after a Kafka error; log {worker.log_path}")
     first, last = predictions[0], predictions[-1]
 

@@ -360,17 +360,7 @@ class Worker:
 
     def _learn(self, records: list) -> None:
         """Decode, predict (for the prequential metrics) and learn labeled records in order."""
-        events, origin = [], []
-        max_bytes = self.kafka["max_message_bytes"]
-        for record in records:
-            source = SourcePosition(record.topic, record.partition, record.offset)
-            decoded = decode_record(record.value, record.key, record.headers or (), source,
-                                    labeled=True, max_bytes=max_bytes)
-            if isinstance(decoded, Rejected):
-                self.labeled_rejections.append(decoded)
-            else:
-                events.append(decoded)
-                origin.append(record)
+        events, origin = self._decode(records, labeled=True, rejected=self.labeled_rejections.append)
         events, origin = self._screen_labels(events, origin)
         if events:
             probabilities, learned = self._predict_learn(events, origin)
@@ -383,6 +373,21 @@ class Worker:
                 self._learned_since_checkpoint += was_learned
         self._processed += len(records)
         self._changed_since_checkpoint = True
+
+    def _decode(self, records: list, labeled: bool, rejected) -> tuple[list[Event], list]:
+        """(events, their records); each message that is not a valid event goes to `rejected`."""
+        events, origin = [], []
+        max_bytes = self.kafka["max_message_bytes"]
+        for record in records:
+            source = SourcePosition(record.topic, record.partition, record.offset)
+            decoded = decode_record(record.value, record.key, record.headers or (), source,
+                                    labeled=labeled, max_bytes=max_bytes)
+            if isinstance(decoded, Rejected):
+                rejected(decoded)
+            else:
+                events.append(decoded)
+                origin.append(record)
+        return events, origin
 
     def _predict_learn(self, events: list[Event], origin: list) -> tuple[list, list]:
         training = self.config.training
@@ -429,17 +434,7 @@ class Worker:
 
     def _predict(self, records: list) -> None:
         """Decode and predict unlabeled records with the model as it stands; publish."""
-        events, origin = [], []
-        max_bytes = self.kafka["max_message_bytes"]
-        for record in records:
-            source = SourcePosition(record.topic, record.partition, record.offset)
-            decoded = decode_record(record.value, record.key, record.headers or (), source,
-                                    labeled=False, max_bytes=max_bytes)
-            if isinstance(decoded, Rejected):
-                self._dead_letter(decoded)
-            else:
-                events.append(decoded)
-                origin.append(record)
+        events, origin = self._decode(records, labeled=False, rejected=self._dead_letter)
         if events:
             try:
                 probabilities = self.model.predict_proba_many(self._featurise(events))

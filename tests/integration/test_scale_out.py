@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from corpora import load_sms_spam
 from stream_nb.checkpoint import CheckpointStore, read_checkpoint
 from stream_nb.worker.cli import EXIT_FENCED
 
@@ -44,11 +43,6 @@ pytestmark = pytest.mark.kafka
 # Small group and transaction timeouts, so a killed worker's partitions and open transaction do
 # not hold the test up for the defaults' 45 s and 60 s.
 FAST_CLIENT = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000, "transaction_timeout_ms": 15_000}
-
-
-@pytest.fixture(scope="module")
-def sms() -> list[tuple[str, str]]:
-    return load_sms_spam()
 
 
 def wait_until(condition, timeout: float, what: str, workers=()) -> None:

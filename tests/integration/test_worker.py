@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from corpora import load_sms_spam
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, read_checkpoint
 from stream_nb.config import load_config
 from stream_nb.events import REASONS
@@ -38,11 +37,6 @@ from worker_support import (
 )
 
 pytestmark = pytest.mark.kafka
-
-
-@pytest.fixture(scope="module")
-def sms() -> list[tuple[str, str]]:
-    return load_sms_spam()
 
 
 def run_in_process(config_path: Path, idle_s: float = 1.5, overrides: tuple[str, ...] = ()) -> None:

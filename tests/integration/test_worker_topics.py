@@ -17,7 +17,6 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions
 
-from corpora import load_sms_spam
 
 from worker_support import (
     Message,
@@ -37,11 +36,6 @@ from worker_support import (
 )
 
 pytestmark = pytest.mark.kafka
-
-
-@pytest.fixture(scope="module")
-def sms() -> list[tuple[str, str]]:
-    return load_sms_spam()
 
 
 def wait_until(condition, timeout: float, what: str, worker: WorkerProcess | None = None) -> None:
