@@ -233,23 +233,29 @@ class Worker:
         last_log, processed_at_log = time.monotonic(), self._processed
         clean = False
         try:
-            while not self._stopping:
-                try:
-                    had_records = self._step()
-                except KafkaError as error:
-                    self._recover(error)
-                    continue
-                now = time.monotonic()
-                if had_records:
-                    idle_since = now
-                elif stop_when_idle_s is not None and now - idle_since >= stop_when_idle_s:
-                    if self._caught_up():  # not merely waiting on a slow broker or the group
-                        break
-                    idle_since = now
-                if now - last_log >= self.config.worker["log_interval_s"]:
-                    self._log_progress(now - last_log, self._processed - processed_at_log)
-                    last_log, processed_at_log = now, self._processed
-            self._finish()
+            while True:
+                while not self._stopping:
+                    try:
+                        had_records = self._step()
+                    except KafkaError as error:
+                        self._recover(error)
+                        continue
+                    now = time.monotonic()
+                    if had_records:
+                        idle_since = now
+                    elif stop_when_idle_s is not None and now - idle_since >= stop_when_idle_s:
+                        if self._caught_up():  # not merely waiting on a slow broker or the group
+                            break
+                        idle_since = now
+                    if now - last_log >= self.config.worker["log_interval_s"]:
+                        self._log_progress(now - last_log, self._processed - processed_at_log)
+                        last_log, processed_at_log = now, self._processed
+                # A stop asked for leaves redone outputs to the partitions' next owner; an idle
+                # stop (a catch-up run) whose last commit was redone goes on until it is done.
+                if self._final_commit() or self._stopping:
+                    break
+                idle_since = time.monotonic()
+            self.checkpoint()
             clean = True
         finally:
             self._close_clients()
@@ -257,18 +263,21 @@ class Worker:
                 leave_group(self.kafka, self.config.kafka_client, self.instance_id)
             self.store.unlock()
 
-    def _finish(self) -> None:
-        """The last commit and checkpoint of a clean stop (retried once after a Kafka error)."""
+    def _final_commit(self) -> bool:
+        """The last commit of a clean stop (retried once after a Kafka error). False when the
+        outputs were aborted to be redone (a rebalance, a refused commit)."""
         for attempt in range(2):
             try:
-                self._commit_outputs(final=True)
-                break
+                return self._commit_outputs(final=True)
+            except CommitFailedError as error:
+                self._rewind_outputs(f"final commit refused ({error})")
+                return False
             except KafkaError as error:
                 if attempt:
                     log.warning("final commit failed (%s): the outputs since the last commit will be redone", error)
-                else:
-                    self._recover(error)
-        self.checkpoint()
+                    return False
+                self._recover(error)
+        return False
 
     def close(self) -> None:
         self._close_clients()
@@ -507,12 +516,13 @@ class Worker:
         return any(self._cursors.get(TopicPartition(r.source.topic, r.source.partition), 1 << 62) <= r.source.offset
                    for r in self.labeled_rejections)
 
-    def _commit_outputs(self, final: bool = False) -> None:
+    def _commit_outputs(self, final: bool = False) -> bool:
         """The commit protocol: publish the labeled dead letters this worker owns, then commit the
-        open outputs with the group's offsets (unlabeled positions, labeled dead-letter cursors)."""
+        open outputs with the group's offsets (unlabeled positions, labeled dead-letter cursors).
+        False when the outputs were aborted instead, to be redone (a rebalance meanwhile)."""
         if self._assignment_changed:  # a rebalance since the last poll: what we own is not known
             self._rewind_outputs("the group rebalanced")
-            return
+            return False
         cursors = {}
         for tp, cursor in self._cursors.items():
             position = self.labeled.positions.get((tp.topic, tp.partition), 0)
@@ -524,11 +534,12 @@ class Worker:
                 self._dead_letter(rejected)
             cursors[tp] = max(cursor, position)
         if not self.outputs.open:
-            return
+            return True
         offsets = {tp: self.group.position(tp) for tp in self.group.assignment() if tp.topic not in self.labeled_topics}
         self.outputs.commit({**offsets, **cursors})
         self._cursors.update(cursors)
         self._prune_rejections(self._cursors)
+        return True
 
     def _prune_rejections(self, cursors: dict[TopicPartition, int]) -> None:
         self.labeled_rejections = [
