@@ -16,7 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
-from kafka.structs import OffsetAndMetadata
+from kafka.structs import MemberState, OffsetAndMetadata
 
 from stream_nb.config import KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS
 
@@ -166,6 +166,12 @@ def take_part_in_rebalances(consumer: KafkaConsumer) -> None:
     its poll does first). A member that is busy elsewhere for seconds would otherwise hold up
     every other member's rebalance."""
     consumer._coordinator.poll(timeout_ms=0)
+
+
+def group_is_stable(consumer: KafkaConsumer) -> bool:
+    """Joined, synced and heartbeating: its assignment is the group's answer, not a placeholder
+    of a rebalance still under way (whose generation may already be set)."""
+    return consumer.group_metadata().state == MemberState.STABLE
 
 
 def transaction_lost(producer: KafkaProducer | None) -> bool:

@@ -33,6 +33,7 @@ from stream_nb.events import Event, Rejected, SourcePosition, dead_letter_header
 from stream_nb.kafka.clients import (
     close_producer,
     ensure_topics,
+    group_is_stable,
     leave_group,
     make_group_consumer,
     make_labeled_reader,
@@ -624,7 +625,7 @@ class Worker:
 
     def _caught_up(self) -> bool:
         """In the group (assigned, even if nothing), and nothing left to read."""
-        return self.group.group_metadata().generation_id >= 0 and not self._assignment_changed and self.lag() == 0
+        return group_is_stable(self.group) and not self._assignment_changed and self.lag() == 0
 
     def lag(self) -> int:
         """Records not yet read: the whole labeled log's, plus this worker's unlabeled partitions'
