@@ -254,10 +254,11 @@ def test_throttled_outputs_make_progress_and_a_kill_repeats_little(kafka_broker,
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
     try:
+        # checkpoints go on while the outputs crawl (the probe: none in 420 s)
+        wait_until(lambda: latest_offsets(tmp_path) == {(topics.labeled, 0): 300}, 60, "a checkpoint", worker)
         wait_until(lambda: len(read_topic(bootstrap, topics.predictions)) >= 500, 120, "500 predictions", worker)
         worker.kill()
         assert "dropped and redone" not in log_path.read_text()  # slow, but no delivery timeouts
-        assert latest_offsets(tmp_path) == {(topics.labeled, 0): 300}  # checkpoints go on meanwhile
         restarted = WorkerProcess(config_path, log_path, stop_when_idle=3)
         assert restarted.wait(180) == 0, restarted.log_tail()
     finally:
