@@ -18,23 +18,25 @@ from pathlib import Path
 
 import pytest
 
-from stream_nb.checkpoint import CheckpointStore, read_checkpoint
 from stream_nb.worker.cli import EXIT_FENCED
 
 from worker_support import (
     Message,
     Topics,
     WorkerProcess,
+    assert_predictions_reproduced,
     create_topics,
     error_line,
     labeled_event,
     latest_summary,
+    newest_learned,
+    newest_offsets,
     produce,
     read_topic,
-    assert_predictions_reproduced,
     reference_digest_events,
     run_cli,
     unlabeled_event,
+    wait_until,
     write_config,
 )
 
@@ -45,42 +47,10 @@ pytestmark = pytest.mark.kafka
 FAST_CLIENT = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000, "transaction_timeout_ms": 15_000}
 
 
-def wait_until(condition, timeout: float, what: str, workers=()) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for worker in workers:
-            if not worker.alive() and worker.process.returncode not in (0, None, -9):
-                raise AssertionError(f"a worker exited with {worker.process.returncode} before {what}:\n"
-                                     f"{worker.log_tail()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def newest_learned(directory: Path) -> int:
-    for path in reversed(CheckpointStore(directory).list()):
-        try:
-            checkpoint = read_checkpoint(path)
-        except Exception:
-            continue
-        return int(round(float(checkpoint.model_state["arrays"]["class_counts"].sum())))
-    return 0
-
-
 def holds_unlabeled_partitions(log_path: Path) -> bool:
     """Whether the newest assignment in a worker's log includes unlabeled partitions."""
     assigned = [line for line in log_path.read_text().splitlines() if "assigns this worker" in line]
     return bool(assigned) and "-unlabeled[" in assigned[-1]
-
-
-def newest_offset(directory: Path) -> int:
-    """The labeled offset of the newest readable checkpoint in `directory` (0 if none)."""
-    for path in reversed(CheckpointStore(directory).list()):
-        try:
-            return sum(read_checkpoint(path).offsets.values())
-        except Exception:
-            continue
-    return 0
 
 
 class Stream:
@@ -182,14 +152,13 @@ def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, b
     stream.join(timeout=180)
 
     def done() -> bool:
-        return (all(newest_offset(tmp_path / name) == stream.labeled_records for name in ("a", "b"))
+        return (all(sum(newest_offsets(tmp_path / name).values()) == stream.labeled_records for name in ("a", "b"))
                 and len(read_topic(bootstrap, topics.predictions)) == len(stream.unlabeled))
 
     wait_until(done, 240, "a and b to learn everything and every prediction to be committed", workers.values())
     for name in ("a", "b"):
         workers[name].process.terminate()
         assert workers[name].wait(60) == 0, workers[name].log_tail()
-
 
 
 def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_output_once(kafka_broker, tmp_path, sms):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_nb.checkpoint import CheckpointError, CheckpointStore, read_checkpoint
+from stream_nb.checkpoint import CheckpointStore
 from stream_nb.config import load_config
 from stream_nb.events import REASONS
 
@@ -23,8 +23,11 @@ from worker_support import (
     WorkerProcess,
     assert_predictions_reproduced,
     create_topics,
+    end_offset,
     labeled_event,
     latest_summary,
+    newest_learned,
+    newest_position,
     predictions_by_id,
     produce,
     read_summary,
@@ -33,6 +36,7 @@ from worker_support import (
     reference_digest_events,
     run_cli,
     unlabeled_event,
+    wait_until,
     write_config,
 )
 
@@ -44,32 +48,6 @@ def run_in_process(config_path: Path, idle_s: float = 1.5, overrides: tuple[str,
     from stream_nb.worker.loop import Worker
 
     Worker(load_config(config_path, list(overrides))).run(stop_when_idle_s=idle_s, install_signal_handlers=False)
-
-
-def newest_position(directory: Path) -> tuple[int, dict]:
-    """(events_learned, offsets) of the newest readable checkpoint ((0, {}) if none); tolerates
-    files pruned or replaced while we look, since the worker is writing meanwhile."""
-    for path in reversed(CheckpointStore(directory).list()):
-        try:
-            checkpoint = read_checkpoint(path)
-        except CheckpointError:
-            continue
-        return int(round(float(checkpoint.model_state["arrays"]["class_counts"].sum()))), checkpoint.offsets
-    return 0, {}
-
-
-def newest_learned(directory: Path) -> int:
-    return newest_position(directory)[0]
-
-
-def wait_until(condition, timeout: float, what: str, worker: WorkerProcess | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if worker is not None and not worker.alive():
-            raise AssertionError(f"worker exited (rc {worker.process.returncode}) before {what}:\n{worker.log_tail()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
 
 
 def interleaved_stream(rows, topics: Topics, n_labeled: int, n_unlabeled: int, seed: int, prefix: str):
@@ -149,17 +127,6 @@ def test_predictions_reflect_every_label_in_the_log_and_equal_the_model_core(kaf
 
 # ---------------------------------------------------------------------------------------------
 # 2. SIGKILL at random points, restarted each time: the state ends exactly as an uninterrupted run
-
-
-def end_offset(bootstrap: str, topic: str) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        partition = TopicPartition(topic, 0)
-        return consumer.end_offsets([partition])[partition]
-    finally:
-        consumer.close()
 
 
 @pytest.mark.parametrize("guarantee, training", [

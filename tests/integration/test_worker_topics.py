@@ -26,26 +26,18 @@ from worker_support import (
     error_line,
     labeled_event,
     latest_summary,
+    newest_offsets,
     predictions_by_id,
     produce,
     read_topic,
     reference_digest_events,
     run_cli,
     unlabeled_event,
+    wait_until,
     write_config,
 )
 
 pytestmark = pytest.mark.kafka
-
-
-def wait_until(condition, timeout: float, what: str, worker: WorkerProcess | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if worker is not None and not worker.alive():
-            raise AssertionError(f"worker exited (rc {worker.process.returncode}) before {what}:\n{worker.log_tail()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def labeled_messages(topic: str, rows, start: int, count: int, partition: int | None = None) -> tuple[list, list]:
@@ -122,7 +114,7 @@ def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms
     try:
         first, messages = labeled_messages(topics.labeled, sms, 0, 1_000)
         produce(bootstrap, messages)
-        wait_until(lambda: sum(latest_offsets(tmp_path).values()) == 1_000, 60, "the first events", worker)
+        wait_until(lambda: sum(newest_offsets(tmp_path / "checkpoints").values()) == 1_000, 60, "the first events", worker)
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
             admin.create_partitions({topics.labeled: NewPartitions(3), topics.unlabeled: NewPartitions(3)})
@@ -132,7 +124,7 @@ def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms
         unlabeled = {f"u{i}": sms[i][1] for i in range(1_300)}
         produce(bootstrap, messages + [Message(topics.unlabeled, unlabeled_event(event_id, text), event_id.encode(),
                                                partition=2) for event_id, text in unlabeled.items()])
-        wait_until(lambda: latest_offsets(tmp_path).get((topics.labeled, 2)) == 1_300
+        wait_until(lambda: newest_offsets(tmp_path / "checkpoints").get((topics.labeled, 2)) == 1_300
                    and len(read_topic(bootstrap, topics.predictions)) >= 1_300, 180,
                    "the added partitions to be read", worker)
         time.sleep(1.5)  # one more progress line, after everything was read
@@ -147,13 +139,6 @@ def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms
     assert {copies[0]["source"]["partition"] for copies in predictions.values()} == {2}
     progress = [line for line in log_path.read_text().splitlines() if ", lag " in line]
     assert ", lag 0," in progress[-1], progress[-1]
-
-
-def latest_offsets(tmp_path) -> dict:
-    try:
-        return latest_summary(tmp_path / "checkpoints").offsets
-    except AssertionError:
-        return {}
 
 
 def test_a_topic_deleted_under_a_running_worker_does_not_crash_it(kafka_broker, tmp_path, sms):
@@ -174,7 +159,7 @@ def test_a_topic_deleted_under_a_running_worker_does_not_crash_it(kafka_broker, 
         assert worker.alive(), worker.log_tail()
         more, messages = labeled_messages(topics.labeled, sms, 500, 300)
         produce(bootstrap, messages)  # it still learns
-        wait_until(lambda: latest_offsets(tmp_path) == {(topics.labeled, 0): 800}, 60, "the later labels", worker)
+        wait_until(lambda: newest_offsets(tmp_path / "checkpoints") == {(topics.labeled, 0): 800}, 60, "the later labels", worker)
         worker.process.terminate()
         assert worker.wait(60) == 0, worker.log_tail()
     finally:
@@ -255,7 +240,7 @@ def test_throttled_outputs_make_progress_and_a_kill_repeats_little(kafka_broker,
     worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
     try:
         # checkpoints go on while the outputs crawl (the probe: none in 420 s)
-        wait_until(lambda: latest_offsets(tmp_path) == {(topics.labeled, 0): 300}, 60, "a checkpoint", worker)
+        wait_until(lambda: newest_offsets(tmp_path / "checkpoints") == {(topics.labeled, 0): 300}, 60, "a checkpoint", worker)
         wait_until(lambda: len(read_topic(bootstrap, topics.predictions)) >= 500, 120, "500 predictions", worker)
         worker.kill()
         assert "dropped and redone" not in log_path.read_text()  # slow, but no delivery timeouts

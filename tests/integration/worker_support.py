@@ -21,7 +21,7 @@ from pathlib import Path
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from stream_nb.checkpoint import CheckpointStore, read_checkpoint, state_digest
+from stream_nb.checkpoint import CheckpointError, CheckpointStore, read_checkpoint, state_digest
 from stream_nb.config import Config, load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -221,6 +221,33 @@ class WorkerProcess:
             return ""
 
 
+def wait_until(condition, timeout: float, what: str, workers=()) -> None:
+    """Poll `condition` until it holds. Fails at once if a worker (one WorkerProcess or several)
+    exited other than by the test's own SIGKILL or SIGTERM, and after `timeout` seconds with
+    each worker's log tail, so a failure under load says where the worker was."""
+    workers = [workers] if isinstance(workers, WorkerProcess) else list(workers)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        for worker in workers:
+            if not worker.alive() and worker.process.returncode not in (0, -signal.SIGKILL):
+                raise AssertionError(f"a worker exited with {worker.process.returncode} before {what}:\n"
+                                     f"{worker.log_tail()}")
+        if time.monotonic() > deadline:
+            tails = "\n".join(f"--- {worker.log_path.name}:\n{worker.log_tail()}" for worker in workers)
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{tails}")
+        time.sleep(0.05)
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    """The number of offsets a topic holds, summed over its partitions (markers included)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        partitions = [TopicPartition(topic, number) for number in consumer.partitions_for_topic(topic) or ()]
+        return sum(consumer.end_offsets(partitions).values())
+    finally:
+        consumer.close()
+
+
 def error_line(stderr: str) -> str:
     """The one error line of a command that refused to go on: the last line of stderr, and the
     only one that starts with "stream-nb " (INFO log lines of the start may come before it)."""
@@ -243,6 +270,26 @@ def newest_checkpoint_number(directory: Path) -> int:
     """Highest checkpoint id by file name in `directory` (0 when none)."""
     numbers = [int(path.stem.split("-")[1]) for path in CheckpointStore(directory).list()]
     return max(numbers, default=0)
+
+
+def newest_position(directory: Path) -> tuple[int, dict]:
+    """(events learned, labeled offsets) of the newest readable checkpoint in `directory`
+    ((0, {}) if none). Tolerates files pruned or replaced while we look: the worker is writing."""
+    for path in reversed(CheckpointStore(directory).list()):
+        try:
+            checkpoint = read_checkpoint(path)
+        except (CheckpointError, OSError):
+            continue
+        return int(round(float(checkpoint.model_state["arrays"]["class_counts"].sum()))), dict(checkpoint.offsets)
+    return 0, {}
+
+
+def newest_learned(directory: Path) -> int:
+    return newest_position(directory)[0]
+
+
+def newest_offsets(directory: Path) -> dict:
+    return newest_position(directory)[1]
 
 
 @dataclass(frozen=True)
