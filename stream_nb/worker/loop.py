@@ -373,8 +373,11 @@ class Worker:
         events, origin = self._decode(records, labeled=True, rejected=self.labeled_rejections.append)
         events, origin = self._screen_labels(events, origin)
         if events:
-            probabilities, learned = self._predict_learn(events, origin)
-            for event, proba, was_learned in zip(events, probabilities, learned):
+            results = self._batch_or_one_by_one(events, origin, self._predict_then_learn, self.labeled_rejections.append)
+            for event, result in zip(events, results):
+                if result is None:
+                    continue  # refused by the model: a labeled dead letter
+                proba, was_learned = result
                 if proba:  # as River and replay: an event predicted before any class is not scored
                     predicted = max(proba, key=proba.get)
                     self.metrics.update(event.label, predicted, proba)
@@ -383,6 +386,32 @@ class Worker:
                 self._learned_since_checkpoint += was_learned
         self._processed += len(records)
         self._changed_since_checkpoint = True
+
+    def _predict_then_learn(self, events: list[Event]) -> list[tuple[dict, bool]]:
+        probabilities, learned = predict_learn(self.model, self._featurise(events), [event.label for event in events],
+                                               **self.config.training)
+        return list(zip(probabilities, learned))
+
+    def _predict_only(self, events: list[Event]) -> list[dict]:
+        return self.model.predict_proba_many(self._featurise(events))
+
+    @staticmethod
+    def _batch_or_one_by_one(events: list[Event], origin: list, compute, reject) -> list:
+        """compute(events), one result per event. One bad event makes the model refuse the whole
+        batch before anything is learned (in every training mode), so on a refusal the events go
+        one at a time: each refused one goes to `reject` (its result is None), the others get the
+        results the batch would have given."""
+        try:
+            return compute(events)
+        except (TypeError, ValueError):
+            results = []
+            for event, record in zip(events, origin):
+                try:
+                    results.extend(compute([event]))
+                except (TypeError, ValueError) as error:
+                    reject(_rejected_by_us(event, "rejected_by_model", str(error), record))
+                    results.append(None)
+            return results
 
     def _decode(self, records: list, labeled: bool, rejected) -> tuple[list[Event], list]:
         """(events, their records); each message that is not a valid event goes to `rejected`."""
@@ -398,26 +427,6 @@ class Worker:
                 events.append(decoded)
                 origin.append(record)
         return events, origin
-
-    def _predict_learn(self, events: list[Event], origin: list) -> tuple[list, list]:
-        training = self.config.training
-        try:
-            return predict_learn(self.model, self._featurise(events), [event.label for event in events], **training)
-        except (TypeError, ValueError):
-            # One bad event refuses the whole batch before anything is learned (in every training
-            # mode): go one by one so only the bad ones are set aside, with the same results.
-            probabilities, learned, kept = [], [], []
-            for event, record in zip(events, origin):
-                try:
-                    one, one_learned = predict_learn(self.model, self._featurise([event]), [event.label], **training)
-                except (TypeError, ValueError) as error:
-                    self.labeled_rejections.append(_rejected_by_us(event, "rejected_by_model", str(error), record))
-                    continue
-                probabilities.extend(one)
-                learned.extend(one_learned)
-                kept.append(event)
-            events[:] = kept
-            return probabilities, learned
 
     def _screen_labels(self, events: list[Event], origin: list) -> tuple[list, list]:
         """Labels 1 and "1" would be two classes with one JSON name: keep the first type seen."""
@@ -446,16 +455,7 @@ class Worker:
         """Decode and predict unlabeled records with the model as it stands; publish."""
         events, origin = self._decode(records, labeled=False, rejected=self._dead_letter)
         if events:
-            try:
-                probabilities = self.model.predict_proba_many(self._featurise(events))
-            except (TypeError, ValueError):
-                probabilities = []
-                for event, record in zip(events, origin):
-                    try:
-                        probabilities.extend(self.model.predict_proba_many(self._featurise([event])))
-                    except (TypeError, ValueError) as error:
-                        self._dead_letter(_rejected_by_us(event, "rejected_by_model", str(error), record))
-                        probabilities.append(None)
+            probabilities = self._batch_or_one_by_one(events, origin, self._predict_only, self._dead_letter)
             self._publish_predictions(events, origin, probabilities)
         self._processed += len(records)
 
@@ -504,8 +504,7 @@ class Worker:
         assignment = self.group.assignment()
         log.info("group %s assigns this worker %s", self.kafka["group_id"],
                  ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assignment)) or "no partition")
-        owned = {tp for tp in assignment if tp.topic in self.labeled_topics}
-        self.group.pause(*owned)
+        owned = {tp for tp in assignment if tp.topic in self.labeled_topics}  # paused by _PauseLabeled
         self._cursors = {tp: offset for tp, offset in self._cursors.items() if tp in owned}
         for tp in owned - set(self._cursors):
             self._cursors[tp] = self.group.committed(tp) or 0
