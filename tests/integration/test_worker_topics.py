@@ -170,6 +170,18 @@ def test_a_topic_deleted_under_a_running_worker_does_not_crash_it(kafka_broker, 
     assert (summary.digest, summary.events_learned) == reference_digest_events(labeled + more)
 
 
+def finish_after_kill(bootstrap: str, topics: Topics, config_path, log_path, ids: list[str]) -> int:
+    """After a SIGKILL: a new worker runs to its idle stop; every id must have a prediction.
+    Returns how many predictions were published twice."""
+    restarted = WorkerProcess(config_path, log_path, stop_when_idle=3)
+    try:
+        assert restarted.wait(180) == 0, restarted.log_tail()
+    finally:
+        restarted.kill()
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert set(predictions) == set(ids)
+    return sum(len(copies) - 1 for copies in predictions.values())
+
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
 def test_count_only_checkpoints_with_unlabeled_traffic_commit_outputs_as_they_go(kafka_broker, tmp_path, sms,
                                                                                  guarantee):
@@ -190,13 +202,9 @@ def test_count_only_checkpoints_with_unlabeled_traffic_commit_outputs_as_they_go
     try:
         wait_until(lambda: len(read_topic(bootstrap, topics.predictions)) >= 3_000, 120, "3,000 predictions", worker)
         worker.kill()
-        restarted = WorkerProcess(config_path, log_path, stop_when_idle=3)
-        assert restarted.wait(180) == 0, restarted.log_tail()
     finally:
         worker.kill()
-    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
-    assert set(predictions) == set(ids)
-    duplicates = sum(len(copies) - 1 for copies in predictions.values())
+    duplicates = finish_after_kill(bootstrap, topics, config_path, log_path, ids)
     print(f"\n{guarantee}: {duplicates} predictions published twice after a kill -9 at >= 3,000 of 8,000")
     if guarantee == "exactly_once":
         assert duplicates == 0
@@ -243,14 +251,10 @@ def test_throttled_outputs_make_progress_and_a_kill_repeats_little(kafka_broker,
         wait_until(lambda: newest_offsets(tmp_path / "checkpoints") == {(topics.labeled, 0): 300}, 60, "a checkpoint", worker)
         wait_until(lambda: len(read_topic(bootstrap, topics.predictions)) >= 500, 120, "500 predictions", worker)
         worker.kill()
-        assert "dropped and redone" not in log_path.read_text()  # slow, but no delivery timeouts
-        restarted = WorkerProcess(config_path, log_path, stop_when_idle=3)
-        assert restarted.wait(180) == 0, restarted.log_tail()
     finally:
         worker.kill()
-    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
-    assert set(predictions) == set(ids)
-    duplicates = sum(len(copies) - 1 for copies in predictions.values())
+    assert "dropped and redone" not in log_path.read_text()  # slow, but no delivery timeouts
+    duplicates = finish_after_kill(bootstrap, topics, config_path, log_path, ids)
     print(f"\n{guarantee} at 30 kB/s: {duplicates} predictions published twice after a kill -9 at >= 500 of 1,500")
     if guarantee == "exactly_once":
         assert duplicates == 0
