@@ -113,10 +113,30 @@ def make_labeled_reader(kafka: dict, client: dict) -> KafkaConsumer:
 def make_group_consumer(kafka: dict, client: dict, instance_id: str) -> KafkaConsumer:
     """The consumer of kafka.group_id: static membership (a restart keeps its partitions with no
     rebalance), cooperative-sticky assignment (a rebalance moves only what must move)."""
-    return _connect(KafkaConsumer, kafka, "group consumer", group_id=kafka["group_id"],
-                    group_instance_id=instance_id, isolation_level="read_committed",
-                    partition_assignment_strategy=(CooperativeStickyAssignor,),
-                    **_fetch_options(kafka), **client_options(kafka, client, "consumer"))
+    consumer = _connect(KafkaConsumer, kafka, "group consumer", group_id=kafka["group_id"],
+                        group_instance_id=instance_id, isolation_level="read_committed",
+                        partition_assignment_strategy=(CooperativeStickyAssignor,),
+                        **_fetch_options(kafka), **client_options(kafka, client, "consumer"))
+    _finish_rebalances_left_pending(consumer)
+    return consumer
+
+
+def _finish_rebalances_left_pending(consumer: KafkaConsumer) -> None:
+    """A rebalance goes on until it is applied, as in the Java client (rejoinNeededOrPending).
+
+    kafka-python 3.0.12 drives a join only while need_rejoin() holds. When a metadata change
+    (partitions added) asks for it and the poll that starts it times out, the leader's own
+    assignment then makes the metadata snapshots agree, need_rejoin() turns False and the
+    SyncGroup's answer is never applied: the added partitions are never read (seen here in about
+    half the runs on a loaded machine). `rejoining` is True from the join's start to its end."""
+    coordinator = consumer._coordinator
+    asks_for_a_join = coordinator.need_rejoin
+    coordinator.need_rejoin = lambda: coordinator.rejoining or asks_for_a_join()
+
+
+def rebalance_pending(consumer: KafkaConsumer) -> bool:
+    """A join of the group is under way (started, not yet applied)."""
+    return bool(consumer._coordinator.rejoining)
 
 
 def make_producer(kafka: dict, client: dict, transactional_id: str | None = None) -> KafkaProducer:
@@ -161,11 +181,12 @@ def _wait(producer: KafkaProducer, result, timeout_s: float, what: str) -> None:
         raise TransactionTimeout(f"no answer from the transaction coordinator after {timeout_s:.0f} s {what}")
 
 
-def take_part_in_rebalances(consumer: KafkaConsumer) -> None:
+def take_part_in_rebalances(consumer: KafkaConsumer, join_wait_ms: int = 100) -> None:
     """Let a group consumer join, sync and answer a rebalance without fetching records (what
     its poll does first). A member that is busy elsewhere for seconds would otherwise hold up
-    every other member's rebalance."""
-    consumer._coordinator.poll(timeout_ms=0)
+    every other member's rebalance. While a join is under way it gets up to `join_wait_ms` to
+    finish: a join that completes between two polls is sent again by kafka-python."""
+    consumer._coordinator.poll(timeout_ms=join_wait_ms if rebalance_pending(consumer) else 0)
 
 
 def group_is_stable(consumer: KafkaConsumer) -> bool:

@@ -38,6 +38,7 @@ from stream_nb.kafka.clients import (
     make_group_consumer,
     make_labeled_reader,
     make_producer,
+    rebalance_pending,
     take_part_in_rebalances,
 )
 from stream_nb.model.decision import verdict
@@ -312,7 +313,10 @@ class Worker:
         commit outputs when due, checkpoint when due."""
         learned = self._catch_up_labels()
         metadata = self.group.group_metadata()  # before the poll: see Outputs
-        polled = self.group.poll(timeout_ms=0 if learned else self.kafka["poll_timeout_ms"],
+        # A join under way gets a poll's time to finish (kafka-python resends one that completes
+        # between two polls, so polls of 0 ms could keep a rebalance going).
+        quick = learned and not rebalance_pending(self.group)
+        polled = self.group.poll(timeout_ms=0 if quick else self.kafka["poll_timeout_ms"],
                                  max_records=self.kafka["poll_max_records"])
         if self._assignment_changed:
             self._on_assignment_change()

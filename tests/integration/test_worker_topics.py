@@ -101,9 +101,9 @@ def test_a_labeled_topic_recreated_while_the_worker_was_down_is_never_silently_s
     assert (summary.digest, summary.events_learned) == reference_digest_events(before + after)
 
 
-@pytest.mark.xfail(strict=False, reason="passes alone and in most full runs; twice in the full suite the added labeled "
-                   "partition was not read within 180 s: not yet understood (see the issue 7 closing note)")
 def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms):
+    # Under load kafka-python 3.0.12 dropped the rebalance the added partitions asked for (see
+    # kafka/clients.py, _finish_rebalances_left_pending): no unlabeled record of them was read.
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("grow")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled], partitions=2)
