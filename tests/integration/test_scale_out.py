@@ -10,6 +10,7 @@ files and compared with the model core's answer for the same labeled offsets.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import threading
@@ -123,14 +124,46 @@ def assert_each_output_once(bootstrap: str, topics: Topics, stream: Stream) -> d
     return predictions
 
 
-def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, bootstrap: str, topics: Topics) -> None:
+def kill_inside_an_open_transaction(worker: WorkerProcess, bootstrap: str, config_path: Path, instance: str,
+                                    predictions_topic: str, attempts: int = 60) -> None:
+    """SIGKILL a worker while its transaction holds predictions. It is frozen (SIGSTOP) while
+    the broker is asked for the transaction's state: Ongoing with the predictions topic in it,
+    it is killed; otherwise it runs on a moment and is asked again. (A kill after a fixed pause
+    could land between two transactions on a loaded machine.)"""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    from stream_nb.config import load_config
+
+    transactional_id = f"stream-nb-{load_config(config_path).kafka['group_id']}-{instance}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        for _ in range(attempts):
+            os.kill(worker.pid, signal.SIGSTOP)
+            try:
+                state = admin.describe_transactions([transactional_id])[transactional_id]
+            except KafkaError:
+                state = None
+            if (state is not None and state.state == "Ongoing"
+                    and any(tp.topic == predictions_topic for tp in state.topic_partitions)):
+                worker.kill()
+                return
+            os.kill(worker.pid, signal.SIGCONT)
+            time.sleep(0.25)
+    finally:
+        admin.close()
+    raise AssertionError(f"{instance} never held predictions in an open transaction")
+
+
+def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, bootstrap: str, topics: Topics,
+                     config_path: Path) -> None:
     """1 -> 3 workers, kill -9 b, kill c inside its open transaction, kill -9 a, scale down c
     (SIGTERM), then a and b finish the stream and stop."""
     stream.start()
     wait_until(lambda: "snapshot with" in (logs / "a.log").read_text(), 90, "worker a's first snapshot",
                workers.values())
     workers["b"] = start("b")  # 1 -> 3, b from a's snapshot
-    # c commits its outputs only every 3 s, so a kill is sure to land inside an open transaction
+    # c commits its outputs only every 3 s: long transactions, easy to kill inside (see below)
     workers["c"] = start("c", "kafka.commit_interval_ms=3000")
     wait_until(lambda: newest_learned(tmp_path / "c") > 0 and stream.sent > len(stream.messages) // 4, 120,
                "workers b and c to learn", workers.values())
@@ -138,8 +171,7 @@ def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, b
     workers["b"] = start("b")
     wait_until(lambda: holds_unlabeled_partitions(logs / "c.log"), 120, "c to hold unlabeled partitions",
                workers.values())
-    time.sleep(1.5)  # c has been predicting for a while, and commits only every 3 s
-    workers["c"].kill()  # inside c's open transaction
+    kill_inside_an_open_transaction(workers["c"], bootstrap, config_path, "c", topics.predictions)
     workers["c"] = start("c", "kafka.commit_interval_ms=3000")
     wait_until(lambda: stream.sent > len(stream.messages) // 2, 120, "half of the stream")
     workers["a"].kill()  # kill -9 number two
@@ -180,7 +212,7 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
 
     workers = {"a": start("a")}
     try:
-        run_the_scenario(workers, start, stream, logs, tmp_path, bootstrap, topics)
+        run_the_scenario(workers, start, stream, logs, tmp_path, bootstrap, topics, config_path)
     finally:
         for worker in workers.values():
             worker.kill()
