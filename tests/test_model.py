@@ -534,6 +534,56 @@ def test_selective_training_equals_its_per_event_definition(mode, margin):
     assert 0 < sum(learned) < labeled  # it skipped some, and learned some
 
 
+@pytest.mark.parametrize("mode, margin", [("on_error", 0.0), ("thick_threshold", 50.0), ("thick_threshold", 5.0)])
+@pytest.mark.parametrize("make", [MultinomialNB, ComplementNB, BernoulliNB])
+def test_order_dependent_training_in_runs_equals_the_per_event_loop_on_sms(make, mode, margin):
+    # The batch path scores runs of events under a guess (all learned, or none) and settles up
+    # to the first decision that breaks it; every probability, decision and count must be the
+    # per-event loop's. spam.toml's features, as the worker gives them (a SparseBatch), with
+    # unlabeled events mixed in, in uneven batches.
+    from corpora import load_sms_spam
+    from stream_nb.config import load_config
+    from stream_nb.model.training import predict_learn, should_learn
+
+    rows = load_sms_spam()[:2500]
+    featurizer = load_config("configs/spam.toml").build_featurizer()
+    texts = [text for _, text in rows]
+    labels = [label if i % 7 else None for i, (label, _) in enumerate(rows)]
+    model, probabilities, learned = make(alpha=0.2), [], []
+    for start, stop in [(0, 1), (1, 40), (40, 1000), (1000, 1003), (1003, 2500)]:
+        got, flags = predict_learn(model, featurizer.transform_sparse(texts[start:stop]), labels[start:stop],
+                                   mode=mode, margin=margin)
+        probabilities += got
+        learned += flags
+    reference = make(alpha=0.2)
+    for i, (x, label) in enumerate(zip(featurizer.transform_many(texts), labels)):
+        assert probabilities[i] == reference.predict_proba_one(x), i
+        decision = label is not None and should_learn(reference.joint_log_likelihood(x), label, mode, margin)
+        assert learned[i] == decision, i
+        if decision:
+            reference.learn_one(x, label)
+    assert _state_equal(model.to_state(), reference.to_state())
+    assert 0 < sum(learned) < sum(label is not None for label in labels)
+
+
+@pytest.mark.parametrize("make", [MultinomialNB, ComplementNB])
+def test_runs_keep_the_vocabulary_learn_one_builds_zero_values_included(make):
+    # learn_one puts every name of a learned event in the vocabulary, zero values too, in order
+    # of first learning; the runs encode the whole batch up front and must end with the same.
+    from stream_nb.model.training import predict_learn, should_learn
+
+    X, y = text_stream(seed=23, n_events=600)
+    X = [{**x, f"zero{i % 13}": 0, f"late{i // 50}": 1} for i, x in enumerate(X)]
+    model = make()
+    predict_learn(model, X, y, mode="thick_threshold", margin=4.0)
+    reference = make()
+    for x, label in zip(X, y):
+        if label is not None and should_learn(reference.joint_log_likelihood(x), label, "thick_threshold", 4.0):
+            reference.learn_one(x, label)
+    assert model.to_state()["meta"]["vocabulary"] == reference.to_state()["meta"]["vocabulary"]
+    assert _state_equal(model.to_state(), reference.to_state())
+
+
 def test_thick_threshold_decision_follows_the_log_odds_margin():
     from stream_nb.model.training import should_learn
 

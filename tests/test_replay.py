@@ -217,3 +217,29 @@ def test_replay_report_gives_the_unsure_share_and_sure_accuracy(tmp_path):
     assert band["band"] == [0.1, 0.9] and band["positive"] == "spam"
     assert 0 < band["unsure"] < 0.1 * report["labeled_events_scored"]
     assert band["sure_accuracy"] > report["accuracy"]  # the unsure ones are the hard ones
+
+
+@pytest.mark.parametrize("mode, delay", [("thick_threshold", 0), ("thick_threshold", 30), ("on_error", 0), ("all", 30)])
+def test_replay_with_spam_toml_is_the_same_byte_for_byte_at_any_batch_size(tmp_path, mode, delay):
+    # Order-dependent training goes a window at a time in batches and one event at a time at
+    # --batch-size 1; scores.csv and every figure must not tell them apart. Real SMS, with
+    # unlabeled events mixed in and labels arriving late.
+    from corpora import load_sms_spam
+    from stream_nb.config import load_config
+    from stream_nb.replay.cli import replay_and_report
+
+    rows = load_sms_spam()[:1500]
+    events = [{"id": f"s{i}", "text": text, "label": None if i % 9 == 4 else label}
+              for i, (label, text) in enumerate(rows)]
+    config = load_config(Path(__file__).parents[1] / "configs" / "spam.toml", [f'training.mode="{mode}"'])
+    figures = {}
+    for batch_size in (1, 500):
+        report_dir = tmp_path / f"batch-{batch_size}"
+        _, _, reports = replay_and_report(iter(events), [("spam", config)], report_dir, batch_size=batch_size,
+                                          delay=delay, scores=True)
+        figures[batch_size] = ((report_dir / "scores.csv").read_bytes(),
+                               {key: reports[0][key] for key in ("accuracy", "events_learned", "log_loss", "roc_auc")})
+    assert figures[1] == figures[500]
+    learned = figures[500][1]["events_learned"]
+    labeled = sum(event["label"] is not None for event in events)
+    assert (learned == labeled) if mode == "all" else (0 < learned < labeled)

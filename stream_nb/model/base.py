@@ -385,6 +385,11 @@ class NaiveBayes(river_base.Classifier):
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
         raise NotImplementedError
 
+    def _settle_in_windows(self, X, y, decide, guessing) -> tuple[list, list] | None:
+        """Order-dependent training at batch speed (see CountingNB); None where the variant has
+        no exact way to do it, and the caller goes one event at a time."""
+        return None
+
     # ---- single events (variants with `_event_path`) ----------------------------------
 
     _event_path = False

@@ -28,6 +28,7 @@ from stream_nb.model._numerics import (
 )
 from stream_nb.model.base import (
     ClassPrefix,
+    SparseBatch,
     EncodedBatch,
     EncodedEvent,
     NaiveBayes,
@@ -48,6 +49,18 @@ def _blocked_dot(a: np.ndarray, b: np.ndarray) -> float:
     for start in range(0, len(a), _DOT_BLOCK):
         total += float(np.dot(a[start : start + _DOT_BLOCK], b[start : start + _DOT_BLOCK]))
     return total
+
+
+def _event_range(batch: EncodedBatch, lo: int, hi: int, keep_labels: bool, only: list | None = None) -> EncodedBatch:
+    """Events lo..hi-1 of a batch as a batch of their own; with keep_labels False they count as
+    unlabeled, and with `only` (a flag per event of the whole batch) only flagged ones keep theirs."""
+    a, b = np.searchsorted(batch.event, [lo, hi])
+    label = batch.label[lo:hi].copy()
+    if not keep_labels:
+        label[:] = -1
+    elif only is not None:
+        label[~np.array(only[lo:hi], dtype=bool)] = -1
+    return EncodedBatch(hi - lo, batch.event[a:b] - lo, batch.column[a:b], batch.value[a:b], label, batch.weight[lo:hi])
 
 
 @dataclass
@@ -162,6 +175,101 @@ class CountingNB(NaiveBayes):
         """T_c before each event, and what each event adds to T_c."""
         added = per_event_sum(features.event, features.learned, batch.n_events)
         return self._class_totals + exclusive_cumsum(added), added
+
+    # ---- order-dependent training at batch speed ---------------------------------------
+
+    def _settle_in_windows(self, X, y, decide, guessing) -> tuple[list, list] | None:
+        """predict, decide(joint log likelihoods, label), learn if decided: event by event in
+        meaning, a window at a time in work; (probabilities, learned flags). None (nothing
+        changed) when prefix sums would not be exact; every label must be a class learned.
+
+        A window is scored in one kernel pass under a guess of which of its labeled events are
+        learned (prefix sums over those). Row i is exactly the per-event loop's score as long as
+        the guess was right for every labeled event before i, so the events up to the first
+        wrong guess are settled: their probabilities taken, their learning done from the same
+        prefix sums. The decisions the pass computed after that point are not exact, but they
+        are the next pass's guess, and nearly always right: a window takes a few passes, not one
+        per decision that differs from its neighbours. The first guess comes from the recent
+        learn rate (`guessing`).
+
+        The batch is encoded once: its labeled events' new features get columns up front (at
+        zero counts they change no score), and the vocabulary is put in the order learning
+        gives it at the end.
+        """
+        size = len(self._vocabulary)
+        batch = self._encode(X, y)
+        if not self._batch_is_exact(batch):
+            self._vocabulary.truncate(size)
+            return None
+        classes = self.classes_
+        labels = batch.label.tolist()
+        n = batch.n_events
+        probabilities: list[dict] = []
+        learned = [False] * n
+        guess = batch.labeled & (guessing.rate >= 0.5)
+        start = 0
+        while start < n:
+            stop = min(n, start + guessing.WINDOW)
+            window = _event_range(batch, start, stop, keep_labels=True, only=guess)
+            scores, active, log_prior, learn_before = self._score_run(window)
+            settled, wrong = stop - start, None
+            for offset, (row, on) in enumerate(zip(scores.tolist(), active.tolist())):
+                c = labels[start + offset]
+                if c < 0:
+                    continue
+                decision = decide({cls: score for cls, score, ok in zip(classes, row, on) if ok}, classes[c])
+                i = start + offset
+                if wrong is None:
+                    learned[i] = decision
+                    guessing.record(decision)
+                    if decision != guess[i]:
+                        wrong, settled = offset, offset + 1
+                guess[i] = decision  # after a wrong guess: the next pass's guess
+            probabilities.extend(self._probabilities(scores[:settled], active[:settled], log_prior[:settled]))
+            if wrong is None:
+                learn_before(settled)
+            else:
+                learn_before(wrong)  # this pass's sums hold up to the wrong guess
+                if learned[start + wrong]:
+                    at = start + wrong
+                    self._kernel(_event_range(batch, at, at + 1, keep_labels=True), predict=False, learn=True)
+            start += settled
+        self._order_new_features(size, X, batch, learned)
+        return probabilities, learned
+
+    def _score_run(self, batch: EncodedBatch):
+        """(scores, active, log_prior, learn_before): the kernel's scores with prefix sums, and
+        learn_before(h), which learns the labeled events before h from those same sums."""
+        scores, active, log_prior = self._kernel(batch, predict=True, learn=False)
+
+        def learn_before(h: int) -> None:
+            if h > 0:
+                self._kernel(_event_range(batch, 0, h, keep_labels=True), predict=False, learn=True)
+
+        return scores, active, log_prior, learn_before
+
+    def _order_new_features(self, size: int, X, batch: EncodedBatch, learned: list[bool]) -> None:
+        """Keep, of the columns added after the first `size`, the features of learned events, in
+        the order learn_one would have added them (first appearance among learned events)."""
+        temporary = len(self._vocabulary)
+        if self._vocabulary.hashed or temporary == size:
+            return
+        if isinstance(X, SparseBatch) and (X.values is None or X.values.all()):
+            # every name is an occurrence of the encoded batch (no zero value was dropped)
+            learned_occurrence = np.array(learned, dtype=bool)[batch.event] & (batch.column >= size)
+            first_columns, first_at = np.unique(batch.column[learned_occurrence], return_index=True)
+            rows = first_columns[np.argsort(first_at, kind="stable")]
+        else:  # learn_one adds every name of an event, zero values included
+            column_of = self._vocabulary._column_of
+            order = dict.fromkeys(name for x, was_learned in zip(X, learned) if was_learned
+                                  for name in x if column_of[name] >= size)
+            rows = np.array([column_of[name] for name in order], dtype=np.int64)
+        kept = self._feature_counts[rows]
+        self._feature_counts[size:temporary] = 0.0
+        self._feature_counts[size : size + len(rows)] = kept
+        names = self._vocabulary.names()
+        self._vocabulary.truncate(size)
+        self._vocabulary.add([names[column] for column in rows.tolist()])
 
     # ---- single events ----------------------------------------------------------------
 
@@ -323,6 +431,28 @@ class MultinomialNB(CountingNB):
             self._learn_counts(batch, features, classes)
             self._add_totals(batch, totals_added)
         return result
+
+    def _score_run(self, batch: EncodedBatch):
+        classes = self._class_prefix(batch)
+        features = self._feature_prefix(batch)
+        totals_before, totals_added = self._token_totals_prefix(batch, features)
+        scores = self._score(batch, classes, features, totals_before)
+
+        def learn_before(h: int) -> None:
+            """N_fc, N_c, T_c and |V| after the labeled events before h: the kernel's own
+            additions, cut at h (whole numbers, so the order of addition does not matter)."""
+            if h <= 0:
+                return
+            m = int(np.searchsorted(features.event, h))
+            learning = np.flatnonzero(features.learned[:m].any(axis=1))
+            label = batch.label[features.event[learning]]
+            np.add.at(self._feature_counts, (features.column[learning], label), features.learned[learning, label])
+            labeled = np.flatnonzero(batch.labeled[:h])
+            np.add.at(self._class_counts, batch.label[labeled], batch.weight[labeled])
+            self._features_seen += int(np.searchsorted(features.newly_seen_at, h))
+            self._class_totals += totals_added[:h].sum(axis=0)
+
+        return scores, classes.active, classes.log_prior, learn_before
 
     def _numerator_counts(self, counts_before: np.ndarray) -> np.ndarray:
         """The counts in the numerator of P(f | c): N_fc (complement NB: N_~c,f)."""
@@ -578,6 +708,9 @@ class BernoulliNB(CountingNB):
         if learn:
             self._learn_counts(batch, features, classes)
         return result
+
+    def _settle_in_windows(self, X, y, decide, guessing):
+        return None  # scoring a labeled batch steps the histograms H_c: it is not free of effects
 
     def _absent_sums(self, batch, classes, features, predict: bool) -> tuple[np.ndarray, np.ndarray]:
         """A_c as each event sees it, stepping the histograms through the batch."""

@@ -46,38 +46,93 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[
     """Prequential batch under a training regime: P(c | x) for each event with the state so far,
     and whether each event was learned.
 
-    mode "all" is `model.predict_learn_many` (every labeled event learned, batch speed). The
-    other modes decide event by event, since a decision depends on the prediction just made;
-    runs of unlabeled events between labeled ones still go through the batch path. Results equal
-    the per-event loop exactly in every mode, and in every mode a batch with a bad event raises
-    before anything is learned.
+    mode "all" is `model.predict_learn_many` (every labeled event learned, batch speed). In the
+    other modes each decision depends on the prediction just made; they go a window at a time
+    where the variant can (`_predict_learn_in_windows`), one event at a time elsewhere. Results
+    equal the per-event loop exactly in every mode, and in every mode a batch with a bad event
+    raises before anything is learned.
     """
     if mode not in TRAINING_MODES:
         raise ValueError(f"training mode must be one of {', '.join(TRAINING_MODES)}, got {mode!r}")
     labels = list(y)
     if mode == "all":
         return model.predict_learn_many(X, labels), [label is not None for label in labels]
-    # The loop below learns as it goes: a bad event must refuse the batch before the first learn,
-    # as predict_learn_many does, or a caller that retries event by event counts the rest twice.
+    # Learning as it goes: a bad event must refuse the batch before the first learn, as
+    # predict_learn_many does, or a caller that retries event by event counts the rest twice.
     model.validate(X, labels)
-    events = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
+    return _predict_learn_in_windows(model, X, labels, mode, margin)
+
+
+SMALLEST_WINDOW = 8
+
+
+class WindowGuess:
+    """The first guess of a window (learned, or not, as most recent decisions were) and the
+    window's length."""
+
+    WINDOW = 256
+    MEMORY = 0.05  # weight of each new decision in the running learn rate
+
+    def __init__(self, rate: float = 0.5) -> None:
+        self.rate = rate
+
+    def record(self, decision: bool) -> None:
+        self.rate += self.MEMORY * (decision - self.rate)
+
+
+def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) -> tuple[list[dict], list[bool]]:
+    """The per-event loop (predict, decide, learn), with the same results bit for bit, at batch
+    speed where the variant can (`_settle_in_windows`). An event of a class not learned yet is
+    always learned, and goes alone through the plain loop; so do whole stretches the variant
+    cannot take."""
+    n = len(labels)
     probabilities: list[dict] = []
     learned: list[bool] = []
-    unlabeled_run: list[dict] = []
-    for x, label in zip(events, labels):
-        if label is None:
-            unlabeled_run.append(x)
+    guess = getattr(model, "_run_guess", None) or WindowGuess()
+    model._run_guess = guess  # the learn rate carries over from batch to batch (not model state)
+
+    def decide(joint: dict, label) -> bool:
+        return should_learn(joint, label, mode, margin)
+
+    def one_by_one(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            one, decision = _predict_learn_one(model, _event(X, i), labels[i], mode, margin)
+            probabilities.append(one)
+            learned.append(bool(decision))
+            if decision is not None:
+                guess.record(decision)
+
+    start = 0
+    while start < n:
+        known = model._class_index
+        stop = start
+        while stop < n and (labels[stop] is None or labels[stop] in known):
+            stop += 1
+        if not known or stop - start < SMALLEST_WINDOW:  # nothing learned yet, a class not learned
+            # yet, or too few events for a kernel pass to pay
+            one_by_one(start, start + 1)
+            start += 1
             continue
-        if unlabeled_run:
-            probabilities.extend(model.predict_proba_many(unlabeled_run))
-            learned.extend([False] * len(unlabeled_run))
-            unlabeled_run = []
-        probabilities.append(model.predict_proba_one(x))
-        decision = should_learn(model.joint_log_likelihood(x), label, mode, margin)
-        if decision:
-            model.learn_one(x, label)
-        learned.append(decision)
-    if unlabeled_run:
-        probabilities.extend(model.predict_proba_many(unlabeled_run))
-        learned.extend([False] * len(unlabeled_run))
+        settled = model._settle_in_windows(X[start:stop], labels[start:stop], decide, guess)
+        if settled is None:  # the variant cannot take it exactly (e.g. fractional values)
+            one_by_one(start, stop)
+        else:
+            probabilities.extend(settled[0])
+            learned.extend(settled[1])
+        start = stop
     return probabilities, learned
+
+
+def _predict_learn_one(model, x: dict, label, mode: str, margin: float) -> tuple[dict, bool | None]:
+    """The definition, for one event: predict, then (labeled) decide and learn."""
+    proba = model.predict_proba_one(x)
+    if label is None:
+        return proba, None
+    decision = should_learn(model.joint_log_likelihood(x), label, mode, margin)
+    if decision:
+        model.learn_one(x, label)
+    return proba, decision
+
+
+def _event(X, i: int) -> dict:
+    return X[i : i + 1].to_dicts()[0] if isinstance(X, SparseBatch) else X[i]

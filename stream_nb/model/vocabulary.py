@@ -29,6 +29,12 @@ class Vocabulary:
             if name not in column_of:
                 column_of[name] = len(column_of)
 
+    def truncate(self, size: int) -> None:
+        """Forget the names added after the vocabulary had `size` of them (newest first)."""
+        column_of = self._column_of
+        while len(column_of) > size:
+            column_of.popitem()
+
     def lookup(self, names: list) -> np.ndarray:
         """Column of each name, -1 where the name was never added."""
         return np.fromiter(
@@ -73,6 +79,9 @@ class HashedVocabulary:
 
     def add(self, names) -> None:
         pass  # every bucket exists from the start
+
+    def truncate(self, size: int) -> None:
+        pass
 
     def _bucket(self, name) -> int:
         bucket = self._cache.get(name)
