@@ -175,6 +175,8 @@ def _check_range(name: str, value: Any) -> tuple[int, int]:
     return (low, high)
 
 
+FINDALL_SPAN = 8  # characters per token under which findall + slice beats a bounded finditer
+
 class TextFeaturizer:
     """Turns a text into a dict of feature counts (words, word n-grams, character n-grams).
 
@@ -426,8 +428,13 @@ class TextFeaturizer:
         """Tokens of `text` by the token pattern, at most `limit` of them."""
         pattern = self._pattern
         if pattern.groups == 0:
+            # findall is C; a token takes at least one character, so a text of at most
+            # FINDALL_SPAN * limit characters costs findall little more than the limit needs
             if limit is None:
                 return pattern.findall(text)
+            if len(text) <= FINDALL_SPAN * limit:
+                tokens = pattern.findall(text)
+                return tokens if len(tokens) <= limit else tokens[:limit]
             return [match.group() for match in islice(pattern.finditer(text), limit)]
         matches = pattern.finditer(text)
         if limit is not None:
@@ -555,8 +562,8 @@ class TextFeaturizer:
         for n in range(min_n, max_n + 1):
             if n == 1:
                 features.extend(tokens)
-            else:
-                features.extend(" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+            else:  # " ".join of each n consecutive tokens, zipped in C
+                features.extend(map(" ".join, zip(*(islice(tokens, i, None) for i in range(n)))))
         features.extend(domains)
         if self.char_ngrams is not None:
             features.extend(self._char_ngrams(tokens))
