@@ -194,6 +194,32 @@ def test_unsure_band_verdicts_follow_the_cutoffs():
     assert verdict({}, "spam", band) is None
 
 
+def test_clues_ranked_by_the_probabilities_equal_the_clues_of_a_second_scoring():
+    # The worker ranks classes by the probabilities it already has; the definition scores the
+    # event again. Equal on real SMS, and on three classes where two runner-ups tie at 0.0.
+    from corpora import load_sms_spam
+    from stream_nb.config import load_config
+    from stream_nb.model.explain import strongest_clues
+
+    rows = load_sms_spam()[:1200]
+    featurizer = load_config(Path(__file__).parents[1] / "configs" / "spam.toml").build_featurizer()
+    model = MultinomialNB(alpha=0.2)
+    model.learn_many(featurizer.transform_many([text for _, text in rows[:1000]]), [label for label, _ in rows[:1000]])
+    compared = 0
+    for _, text in rows[1000:]:
+        x = featurizer.transform_one(text)
+        clues = strongest_clues(model, x, top=3, proba=model.predict_proba_one(x))
+        assert clues == strongest_clues(model, x, top=3)
+        compared += bool(clues)
+    assert compared > 150
+    three = MultinomialNB(alpha=0.0)
+    three.learn_many([{"a": 5}, {"b": 1}, {"c": 1}], ["x", "y", "z"])
+    x = {"a": 40}
+    proba = three.predict_proba_one(x)
+    assert proba["y"] == proba["z"] == 0.0  # alpha 0: both impossible, the ranking needs the scores
+    assert strongest_clues(three, x, proba=proba) == strongest_clues(three, x)
+
+
 def test_predictions_carry_verdict_and_clues_only_when_asked():
     from stream_nb.events import Event, SourcePosition, encode_prediction
 

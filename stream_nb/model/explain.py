@@ -9,7 +9,7 @@ import numpy as np
 from stream_nb.model.counting import BernoulliNB, CountingNB
 
 
-def strongest_clues(model: CountingNB, x: dict, top: int = 5) -> list[tuple[str, float]]:
+def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None = None) -> list[tuple[str, float]]:
     """The `top` features of x with the largest evidence for the predicted class.
 
     For the predicted class c and the runner-up k, a feature's evidence is its share of the
@@ -20,11 +20,15 @@ def strongest_clues(model: CountingNB, x: dict, top: int = 5) -> list[tuple[str,
 
     with the smoothed estimates of the model (alpha). Features never learned carry none.
     Returns [(feature, evidence in nats)], largest first; [] with fewer than two classes.
+    `proba`, x's P(c | x) from the same state, ranks the classes without scoring x again (the
+    joint log likelihoods rank them when two probabilities tie for second place).
     """
-    jll = model.joint_log_likelihood(x)
-    if len(jll) < 2:
+    ranked = _ranked_classes(proba)
+    if ranked is None:
+        jll = model.joint_log_likelihood(x)
+        ranked = sorted(jll, key=jll.get, reverse=True)
+    if len(ranked) < 2:
         return []
-    ranked = sorted(jll, key=jll.get, reverse=True)
     c, k = model._class_index[ranked[0]], model._class_index[ranked[1]]
     names = [name for name in x if x[name]]
     columns = model._vocabulary.lookup(names)
@@ -50,3 +54,15 @@ def strongest_clues(model: CountingNB, x: dict, top: int = 5) -> list[tuple[str,
         clues.append((name, evidence))
     clues.sort(key=lambda clue: clue[1], reverse=True)
     return [(name, float(np.round(evidence, 6))) for name, evidence in clues[:top]]
+
+
+def _ranked_classes(proba: dict | None) -> list | None:
+    """Classes by P(c | x), largest first, or None when P cannot tell the first two from the
+    rest (equal probabilities may hide different log likelihoods: 0.0 and 0.0)."""
+    if proba is None:
+        return None
+    ranked = sorted(proba, key=proba.get, reverse=True)
+    values = [proba[c] for c in ranked]
+    if len(values) >= 2 and (values[0] == values[1] or (len(values) >= 3 and values[1] == values[2])):
+        return None
+    return ranked

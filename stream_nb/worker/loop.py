@@ -42,6 +42,7 @@ from stream_nb.kafka.clients import (
     take_part_in_rebalances,
 )
 from stream_nb.model.decision import verdict
+from stream_nb.model.base import SparseBatch
 from stream_nb.model.explain import strongest_clues
 from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn
@@ -377,7 +378,8 @@ class Worker:
         events, origin = self._decode(records, labeled=True, rejected=self.labeled_rejections.append)
         events, origin = self._screen_labels(events, origin)
         if events:
-            results = self._batch_or_one_by_one(events, origin, self._predict_then_learn, self.labeled_rejections.append)
+            results = self._batch_or_one_by_one(events, origin, self._featurise(events), self._predict_then_learn,
+                                                self.labeled_rejections.append)
             for event, result in zip(events, results):
                 if result is None:
                     continue  # refused by the model: a labeled dead letter
@@ -391,27 +393,26 @@ class Worker:
         self._processed += len(records)
         self._changed_since_checkpoint = True
 
-    def _predict_then_learn(self, events: list[Event]) -> list[tuple[dict, bool]]:
-        probabilities, learned = predict_learn(self.model, self._featurise(events), [event.label for event in events],
-                                               **self.config.training)
+    def _predict_then_learn(self, events: list[Event], X) -> list[tuple[dict, bool]]:
+        probabilities, learned = predict_learn(self.model, X, [event.label for event in events], **self.config.training)
         return list(zip(probabilities, learned))
 
-    def _predict_only(self, events: list[Event]) -> list[dict]:
-        return self.model.predict_proba_many(self._featurise(events))
+    def _predict_only(self, events: list[Event], X) -> list[dict]:
+        return self.model.predict_proba_many(X)
 
     @staticmethod
-    def _batch_or_one_by_one(events: list[Event], origin: list, compute, reject) -> list:
-        """compute(events), one result per event. One bad event makes the model refuse the whole
-        batch before anything is learned (in every training mode), so on a refusal the events go
-        one at a time: each refused one goes to `reject` (its result is None), the others get the
-        results the batch would have given."""
+    def _batch_or_one_by_one(events: list[Event], origin: list, X, compute, reject) -> list:
+        """compute(events, their features X), one result per event. One bad event makes the
+        model refuse the whole batch before anything is learned (in every training mode), so on
+        a refusal the events go one at a time: each refused one goes to `reject` (its result is
+        None), the others get the results the batch would have given."""
         try:
-            return compute(events)
+            return compute(events, X)
         except (TypeError, ValueError):
             results = []
-            for event, record in zip(events, origin):
+            for i, (event, record) in enumerate(zip(events, origin)):
                 try:
-                    results.extend(compute([event]))
+                    results.extend(compute([event], X[i : i + 1]))
                 except (TypeError, ValueError) as error:
                     reject(_rejected_by_us(event, "rejected_by_model", str(error), record))
                     results.append(None)
@@ -459,16 +460,19 @@ class Worker:
         """Decode and predict unlabeled records with the model as it stands; publish."""
         events, origin = self._decode(records, labeled=False, rejected=self._dead_letter)
         if events:
-            probabilities = self._batch_or_one_by_one(events, origin, self._predict_only, self._dead_letter)
-            self._publish_predictions(events, origin, probabilities)
+            X = self._featurise(events)
+            probabilities = self._batch_or_one_by_one(events, origin, X, self._predict_only, self._dead_letter)
+            self._publish_predictions(events, origin, probabilities, X)
         self._processed += len(records)
 
-    def _publish_predictions(self, events: list[Event], origin: list, probabilities: list) -> None:
+    def _publish_predictions(self, events: list[Event], origin: list, probabilities: list, X) -> None:
         learned = int(self.model.events_learned)
         labeled_offsets = self.labeled.offsets()
         band, positive = self.config.evaluation["unsure_band"], self.config.evaluation["positive"]
         n_clues = self.config.worker["clues"]
-        for event, record, proba in zip(events, origin, probabilities):
+        # the clues read the features the predictions were made from (no second featurising)
+        features = (X.to_dicts() if isinstance(X, SparseBatch) else X) if n_clues else None
+        for i, (event, record, proba) in enumerate(zip(events, origin, probabilities)):
             if proba is None:
                 continue  # dead-lettered above
             try:
@@ -476,19 +480,11 @@ class Worker:
                     event, proba, events_learned=learned, checkpoint=self.checkpoint_id,
                     labeled_offsets=labeled_offsets,
                     verdict=None if band is None else verdict(proba, positive, band),
-                    clues=self._clues(event, n_clues) if n_clues and proba else None)
+                    clues=strongest_clues(self.model, features[i], top=n_clues, proba=proba) if n_clues and proba else None)
             except (TypeError, ValueError) as error:
                 self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
                 continue
             self._send(self.kafka["predictions_topic"], value, key, None)
-
-    def _clues(self, event: Event, top: int) -> list:
-        """The strongest clues of an event, with the model its probabilities came from."""
-        if event.features is None:
-            x = self.text_featurizer.transform_one(event.text or "")
-        else:
-            x = self.event_featurizer.transform_one({"text": event.text, "features": event.features})
-        return strongest_clues(self.model, x, top=top)
 
     def _dead_letter(self, rejected: Rejected) -> None:
         log.debug("dead letter %s:%d:%d %s", rejected.source.topic, rejected.source.partition,

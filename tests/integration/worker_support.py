@@ -342,6 +342,7 @@ def assert_predictions_reproduced(predictions: dict[str, dict], labeled: list[di
     the offsets the prediction names (what a replay of that prefix gives). `labeled`: the good
     labeled events {"text", "label", "offset"} in offset order; `unlabeled`: id -> text.
     Returns the number of distinct labeled prefixes the predictions were made at."""
+    from stream_nb.model.explain import strongest_clues
     from stream_nb.model.training import predict_learn
 
     config = reference_config(training)
@@ -359,9 +360,13 @@ def assert_predictions_reproduced(predictions: dict[str, dict], labeled: list[di
             predict_learn(model, [featurizer.transform_one(event["text"])], [event["label"]], **config.training)
             learned_upto += 1
         for prediction in by_prefix[next_offset]:
-            expected = model.predict_proba_one(featurizer.transform_one(unlabeled[prediction["id"]]))
+            x = featurizer.transform_one(unlabeled[prediction["id"]])
+            expected = model.predict_proba_one(x)
             assert prediction["proba"] == {str(c): p for c, p in expected.items()}, prediction["id"]
             assert prediction["model"]["events_learned"] == int(model.events_learned)
+            if "clues" in prediction:  # the definition: score x again, rank its features
+                clues = strongest_clues(model, x, top=config.worker["clues"])
+                assert prediction["clues"] == [[name, evidence] for name, evidence in clues], prediction["id"]
     return len(by_prefix)
 
 
