@@ -125,27 +125,32 @@ def assert_each_output_once(bootstrap: str, topics: Topics, stream: Stream) -> d
 
 
 def kill_inside_an_open_transaction(worker: WorkerProcess, bootstrap: str, config_path: Path, instance: str,
-                                    predictions_topic: str, attempts: int = 60) -> None:
-    """SIGKILL a worker while its transaction holds predictions. It is frozen (SIGSTOP) while
-    the broker is asked for the transaction's state: Ongoing with the predictions topic in it,
-    it is killed; otherwise it runs on a moment and is asked again. (A kill after a fixed pause
-    could land between two transactions on a loaded machine.)"""
-    from kafka import KafkaAdminClient
+                                    predictions_topic: str, attempts: int = 120) -> None:
+    """SIGKILL a worker while its open transaction holds predictions written to the log. It is
+    frozen (SIGSTOP) while the broker is asked: the worker's producer (DescribeTransactions)
+    must have a transaction under way on the predictions partition with records in it
+    (DescribeProducers: a current transaction start offset). Otherwise it runs on a moment and
+    is asked again. (A fixed pause could land between two transactions under load, and a
+    transaction can name the partition before its first batch is written.)"""
+    from kafka import KafkaAdminClient, TopicPartition
     from kafka.errors import KafkaError
 
     from stream_nb.config import load_config
 
     transactional_id = f"stream-nb-{load_config(config_path).kafka['group_id']}-{instance}"
+    partition = TopicPartition(predictions_topic, 0)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         for _ in range(attempts):
             os.kill(worker.pid, signal.SIGSTOP)
             try:
-                state = admin.describe_transactions([transactional_id])[transactional_id]
+                transaction = admin.describe_transactions([transactional_id])[transactional_id]
+                producers = admin.describe_producers([partition])[partition].active_producers
             except KafkaError:
-                state = None
-            if (state is not None and state.state == "Ongoing"
-                    and any(tp.topic == predictions_topic for tp in state.topic_partitions)):
+                transaction, producers = None, []
+            if transaction is not None and transaction.state == "Ongoing" and any(
+                    producer.producer_id == transaction.producer_id and producer.current_transaction_start_offset >= 0
+                    for producer in producers):
                 worker.kill()
                 return
             os.kill(worker.pid, signal.SIGCONT)
