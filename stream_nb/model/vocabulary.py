@@ -32,7 +32,7 @@ class Vocabulary:
     def truncate(self, size: int) -> None:
         """Forget the names added after the vocabulary had `size` of them (newest first)."""
         column_of = self._column_of
-        while len(column_of) > size:
+        for _ in range(len(column_of) - size):
             column_of.popitem()
 
     def lookup(self, names: list) -> np.ndarray:
