@@ -28,10 +28,10 @@ from stream_nb.model._numerics import (
 )
 from stream_nb.model.base import (
     ClassPrefix,
-    SparseBatch,
     EncodedBatch,
     EncodedEvent,
     NaiveBayes,
+    SparseBatch,
     _check_smoothing,
     _check_unknown,
 )
@@ -51,15 +51,13 @@ def _blocked_dot(a: np.ndarray, b: np.ndarray) -> float:
     return total
 
 
-def _event_range(batch: EncodedBatch, lo: int, hi: int, keep_labels: bool, only: list | None = None) -> EncodedBatch:
-    """Events lo..hi-1 of a batch as a batch of their own; with keep_labels False they count as
-    unlabeled, and with `only` (a flag per event of the whole batch) only flagged ones keep theirs."""
+def _event_range(batch: EncodedBatch, lo: int, hi: int, learned: np.ndarray | None = None) -> EncodedBatch:
+    """Events lo..hi-1 of a batch as a batch of their own; with `learned` (a flag per event of the
+    whole batch) only the flagged ones keep their labels."""
     a, b = np.searchsorted(batch.event, [lo, hi])
     label = batch.label[lo:hi].copy()
-    if not keep_labels:
-        label[:] = -1
-    elif only is not None:
-        label[~np.array(only[lo:hi], dtype=bool)] = -1
+    if learned is not None:
+        label[~learned[lo:hi]] = -1
     return EncodedBatch(hi - lo, batch.event[a:b] - lo, batch.column[a:b], batch.value[a:b], label, batch.weight[lo:hi])
 
 
@@ -210,7 +208,7 @@ class CountingNB(NaiveBayes):
         start = 0
         while start < n:
             stop = min(n, start + guessing.WINDOW)
-            window = _event_range(batch, start, stop, keep_labels=True, only=guess)
+            window = _event_range(batch, start, stop, learned=guess)
             scores, active, log_prior, learn_before = self._score_run(window)
             settled, wrong = stop - start, None
             for offset, (row, on) in enumerate(zip(scores.tolist(), active.tolist())):
@@ -232,7 +230,7 @@ class CountingNB(NaiveBayes):
                 learn_before(wrong)  # this pass's sums hold up to the wrong guess
                 if learned[start + wrong]:
                     at = start + wrong
-                    self._kernel(_event_range(batch, at, at + 1, keep_labels=True), predict=False, learn=True)
+                    self._kernel(_event_range(batch, at, at + 1), predict=False, learn=True)
             start += settled
         self._order_new_features(size, X, batch, learned)
         return probabilities, learned
@@ -240,13 +238,7 @@ class CountingNB(NaiveBayes):
     def _score_run(self, batch: EncodedBatch):
         """(scores, active, log_prior, learn_before): the kernel's scores with prefix sums, and
         learn_before(h), which learns the labeled events before h from those same sums."""
-        scores, active, log_prior = self._kernel(batch, predict=True, learn=False)
-
-        def learn_before(h: int) -> None:
-            if h > 0:
-                self._kernel(_event_range(batch, 0, h, keep_labels=True), predict=False, learn=True)
-
-        return scores, active, log_prior, learn_before
+        raise NotImplementedError
 
     def _order_new_features(self, size: int, X, batch: EncodedBatch, learned: list[bool]) -> None:
         """Keep, of the columns added after the first `size`, the features of learned events, in
