@@ -177,6 +177,7 @@ def _check_range(name: str, value: Any) -> tuple[int, int]:
 
 FINDALL_SPAN = 8  # characters per token under which findall + slice beats a bounded finditer
 
+
 class TextFeaturizer:
     """Turns a text into a dict of feature counts (words, word n-grams, character n-grams).
 

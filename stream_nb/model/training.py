@@ -95,8 +95,9 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) 
         return should_learn(joint, label, mode, margin)
 
     def one_by_one(lo: int, hi: int) -> None:
-        for i in range(lo, hi):
-            one, decision = _predict_learn_one(model, _event(X, i), labels[i], mode, margin)
+        events = X[lo:hi].to_dicts() if isinstance(X, SparseBatch) else X[lo:hi]  # one pass over the names
+        for i, x in zip(range(lo, hi), events):
+            one, decision = _predict_learn_one(model, x, labels[i], mode, margin)
             probabilities.append(one)
             learned.append(bool(decision))
             if decision is not None:
@@ -132,7 +133,3 @@ def _predict_learn_one(model, x: dict, label, mode: str, margin: float) -> tuple
     if decision:
         model.learn_one(x, label)
     return proba, decision
-
-
-def _event(X, i: int) -> dict:
-    return X[i : i + 1].to_dicts()[0] if isinstance(X, SparseBatch) else X[i]

@@ -41,8 +41,8 @@ from stream_nb.kafka.clients import (
     rebalance_pending,
     take_part_in_rebalances,
 )
-from stream_nb.model.decision import verdict
 from stream_nb.model.base import SparseBatch
+from stream_nb.model.decision import verdict
 from stream_nb.model.explain import strongest_clues
 from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn
