@@ -15,7 +15,7 @@ import logging
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.errors import InvalidProducerEpochError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 from kafka.structs import MemberState, OffsetAndMetadata
 
 from stream_nb.config import KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS
@@ -152,12 +152,27 @@ def make_producer(kafka: dict, client: dict, transactional_id: str | None = None
         options["transactional_id"] = transactional_id
     producer = _connect(KafkaProducer, kafka, "producer", **options)
     if transactional_id is not None:
+        _stale_epoch_means_fenced(producer)
         try:
             producer.init_transactions()
         except KafkaError as error:
             producer.close(timeout=0)
             raise KafkaSetupError(f"kafka: cannot initialise transactions for {transactional_id!r}: {error}") from None
     return producer
+
+
+def _stale_epoch_means_fenced(producer: KafkaProducer) -> None:
+    """A write refused for a stale producer epoch stops the producer; it never bumps the epoch.
+
+    Under a transactional id, a newer epoch means a newer producer took over (or the coordinator
+    aborted our transaction for outliving transaction_timeout_ms). kafka-python 3.0.12 answers
+    INVALID_PRODUCER_EPOCH with a KIP-360 bump (InitProducerId with its old id and epoch), and the
+    coordinator aborts whatever transaction is open before checking that epoch: a paused worker
+    resumed would abort its replacement's transaction and fence it, then be fenced itself. The
+    worker stops on either cause (outputs.fenced_by), so the bump would buy nothing."""
+    manager = producer._transaction_manager
+    manager._NEEDS_EPOCH_BUMP_ERRORS = manager._NEEDS_EPOCH_BUMP_ERRORS - {InvalidProducerEpochError}
+    manager._FATAL_ERRORS = manager._FATAL_ERRORS | {InvalidProducerEpochError}
 
 
 def commit_transaction(producer: KafkaProducer, offsets: dict[TopicPartition, int], group_metadata,
@@ -196,9 +211,9 @@ def group_is_stable(consumer: KafkaConsumer) -> bool:
 
 
 def transaction_lost(producer: KafkaProducer | None) -> bool:
-    """Whether the broker ended this producer's transaction behind its back: it is bumping its
-    epoch (kafka-python's answer to a transaction the coordinator aborted after
-    transaction_timeout_ms), or it failed fatally."""
+    """Whether the broker ended this producer's transaction behind its back: it failed fatally
+    (fenced, or a stale epoch after the coordinator aborted a transaction that outlived
+    transaction_timeout_ms: see _stale_epoch_means_fenced), or it is bumping its epoch."""
     manager = getattr(producer, "_transaction_manager", None)
     return manager is not None and (manager.is_bumping_epoch() or manager.has_fatal_error())
 

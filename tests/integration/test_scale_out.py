@@ -373,6 +373,39 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
         assert (summary.digest, summary.events_learned) == reference_digest_events(stream.labeled)
 
 
+def test_a_fenced_producers_late_write_leaves_its_replacements_transaction_alone(kafka_broker):
+    """The race behind a flake of the test above, made certain: the resumed worker's first act is
+    a write under its stale epoch while the replacement's transaction is open."""
+    from kafka.errors import KafkaError
+
+    from stream_nb.kafka.clients import close_producer, make_producer, transaction_lost
+
+    topics = Topics.new("zombie")
+    create_topics(kafka_broker.bootstrap, [topics.predictions])
+    kafka = {"bootstrap_servers": kafka_broker.bootstrap, "max_message_bytes": 1_048_576}
+    client = {"transaction_timeout_ms": 10_000}
+    transactional_id = f"{topics.predictions}-worker"
+    zombie = make_producer(kafka, client, transactional_id)
+    zombie.begin_transaction()
+    zombie.send(topics.predictions, b"zombie, open when its replacement came").get(timeout=30)
+    replacement = make_producer(kafka, client, transactional_id)  # fences the zombie, aborts its transaction
+    try:
+        replacement.begin_transaction()
+        replacement.send(topics.predictions, b"replacement, before").get(timeout=30)
+        with pytest.raises(KafkaError):
+            zombie.send(topics.predictions, b"zombie, late").get(timeout=30)
+        # kafka-python's own answer, a KIP-360 epoch bump, would have aborted the open transaction
+        # below and fenced the replacement; the zombie stops instead.
+        assert transaction_lost(zombie)
+        replacement.send(topics.predictions, b"replacement, after").get(timeout=30)
+        replacement.commit_transaction()
+    finally:
+        close_producer(zombie, timeout_s=0)
+        close_producer(replacement, timeout_s=5)
+    assert [record.value for record in read_topic(kafka_broker.bootstrap, topics.predictions)] == [
+        b"replacement, before", b"replacement, after"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Fast bootstrap: a worker with an empty checkpoint directory loads the newest snapshot
 
