@@ -41,8 +41,12 @@ KAFKA_KEYS = {
     # A checkpoint's labeled offset that the topic cannot have (recreated topic, records deleted
     # by retention): "fail" stops with one line; "from_beginning" reads that partition anew.
     "on_lost_position": ((str,), "fail"),
+    # The client library: kafka-python (pure Python, always installed) or confluent-kafka
+    # (librdkafka, several times faster; pip install 'stream_nb[confluent]').
+    "transport": ((str,), "kafka-python"),
 }
 PROCESSING_GUARANTEES = ("exactly_once", "at_least_once")
+TRANSPORTS = ("kafka-python", "confluent-kafka")
 # Passed to every kafka-python client as they are (SASL/SSL and timeouts).
 KAFKA_CLIENT_KEYS = {
     "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
@@ -184,6 +188,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     if "kafka" in data:
         kafka_table = dict(data["kafka"])
         kafka_client = kafka_table.pop("client", {})
+        if isinstance(kafka_client, str):
+            raise ConfigError(f"kafka.client: a table of client options; the client library is chosen with "
+                              f"kafka.transport = {kafka_client!r}")
         if not isinstance(kafka_client, dict):
             raise ConfigError("kafka.client: must be a table of kafka-python options")
         accepted = KAFKA_CLIENT_KEYS | KAFKA_PRODUCER_KEYS | KAFKA_CONSUMER_KEYS
@@ -204,6 +211,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         if kafka["processing_guarantee"] not in PROCESSING_GUARANTEES:
             raise ConfigError(f"kafka.processing_guarantee: {kafka['processing_guarantee']!r} is not one of "
                               f"{', '.join(PROCESSING_GUARANTEES)}")
+        if kafka["transport"] not in TRANSPORTS:
+            raise ConfigError(f"kafka.transport: {kafka['transport']!r} is not one of {', '.join(TRANSPORTS)}")
         if kafka["on_lost_position"] not in ("fail", "from_beginning"):
             raise ConfigError(f"kafka.on_lost_position: {kafka['on_lost_position']!r} is not one of fail, from_beginning")
         overlap = set(kafka["labeled_topics"]) & set(kafka["unlabeled_topics"])

@@ -11,6 +11,7 @@ from stream_nb.config import ConfigError, load_config
 from stream_nb.features import TextFeaturizer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+KAFKA = '[kafka]\nbootstrap_servers = "h:9092"\npredictions_topic = "p"\ndead_letter_topic = "d"\nunlabeled_topics = ["u"]\n'
 
 
 def test_shipped_configs_load_and_build():
@@ -50,6 +51,9 @@ def test_overrides_are_read_as_toml_values():
         ("[model\n", [], "not valid TOML"),
         ("", ["alpha=1"], "expected section.key=value"),
         ("", ["model.unknown=drop"], "model: unknown must be 'ignore' or 'smooth'"),
+        (KAFKA, ['kafka.transport="librdkafka"'], "kafka.transport: 'librdkafka' is not one of kafka-python, confluent-kafka"),
+        (KAFKA + 'client = "confluent-kafka"\n', [], "kafka.client: a table of client options; the client library is "
+                                                   "chosen with kafka.transport = 'confluent-kafka'"),
     ],
 )
 def test_bad_configuration_names_the_key(tmp_path, content, overrides, message):
@@ -72,3 +76,15 @@ def test_fingerprint_ignores_spelled_out_defaults_but_not_real_changes():
     changed = load_config(CONFIGS / "spam.toml", ["model.alpha=0.5"])
     assert config_fingerprint(plain.resolved()) == config_fingerprint(spelled.resolved())
     assert config_fingerprint(plain.resolved()) != config_fingerprint(changed.resolved())
+
+
+def test_the_transport_is_kafka_python_unless_chosen(tmp_path):
+    path = tmp_path / "k.toml"
+    path.write_text(KAFKA, encoding="utf-8")
+    assert load_config(path).kafka["transport"] == "kafka-python"
+    chosen = load_config(path, ['kafka.transport="confluent-kafka"'])
+    assert chosen.kafka["transport"] == "confluent-kafka"
+    # the model's fingerprint does not depend on the client library: a checkpoint moves across
+    from stream_nb.checkpoint import config_fingerprint
+
+    assert config_fingerprint(chosen.resolved()) == config_fingerprint(load_config(path).resolved())

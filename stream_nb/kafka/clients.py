@@ -1,4 +1,9 @@
-"""kafka-python clients configured from a stream_nb configuration, and topic set-up.
+"""Kafka clients configured from a stream_nb configuration, and topic set-up: the one seam
+between stream_nb and a Kafka client library.
+
+`[kafka] transport` picks the library: kafka-python (the default) or confluent-kafka
+(`stream_nb.kafka.confluent`, which offers the same calls). Nothing outside this package
+creates a client or reaches into one.
 
 The worker uses three clients, one per job:
 - the labeled reader: the labeled partitions by assignment (no group), so every worker reads the
@@ -51,12 +56,12 @@ def client_options(kafka: dict, client: dict, role: str = "admin") -> dict:
     return {"bootstrap_servers": kafka["bootstrap_servers"], **options}
 
 
-def _connect(factory, kafka: dict, what: str, **options):
+def _connect(factory, kafka: dict, what: str, *args, **options):
     try:
-        return factory(**options)
+        return factory(*args, **options)
     except KafkaTimeoutError as error:
         raise KafkaSetupError(f"kafka.bootstrap_servers: cannot reach {kafka['bootstrap_servers']!r} ({error})") from None
-    except KafkaError as error:
+    except (KafkaError, ValueError) as error:  # ValueError: an option the transport cannot take
         raise KafkaSetupError(f"kafka: cannot start the {what}: {error}") from None
 
 
@@ -97,27 +102,52 @@ def _fetch_options(kafka: dict) -> dict:
             "max_partition_fetch_bytes": max(1_048_576, kafka["max_message_bytes"] + 1024)}
 
 
-def make_consumer(kafka: dict, client: dict) -> KafkaConsumer:
+def _confluent():
+    try:
+        from stream_nb.kafka import confluent
+    except ImportError as error:
+        raise KafkaSetupError(f"kafka.transport = \"confluent-kafka\" needs the confluent-kafka package "
+                              f"(pip install 'stream_nb[confluent]'): {error}") from None
+    return confluent
+
+
+def _uses_confluent(kafka: dict) -> bool:
+    return kafka.get("transport", "kafka-python") == "confluent-kafka"
+
+
+def _consumer(kafka: dict, client: dict, what: str, *, cooperative: bool = False, **options):
+    options = {**_fetch_options(kafka), **options, **client_options(kafka, client, "consumer")}
+    if _uses_confluent(kafka):
+        return _connect(_confluent().Consumer, kafka, what, options, cooperative=cooperative,
+                        max_poll_records=kafka["poll_max_records"])
+    if cooperative:
+        options["partition_assignment_strategy"] = (CooperativeStickyAssignor,)
+    return _connect(KafkaConsumer, kafka, what, **options)
+
+
+def make_consumer(kafka: dict, client: dict):
     """A consumer in kafka.group_id that commits nothing by itself (the benchmarks' plain loop)."""
-    return _connect(KafkaConsumer, kafka, "consumer", group_id=kafka["group_id"], **_fetch_options(kafka),
-                    **client_options(kafka, client, "consumer"))
+    return _consumer(kafka, client, "consumer", group_id=kafka["group_id"])
 
 
-def make_labeled_reader(kafka: dict, client: dict) -> KafkaConsumer:
+def make_labeled_reader(kafka: dict, client: dict):
     """The labeled log, read by assignment with no group; committed records only, so an aborted
     transaction upstream is never learned."""
-    return _connect(KafkaConsumer, kafka, "labeled reader", group_id=None, isolation_level="read_committed",
-                    **_fetch_options(kafka), **client_options(kafka, client, "consumer"))
+    return _consumer(kafka, client, "labeled reader", group_id=None, isolation_level="read_committed")
 
 
-def make_group_consumer(kafka: dict, client: dict, instance_id: str) -> KafkaConsumer:
+def make_reader(kafka: dict, client: dict):
+    """A topic read by assignment with no group, committed records only (replay, snapshots)."""
+    return _consumer(kafka, client, "reader", group_id=None, isolation_level="read_committed")
+
+
+def make_group_consumer(kafka: dict, client: dict, instance_id: str):
     """The consumer of kafka.group_id: static membership (a restart keeps its partitions with no
     rebalance), cooperative-sticky assignment (a rebalance moves only what must move)."""
-    consumer = _connect(KafkaConsumer, kafka, "group consumer", group_id=kafka["group_id"],
-                        group_instance_id=instance_id, isolation_level="read_committed",
-                        partition_assignment_strategy=(CooperativeStickyAssignor,),
-                        **_fetch_options(kafka), **client_options(kafka, client, "consumer"))
-    _finish_rebalances_left_pending(consumer)
+    consumer = _consumer(kafka, client, "group consumer", group_id=kafka["group_id"], group_instance_id=instance_id,
+                         isolation_level="read_committed", cooperative=True)
+    if not getattr(consumer, "confluent", False):
+        _finish_rebalances_left_pending(consumer)
     return consumer
 
 
@@ -134,15 +164,20 @@ def _finish_rebalances_left_pending(consumer: KafkaConsumer) -> None:
     coordinator.need_rejoin = lambda: coordinator.rejoining or asks_for_a_join()
 
 
-def rebalance_pending(consumer: KafkaConsumer) -> bool:
-    """A join of the group is under way (started, not yet applied)."""
-    return bool(consumer._coordinator.rejoining)
+def rebalance_pending(consumer) -> bool:
+    """A join of the group is under way (started, not yet applied). librdkafka joins in its
+    own thread: never pending from here."""
+    return not _is_confluent(consumer) and bool(consumer._coordinator.rejoining)
 
 
-def make_producer(kafka: dict, client: dict, transactional_id: str | None = None) -> KafkaProducer:
-    """acks=all and idempotence (kafka-python 3 defaults); large batches and 20 ms of lingering,
-    because every new batch wakes the sender thread through a socket write (measured: a third of
-    the producer's cost with the defaults). With `transactional_id`, transactions are initialised
+def _is_confluent(client) -> bool:
+    return getattr(client, "confluent", False)
+
+
+def make_producer(kafka: dict, client: dict, transactional_id: str | None = None):
+    """acks=all and idempotence; large batches and 20 ms of lingering, because every new batch
+    wakes kafka-python's sender thread through a socket write (measured: a third of the
+    producer's cost with the defaults). With `transactional_id`, transactions are initialised
     (which fences an older producer of the same id and aborts its open transaction)."""
     options = {"acks": "all", "linger_ms": 20, "batch_size": 262_144,
                # a dead letter carries the original bytes, which may be up to the size limit and more
@@ -150,13 +185,17 @@ def make_producer(kafka: dict, client: dict, transactional_id: str | None = None
                **client_options(kafka, client, "producer")}
     if transactional_id is not None:
         options["transactional_id"] = transactional_id
-    producer = _connect(KafkaProducer, kafka, "producer", **options)
+    if _uses_confluent(kafka):
+        producer = _connect(_confluent().Producer, kafka, "producer", options)
+    else:
+        producer = _connect(KafkaProducer, kafka, "producer", **options)
+        if transactional_id is not None:
+            _stale_epoch_means_fenced(producer)
     if transactional_id is not None:
-        _stale_epoch_means_fenced(producer)
         try:
             producer.init_transactions()
         except KafkaError as error:
-            producer.close(timeout=0)
+            close_producer(producer, timeout_s=0)
             raise KafkaSetupError(f"kafka: cannot initialise transactions for {transactional_id!r}: {error}") from None
     return producer
 
@@ -179,6 +218,9 @@ def commit_transaction(producer: KafkaProducer, offsets: dict[TopicPartition, in
                        timeout_s: float) -> None:
     """Add the consumer group's `offsets` to the open transaction and commit it, each step
     bounded by `timeout_s` (kafka-python's own calls wait without a limit)."""
+    if _is_confluent(producer):
+        producer.commit_transaction_with(offsets, group_metadata, timeout_s)
+        return
     manager = producer._transaction_manager
     if offsets:
         marked = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in offsets.items()}
@@ -187,6 +229,9 @@ def commit_transaction(producer: KafkaProducer, offsets: dict[TopicPartition, in
 
 
 def abort_transaction(producer: KafkaProducer, timeout_s: float) -> None:
+    if _is_confluent(producer):
+        producer.abort_transaction(timeout_s)
+        return
     _wait(producer, producer._transaction_manager.begin_abort(), timeout_s, "aborting")
 
 
@@ -201,12 +246,17 @@ def take_part_in_rebalances(consumer: KafkaConsumer, join_wait_ms: int = 100) ->
     its poll does first). A member that is busy elsewhere for seconds would otherwise hold up
     every other member's rebalance. While a join is under way it gets up to `join_wait_ms` to
     finish: a join that completes between two polls is sent again by kafka-python."""
+    if _is_confluent(consumer):
+        consumer.serve_rebalances()
+        return
     consumer._coordinator.poll(timeout_ms=join_wait_ms if rebalance_pending(consumer) else 0)
 
 
 def group_is_stable(consumer: KafkaConsumer) -> bool:
     """Joined, synced and heartbeating: its assignment is the group's answer, not a placeholder
     of a rebalance still under way (whose generation may already be set)."""
+    if _is_confluent(consumer):
+        return consumer.group_is_stable()
     return consumer.group_metadata().state == MemberState.STABLE
 
 
@@ -214,6 +264,8 @@ def transaction_lost(producer: KafkaProducer | None) -> bool:
     """Whether the broker ended this producer's transaction behind its back: it failed fatally
     (fenced, or a stale epoch after the coordinator aborted a transaction that outlived
     transaction_timeout_ms: see _stale_epoch_means_fenced), or it is bumping its epoch."""
+    if _is_confluent(producer):
+        return producer.fatal_error is not None
     manager = getattr(producer, "_transaction_manager", None)
     return manager is not None and (manager.is_bumping_epoch() or manager.has_fatal_error())
 
@@ -221,6 +273,9 @@ def transaction_lost(producer: KafkaProducer | None) -> bool:
 def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
     """Close, waiting at most `timeout_s` for buffered records; past that they are dropped
     (kafka-python's close raises instead and leaves the producer half open)."""
+    if _is_confluent(producer):
+        producer.close(timeout_s)
+        return
     try:
         producer.close(timeout=timeout_s)
     except KafkaTimeoutError:
@@ -231,6 +286,8 @@ def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
 def topic_ids(consumer: KafkaConsumer, topics) -> dict[str, str]:
     """{topic: its id as text} for the topics the consumer has metadata of; a topic deleted and
     created again under the same name gets a new id."""
+    if _is_confluent(consumer):
+        return consumer.topic_ids(topics)
     cluster = consumer._client.cluster
     found = {}
     for topic in topics:
@@ -238,6 +295,19 @@ def topic_ids(consumer: KafkaConsumer, topics) -> dict[str, str]:
         if topic_id is not None:
             found[topic] = str(topic_id)
     return found
+
+
+def instance_holder(kafka: dict, client: dict, instance_id: str) -> str | None:
+    """The member id that holds static `instance_id` in kafka.group_id now, or None (no such
+    member: its session ended, or it left). Raises KafkaError/KafkaSetupError when the broker
+    cannot say."""
+    admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
+    try:
+        group = admin.describe_groups([kafka["group_id"]]).get(kafka["group_id"]) or {}
+    finally:
+        admin.close()
+    return next((member["member_id"] for member in group.get("members") or ()
+                 if member.get("group_instance_id") == instance_id), None)
 
 
 def leave_group(kafka: dict, client: dict, instance_id: str) -> None:

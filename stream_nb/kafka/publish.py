@@ -72,6 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-bytes", type=_positive_int, default=DEFAULT_MAX_BYTES, metavar="N",
                         help="refuse the file if an event's value is larger (default: 1000000, the "
                              "worker's kafka.max_message_bytes default)")
+    parser.add_argument("--transport", choices=("kafka-python", "confluent-kafka"), default="kafka-python",
+                        help="client library (confluent-kafka: pip install 'stream_nb[confluent]')")
     parser.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
                         help="give up if the broker cannot be reached within this long (default: 5)")
     parser.set_defaults(func=publish_command)
@@ -254,26 +256,23 @@ def _unreachable(bootstrap: str, timeout_ms: int, error: BaseException) -> Publi
 
 
 def publish(messages: Iterator[tuple[bytes | None, bytes]], *, total: int, topic: str, bootstrap: str,
-            timeout_ms: int = 5000, max_bytes: int = DEFAULT_MAX_BYTES,
+            timeout_ms: int = 5000, max_bytes: int = DEFAULT_MAX_BYTES, transport: str = "kafka-python",
             progress_stream: TextIO = sys.stderr) -> tuple[int, float]:
     """Send every message, flush, and return (events acknowledged, seconds spent sending)."""
-    from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
+    from stream_nb.kafka.clients import KafkaSetupError, close_producer, make_producer
+
+    kafka = {"bootstrap_servers": bootstrap, "transport": transport, "max_message_bytes": max_bytes}
+    client = {"client_id": "stream-nb-publish", "bootstrap_timeout_ms": timeout_ms,
+              # acks=all with idempotence (make_producer): a retry never duplicates.
+              "linger_ms": 50,  # measured: fewer, fuller requests leave the GIL to the send() loop
+              # send() blocks only while the buffer is full or the topic's metadata is unknown.
+              "max_block_ms": max(30_000, timeout_ms)}
     try:
-        producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            client_id="stream-nb-publish",
-            bootstrap_timeout_ms=timeout_ms,
-            # acks=all with idempotence (kafka-python's defaults): a retry never duplicates.
-            linger_ms=50,  # measured: fewer, fuller requests leave the GIL to the send() loop
-            batch_size=256 * 1024,
-            # send() blocks only while the buffer is full or the topic's metadata is unknown.
-            max_block_ms=max(30_000, timeout_ms),
-            max_request_size=max(1_048_576, max_bytes + 65_536),
-        )
-    except (KafkaError, OSError) as error:
-        raise _unreachable(bootstrap, timeout_ms, error) from None
+        producer = make_producer(kafka, client)
+    except KafkaSetupError as error:
+        raise PublishError(f"cannot reach a Kafka broker at {bootstrap} within {timeout_ms / 1000:g}s ({error})") from None
     failures: list[BaseException] = []
     record_failure = failures.append
     progress = Progress(total, topic, progress_stream)
@@ -294,7 +293,7 @@ def publish(messages: Iterator[tuple[bytes | None, bytes]], *, total: int, topic
         finally:
             progress.clear()
     finally:
-        producer.close(timeout=5)
+        close_producer(producer, timeout_s=5)
     elapsed = time.monotonic() - started
     if failures:
         raise PublishError(f"{len(failures)} of {sent} events were not published to {topic!r} "
@@ -324,8 +323,8 @@ def publish_command(args: argparse.Namespace) -> int:
         if args.create_topic:
             _ensure_topic(bootstrap, args.topic, args.partitions, timeout_ms)
         messages = iter(kept) if kept is not None else iter_messages(args.file, **options)
-        count, elapsed = publish(messages, total=total, topic=args.topic,
-                                 bootstrap=bootstrap, timeout_ms=timeout_ms, max_bytes=args.max_bytes)
+        count, elapsed = publish(messages, total=total, topic=args.topic, bootstrap=bootstrap,
+                                 timeout_ms=timeout_ms, max_bytes=args.max_bytes, transport=args.transport)
     except PublishError as error:
         print(f"stream-nb publish: error: {error}", file=sys.stderr)
         return EXIT_ERROR

@@ -102,7 +102,8 @@ def _events_of(args, config: Config, rejected: Counter):
         raise ConfigError("kafka.bootstrap_servers: needed to read a topic (or pass --bootstrap)")
     return read_topic(bootstrap, args.topic, from_offset=args.from_offset,
                       from_time_ms=None if args.from_time is None else parse_time(args.from_time),
-                      max_events=args.max_events, client=config.kafka_client, rejected=rejected)
+                      max_events=args.max_events, client=config.kafka_client, rejected=rejected,
+                      transport=(config.kafka or {}).get("transport", "kafka-python"))
 
 
 def _contender(name: str, config: Config, recorder_class):

@@ -6,9 +6,10 @@ import heapq
 from collections import Counter
 from datetime import datetime
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 
 from stream_nb.events import Rejected, SourcePosition, decode_record
+from stream_nb.kafka.clients import KafkaSetupError, make_reader
 from stream_nb.replay.sources import SourceError
 
 
@@ -26,7 +27,8 @@ def parse_time(text: str) -> int:
 
 
 def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = None, from_time_ms: int | None = None,
-               max_events: int | None = None, client: dict | None = None, rejected: Counter | None = None):
+               max_events: int | None = None, client: dict | None = None, rejected: Counter | None = None,
+               transport: str = "kafka-python"):
     """Yield events {"id", "text", "features", "label"} of `topic`, in timestamp order.
 
     Reads every partition by assignment (no consumer group: nothing is committed, a running
@@ -38,8 +40,11 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     """
     # read_committed, as every downstream reader of a transactional producer (the worker's
     # outputs) must: records of open or aborted transactions are not events
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                             isolation_level="read_committed", **(client or {}))
+    try:
+        consumer = make_reader({"bootstrap_servers": bootstrap, "transport": transport, "poll_max_records": 5_000,
+                                "max_message_bytes": 1_000_000}, client or {})
+    except KafkaSetupError as error:
+        raise SourceError(str(error)) from None
     try:
         numbers = consumer.partitions_for_topic(topic)
         if not numbers:

@@ -34,6 +34,7 @@ from stream_nb.kafka.clients import (
     close_producer,
     ensure_topics,
     group_is_stable,
+    instance_holder,
     leave_group,
     make_group_consumer,
     make_labeled_reader,
@@ -56,6 +57,7 @@ log = logging.getLogger("stream_nb.worker")
 __all__ = ["DeliveryError", "Fenced", "Worker"]
 
 RETRY_AFTER_ERROR_S = 2.0
+TRANSACTION_TIMEOUT_MS = 60_000  # kafka-python's and librdkafka's default transaction_timeout_ms
 
 
 def _rejected_by_us(event: Event, reason: str, detail: str, record) -> Rejected:
@@ -289,18 +291,31 @@ class Worker:
     def _recover(self, error: KafkaError) -> None:
         """Ride out a Kafka error: drop the open outputs, reopen every client, go on from the
         group's committed offsets. The model stays: it holds exactly the labeled offsets read."""
-        if fenced_by(error, self.producer):
+        if fenced_by(error, self.producer) or (self.outputs is not None and self.outputs.outlived(
+                self.config.kafka_client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS) / 1000)):
+            # Not reconnecting: a new producer would fence the worker that took this one's place.
             raise Fenced(f"fenced: another worker with transactional id {self.transactional_id!r} (instance "
                          f"{self.instance_id!r}) has taken over, or this one's transaction outlived "
                          f"transaction_timeout_ms (paused?); stopping so as not to fence it back ({error})") from None
         log.warning("%s: outputs since the last commit are dropped and redone; retrying in %.0f s",
                     error, RETRY_AFTER_ERROR_S)
+        member_id = self.group.group_metadata().member_id if self.group is not None else ""
         self._close_clients(timeout_s=0)
         while not self._stopping:
             time.sleep(RETRY_AFTER_ERROR_S)
             try:
+                # A new producer fences every older one of its transactional id: first make sure
+                # no newer member holds this instance id (a replacement started while this
+                # process was paused or cut off).
+                holder = instance_holder(self.kafka, self.config.kafka_client, self.instance_id)
+                if member_id and holder not in (None, member_id):
+                    raise Fenced(f"fenced: another worker with instance id {self.instance_id!r} joined group "
+                                 f"{self.kafka['group_id']!r} while this one was cut off ({error}); stopping "
+                                 f"so as not to fence it back")
                 self._open_clients()
                 return
+            except Fenced:
+                raise
             except Exception as reopen_error:  # the broker may still be away
                 if fenced_by(reopen_error):
                     raise Fenced(f"fenced while reconnecting: {reopen_error}") from None

@@ -103,6 +103,12 @@ class Outputs:
             self._pending.append(future)
         self.sent += 1
 
+    def outlived(self, timeout_s: float) -> bool:
+        """Whether the open transaction has been open for `timeout_s` (transaction_timeout_ms) or
+        longer: the coordinator has aborted it, and another worker may have taken this one's
+        place meanwhile (the process was paused or stuck)."""
+        return self._open and self.exactly_once and time.monotonic() - self._opened_at >= timeout_s
+
     def due(self) -> bool:
         return self._open and time.monotonic() - self._opened_at >= self.commit_interval_s
 

@@ -9,11 +9,11 @@ import re
 import time
 from pathlib import Path
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 
 from stream_nb.checkpoint.snapshot import MANIFEST_KEY, SnapshotError, assemble_snapshot, chunk_key, snapshot_records
 from stream_nb.checkpoint.store import Checkpoint, CheckpointError, encode_checkpoint, parse_checkpoint
-from stream_nb.kafka.clients import client_options
+from stream_nb.kafka.clients import make_reader
 
 log = logging.getLogger("stream_nb.worker")
 
@@ -23,9 +23,7 @@ READ_TIMEOUT_S = 120.0
 def load_snapshot(kafka: dict, client: dict, topic: str) -> tuple[Checkpoint, dict] | None:
     """(checkpoint, manifest) of the newest complete snapshot on `topic`, or None when it holds
     none (an empty topic, or a damaged snapshot: said in a warning)."""
-    consumer = KafkaConsumer(group_id=None, enable_auto_commit=False, isolation_level="read_committed",
-                             max_partition_fetch_bytes=max(1_048_576, kafka["max_message_bytes"] + 1024),
-                             **client_options(kafka, client, "consumer"))
+    consumer = make_reader(kafka, client)
     try:
         partitions = [TopicPartition(topic, n) for n in sorted(consumer.partitions_for_topic(topic) or ())]
         if not partitions:

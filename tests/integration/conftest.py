@@ -11,3 +11,9 @@ from corpora import load_sms_spam
 def sms() -> list[tuple[str, str]]:
     """The SMS Spam Collection as (label, text) in file order."""
     return load_sms_spam()
+
+
+@pytest.fixture(params=["kafka-python", "confluent-kafka"])
+def transport(request) -> str:
+    """kafka.transport: every test that takes it runs once with each client library."""
+    return request.param

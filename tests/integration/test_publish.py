@@ -81,13 +81,13 @@ def assert_published(result: subprocess.CompletedProcess, count: int, topic: str
 # ---------------------------------------------------------------------------------------------
 
 
-def test_tsv_values_and_keys_are_exact(kafka_broker, tmp_path):
+def test_tsv_values_and_keys_are_exact(kafka_broker, tmp_path, transport):
     path = tmp_path / "small.tsv"
     path.write_text("ham\tHello there\nspam\tWIN £1000 now! \"quoted\"\tand a tab\n\nham\tcafé ✓\n",
                     encoding="utf-8")
     topic = unique_topic()
     result = run_publish(path, "--topic", topic, "--bootstrap", kafka_broker.bootstrap,
-                         "--create-topic", "--partitions", "1")
+                         "--create-topic", "--partitions", "1", "--transport", transport)
     assert_published(result, 3, topic)
     expected = [
         ("small:1", {"id": "small:1", "text": "Hello there", "label": "ham"}),
@@ -182,7 +182,7 @@ def test_malformed_file_is_one_line_exit_2_and_nothing_sent(kafka_broker, tmp_pa
     assert not topic_exists(kafka_broker.bootstrap, topic)
 
 
-def test_missing_file_and_unreachable_broker(tmp_path):
+def test_missing_file_and_unreachable_broker(tmp_path, transport):
     result = run_publish(tmp_path / "nope.tsv", "--topic", "t", "--bootstrap", "127.0.0.1:9")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"stream-nb publish: error: {tmp_path / 'nope.tsv'}: no such file"]
@@ -193,7 +193,8 @@ def test_missing_file_and_unreachable_broker(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.monotonic()
-    result = run_publish(path, "--topic", "t", "--bootstrap", f"127.0.0.1:{port}", "--connect-timeout", "2")
+    result = run_publish(path, "--topic", "t", "--bootstrap", f"127.0.0.1:{port}", "--connect-timeout", "2",
+                         "--transport", transport)
     assert result.returncode == 2
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
@@ -201,13 +202,13 @@ def test_missing_file_and_unreachable_broker(tmp_path):
     assert time.monotonic() - started < 30
 
 
-def test_sms_corpus_publishes_5574_events(kafka_broker):
+def test_sms_corpus_publishes_5574_events(kafka_broker, transport):
     path = sms_spam_path()
     pairs = load_sms_spam()
     assert len(pairs) == 5574
     topic = unique_topic("sms")
     result = run_publish(path, "--topic", topic, "--bootstrap", kafka_broker.bootstrap,
-                         "--create-topic", "--partitions", "1")
+                         "--create-topic", "--partitions", "1", "--transport", transport)
     assert_published(result, 5574, topic)
     assert "events/s" in result.stderr
     records = read_topic(kafka_broker.bootstrap, topic, 5574)

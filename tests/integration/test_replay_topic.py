@@ -23,7 +23,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], capture_output=True, text=True, timeout=300)
 
 
-def test_topic_replay_and_file_replay_of_the_same_events_give_identical_reports(kafka_broker, tmp_path):
+def test_topic_replay_and_file_replay_of_the_same_events_give_identical_reports(kafka_broker, tmp_path, transport):
     rows = load_sms_spam()[:2000]
     topic = f"replay-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
@@ -44,7 +44,8 @@ def test_topic_replay_and_file_replay_of_the_same_events_give_identical_reports(
     from_file = run_cli("replay", "--input", str(tsv), "--config", "configs/spam.toml", "--report", str(tmp_path / "f"))
     assert from_file.returncode == 0, from_file.stderr
     from_topic = run_cli("replay", "--topic", topic, "--from-beginning", "--until-end", "--bootstrap",
-                         kafka_broker.bootstrap, "--config", "configs/spam.toml", "--report", str(tmp_path / "t"))
+                         kafka_broker.bootstrap, "--config", "configs/spam.toml", "--report", str(tmp_path / "t"),
+                         "--set", f'kafka.transport="{transport}"')
     assert from_topic.returncode == 0, from_topic.stderr
     file_report = json.loads((tmp_path / "f" / "report.json").read_text())
     topic_report = json.loads((tmp_path / "t" / "report.json").read_text())
@@ -58,6 +59,7 @@ def test_topic_replay_and_file_replay_of_the_same_events_give_identical_reports(
 
     # --max-events and --from-offset cut the stream where they say
     partial = run_cli("replay", "--topic", topic, "--from-offset", "100", "--max-events", "500", "--bootstrap",
-                      kafka_broker.bootstrap, "--config", "configs/spam.toml", "--report", str(tmp_path / "p"))
+                      kafka_broker.bootstrap, "--config", "configs/spam.toml", "--report", str(tmp_path / "p"),
+                      "--set", f'kafka.transport="{transport}"')
     assert partial.returncode == 0, partial.stderr
     assert json.loads((tmp_path / "p" / "report.json").read_text())["events"] == 500

@@ -198,7 +198,7 @@ def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, b
         assert workers[name].wait(60) == 0, workers[name].log_tail()
 
 
-def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_output_once(kafka_broker, tmp_path, sms):
+def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_output_once(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("scale")
     create_topics(bootstrap, [topics.labeled])
@@ -206,7 +206,7 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
     stream = Stream(bootstrap, topics, sms, n_events=24_000, chunk=600, pause_s=0.25)
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", client=FAST_CLIENT,
                                checkpoint={"interval_s": 1.0, "every_events": 2_000,
-                                           "snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 2.0})
+                                           "snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 2.0}, transport=transport)
     logs = tmp_path / "logs"
     logs.mkdir()
 
@@ -251,11 +251,11 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
 # One order: several labeled partitions are refused where the order matters, fine where it doesn't
 
 
-def test_several_labeled_partitions_are_refused_under_an_order_dependent_mode(kafka_broker, tmp_path):
+def test_several_labeled_partitions_are_refused_under_an_order_dependent_mode(kafka_broker, tmp_path, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("order")
     create_topics(bootstrap, [topics.labeled], partitions=3)
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", transport=transport)
     result = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
     assert result.returncode == 2
     line = error_line(result.stderr)
@@ -265,7 +265,7 @@ def test_several_labeled_partitions_are_refused_under_an_order_dependent_mode(ka
     assert not list((tmp_path / "checkpoints").glob("checkpoint-*"))
 
 
-def test_three_workers_on_three_labeled_partitions_end_with_one_digest_under_mode_all(kafka_broker, tmp_path, sms):
+def test_three_workers_on_three_labeled_partitions_end_with_one_digest_under_mode_all(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("three")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled], partitions=3)
@@ -276,7 +276,7 @@ def test_three_workers_on_three_labeled_partitions_end_with_one_digest_under_mod
                         for i, e in enumerate(labeled)])
     unlabeled = {f"u{i}": text for i, (_, text) in enumerate(sms[3_000:3_600])}
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused",
-                               training={"mode": "all"}, client=FAST_CLIENT)
+                               training={"mode": "all"}, client=FAST_CLIENT, transport=transport)
     workers = [WorkerProcess(config_path, tmp_path / f"{name}.log", stop_when_idle=5,
                              overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"'))
                for name in ("a", "b", "c")]
@@ -305,11 +305,11 @@ def test_three_workers_on_three_labeled_partitions_end_with_one_digest_under_mod
 # One process per checkpoint directory; a paused worker that comes back is fenced
 
 
-def test_a_second_worker_on_the_same_checkpoint_directory_is_refused(kafka_broker, tmp_path):
+def test_a_second_worker_on_the_same_checkpoint_directory_is_refused(kafka_broker, tmp_path, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("lock")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", transport=transport)
     first = WorkerProcess(config_path, tmp_path / "first.log", stop_when_idle=None)
     try:
         wait_until(lambda: "assigns this worker" in (tmp_path / "first.log").read_text(), 60, "the first worker's start")
@@ -325,14 +325,16 @@ def test_a_second_worker_on_the_same_checkpoint_directory_is_refused(kafka_broke
 
 
 def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its_outputs_invisible(
-        kafka_broker, tmp_path, sms):
+        kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("pause")
     create_topics(bootstrap, [topics.labeled])
-    create_topics(bootstrap, [topics.unlabeled], partitions=2)
+    # 4 unlabeled partitions: with the labeled one, each of two workers holds unlabeled ones
+    # whichever assignor (kafka-python's and librdkafka's cooperative-sticky place them apart)
+    create_topics(bootstrap, [topics.unlabeled], partitions=4)
     stream = Stream(bootstrap, topics, sms, n_events=10_000, chunk=400, pause_s=0.3)
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused",
-                               client={**FAST_CLIENT, "transaction_timeout_ms": 10_000})
+                               client={**FAST_CLIENT, "transaction_timeout_ms": 10_000}, transport=transport)
 
     def start(name: str, directory: str, *extra: str) -> WorkerProcess:
         return WorkerProcess(config_path, tmp_path / f"{directory}.log", stop_when_idle=6,
@@ -373,16 +375,16 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
         assert (summary.digest, summary.events_learned) == reference_digest_events(stream.labeled)
 
 
-def test_a_fenced_producers_late_write_leaves_its_replacements_transaction_alone(kafka_broker):
+def test_a_fenced_producers_late_write_leaves_its_replacements_transaction_alone(kafka_broker, transport):
     """The race behind a flake of the test above, made certain: the resumed worker's first act is
     a write under its stale epoch while the replacement's transaction is open."""
     from kafka.errors import KafkaError
 
-    from stream_nb.kafka.clients import close_producer, make_producer, transaction_lost
+    from stream_nb.kafka.clients import close_producer, commit_transaction, make_producer, transaction_lost
 
     topics = Topics.new("zombie")
     create_topics(kafka_broker.bootstrap, [topics.predictions])
-    kafka = {"bootstrap_servers": kafka_broker.bootstrap, "max_message_bytes": 1_048_576}
+    kafka = {"bootstrap_servers": kafka_broker.bootstrap, "max_message_bytes": 1_048_576, "transport": transport}
     client = {"transaction_timeout_ms": 10_000}
     transactional_id = f"{topics.predictions}-worker"
     zombie = make_producer(kafka, client, transactional_id)
@@ -398,7 +400,7 @@ def test_a_fenced_producers_late_write_leaves_its_replacements_transaction_alone
         # below and fenced the replacement; the zombie stops instead.
         assert transaction_lost(zombie)
         replacement.send(topics.predictions, b"replacement, after").get(timeout=30)
-        replacement.commit_transaction()
+        commit_transaction(replacement, {}, None, timeout_s=30)
     finally:
         close_producer(zombie, timeout_s=0)
         close_producer(replacement, timeout_s=5)
@@ -410,7 +412,7 @@ def test_a_fenced_producers_late_write_leaves_its_replacements_transaction_alone
 # Fast bootstrap: a worker with an empty checkpoint directory loads the newest snapshot
 
 
-def test_a_late_worker_bootstraps_from_the_snapshot_topic_and_a_stale_snapshot_is_refused(kafka_broker, tmp_path, sms):
+def test_a_late_worker_bootstraps_from_the_snapshot_topic_and_a_stale_snapshot_is_refused(kafka_broker, tmp_path, sms, transport):
     from kafka import KafkaAdminClient, TopicPartition
 
     bootstrap = kafka_broker.bootstrap
@@ -420,7 +422,7 @@ def test_a_late_worker_bootstraps_from_the_snapshot_topic_and_a_stale_snapshot_i
     produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", e["text"], e["label"]), f"l{i}".encode())
                         for i, e in enumerate(labeled)])
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", client=FAST_CLIENT,
-                               checkpoint={"snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 0.5})
+                               checkpoint={"snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 0.5}, transport=transport)
 
     def run(name: str) -> WorkerProcess:
         worker = WorkerProcess(config_path, tmp_path / f"{name}.log", stop_when_idle=3,

@@ -88,7 +88,8 @@ SHIPPED, PLAIN = None, {"mode": "all"}  # configs/spam.toml's [training] (thick-
 
 
 @pytest.mark.parametrize("training", [SHIPPED, PLAIN], ids=["spam.toml", "mode-all"])
-def test_predictions_reflect_every_label_in_the_log_and_equal_the_model_core(kafka_broker, tmp_path, sms, training):
+def test_predictions_reflect_every_label_in_the_log_and_equal_the_model_core(kafka_broker, tmp_path, sms, training,
+                                                                             transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("e2e")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
@@ -105,7 +106,8 @@ def test_predictions_reflect_every_label_in_the_log_and_equal_the_model_core(kaf
             messages.append(Message(topics.labeled, labeled_event(event_id, text, label), event_id.encode()))
     produce(bootstrap, messages)
 
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", training=training)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", training=training,
+                               transport=transport)
     run_in_process(config_path)
 
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
@@ -125,6 +127,46 @@ def test_predictions_reflect_every_label_in_the_log_and_equal_the_model_core(kaf
     assert summary.offsets == {(topics.labeled, 0): 466}  # a checkpoint holds the labeled offsets only
 
 
+def test_both_transports_publish_the_same_outputs_on_the_same_topics(kafka_broker, tmp_path, sms):
+    """kafka-python and confluent-kafka workers read the same input topics, each into outputs of
+    its own: the same predictions (bytes, but the checkpoint id) on the same partitions (keys
+    hash alike), the same dead letters."""
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("both")
+    create_topics(bootstrap, [topics.labeled])
+    create_topics(bootstrap, [topics.unlabeled], partitions=2)
+    messages = []
+    for i in range(1_500):
+        label, text = sms[(i * 3) % len(sms)]
+        messages.append(Message(topics.labeled, labeled_event(f"l{i}", text, label), f"l{i}".encode()))
+    messages.append(Message(topics.labeled, b'{"id": "bad", "text": "no label"}', b"bad"))
+    for i in range(600):
+        label, text = sms[(i * 11 + 1) % len(sms)]
+        messages.append(Message(topics.unlabeled, unlabeled_event(f"u{i}", text), f"u{i}".encode()))
+    messages.append(Message(topics.unlabeled, b"{not json", b"broken"))
+    produce(bootstrap, messages)
+
+    outputs = {}
+    for transport in ("kafka-python", "confluent-kafka"):
+        mine = topics.outputs(transport)
+        create_topics(bootstrap, [mine.predictions], partitions=3)
+        config_path = write_config(tmp_path / f"{transport}.toml", bootstrap, mine, tmp_path / transport,
+                                   transport=transport)
+        run_in_process(config_path)
+        predictions = []
+        for record in read_topic(bootstrap, mine.predictions):
+            value = json.loads(record.value)
+            value["model"].pop("checkpoint", None)
+            predictions.append((record.key, record.partition, value))
+        dead = [(record.key, record.value, sorted(record.headers)) for record in read_topic(bootstrap, mine.dead_letters)]
+        outputs[transport] = sorted(predictions, key=lambda p: p[0]), sorted(dead)
+    (python_predictions, python_dead), (confluent_predictions, confluent_dead) = outputs.values()
+    assert len(python_predictions) == 600 and {p[1] for p in python_predictions} == {0, 1, 2}
+    assert python_predictions == confluent_predictions
+    assert [key for key, _, _ in python_dead] == [b"bad", b"broken"]
+    assert python_dead == confluent_dead
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. SIGKILL at random points, restarted each time: the state ends exactly as an uninterrupted run
 
@@ -132,7 +174,7 @@ def test_predictions_reflect_every_label_in_the_log_and_equal_the_model_core(kaf
 @pytest.mark.parametrize("guarantee, training", [
     ("exactly_once", SHIPPED), ("at_least_once", SHIPPED), ("exactly_once", PLAIN),
 ], ids=["exactly-once-spam.toml", "at-least-once-spam.toml", "exactly-once-mode-all"])
-def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp_path, sms, guarantee, training):
+def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp_path, sms, guarantee, training, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("kill")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
@@ -143,7 +185,7 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp
     checkpoints = tmp_path / "checkpoints"
     settings = {"checkpoint": {"every_events": 1500, "interval_s": 0.5}, "training": training,
                 "kafka": {"processing_guarantee": guarantee}}
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints, **settings)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints, **settings, transport=transport)
     log_path = tmp_path / "worker.log"
     rng = random.Random(20240611)
     # Kill once the newest checkpoint has read >= target labeled records (or, the last time, once
@@ -178,7 +220,7 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp
     # The uninterrupted run: same input topics, its own outputs, group and checkpoint directory.
     reference_topics = topics.outputs("reference")
     reference_path = write_config(tmp_path / "reference.toml", bootstrap, reference_topics, tmp_path / "reference",
-                                  **settings)
+                                  **settings, transport=transport)
     run_in_process(reference_path)
 
     killed, reference = latest_summary(checkpoints), latest_summary(tmp_path / "reference")
@@ -209,7 +251,7 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp
 # 3. The broker stopped and restarted under a running worker
 
 
-def test_worker_rides_out_a_broker_restart(tmp_path, sms):
+def test_worker_rides_out_a_broker_restart(tmp_path, sms, transport):
     from stream_nb.kafka.broker import LocalKafkaBroker
 
     broker = LocalKafkaBroker(tmp_path / "kafka")
@@ -223,7 +265,7 @@ def test_worker_rides_out_a_broker_restart(tmp_path, sms):
         produce(bootstrap, before)
         checkpoints = tmp_path / "checkpoints"
         config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints,
-                                   checkpoint={"every_events": 1000, "interval_s": 0.5})
+                                   checkpoint={"every_events": 1000, "interval_s": 0.5}, transport=transport)
         # poll_max_records 100: small polls, so the worker is still reading when the broker goes.
         # Polls during the outage are empty and count as idle (measured ~10 s from stop to
         # ready again), so the idle stop is only a guard here; the worker is stopped with
@@ -338,7 +380,7 @@ GOOD_UNLABELED_EDGES: list[dict] = [
 ]
 
 
-def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, sms):
+def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("bad")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
@@ -382,7 +424,7 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     assert next(bad, None) is None, "every malformed message was sent"
     produce(bootstrap, messages)
 
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", transport=transport)
     worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=2,
                            overrides=(f"kafka.max_message_bytes={MAX_BYTES}",))
     try:
@@ -427,7 +469,7 @@ TRAINING_MODES = [{"mode": "all"}, {"mode": "on_error"}, {"mode": "thick_thresho
 @pytest.mark.parametrize("training", TRAINING_MODES, ids=lambda training: training["mode"])
 @pytest.mark.parametrize("n_good", [200, 1_500], ids=["after-200", "after-a-1024-chunk"])
 def test_a_rejected_event_after_good_ones_in_one_poll_leaves_each_learned_once(kafka_broker, tmp_path, sms,
-                                                                              training, n_good):
+                                                                              training, n_good, transport):
     # The double count of issue 7: a refused event after the first labeled events of a poll made
     # the one-by-one retry learn those earlier events again, in every mode but "all".
     bootstrap = kafka_broker.bootstrap
@@ -439,7 +481,7 @@ def test_a_rejected_event_after_good_ones_in_one_poll_leaves_each_learned_once(k
                         for event in [*events, bad]])
     # poll_max_records 5000: all records (~200 kB at most, one fetch) come in one poll.
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
-                               kafka={"poll_max_records": 5_000}, training=training)
+                               kafka={"poll_max_records": 5_000}, training=training, transport=transport)
     run_in_process(config_path)
     dead = read_topic(bootstrap, topics.dead_letters)
     assert [dict(record.headers)["stream-nb-reason"] for record in dead] == [b"rejected_by_model"]
@@ -451,7 +493,7 @@ def test_a_rejected_event_after_good_ones_in_one_poll_leaves_each_learned_once(k
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
-def test_counts_beyond_float_exactness_go_to_the_dead_letter_topic(kafka_broker, tmp_path):
+def test_counts_beyond_float_exactness_go_to_the_dead_letter_topic(kafka_broker, tmp_path, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("huge")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
@@ -465,7 +507,7 @@ def test_counts_beyond_float_exactness_go_to_the_dead_letter_topic(kafka_broker,
         Message(topics.unlabeled, b'{"id":"q","features":{"x":1e308,"y":1e308}}', b"q", base_ms + 2),
         Message(topics.unlabeled, b'{"id":"r","text":"hello"}', b"r", base_ms + 3),
     ])
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", transport=transport)
     run_in_process(config_path)
     dead = read_topic(bootstrap, topics.dead_letters)
     # (in no particular order: a labeled event's dead letter goes out with the next commit)
@@ -478,7 +520,7 @@ def test_counts_beyond_float_exactness_go_to_the_dead_letter_topic(kafka_broker,
     assert latest_summary(tmp_path / "checkpoints").events_learned == 1
 
 
-def test_overflowing_feature_values_do_not_crash_the_worker(kafka_broker, tmp_path):
+def test_overflowing_feature_values_do_not_crash_the_worker(kafka_broker, tmp_path, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("poison")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
@@ -489,7 +531,7 @@ def test_overflowing_feature_values_do_not_crash_the_worker(kafka_broker, tmp_pa
         Message(topics.labeled, b'{"id":"s","text":"win","label":"spam"}', b"s", base_ms + 2),
         Message(topics.unlabeled, b'{"id":"r","text":"hello"}', b"r", base_ms + 3),
     ])
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", transport=transport)
     for attempt in range(2):  # a restart must not fall into the same hole
         worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=1)
         try:
@@ -508,7 +550,7 @@ def test_overflowing_feature_values_do_not_crash_the_worker(kafka_broker, tmp_pa
 # 5. A truncated newest checkpoint: fall back to the previous one, say so, end exact
 
 
-def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(kafka_broker, tmp_path, sms):
+def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("trunc")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
@@ -517,7 +559,7 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(kafka_broker
     # Checkpoints only at the end of a run (every_events 0, interval 0): one run over the first
     # 3,000 messages, another over the rest, so the previous checkpoint is well behind the newest.
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints,
-                               checkpoint={"every_events": 0, "interval_s": 0})
+                               checkpoint={"every_events": 0, "interval_s": 0}, transport=transport)
     produce(bootstrap, messages[:3_000])
     run_in_process(config_path)
     produce(bootstrap, messages[3_000:])
@@ -558,7 +600,7 @@ def test_truncated_newest_checkpoint_falls_back_to_the_previous_one(kafka_broker
 # 6. Configuration errors: one clear line on stderr, a non-zero exit
 
 
-def _config_case(tmp_path: Path, bootstrap: str, case: str) -> tuple[list[str], str]:
+def _config_case(tmp_path: Path, bootstrap: str, case: str, transport: str = "kafka-python") -> tuple[list[str], str]:
     """(arguments after `stream-nb run`, text the one stderr line must hold) for `case`."""
     topics = Topics.new("config")
     checkpoints = tmp_path / "checkpoints"
@@ -570,7 +612,7 @@ def _config_case(tmp_path: Path, bootstrap: str, case: str) -> tuple[list[str], 
         write_config(path, bootstrap, topics, checkpoints, checkpoint={"keep": "3"})
         return ["--config", str(path)], "checkpoint.keep: expected int, got str '3'"
     if case == "unreachable broker":
-        write_config(path, "127.0.0.1:1", topics, checkpoints, client={"bootstrap_timeout_ms": 2000})
+        write_config(path, "127.0.0.1:1", topics, checkpoints, client={"bootstrap_timeout_ms": 2000}, transport=transport)
         return ["--config", str(path)], "kafka.bootstrap_servers: cannot reach '127.0.0.1:1'"
     if case == "missing file":
         return ["--config", str(tmp_path / "absent.toml")], f"{tmp_path / 'absent.toml'}: no such file"
@@ -594,8 +636,8 @@ def test_configuration_error_is_one_clear_line(tmp_path, case):
     assert not (tmp_path / "checkpoints").exists()
 
 
-def test_unreachable_broker_ends_with_a_clear_line_within_the_bootstrap_timeout(tmp_path):
-    arguments, message = _config_case(tmp_path, "", "unreachable broker")
+def test_unreachable_broker_ends_with_a_clear_line_within_the_bootstrap_timeout(tmp_path, transport):
+    arguments, message = _config_case(tmp_path, "", "unreachable broker", transport)
     started = time.monotonic()
     result = run_cli("run", *arguments, "--stop-when-idle", "1", timeout=60)
     elapsed = time.monotonic() - started
@@ -604,14 +646,14 @@ def test_unreachable_broker_ends_with_a_clear_line_within_the_bootstrap_timeout(
     assert elapsed < 15, elapsed  # 2 s bootstrap timeout, plus the interpreter's start
 
 
-def test_changed_model_configuration_is_refused_with_a_clear_message(kafka_broker, tmp_path):
+def test_changed_model_configuration_is_refused_with_a_clear_message(kafka_broker, tmp_path, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("fingerprint")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
     produce(bootstrap, [Message(topics.labeled, labeled_event(f"f{i}", f"text number {i}", "ham" if i % 2 else "spam"))
                         for i in range(10)])
     checkpoints = tmp_path / "checkpoints"
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints, transport=transport)
     first = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
     assert first.returncode == 0, first.stderr
     written = CheckpointStore(checkpoints).list()

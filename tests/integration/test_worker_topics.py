@@ -68,13 +68,13 @@ def recreate_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> None:
             time.sleep(0.5)
 
 
-def test_a_labeled_topic_recreated_while_the_worker_was_down_is_never_silently_skipped(kafka_broker, tmp_path, sms):
+def test_a_labeled_topic_recreated_while_the_worker_was_down_is_never_silently_skipped(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("recreate")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
     before, messages = labeled_messages(topics.labeled, sms, 0, 4_000)
     produce(bootstrap, messages)
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", transport=transport)
     first = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
     assert first.returncode == 0, first.stderr
     assert latest_summary(tmp_path / "checkpoints").offsets == {(topics.labeled, 0): 4_000}
@@ -101,14 +101,14 @@ def test_a_labeled_topic_recreated_while_the_worker_was_down_is_never_silently_s
     assert (summary.digest, summary.events_learned) == reference_digest_events(before + after)
 
 
-def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms):
+def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms, transport):
     # Under load kafka-python 3.0.12 dropped the rebalance the added partitions asked for (see
     # kafka/clients.py, _finish_rebalances_left_pending): no unlabeled record of them was read.
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("grow")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled], partitions=2)
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
-                               training={"mode": "all"}, checkpoint={"interval_s": 0.5})
+                               training={"mode": "all"}, checkpoint={"interval_s": 0.5}, transport=transport)
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(config_path, log_path, stop_when_idle=None)
     try:
@@ -141,7 +141,7 @@ def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms
     assert ", lag 0," in progress[-1], progress[-1]
 
 
-def test_a_topic_deleted_under_a_running_worker_does_not_crash_it(kafka_broker, tmp_path, sms):
+def test_a_topic_deleted_under_a_running_worker_does_not_crash_it(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("vanish")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
@@ -150,7 +150,7 @@ def test_a_topic_deleted_under_a_running_worker_does_not_crash_it(kafka_broker, 
                                    for i in range(200)])
     log_path = tmp_path / "worker.log"
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
-                               checkpoint={"interval_s": 0.5})
+                               checkpoint={"interval_s": 0.5}, transport=transport)
     worker = WorkerProcess(config_path, log_path, stop_when_idle=None)
     try:
         wait_until(lambda: len(read_topic(bootstrap, topics.predictions)) == 200, 60, "the predictions", worker)
@@ -184,7 +184,7 @@ def finish_after_kill(bootstrap: str, topics: Topics, config_path, log_path, ids
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
 def test_count_only_checkpoints_with_unlabeled_traffic_commit_outputs_as_they_go(kafka_broker, tmp_path, sms,
-                                                                                 guarantee):
+                                                                                 guarantee, transport):
     # The probe: interval_s = 0 and every_events = 1000 with unlabeled traffic only wrote no
     # checkpoint at all, and a kill -9 republished every prediction.
     bootstrap = kafka_broker.bootstrap
@@ -196,7 +196,7 @@ def test_count_only_checkpoints_with_unlabeled_traffic_commit_outputs_as_they_go
                                            event_id.encode()) for i, event_id in enumerate(ids)])
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
                                checkpoint={"interval_s": 0, "every_events": 1_000},
-                               kafka={"processing_guarantee": guarantee})
+                               kafka={"processing_guarantee": guarantee}, transport=transport)
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
     try:
@@ -227,7 +227,7 @@ def set_producer_quota(bootstrap: str, client_id: str, bytes_per_s: int) -> None
 
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
-def test_throttled_outputs_make_progress_and_a_kill_repeats_little(kafka_broker, tmp_path, sms, guarantee):
+def test_throttled_outputs_make_progress_and_a_kill_repeats_little(kafka_broker, tmp_path, sms, guarantee, transport):
     # The probe: with the worker's produce rate held to 4 KB/s by a broker quota and a backlog,
     # no checkpoint in 420 s, a rewind to the start every ~127 s, 6,351 duplicates in the end.
     bootstrap = kafka_broker.bootstrap
@@ -243,7 +243,7 @@ def test_throttled_outputs_make_progress_and_a_kill_repeats_little(kafka_broker,
                                # polls of 100: the outputs in flight at a kill are at most a poll's and a commit's
                                kafka={"processing_guarantee": guarantee, "poll_max_records": 100},
                                client={"client_id": client_id},
-                               checkpoint={"interval_s": 1.0})
+                               checkpoint={"interval_s": 1.0}, transport=transport)
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
     try:

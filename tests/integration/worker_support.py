@@ -70,10 +70,11 @@ def _toml(value) -> str:
 def write_config(path: Path, bootstrap: str, topics: Topics, checkpoint_dir: Path, *,
                  group_id: str | None = None, kafka: dict | None = None, client: dict | None = None,
                  checkpoint: dict | None = None, model: dict | None = None, training: dict | None = None,
-                 worker: dict | None = None) -> Path:
+                 worker: dict | None = None, transport: str = "kafka-python") -> Path:
     """configs/spam.toml as shipped ([model], [features], [training], [worker], [evaluation]),
     then [kafka], [kafka.client] and [checkpoint] for this test (spam.toml's own [kafka] and
-    [checkpoint] are replaced). `training={"mode": "all"}` gives the plain settings."""
+    [checkpoint] are replaced). `training={"mode": "all"}` gives the plain settings; `transport`
+    is kafka.transport (the client library)."""
     spam = tomllib.loads(SPAM_CONFIG.read_text())
     tables = {
         "model": {**spam["model"], **(model or {})},
@@ -87,6 +88,7 @@ def write_config(path: Path, bootstrap: str, topics: Topics, checkpoint_dir: Pat
             "unlabeled_topics": [topics.unlabeled],
             "predictions_topic": topics.predictions,
             "dead_letter_topic": topics.dead_letters,
+            "transport": transport,
             **(kafka or {}),
         },
         "kafka.client": client or {},

@@ -1,0 +1,88 @@
+"""The confluent-kafka transport's pure parts: option names, error meanings, topic ids."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+ck = pytest.importorskip("confluent_kafka")  # the [test] extra installs it
+
+from kafka.errors import (  # noqa: E402
+    CommitFailedError,
+    FencedInstanceIdError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NotCoordinatorError,
+    ProducerFencedError,
+    UnknownTopicOrPartitionError,
+)
+
+from stream_nb.kafka.confluent import kafka_error, librdkafka_config, topic_id_text  # noqa: E402
+
+
+def test_kafka_python_option_names_become_librdkafka_properties():
+    config = librdkafka_config({
+        "bootstrap_servers": ["a:9092", "b:9092"], "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "u", "sasl_plain_password": "p", "ssl_cafile": "/ca.pem", "ssl_check_hostname": False,
+        "transaction_timeout_ms": 10_000, "session_timeout_ms": 6_000, "buffer_memory": 64 * 1024 * 1024,
+        "group_id": None, "group_instance_id": None, "bootstrap_timeout_ms": 2_000, "max_poll_records": 500,
+    })
+    config.pop("logger")
+    assert config == {
+        "bootstrap.servers": "a:9092,b:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+        "sasl.username": "u", "sasl.password": "p", "ssl.ca.location": "/ca.pem",
+        "ssl.endpoint.identification.algorithm": "none", "transaction.timeout.ms": 10_000,
+        "session.timeout.ms": 6_000, "queue.buffering.max.kbytes": 65_536,
+    }
+
+
+def test_an_option_the_transport_does_not_know_is_refused_by_name():
+    with pytest.raises(ValueError, match="kafka.client.ssl_magic: not known to the confluent-kafka transport"):
+        librdkafka_config({"bootstrap_servers": "a:9092", "ssl_magic": 1})
+
+
+def _raised(code: int, text: str = "why", fatal: bool = False):
+    return ck.KafkaException(ck.KafkaError(code, text, fatal=fatal))
+
+
+@pytest.mark.parametrize("code, text, fatal, committing, expected", [
+    (90, "fenced", True, False, ProducerFencedError),  # PRODUCER_FENCED
+    (ck.KafkaError._FENCED, "fenced", True, False, ProducerFencedError),
+    (ck.KafkaError.INVALID_PRODUCER_EPOCH, "old epoch", False, False, ProducerFencedError),
+    (ck.KafkaError.FENCED_INSTANCE_ID, "instance", False, False, FencedInstanceIdError),
+    (ck.KafkaError._FATAL, "Static consumer fenced by other consumer with same group.instance.id", True, False,
+     FencedInstanceIdError),
+    (ck.KafkaError.ILLEGAL_GENERATION, "stale", False, True, CommitFailedError),
+    (ck.KafkaError.REBALANCE_IN_PROGRESS, "rebalancing", False, True, CommitFailedError),
+    (ck.KafkaError._TIMED_OUT, "slow", False, False, KafkaTimeoutError),
+    (ck.KafkaError._TRANSPORT, "down", False, False, KafkaConnectionError),
+    (ck.KafkaError.NOT_COORDINATOR, "moved", False, False, NotCoordinatorError),
+    (ck.KafkaError.UNKNOWN_TOPIC_OR_PART, "gone", False, False, UnknownTopicOrPartitionError),
+])
+def test_librdkafka_errors_become_the_kafka_python_errors_the_worker_handles(code, text, fatal, committing, expected):
+    error = kafka_error(_raised(code, text, fatal), committing=committing)
+    assert type(error) is expected
+    assert text in str(error)
+
+
+def test_a_stale_generation_outside_a_commit_is_not_a_refused_commit():
+    assert not isinstance(kafka_error(_raised(ck.KafkaError.ILLEGAL_GENERATION)), CommitFailedError)
+
+
+def test_topic_ids_read_alike_from_either_transport():
+    # Kafka's Java tools and librdkafka print a topic id in base64; kafka-python as a UUID
+    topic_id = uuid.UUID("ae8ed31f-e9f2-426f-9b76-49e0365a2927")
+    assert topic_id_text("ro7TH+nyQm+bdkngNlopJw") == str(topic_id)
+
+
+def test_every_client_option_a_config_accepts_has_a_librdkafka_meaning_but_one():
+    from stream_nb.config import KAFKA_CLIENT_KEYS, KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS
+
+    refused = []
+    for key in sorted(KAFKA_CLIENT_KEYS | KAFKA_PRODUCER_KEYS | KAFKA_CONSUMER_KEYS):
+        try:
+            librdkafka_config({"bootstrap_servers": "a:9092", key: 1})
+        except ValueError:
+            refused.append(key)
+    assert refused == ["sasl_kerberos_domain_name"]  # librdkafka has no such setting
