@@ -2,31 +2,32 @@
 """End-to-end throughput and latency of `stream-nb run` over Kafka, against the loop a user would
 write with River, and against kafka-python with no model at all, side by side in one run.
 
-The benchmark of the issue, against a local broker (started in a temporary directory unless
---bootstrap names a running one), on a mixed SMS stream: the SMS Spam Collection repeated in file
-order to --events events (default 50,000), every fifth event labeled ({"id","text","label"} on a
-labeled topic) and the rest unlabeled ({"id","text"} on an unlabeled topic), key = id, both topics
-one partition. The events are published once; every side then reads the same messages:
+Against a local broker (started in a temporary directory unless --bootstrap names a running one),
+on a mixed SMS stream: the SMS Spam Collection repeated in file order to --events events (default
+200,000), every fifth event labeled ({"id","text","label"} on a labeled topic) and the rest
+unlabeled ({"id","text"} on an unlabeled topic), key = id, both topics one partition. The events
+are published once; every side then reads the same messages:
 
-  (a) `stream-nb run` itself: a subprocess (`python -m stream_nb.cli run --config
-      configs/river_like.toml --stop-when-idle 2`): the same model as (b), River's tokens and
-      rules (a like-for-like comparison; configs/spam.toml adds bigrams and thick-threshold
-      training, which decides event by event), with only the bootstrap,
-      topics, group and checkpoint directory overridden (--set), a fresh checkpoint directory and
-      fresh output topics per repeat, so it starts from the beginning of both partitions.
+  (a) `stream-nb run` itself, once per transport (--transports, default kafka-python and
+      confluent-kafka): a subprocess (`python -m stream_nb.cli run --config configs/spam.toml
+      --stop-when-idle 2`), the configuration users run (word bigrams, subject and URL features,
+      thick-threshold training, clues in every prediction, exactly-once), with only the
+      transport, bootstrap, topics, group and checkpoint directory overridden (--set), a fresh
+      checkpoint directory and fresh output topics per repeat, so it starts from the beginning of
+      both partitions. `--config configs/river_like.toml` gives the like-for-like model of (b).
   (b) the baseline a user would write today: River `BagOfWords() | MultinomialNB()` in a plain
       kafka-python loop (KafkaConsumer/KafkaProducer with default settings, assign +
       seek_to_beginning): json.loads, learn_one for a labeled event, predict_proba_one + argmax
       and a JSON prediction {"id","label","proba"} produced (key = id) for an unlabeled one.
-  (c) the ceiling: the same consume -> produce loop with no decoding and no model, the value
-      produced as it came to an output topic, using the worker's own client settings
+  (c) the ceiling of each transport: the same consume -> produce loop with no decoding and no
+      model, the value produced as it came to an output topic, through the worker's own clients
       (stream_nb.kafka.clients.make_consumer/make_producer: 1000 records a poll, 20 ms linger,
-      256 KiB batches, acks=all) and its one-partition shortcut (partition=0, no key hash), so
-      that the ceiling is as high as kafka-python honestly gets.  Targets: a >= 3 b, a >= 0.5 c.
+      256 KiB batches, acks=all) and its one-partition shortcut (partition=0, no key hash).
+  Targets: a >= 8 b with confluent-kafka, a >= 3 b with kafka-python, a >= 0.5 c of its transport.
 
-Two more figures, same stream and same measure: (a) with `processing_guarantee =
-"at_least_once"` against (a) with the default exactly-once (one transaction per ~100 ms), and
-one worker against two started together on a 6-partition unlabeled topic (the same events,
+Two more figures, same stream and same measure, with the last transport named: (a) with
+`processing_guarantee = "at_least_once"` against (a) with the default exactly-once (one
+transaction per ~100 ms), and one worker against two started together on a 6-partition unlabeled topic (the same events,
 unlabeled ones keyed by id; each worker learns the whole labeled topic; rate = all events / (the
 last prediction's CreateTime - the earliest worker's "started:" line)). The broker and the
 workers share this machine's cores.
@@ -38,7 +39,7 @@ output, divided by the time from the moment the side began consuming to that las
              sought, the group subscribed; its next call is the first poll, which joins the group);
              logging's asctime, wall clock, 1 ms.
          (b), (c) perf_counter just before the first poll, after assign + seek_to_beginning.
-  end    (a) the last prediction's Kafka CreateTime, which kafka-python stamps at send() from the
+  end    (a) the last prediction's Kafka CreateTime, which both clients stamp at send() from the
              worker's wall clock (1 ms; read back from the broker after the run).
          (b), (c) perf_counter just after the last send().
   count  (a) from the last prediction itself: it carries model.events_learned (labeled events
@@ -96,10 +97,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "sms_spam_collection" / "SMSSpamCollection"
-BASE_CONFIG = REPO / "configs" / "river_like.toml"  # the model of (b), so a/b compares like with like
+CONFIG = REPO / "configs" / "spam.toml"  # --config: what the worker runs (river_like.toml: River's model)
+TRANSPORTS = ("kafka-python", "confluent-kafka")
 
-TARGET_VS_RIVER = 3.0  # (a) / (b), at least
-TARGET_VS_CEILING = 0.5  # (a) / (c), at least
+TARGET_VS_RIVER = {"kafka-python": 3.0, "confluent-kafka": 8.0}  # (a) / (b), at least
+TARGET_VS_CEILING = 0.5  # (a) / (c) of the same transport, at least
 LABELED_EVERY = 5  # every fifth event labeled: 20% labeled / 80% unlabeled
 WARMUP_EVENTS = 500
 WORKER_TIMEOUT_S = 900.0
@@ -221,13 +223,13 @@ def publish(bootstrap: str, events, labeled_topic: str, unlabeled_topic: str,
 
 
 class WorkerProcess:
-    """`python -m stream_nb.cli run` on configs/river_like.toml with --set overrides."""
+    """`python -m stream_nb.cli run --config CONFIG` with --set overrides."""
 
     running: list["WorkerProcess"] = []
 
     def __init__(self, workdir: Path, name: str, overrides: dict[str, object], stop_when_idle: float) -> None:
         self.log_path = workdir / f"{name}.log"
-        command = [sys.executable, "-m", "stream_nb.cli", "run", "--config", str(BASE_CONFIG),
+        command = [sys.executable, "-m", "stream_nb.cli", "run", "--config", str(CONFIG),
                    "--stop-when-idle", str(stop_when_idle), "--log-level", "INFO"]
         for key, value in overrides.items():
             command += ["--set", f"{key}={json.dumps(value)}"]  # JSON strings/lists are TOML too
@@ -289,8 +291,10 @@ class WorkerProcess:
             return "(no log)"
 
 
-def worker_overrides(bootstrap: str, name: str, labeled: str, unlabeled: str, workdir: Path) -> dict[str, object]:
+def worker_overrides(bootstrap: str, name: str, labeled: str, unlabeled: str, workdir: Path,
+                     transport: str = "kafka-python") -> dict[str, object]:
     return {
+        "kafka.transport": transport,
         "kafka.bootstrap_servers": bootstrap,
         "kafka.group_id": f"{name}-group",
         "kafka.labeled_topics": [labeled],
@@ -308,8 +312,10 @@ def poll_max_records() -> int:
 
 
 def run_worker_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str, str],
-                    n_events: int, n_unlabeled: int, guarantee: str = "exactly_once") -> dict:
-    overrides = {**worker_overrides(bootstrap, name, *topics, workdir), "kafka.processing_guarantee": guarantee}
+                    n_events: int, n_unlabeled: int, guarantee: str = "exactly_once",
+                    transport: str = "kafka-python") -> dict:
+    overrides = {**worker_overrides(bootstrap, name, *topics, workdir, transport),
+                 "kafka.processing_guarantee": guarantee}
     worker = WorkerProcess(workdir, name, overrides, stop_when_idle=2)
     wall = worker.wait(WORKER_TIMEOUT_S)
     if end_offset(bootstrap, overrides["kafka.dead_letter_topic"]):
@@ -337,11 +343,11 @@ def run_worker_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str,
 
 
 def run_scaled_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str, str], n_events: int,
-                    n_unlabeled: int, n_workers: int) -> dict:
+                    n_unlabeled: int, n_workers: int, transport: str) -> dict:
     """`n_workers` workers started together in one group on a 6-partition unlabeled topic: each
     learns the whole labeled topic, the group splits the unlabeled one. Rate = all events /
     (the last prediction's CreateTime - the earliest start line)."""
-    base = worker_overrides(bootstrap, name, *topics, workdir)
+    base = worker_overrides(bootstrap, name, *topics, workdir, transport)
     workers = [WorkerProcess(workdir, f"{name}-w{i}", {**base, "worker.instance_id": f"{name}-w{i}",
                                                        "checkpoint.dir": str(workdir / f"{name}-w{i}-checkpoints")},
                              stop_when_idle=5) for i in range(n_workers)]
@@ -362,7 +368,7 @@ def run_scaled_side(bootstrap: str, workdir: Path, name: str, topics: tuple[str,
 
 
 def run_loop_side(bootstrap: str, kind: str, topics: tuple[str, str], output: str, n_events: int,
-                  expected: int) -> dict:
+                  expected: int, transport: str = "kafka-python") -> dict:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     labeled_topic, unlabeled_topic = topics
@@ -378,7 +384,7 @@ def run_loop_side(bootstrap: str, kind: str, topics: tuple[str, str], output: st
         from stream_nb.kafka.clients import make_consumer, make_producer
 
         kafka = {"bootstrap_servers": bootstrap, "group_id": f"{output}-group", "poll_max_records": 1000,
-                 "max_message_bytes": 1_000_000}
+                 "max_message_bytes": 1_000_000, "transport": transport}
         consumer, producer = make_consumer(kafka, {}), make_producer(kafka, {})
         model = None
     try:
@@ -428,13 +434,13 @@ def run_loop_side(bootstrap: str, kind: str, topics: tuple[str, str], output: st
 # ---- latency ------------------------------------------------------------------------------------
 
 
-def run_latency(bootstrap: str, workdir: Path, rows, rate: float, seconds: float, tag: str) -> dict:
+def run_latency(bootstrap: str, workdir: Path, rows, rate: float, seconds: float, tag: str, transport: str) -> dict:
     from kafka import KafkaProducer
 
     name = f"bench-{tag}-latency"
     labeled, unlabeled = f"{name}-labeled", f"{name}-unlabeled"
     create_topics(bootstrap, [labeled, unlabeled])
-    overrides = worker_overrides(bootstrap, name, labeled, unlabeled, workdir)
+    overrides = worker_overrides(bootstrap, name, labeled, unlabeled, workdir, transport)
     predictions_topic = overrides["kafka.predictions_topic"]
     # --stop-when-idle only as a safety net should this script die without stopping it.
     worker = WorkerProcess(workdir, name, overrides, stop_when_idle=60)
@@ -534,7 +540,10 @@ def verdict(ok: bool) -> str:
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=None, help="events pre-published (default 50,000)")
+    parser.add_argument("--events", type=int, default=None, help="events pre-published (default 200,000)")
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the worker's configuration (default configs/spam.toml)")
+    parser.add_argument("--transports", default=",".join(TRANSPORTS),
+                        help="kafka.transport values of the worker sides, comma-separated (default both)")
     parser.add_argument("--repeats", type=int, default=None, help="repeats of each side (default 3)")
     parser.add_argument("--latency-seconds", type=float, default=None, help="paced phase length (default 20)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 5,000 events, 1 repeat, 5 s latency")
@@ -542,7 +551,10 @@ def parse_args(argv):
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="SMSSpamCollection (TSV)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, broker)")
     args = parser.parse_args(argv)
-    args.events = args.events or (5_000 if args.quick else 50_000)
+    args.events = args.events or (5_000 if args.quick else 200_000)
+    args.transports = [name.strip() for name in args.transports.split(",") if name.strip()]
+    if not args.transports or any(name not in TRANSPORTS for name in args.transports):
+        parser.error(f"--transports: a comma-separated list of {', '.join(TRANSPORTS)}")
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.latency_seconds = args.latency_seconds or (5.0 if args.quick else 20.0)
     if args.events < 2_000 or args.repeats < 1 or args.latency_seconds <= 0:
@@ -551,7 +563,9 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
+    global CONFIG
     args = parse_args(argv)
+    CONFIG = args.config.resolve()
     if not args.corpus.is_file():
         print(f"kafka_throughput: corpus not found at {args.corpus} (the SMS Spam Collection, TSV "
               f"label<TAB>text; expected in ../shared/data/sms_spam_collection/)", file=sys.stderr)
@@ -604,16 +618,21 @@ def main(argv=None) -> int:
 def run_benchmark(args, bootstrap: str, rows, workdir: Path) -> None:
     tag = uuid.uuid4().hex[:8]
     labeled, unlabeled = f"bench-{tag}-labeled", f"bench-{tag}-unlabeled"
-    outputs = [f"bench-{tag}-{side}-{r}" for side in ("river", "ceiling") for r in range(args.repeats)]
+    transports = args.transports
+    fastest = transports[-1]  # latency and scaling: the last transport named (confluent-kafka by default)
+    outputs = [f"bench-{tag}-{side}-{r}" for side in ("river", *(f"ceiling-{t}" for t in transports))
+               for r in range(args.repeats)]
     create_topics(bootstrap, [labeled, unlabeled, *outputs])
     started = time.perf_counter()
     n_labeled, n_unlabeled = publish(bootstrap, mixed_events(rows, args.events, "e"), labeled, unlabeled)
     publish_s = time.perf_counter() - started
+    config = CONFIG.relative_to(REPO) if CONFIG.is_relative_to(REPO) else CONFIG
     print(f"  stream: {args.events:,} events, the SMS Spam Collection ({len(rows):,} messages) repeated in file "
           f"order; {n_labeled:,} labeled (every 5th) on {labeled}, {n_unlabeled:,} unlabeled on {unlabeled}; "
           f"one partition each; published in {publish_s:.1f}s")
-    print(f"  (a) = {sys.executable} -m stream_nb.cli run --config configs/river_like.toml --stop-when-idle 2 "
-          f"--set kafka.*/checkpoint.dir (poll_max_records {poll_max_records()})")
+    print(f"  (a) = {sys.executable} -m stream_nb.cli run --config {config} --stop-when-idle 2 "
+          f"--set kafka.transport/kafka.*/checkpoint.dir (poll_max_records {poll_max_records()}); "
+          f"transports: {', '.join(transports)}")
     print()
     print("Throughput = events processed up to a side's last output / (that output's send time - the moment the")
     print("side began consuming). Begins: (a) the worker's start-up log line (end of Worker.start(): topics")
@@ -622,56 +641,58 @@ def run_benchmark(args, bootstrap: str, rows, workdir: Path) -> None:
     print("CreateTime (ms, stamped at send()); (b)/(c) perf_counter after the last send(). So interpreter start,")
     print("imports and connecting are out, the first fetch is in, and the idle tail / final flush are out.")
     print("No checkpoint falls inside (a)'s measured run (the default: every 30 s).")
-    print(f"Repeats interleaved c, a, b; {args.repeats} each.")
-    results: dict[str, list[dict]] = {"a": [], "b": [], "c": [], "alo": []}
+    print(f"Repeats interleaved (c), (a), (b); {args.repeats} each. (c) goes through stream_nb.kafka.clients, as (a).")
+    sides = [*(f"c:{t}" for t in transports), *(f"a:{t}" for t in transports), "alo", "b"]
+    results: dict[str, list[dict]] = {side: [] for side in sides}
     for r in range(args.repeats):
-        results["c"].append(run_loop_side(bootstrap, "ceiling", (labeled, unlabeled), f"bench-{tag}-ceiling-{r}",
-                                          args.events, args.events))
-        results["a"].append(run_worker_side(bootstrap, workdir, f"bench-{tag}-run{r}", (labeled, unlabeled),
-                                            args.events, n_unlabeled))
+        for t in transports:
+            results[f"c:{t}"].append(run_loop_side(bootstrap, "ceiling", (labeled, unlabeled),
+                                                   f"bench-{tag}-ceiling-{t}-{r}", args.events, args.events, t))
+        for t in transports:
+            results[f"a:{t}"].append(run_worker_side(bootstrap, workdir, f"bench-{tag}-run-{t}-{r}", (labeled, unlabeled),
+                                                     args.events, n_unlabeled, transport=t))
         results["alo"].append(run_worker_side(bootstrap, workdir, f"bench-{tag}-alo{r}", (labeled, unlabeled),
-                                              args.events, n_unlabeled, guarantee="at_least_once"))
+                                              args.events, n_unlabeled, guarantee="at_least_once", transport=fastest))
         results["b"].append(run_loop_side(bootstrap, "river", (labeled, unlabeled), f"bench-{tag}-river-{r}",
                                           args.events, n_unlabeled))
-        c, a, b, alo = results["c"][-1], results["a"][-1], results["b"][-1], results["alo"][-1]
-        print(f"  repeat {r + 1}: (c) {c['rate']:>7,.0f}/s   (a) {a['rate']:>7,.0f}/s   (b) {b['rate']:>7,.0f}/s"
-              f"   a/b {a['rate'] / b['rate']:.2f}x   a/c {a['rate'] / c['rate']:.0%}"
-              f"   (a, at-least-once) {alo['rate']:>7,.0f}/s")
-        print("            " + "   ".join(f"({k}) {x['counted']:,} events in {x['seconds']:.2f}s"
-                                          for k, x in (("c", c), ("a", a), ("b", b)))
-              + f"   [(a) start-up before consuming {a['startup_s']:.1f}s, process wall {a['wall_s']:.1f}s]")
-    (a, a_spread), (b, b_spread), (c, c_spread) = (rate_summary(results[k]) for k in "abc")
-    alo, alo_spread = rate_summary(results["alo"])
-    span = {k: statistics.median(x["span_rate"] for x in results[k]) for k in "abc"}
-    head = {k: statistics.median(x["span_head"] for x in results[k]) for k in "abc"}
+        b = results["b"][-1]["rate"]
+        line = "   ".join(f"({side}) {results[side][-1]['rate']:,.0f}/s" for side in sides)
+        print(f"  repeat {r + 1}: {line}   " + "   ".join(
+            f"a/b[{t}] {results[f'a:{t}'][-1]['rate'] / b:.2f}x" for t in transports))
+    summary = {side: rate_summary(results[side]) for side in sides}
+    span = {side: statistics.median(x["span_rate"] for x in results[side]) for side in sides if side != "alo"}
     print()
-    print(f"  {'side':<58} {'median':>9}  {'min - max':<19}")
-    for label, value, spread in (
-            ("(a) stream-nb run (subprocess, configs/river_like.toml)", a, a_spread),
-            ("(a) the same, processing_guarantee = at_least_once", alo, alo_spread),
-            ("(b) River BagOfWords|MultinomialNB in a kafka-python loop", b, b_spread),
-            ("(c) ceiling: kafka-python consume -> produce, no model", c, c_spread)):
-        print(f"  {label:<58} {value:>7,.0f}/s  {spread:<19}")
+    print(f"  {'side':<66} {'median':>9}  {'min - max':<19}")
+    labels = {**{f"a:{t}": f"(a) stream-nb run, {config}, {t}" for t in transports},
+              "alo": f"(a) the same, {fastest}, processing_guarantee = at_least_once",
+              "b": "(b) River BagOfWords|MultinomialNB in a kafka-python loop",
+              **{f"c:{t}": f"(c) ceiling: {t} consume -> produce, no model" for t in transports}}
+    for side in (*(f"a:{t}" for t in transports), "alo", "b", *(f"c:{t}" for t in transports)):
+        value, spread = summary[side]
+        print(f"  {labels[side]:<66} {value:>7,.0f}/s  {spread:<19}")
     print()
-    print(f"  a/b = {a / b:.2f}x  (target >= {TARGET_VS_RIVER:.0f}x)   {verdict(a / b >= TARGET_VS_RIVER)}")
-    print(f"  a/c = {a / c:.1%} (target >= {TARGET_VS_CEILING:.0%})  {verdict(a / c >= TARGET_VS_CEILING)}")
-    print(f"  exactly-once / at-least-once = {a / alo:.2f} (the cost of one transaction per ~100 ms)")
+    b = summary["b"][0]
+    for t in transports:
+        a, c = summary[f"a:{t}"][0], summary[f"c:{t}"][0]
+        target = TARGET_VS_RIVER[t]
+        print(f"  {t:<16} a/b = {a / b:5.2f}x (target >= {target:.0f}x) {verdict(a / b >= target)}   "
+              f"a/c = {a / c:6.1%} (target >= {TARGET_VS_CEILING:.0%}) {verdict(a / c >= TARGET_VS_CEILING)}")
+    print(f"  exactly-once / at-least-once ({fastest}) = {summary[f'a:{fastest}'][0] / summary['alo'][0]:.2f} "
+          f"(the cost of one transaction per ~100 ms)")
     print()
-    print("  For reference, first-to-last-output rates (events between the two outputs / their time apart;")
-    print("  skewed by the mix: kafka-python drains the labeled partition in large runs first, so the span")
-    print(f"  holds mostly unlabeled events, and (a)'s count is a lower bound): (a) {span['a']:,.0f}/s "
-          f"({head['a']:,.0f} events before), (b) {span['b']:,.0f}/s ({head['b']:,.0f} before), "
-          f"(c) {span['c']:,.0f}/s ({head['c']:,.0f} before)")
+    print("  For reference, first-to-last-output rates (events between the two outputs / their time apart; the")
+    print("  mix is skewed: clients drain the labeled partition in large runs first): " + ", ".join(
+        f"({side}) {rate:,.0f}/s" for side, rate in span.items()))
     print()
 
-    rate = a / 2
-    print(f"Latency at a fixed rate of half of (a)'s median ({rate:,.0f} events/s, 20% labeled) for "
+    rate = summary[f"a:{fastest}"][0] / 2
+    print(f"Latency ({fastest}) at a fixed rate of half of its (a) median ({rate:,.0f} events/s, 20% labeled) for "
           f"{args.latency_seconds:g}s, fresh topics, worker subprocess with no backlog (after a {WARMUP_EVENTS}-event "
           f"warm-up):")
     print("  latency = prediction CreateTime (stamped at the worker's send()) - source CreateTime (stamped at the")
     print("  source's send()), both read back from the broker, 1 ms resolution; the worker's producer lingers")
     print("  up to 20 ms after send() before a consumer can see the prediction.")
-    latency = run_latency(bootstrap, workdir, rows, rate, args.latency_seconds, tag)
+    latency = run_latency(bootstrap, workdir, rows, rate, args.latency_seconds, tag, fastest)
     values = latency["latencies"]
     print(f"  produced {latency['sent']:,} events ({latency['sent_unlabeled']:,} unlabeled) in "
           f"{latency['seconds']:.1f}s = {latency['achieved']:,.0f}/s achieved (asked {rate:,.0f}/s)")
@@ -684,11 +705,11 @@ def run_benchmark(args, bootstrap: str, rows, workdir: Path) -> None:
     if latency["missing"]:
         raise BenchmarkError(f"{latency['missing']} unlabeled events got no prediction within 120 s")
     print()
-    run_scaling(args, bootstrap, rows, workdir, tag)
+    run_scaling(args, bootstrap, rows, workdir, tag, fastest)
     print(f"  load average (1/5/15 min) at end: {load_average()}")
 
 
-def run_scaling(args, bootstrap: str, rows, workdir: Path, tag: str) -> None:
+def run_scaling(args, bootstrap: str, rows, workdir: Path, tag: str, transport: str) -> None:
     """One worker against two on a 6-partition unlabeled topic (the same events, keyed)."""
     labeled, unlabeled = f"bench-{tag}-scale-labeled", f"bench-{tag}-scale-unlabeled"
     create_topics(bootstrap, [labeled])
@@ -696,14 +717,15 @@ def run_scaling(args, bootstrap: str, rows, workdir: Path, tag: str) -> None:
     n_labeled, n_unlabeled = publish(bootstrap, mixed_events(rows, args.events, "s"), labeled, unlabeled,
                                      keyed_unlabeled=True)
     print(f"Scaling out: {args.events:,} events, {n_labeled:,} labeled on one partition, {n_unlabeled:,} unlabeled "
-          f"over 6 partitions (keyed); N workers started together in one group, each learning the whole labeled")
+          f"over 6 partitions (keyed); N {transport} workers started together in one group, each learning the whole labeled")
     print("topic; rate = events / (last prediction's CreateTime - the earliest worker's start line). The broker")
     print("and every worker share this machine's cores, so a second worker adds no core of its own here.")
     results: dict[int, list[dict]] = {1: [], 2: []}
     for r in range(args.repeats):
         for n_workers in (1, 2):
             results[n_workers].append(run_scaled_side(bootstrap, workdir, f"bench-{tag}-scale{n_workers}-{r}",
-                                                      (labeled, unlabeled), args.events, n_unlabeled, n_workers))
+                                                      (labeled, unlabeled), args.events, n_unlabeled, n_workers,
+                                                      transport))
         one, two = results[1][-1], results[2][-1]
         print(f"  repeat {r + 1}: 1 worker {one['rate']:>7,.0f}/s   2 workers {two['rate']:>7,.0f}/s   "
               f"ratio {two['rate'] / one['rate']:.2f}")
