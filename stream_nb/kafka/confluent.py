@@ -330,7 +330,7 @@ class Consumer:
             if error is not None:
                 # librdkafka recovers from what is not fatal (a broker away, a topic deleted) by
                 # itself; kafka-python would only log it too
-                if error.fatal():
+                if error.fatal() or error.code() == _RD._FATAL:  # a fencing comes as _FATAL, flag unset
                     raise kafka_error(KafkaException(error))
                 log.warning("kafka (librdkafka): %s", error.str())
                 continue

@@ -408,6 +408,38 @@ def test_a_fenced_producers_late_write_leaves_its_replacements_transaction_alone
         b"replacement, before", b"replacement, after"]
 
 
+@pytest.mark.parametrize("transport", ["confluent-kafka"])
+def test_a_static_member_replaced_under_its_instance_id_is_told_so_on_its_next_poll(kafka_broker, transport):
+    """The consumer side of fencing on librdkafka, which reports it as a fatal error that the
+    seam turns into FencedInstanceIdError (a worker stops, exit 3). kafka-python only logs it
+    and stops heartbeating; its worker is stopped by the producer's fencing (tests above)."""
+    from kafka.errors import FencedInstanceIdError
+
+    from stream_nb.kafka.clients import make_group_consumer
+
+    topics = Topics.new("static")
+    create_topics(kafka_broker.bootstrap, [topics.unlabeled])
+    kafka = {"bootstrap_servers": kafka_broker.bootstrap, "group_id": f"{topics.unlabeled}-group", "transport": transport,
+             "poll_max_records": 100, "max_message_bytes": 1_048_576}
+    client = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 500}
+    old = make_group_consumer(kafka, client, "same-instance")
+    new = None
+    try:
+        old.subscribe([topics.unlabeled])
+        wait_until(lambda: old.poll(timeout_ms=200) is not None and old.assignment(), 60, "the first member's partition")
+        new = make_group_consumer(kafka, client, "same-instance")
+        new.subscribe([topics.unlabeled])
+        wait_until(lambda: new.poll(timeout_ms=200) is not None and new.assignment(), 60, "the second member's partition")
+        with pytest.raises(FencedInstanceIdError):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                old.poll(timeout_ms=200)
+    finally:
+        for consumer in (old, new):
+            if consumer is not None:
+                consumer.close(autocommit=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # Fast bootstrap: a worker with an empty checkpoint directory loads the newest snapshot
 
