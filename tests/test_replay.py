@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 import sys
 
+import numpy as np
 import pytest
 
 from stream_nb import MultinomialNB
@@ -218,6 +219,45 @@ def test_clues_ranked_by_the_probabilities_equal_the_clues_of_a_second_scoring()
     proba = three.predict_proba_one(x)
     assert proba["y"] == proba["z"] == 0.0  # alpha 0: both impossible, the ranking needs the scores
     assert strongest_clues(three, x, proba=proba) == strongest_clues(three, x)
+
+
+def test_clues_equal_the_formula_computed_over_arrays_and_rounded_by_numpy():
+    # strongest_clues walks Python floats for speed; here the same definition over numpy arrays
+    # (x_f [log P(f|c) - log P(f|k)], smoothed with alpha, learned features only), np.round'ed.
+    from corpora import load_sms_spam
+    from stream_nb.config import load_config
+    from stream_nb.model.explain import _round6, strongest_clues
+
+    rows = load_sms_spam()[:1500]
+    featurizer = load_config(Path(__file__).parents[1] / "configs" / "spam.toml").build_featurizer()
+    model = MultinomialNB(alpha=0.2)
+    model.learn_many(featurizer.transform_many([text for _, text in rows[:1000]]), [label for label, _ in rows[:1000]])
+    counts, totals, alpha = model._feature_counts, model._class_totals, model.alpha
+    seen = model._features_seen
+    compared = 0
+    for _, text in rows[1000:]:
+        x = featurizer.transform_one(text)
+        proba = model.predict_proba_one(x)
+        c, k = (model._class_index[label] for label in sorted(proba, key=proba.get, reverse=True)[:2])
+        names = [name for name in x if x[name] and model._vocabulary.lookup([name])[0] >= 0]
+        names = [name for name in names if counts[model._vocabulary.lookup([name])[0]].any()]
+        if not names:
+            continue
+        columns = model._vocabulary.lookup(names)
+        values = np.array([x[name] for name in names], dtype=float)
+        evidence = values * (np.log((counts[columns, c] + alpha) / (totals[c] + alpha * seen))
+                             - np.log((counts[columns, k] + alpha) / (totals[k] + alpha * seen)))
+        order = sorted(range(len(names)), key=lambda i: -evidence[i])[:3]
+        expected = [(names[i], float(np.round(evidence[i], 6))) for i in order]
+        got = strongest_clues(model, x, top=3, proba=proba)
+        assert [name for name, _ in got] == [name for name, _ in expected]
+        assert np.allclose([v for _, v in got], [v for _, v in expected], rtol=0, atol=2e-6)
+        compared += 1
+    assert compared > 400
+    edges = [0.0, -0.0, -4e-7, 4e-7, 5e-7, -5e-7, 1.5e-6, 2.5e-6, -2.5e-6, 123.4567895, 1e300, np.inf, -np.inf]
+    rng = np.random.default_rng(4)
+    for value in [*edges, *rng.uniform(-60, 60, 20_000).tolist(), *rng.uniform(-1e-5, 1e-5, 20_000).tolist()]:
+        assert repr(_round6(value)) == repr(float(np.round(value, 6))), value
 
 
 def test_predictions_carry_verdict_and_clues_only_when_asked():

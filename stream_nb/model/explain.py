@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from stream_nb.model.counting import BernoulliNB, CountingNB
 
 
@@ -41,19 +39,37 @@ def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None
         vocabulary = model._features_seen
         totals = model._class_totals
         denominators = (totals[c] + alpha * vocabulary, totals[k] + alpha * vocabulary)
+    # The rows of x's learned features as Python floats in one step: the same float64 sums and
+    # logs as numpy scalars would give, without a numpy call per feature (the cost of a clue).
+    in_vocabulary = columns >= 0
+    rows = counts[columns[in_vocabulary]]
+    learned = rows.any(axis=1).tolist()
+    pairs = rows[:, [c, k]].tolist()
+    known = [name for name, present in zip(names, in_vocabulary.tolist()) if present]
+    bernoulli = isinstance(model, BernoulliNB)
+    denominator_c, denominator_k = float(denominators[0]), float(denominators[1])
+    degenerate = min(denominator_c, denominator_k) <= 0
     clues = []
-    for name, column in zip(names, columns.tolist()):
-        if column < 0 or not counts[column].any():
+    for name, (count_c, count_k), seen in zip(known, pairs, learned):
+        if not seen:
             continue
-        weight = 1.0 if isinstance(model, BernoulliNB) else float(x[name])
-        numerator_c, numerator_k = counts[column, c] + alpha, counts[column, k] + alpha
-        if numerator_c <= 0 or numerator_k <= 0 or min(denominators) <= 0:
+        weight = 1.0 if bernoulli else float(x[name])
+        numerator_c, numerator_k = count_c + alpha, count_k + alpha
+        if numerator_c <= 0 or numerator_k <= 0 or degenerate:
             evidence = math.inf if numerator_k <= 0 < numerator_c else -math.inf if numerator_c <= 0 else 0.0
         else:
-            evidence = weight * (math.log(numerator_c / denominators[0]) - math.log(numerator_k / denominators[1]))
+            evidence = weight * (math.log(numerator_c / denominator_c) - math.log(numerator_k / denominator_k))
         clues.append((name, evidence))
     clues.sort(key=lambda clue: clue[1], reverse=True)
-    return [(name, float(np.round(evidence, 6))) for name, evidence in clues[:top]]
+    return [(name, _round6(evidence)) for name, evidence in clues[:top]]
+
+
+def _round6(value: float) -> float:
+    """np.round(value, 6), computed as numpy does (times 1e6, round half to even, divided by
+    1e6) without a numpy call."""
+    if not math.isfinite(value):
+        return value
+    return math.copysign(round(value * 1e6) / 1e6, value)  # numpy keeps the sign of a zero: -0.0
 
 
 def _ranked_classes(proba: dict | None) -> list | None:
