@@ -344,8 +344,16 @@ class Consumer:
         if self._buffered:
             messages, self._buffered = self._buffered, []
         else:
+            # kafka-python's poll returns as soon as records are there; librdkafka's consume waits
+            # for all `max_records` until the timeout (measured: a second of latency). So: what is
+            # there now, else wait for the first record only, then take what came with it.
+            limit = max_records or self._max_records
             try:
-                messages = self._consumer.consume(max_records or self._max_records, timeout_ms / 1000)
+                messages = self._consumer.consume(limit, 0)
+                if not messages and timeout_ms > 0:
+                    messages = self._consumer.consume(1, timeout_ms / 1000)
+                    if messages and limit > 1:
+                        messages += self._consumer.consume(limit - 1, 0)
             except KafkaException as error:
                 raise kafka_error(error) from None
         polled: dict[TopicPartition, list[Record]] = {}

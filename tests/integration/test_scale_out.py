@@ -346,7 +346,11 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
     replacement = None
     stream.start()
     try:
-        wait_until(lambda: holds_unlabeled_partitions(tmp_path / "a.log"), 120, "a's partitions", (paused, other))
+        # Both hold unlabeled partitions: the group's rebalance is over. (Paused in the middle of a
+        # cooperative rebalance, a leaves the partitions it revoked unowned until the next one:
+        # its replacement, a static member, takes its place without a rebalance. See the notes.)
+        wait_until(lambda: all(holds_unlabeled_partitions(tmp_path / f"{name}.log") for name in ("a", "b")), 120,
+                   "a's and b's partitions", (paused, other))
         time.sleep(1.0)
         paused.process.send_signal(signal.SIGSTOP)
         # Paused past the transaction timeout (10 s), and replaced meanwhile by a new process with
