@@ -318,7 +318,11 @@ class Consumer:
             self._consumer.incremental_assign([target])
 
     def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record to read (past transaction markers, as librdkafka's)."""
+        """The offset of the next record to read (past transaction markers, as librdkafka's).
+        Records held back by serve_rebalances are not read yet: a commit must not pass them."""
+        for message in self._buffered:
+            if message.partition() == tp.partition and message.topic() == tp.topic and message.error() is None:
+                return message.offset()
         (found,) = self._consumer.position([RdPartition(tp.topic, tp.partition)])
         if found.offset >= 0:
             return found.offset

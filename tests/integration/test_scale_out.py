@@ -444,6 +444,39 @@ def test_a_static_member_replaced_under_its_instance_id_is_told_so_on_its_next_p
                 consumer.close(autocommit=False)
 
 
+@pytest.mark.parametrize("transport", ["confluent-kafka"])
+def test_records_held_while_serving_a_rebalance_are_not_past_the_position_a_commit_takes(kafka_broker, transport):
+    """librdkafka serves rebalances only inside consume: records read meanwhile wait for the
+    next poll, and until then the position (what a commit records) stays before them."""
+    from stream_nb.kafka.clients import make_group_consumer, take_part_in_rebalances
+
+    topics = Topics.new("held")
+    create_topics(kafka_broker.bootstrap, [topics.unlabeled])
+    produce(kafka_broker.bootstrap, [Message(topics.unlabeled, unlabeled_event(f"h{i}", "text"), f"h{i}".encode())
+                                     for i in range(10)])
+    kafka = {"bootstrap_servers": kafka_broker.bootstrap, "group_id": f"{topics.unlabeled}-group", "transport": transport,
+             "poll_max_records": 100, "max_message_bytes": 1_048_576}
+    consumer = make_group_consumer(kafka, {}, "held-instance")
+    try:
+        consumer.subscribe([topics.unlabeled])
+        deadline = time.monotonic() + 60
+        while not consumer._buffered and time.monotonic() < deadline:
+            take_part_in_rebalances(consumer)
+            time.sleep(0.05)
+        assert consumer._buffered, "nothing read while serving the rebalance"
+        from kafka import TopicPartition
+
+        tp = TopicPartition(topics.unlabeled, 0)
+        assert consumer.position(tp) == 0
+        records = [record for batch in consumer.poll(timeout_ms=1000).values() for record in batch]
+        while len(records) < 10 and time.monotonic() < deadline:
+            records += [record for batch in consumer.poll(timeout_ms=500).values() for record in batch]
+        assert [record.offset for record in records] == list(range(10))
+        assert consumer.position(tp) == 10
+    finally:
+        consumer.close(autocommit=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # Fast bootstrap: a worker with an empty checkpoint directory loads the newest snapshot
 
