@@ -146,7 +146,7 @@ def make_group_consumer(kafka: dict, client: dict, instance_id: str):
     rebalance), cooperative-sticky assignment (a rebalance moves only what must move)."""
     consumer = _consumer(kafka, client, "group consumer", group_id=kafka["group_id"], group_instance_id=instance_id,
                          isolation_level="read_committed", cooperative=True)
-    if not getattr(consumer, "confluent", False):
+    if not _is_confluent(consumer):
         _finish_rebalances_left_pending(consumer)
     return consumer
 
