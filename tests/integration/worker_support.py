@@ -250,6 +250,17 @@ def end_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
+def committed_offset(bootstrap: str, group_id: str, topic: str, partition: int = 0) -> int | None:
+    """The offset the consumer group `group_id` has committed for a partition (None: none yet)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        found = admin.list_group_offsets({group_id: None}).get(group_id, {})
+    finally:
+        admin.close()
+    committed = found.get(TopicPartition(topic, partition))
+    return None if committed is None or committed.offset < 0 else committed.offset
+
+
 def error_line(stderr: str) -> str:
     """The one error line of a command that refused to go on: the last line of stderr, and the
     only one that starts with "stream-nb " (INFO log lines of the start may come before it)."""
