@@ -605,7 +605,7 @@ def test_categorical_config_round_trip_and_bad_fields():
         CategoricalFeaturizer("ab")
 
 
-@pytest.mark.parametrize("pattern", [r"(?u)\b\w\w+\b", r"(?u)\b\w[\w\-]+\b"])
+@pytest.mark.parametrize("pattern", [r"(?u)\b\w\w+\b", r"(?u)\b\w[\w\-]+\b", r"(?u)\b\w+\b|[£$€]"])
 def test_ascii_split_fast_path_finds_the_regex_tokens(pattern):
     import random
     import re
@@ -617,7 +617,7 @@ def test_ascii_split_fast_path_finds_the_regex_tokens(pattern):
     as_written = re.compile(pattern).findall
     texts = [text.lower() for _, text in load_sms_spam()]
     rng = random.Random(11)
-    alphabet = "aB_9-- .,;:!?'\"()[]{}<>/\\|@#$%^&*+=~`\t\n\r\x0b\x0c\x1c\x1f\x00\x7f"
+    alphabet = "aB_9-- .,;:!?'\"()[]{}<>/\\|@#$%^&*+=~`\t\n\r\x0b\x0c\x1c\x1f\x00\x7f£€é"
     texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(50_000)]
     for text in texts:
         assert fast(text) == as_written(text), repr(text)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Callable
 
@@ -69,10 +70,15 @@ _PLACEHOLDERS = frozenset({URL_TOKEN, EMAIL_TOKEN, NUMBER_TOKEN})
 # Likewise River's pattern without its leading `\b`: a scan can only try a start inside a word
 # after the word's first character failed, and that happens only when no later character of the
 # word is a word character either; 24% faster on SMS texts.
+# And configs/spam.toml's words of any length plus currency signs: at a word character the
+# leading `\b` always holds (the scan reaches it only after a non-word character, a currency
+# sign or the start), and the trailing one after a greedy `\w+` too; 40% faster on SMS texts.
+SPAM_TOKEN_PATTERN = r"(?u)\b\w+\b|[£$€]"
 _EQUIVALENT_FASTER_PATTERNS = {
     DEFAULT_TOKEN_PATTERN: r"\w{2,}",
     r"\b\w\w+\b": r"\w{2,}",
     RIVER_TOKEN_PATTERN: r"\w[\w\-]+\b",
+    SPAM_TOKEN_PATTERN: r"(?u)\w+|[£$€]",
 }
 
 # On ASCII text the two built-in patterns find the runs of word characters ([A-Za-z0-9_], plus
@@ -83,9 +89,18 @@ def _ascii_byte_table(keep: str) -> bytes:
 
 
 _ASCII_WORD = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+@dataclass(frozen=True)
+class _AsciiSplitter:
+    table: bytes  # word bytes to themselves, every other byte to a space
+    trim_hyphens: bool  # strip "-" from both ends of each run
+    min_length: int  # shorter runs are not tokens
+    regex_if: str  # an ASCII character that is a token of its own (the split drops it): "" or one
+
+
 _ASCII_SPLITTERS = {
-    r"\w{2,}": (_ascii_byte_table(_ASCII_WORD), False),
-    r"\w[\w\-]+\b": (_ascii_byte_table(_ASCII_WORD + "-"), True),
+    r"\w{2,}": _AsciiSplitter(_ascii_byte_table(_ASCII_WORD), False, 2, ""),
+    r"\w[\w\-]+\b": _AsciiSplitter(_ascii_byte_table(_ASCII_WORD + "-"), True, 2, ""),
+    r"(?u)\w+|[£$€]": _AsciiSplitter(_ascii_byte_table(_ASCII_WORD), False, 1, "$"),
 }
 
 
@@ -95,15 +110,18 @@ def _token_finder(pattern: re.Pattern) -> Callable[[str], list[str]]:
     splitter = _ASCII_SPLITTERS.get(pattern.pattern)
     if splitter is None:
         return findall
-    table, trim_hyphens = splitter
+    table, trim_hyphens, min_length, regex_if = (splitter.table, splitter.trim_hyphens, splitter.min_length,
+                                                 splitter.regex_if)
 
     def find_tokens(text: str) -> list[str]:
-        if not text.isascii():
+        if not text.isascii() or (regex_if and regex_if in text):
             return findall(text)
         chunks = text.encode("ascii").translate(table).decode("ascii").split()
         if trim_hyphens and "-" in text:
             chunks = [chunk.strip("-") for chunk in chunks]
-        return [chunk for chunk in chunks if len(chunk) > 1]
+        if min_length <= 1:
+            return chunks
+        return [chunk for chunk in chunks if len(chunk) >= min_length]
 
     return find_tokens
 
@@ -258,6 +276,7 @@ class TextFeaturizer:
             )
         self.token_pattern = token_pattern
         self._pattern = compiled
+        self._find_tokens = _token_finder(compiled)
 
         if stop_words is None:
             self.stop_words: frozenset[str] | None = None
@@ -303,7 +322,7 @@ class TextFeaturizer:
             self._build_plain_featurizer() if plain else self._featurize_general
         )
         self._feature_list: Callable[[str], list[str]] = (
-            self._build_plain_feature_list() if plain else self._features_general
+            self._build_plain_feature_list() if plain else self._build_general_feature_list()
         )
 
     # ----------------------------------------------------------------------------------------
@@ -432,9 +451,9 @@ class TextFeaturizer:
             # findall is C; a token takes at least one character, so a text of at most
             # FINDALL_SPAN * limit characters costs findall little more than the limit needs
             if limit is None:
-                return pattern.findall(text)
+                return self._find_tokens(text)
             if len(text) <= FINDALL_SPAN * limit:
-                tokens = pattern.findall(text)
+                tokens = self._find_tokens(text)
                 return tokens if len(tokens) <= limit else tokens[:limit]
             return [match.group() for match in islice(pattern.finditer(text), limit)]
         matches = pattern.finditer(text)
@@ -503,7 +522,7 @@ class TextFeaturizer:
         """
         do_strip_accents = self.strip_accents
         do_lowercase = self.lowercase
-        find_tokens = _token_finder(self._pattern)
+        find_tokens = self._find_tokens
         gate_emails = self.normalize_emails
         gate_urls = self.normalize_urls
         tokens_with_placeholders = self._tokens_with_placeholders
@@ -526,8 +545,67 @@ class TextFeaturizer:
 
         return plain_feature_list
 
+    def _build_general_feature_list(self) -> Callable[[str], list[str]]:
+        """Every feature of one text in order, uncounted (deduplicated when binary): tokens, word
+        n-grams, URL domains, character n-grams; with subject features, a leading "Subject:"
+        line's features prefixed and then counted again with the body's. A closure over local
+        variables (attribute look-ups and method calls per message cost about half the time on
+        SMS texts), word bigrams (spam.toml's n-grams) joined in one map."""
+        do_strip_accents = self.strip_accents
+        do_lowercase = self.lowercase
+        special = self._special
+        may_contain_special = self._may_contain_special
+        tokens_with_placeholders = self._tokens_with_placeholders
+        tokenize = self._tokenize
+        limit = self.max_tokens
+        stop_words = self.stop_words
+        min_n, max_n = self.ngram_range
+        char_ngrams = self._char_ngrams if self.char_ngrams is not None else None
+        binary = self.binary
+        subject_features = self.subject_features
+        join = " ".join
+
+        def features_of(text: str) -> list[str]:
+            if do_strip_accents:
+                text = strip_accents(text)
+            if do_lowercase:
+                text = text.lower()
+            domains = None
+            if special is not None and may_contain_special(text):
+                tokens, domains = tokens_with_placeholders(text)
+            else:
+                tokens = tokenize(text, limit)
+            if stop_words is not None:
+                tokens = [token for token in tokens if token not in stop_words]
+            if min_n == 1 and max_n == 2:
+                features = tokens + list(map(join, zip(tokens, islice(tokens, 1, None))))
+            elif min_n == max_n == 1:
+                features = list(tokens)
+            else:
+                features = []
+                for n in range(min_n, max_n + 1):
+                    if n == 1:
+                        features.extend(tokens)
+                    else:
+                        features.extend(map(join, zip(*(islice(tokens, i, None) for i in range(n)))))
+            if domains:
+                features.extend(domains)
+            if char_ngrams is not None:
+                features.extend(char_ngrams(tokens))
+            return list(dict.fromkeys(features)) if binary else features
+
+        def feature_list(text: str) -> list[str]:
+            if subject_features and text[:8].lower() == "subject:":
+                first_line, _, body = text.partition("\n")
+                subject = features_of(first_line[8:])
+                features = [SUBJECT_PREFIX + feature for feature in subject] + subject + features_of(body)
+                return list(dict.fromkeys(features)) if binary else features
+            return features_of(text)
+
+        return feature_list
+
     def _featurize_general(self, text: str) -> dict[str, int]:
-        features = self._features_general(text)
+        features = self._feature_list(text)
         if self.binary:
             return dict.fromkeys(features, 1)
         counts: dict[str, int] = {}
@@ -537,38 +615,6 @@ class TextFeaturizer:
             else:
                 counts[feature] = 1
         return counts
-
-    def _features_general(self, text: str) -> list[str]:
-        """Every feature of one text in order, uncounted (deduplicated when binary)."""
-        if self.subject_features and text[:8].lower() == "subject:":
-            first_line, _, body = text.partition("\n")
-            subject = self._features_of(first_line[8:])
-            features = [SUBJECT_PREFIX + feature for feature in subject] + subject + self._features_of(body)
-            return list(dict.fromkeys(features)) if self.binary else features
-        return self._features_of(text)
-
-    def _features_of(self, text: str) -> list[str]:
-        text = self._normalize(text)
-        if self._special is not None and self._may_contain_special(text):
-            tokens, domains = self._tokens_with_placeholders(text)
-        else:
-            tokens, domains = self._tokenize(text, self.max_tokens), []
-
-        stop_words = self.stop_words
-        if stop_words is not None:
-            tokens = [token for token in tokens if token not in stop_words]
-
-        features: list[str] = []
-        min_n, max_n = self.ngram_range
-        for n in range(min_n, max_n + 1):
-            if n == 1:
-                features.extend(tokens)
-            else:  # " ".join of each n consecutive tokens, zipped in C
-                features.extend(map(" ".join, zip(*(islice(tokens, i, None) for i in range(n)))))
-        features.extend(domains)
-        if self.char_ngrams is not None:
-            features.extend(self._char_ngrams(tokens))
-        return list(dict.fromkeys(features)) if self.binary else features
 
     def _char_ngrams(self, tokens: list[str]) -> list[str]:
         """Prefixed character n-grams of each space-padded word token."""
