@@ -616,3 +616,27 @@ def test_a_bad_event_at_the_end_refuses_the_batch_before_anything_is_learned(mak
     predict_learn(reference, X[50:], y[50:], mode=mode, margin=margin)
     assert _state_equal(model.to_state(), reference.to_state())
     assert model.events_learned == learned_before + sum(learned) > learned_before
+
+
+@pytest.mark.parametrize("mode", ["all", "on_error", "thick_threshold"])
+def test_learn_decisions_of_a_window_equal_should_learn_row_by_row(mode):
+    from stream_nb.model.training import learn_decisions, should_learn
+
+    rng = np.random.default_rng(5)
+    n, n_classes = 4_000, 3
+    # Scores on a coarse grid, so ties (the first largest class is predicted) and log-odds equal
+    # to the margin occur; some rows with infinities and NaN; classes missing for some events.
+    scores = rng.integers(-8, 2, size=(n, n_classes)).astype(float)
+    odd = rng.random((n, n_classes))
+    scores[odd < 0.02] = -np.inf
+    scores[(odd >= 0.02) & (odd < 0.03)] = np.inf
+    scores[(odd >= 0.03) & (odd < 0.04)] = np.nan
+    active = rng.random((n, n_classes)) < 0.85
+    labels = rng.integers(-1, n_classes, size=n)
+    for margin in (0.0, 1.0, 2.5):
+        flags = learn_decisions(scores, active, labels, mode, margin)
+        expected = [label >= 0 and should_learn({c: float(scores[i, c]) for c in range(n_classes) if active[i, c]},
+                                                 int(label), mode, margin)
+                    for i, label in enumerate(labels.tolist())]
+        assert flags.tolist() == expected
+        assert 0 < sum(expected) < (labels >= 0).sum() or mode == "all"  # both decisions occur

@@ -177,9 +177,10 @@ class CountingNB(NaiveBayes):
     # ---- order-dependent training at batch speed ---------------------------------------
 
     def _settle_in_windows(self, X, y, decide, guessing) -> tuple[list, list] | None:
-        """predict, decide(joint log likelihoods, label), learn if decided: event by event in
-        meaning, a window at a time in work; (probabilities, learned flags). None (nothing
-        changed) when prefix sums would not be exact; every label must be a class learned.
+        """predict, decide, learn if decided: event by event in meaning, a window at a time in
+        work; (probabilities, learned flags). `decide(scores, active, labels)` gives the learn
+        flag of every row of a window (training.learn_decisions). None (nothing changed) when
+        prefix sums would not be exact; every label must be a class learned.
 
         A window is scored in one kernel pass under a guess of which of its labeled events are
         learned (prefix sums over those). Row i is exactly the per-event loop's score as long as
@@ -199,30 +200,22 @@ class CountingNB(NaiveBayes):
         if not self._batch_is_exact(batch):
             self._vocabulary.truncate(size)
             return None
-        classes = self.classes_
-        labels = batch.label.tolist()
         n = batch.n_events
         probabilities: list[dict] = []
-        learned = [False] * n
+        learned = np.zeros(n, dtype=bool)
         guess = batch.labeled & (guessing.rate >= 0.5)
         start = 0
         while start < n:
             stop = min(n, start + guessing.WINDOW)
             window = _event_range(batch, start, stop, learned=guess)
             scores, active, log_prior, learn_before = self._score_run(window)
-            settled, wrong = stop - start, None
-            for offset, (row, on) in enumerate(zip(scores.tolist(), active.tolist())):
-                c = labels[start + offset]
-                if c < 0:
-                    continue
-                decision = decide({cls: score for cls, score, ok in zip(classes, row, on) if ok}, classes[c])
-                i = start + offset
-                if wrong is None:
-                    learned[i] = decision
-                    guessing.record(decision)
-                    if decision != guess[i]:
-                        wrong, settled = offset, offset + 1
-                guess[i] = decision  # after a wrong guess: the next pass's guess
+            decisions = decide(scores, active, batch.label[start:stop])  # False where unlabeled
+            wrong_guesses = np.flatnonzero(decisions != guess[start:stop])
+            wrong = int(wrong_guesses[0]) if len(wrong_guesses) else None
+            settled = stop - start if wrong is None else wrong + 1
+            learned[start : start + settled] = decisions[:settled]
+            guessing.record_many(decisions[:settled][batch.labeled[start : start + settled]])
+            guess[start:stop] = decisions  # after a wrong guess: the next pass's guess
             probabilities.extend(self._probabilities(scores[:settled], active[:settled], log_prior[:settled]))
             if wrong is None:
                 learn_before(settled)
@@ -232,8 +225,9 @@ class CountingNB(NaiveBayes):
                     at = start + wrong
                     self._kernel(_event_range(batch, at, at + 1), predict=False, learn=True)
             start += settled
-        self._order_new_features(size, X, batch, learned)
-        return probabilities, learned
+        learned_flags = learned.tolist()
+        self._order_new_features(size, X, batch, learned_flags)
+        return probabilities, learned_flags
 
     def _score_run(self, batch: EncodedBatch):
         """(scores, active, log_prior, learn_before): the kernel's scores with prefix sums, and
@@ -259,9 +253,8 @@ class CountingNB(NaiveBayes):
         kept = self._feature_counts[rows]
         self._feature_counts[size:temporary] = 0.0
         self._feature_counts[size : size + len(rows)] = kept
-        names = self._vocabulary.names()
-        self._vocabulary.truncate(size)
-        self._vocabulary.add([names[column] for column in rows.tolist()])
+        temporary_names = self._vocabulary.truncate(size)
+        self._vocabulary.add([temporary_names[column - size] for column in rows.tolist()])
 
     # ---- single events ----------------------------------------------------------------
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from stream_nb.model.base import SparseBatch
 
 TRAINING_MODES = ("all", "on_error", "thick_threshold")
@@ -40,6 +42,44 @@ def should_learn(joint_log_likelihood: dict, label, mode: str, margin: float) ->
         return False
     log_odds = joint_log_likelihood[label] - max(others)
     return not (log_odds >= margin) or math.isnan(log_odds)
+
+
+def learn_decisions(scores: np.ndarray, active: np.ndarray, labels: np.ndarray, mode: str,
+                    margin: float) -> np.ndarray:
+    """`should_learn` for every row at once: row i holds the joint log likelihoods of event i
+    (`active[i]`: the classes that exist for it) and `labels[i]` its class's column (rows with
+    a label < 0 are unlabeled; their flag is False).
+
+    The same rule in the same floating-point operations: the predicted class is the first
+    largest active score (Python's max over a dict in class order), the log-odds are the label's
+    score minus the largest other active score. A row with a non-finite active score (a NaN, or
+    infinities, where argmax and max could part from the dict's order) is decided by
+    `should_learn` itself.
+    """
+    n = len(labels)
+    labeled = labels >= 0
+    if mode == "all":
+        return labeled.copy()
+    rows = np.arange(n)
+    column = np.where(labeled, labels, 0)
+    masked = np.where(active, scores, -np.inf)
+    own = masked[rows, column]
+    others = masked.copy()
+    others[rows, column] = -np.inf
+    no_label = ~active[rows, column]
+    no_other = ~(active & (np.arange(active.shape[1]) != column[:, None])).any(axis=1)
+    wrong = masked.argmax(axis=1) != column
+    if mode == "on_error":
+        learn = no_label | no_other | wrong
+    else:
+        with np.errstate(invalid="ignore"):
+            learn = no_label | no_other | wrong | ~(own - others.max(axis=1) >= margin)
+    learn &= labeled
+    odd = labeled & ~np.isfinite(np.where(active, scores, 0.0)).all(axis=1)
+    for i in np.flatnonzero(odd).tolist():
+        joint = {c: float(score) for c, (score, on) in enumerate(zip(scores[i], active[i])) if on}
+        learn[i] = should_learn(joint, int(labels[i]), mode, margin)
+    return learn
 
 
 def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[list[dict], list[bool]]:
@@ -79,6 +119,12 @@ class WindowGuess:
     def record(self, decision: bool) -> None:
         self.rate += self.MEMORY * (decision - self.rate)
 
+    def record_many(self, decisions: np.ndarray) -> None:
+        rate, memory = self.rate, self.MEMORY
+        for decision in decisions.tolist():
+            rate += memory * (decision - rate)
+        self.rate = rate
+
 
 def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) -> tuple[list[dict], list[bool]]:
     """The per-event loop (predict, decide, learn), with the same results bit for bit, at batch
@@ -91,8 +137,8 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) 
     guess = getattr(model, "_run_guess", None) or WindowGuess()
     model._run_guess = guess  # the learn rate carries over from batch to batch (not model state)
 
-    def decide(joint: dict, label) -> bool:
-        return should_learn(joint, label, mode, margin)
+    def decide(scores: np.ndarray, active: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        return learn_decisions(scores, active, labels, mode, margin)
 
     def one_by_one(lo: int, hi: int) -> None:
         events = X[lo:hi].to_dicts() if isinstance(X, SparseBatch) else X[lo:hi]  # one pass over the names

@@ -29,11 +29,13 @@ class Vocabulary:
             if name not in column_of:
                 column_of[name] = len(column_of)
 
-    def truncate(self, size: int) -> None:
-        """Forget the names added after the vocabulary had `size` of them (newest first)."""
+    def truncate(self, size: int) -> list:
+        """Forget the names added after the vocabulary had `size` of them; they are returned in
+        column order (popped newest first: no pass over the older names)."""
         column_of = self._column_of
-        for _ in range(len(column_of) - size):
-            column_of.popitem()
+        popped = [column_of.popitem()[0] for _ in range(len(column_of) - size)]
+        popped.reverse()
+        return popped
 
     def lookup(self, names: list) -> np.ndarray:
         """Column of each name, -1 where the name was never added."""
@@ -80,8 +82,8 @@ class HashedVocabulary:
     def add(self, names) -> None:
         pass  # every bucket exists from the start
 
-    def truncate(self, size: int) -> None:
-        pass
+    def truncate(self, size: int) -> list:
+        return []
 
     def _bucket(self, name) -> int:
         bucket = self._cache.get(name)
