@@ -306,10 +306,10 @@ class NaiveBayes(river_base.Classifier):
                 is_labeled[labeled_rows] = True
                 learned_missing = missing[is_labeled[event[missing]]]
             if len(learned_missing):
-                new_names = [names[i] for i in learned_missing.tolist()]
-                self._vocabulary.add(dict.fromkeys(new_names))  # in order of first appearance
+                name_at = names.__getitem__
+                self._vocabulary.add(map(name_at, learned_missing.tolist()))  # in order of first appearance
                 # unlabeled events may name them too (the prefix sums decide when they are known)
-                column[missing] = self._vocabulary.lookup([names[i] for i in missing.tolist()])
+                column[missing] = self._vocabulary.lookup(list(map(name_at, missing.tolist())))
             self._grow_features()
         label = np.full(n, -1, dtype=np.int64)
         if labeled_rows:

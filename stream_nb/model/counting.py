@@ -253,8 +253,10 @@ class CountingNB(NaiveBayes):
         kept = self._feature_counts[rows]
         self._feature_counts[size:temporary] = 0.0
         self._feature_counts[size : size + len(rows)] = kept
-        temporary_names = self._vocabulary.truncate(size)
-        self._vocabulary.add([temporary_names[column - size] for column in rows.tolist()])
+        # The columns that are already where they belong stay; the vocabulary is cut after them.
+        in_place = int(np.argmin(np.append(rows, -1) == np.arange(size, size + len(rows) + 1)))
+        temporary_names = self._vocabulary.truncate(size + in_place)
+        self._vocabulary.add([temporary_names[column - size - in_place] for column in rows[in_place:].tolist()])
 
     # ---- single events ----------------------------------------------------------------
 

@@ -24,10 +24,12 @@ class Vocabulary:
         return len(self._column_of)
 
     def add(self, names) -> None:
+        """Give each name not known yet the next column, in order of first appearance."""
         column_of = self._column_of
-        for name in names:
-            if name not in column_of:
-                column_of[name] = len(column_of)
+        fresh = dict.fromkeys(names)
+        if not column_of.keys().isdisjoint(fresh):
+            fresh = [name for name in fresh if name not in column_of]
+        column_of.update(zip(fresh, range(len(column_of), len(column_of) + len(fresh))))
 
     def truncate(self, size: int) -> list:
         """Forget the names added after the vocabulary had `size` of them; they are returned in
