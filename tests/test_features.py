@@ -631,3 +631,25 @@ def test_subject_features_count_the_subject_line_twice_and_leave_other_texts_alo
     assert featurizer.transform_one("no subject here, cheap") == plain.transform_one("no subject here, cheap")
     assert "subject_features" not in plain.to_config()  # old configurations keep their fingerprints
     assert TextFeaturizer.from_config(featurizer.to_config()) == featurizer
+
+
+@pytest.mark.parametrize("options", [{}, {"lowercase": False}, {"normalize_urls": False}, {"normalize_emails": False}])
+def test_specials_found_from_their_anchors_are_those_of_the_whole_text(options):
+    import random
+
+    from stream_nb.features.text import ANCHORED_SPECIALS_FROM
+
+    featurizer = TextFeaturizer(**options)
+    rng = random.Random(3)
+    pieces = ["http://a.b/c?d=1", "WWW.x.org", "wWw.y.com.", "mail@host.org", "a.b@c-d.e.f", "@", "://", "www.",
+              "x@y", "ftp://h", "(see https://q.r/s).", "<u@v.w>", "\u00a0", "\u3000", "\x1c", "\t", "\n", " ", " ",
+              "word", "é", "x.", "-", "+", "'", '"']
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(60, 160))) for _ in range(3_000)]
+    texts += [text.lower() for text in texts[:1_000]]
+    assert all(len(text) >= ANCHORED_SPECIALS_FROM for text in texts[:100])
+    found = 0
+    for text in texts:
+        whole = [(m.span(), m.lastgroup) for m in featurizer._special.finditer(text)]
+        assert [(m.span(), m.lastgroup) for m in featurizer._special_matches(text)] == whole, repr(text)
+        found += len(whole)
+    assert found > 10_000

@@ -134,6 +134,9 @@ _URL_PATTERN = (
 )
 # The look-behind stops the scan from retrying inside a word (same matches, about 2x faster).
 _EMAIL_PATTERN = r"(?<![\w.+\-])[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"
+_NON_SPACE_RUN = re.compile(r"\S*")
+_MIXED_CASE_WWW = re.compile(r"[wW]{3}\.")
+ANCHORED_SPECIALS_FROM = 200  # characters: shorter texts are searched whole (as fast, no set-up)
 # A whole number token, with decimal/thousands/time separators: 42, 3.14, 1,000, 10:30 (not 2nd).
 _NUMBER_PATTERN = r"\b\d+(?:[.,:]\d+)*\b"
 
@@ -308,6 +311,7 @@ class TextFeaturizer:
         if normalize_numbers:
             special.append(f"(?P<num>{_NUMBER_PATTERN})")
         self._special = re.compile("|".join(special)) if special else None
+        self._anchors = (("://", "www.") if normalize_urls else ()) + (("@",) if normalize_emails else ())
 
         plain = (
             self.ngram_range == (1, 1)
@@ -461,6 +465,37 @@ class TextFeaturizer:
             matches = islice(matches, limit)
         return [match[1] if match.lastindex else match.group() for match in matches]
 
+    def _special_matches(self, text: str):
+        """`self._special.finditer(text)`, found from the anchors every URL and e-mail match
+        holds ("://" or "www.", "@"): neither pattern crosses white space, and white space (or
+        the text's ends) on both sides looks the same to their look-arounds, so the matches are
+        those of the white-space-free runs that hold an anchor, each searched alone. About 20x
+        faster on e-mails, where the patterns tried every word. Numbers have no anchor: with
+        normalize_numbers the whole text is searched."""
+        special = self._special
+        if self.normalize_numbers or len(text) < ANCHORED_SPECIALS_FROM:
+            return special.finditer(text)  # type: ignore[union-attr]
+        anchors: list[int] = []
+        for anchor in self._anchors:
+            found = text.find(anchor)
+            while found >= 0:
+                anchors.append(found)
+                found = text.find(anchor, found + 1)
+        if self.normalize_urls and "W" in text:  # "WWW.", "wWw.": the pattern takes either case
+            anchors.extend(match.start() for match in _MIXED_CASE_WWW.finditer(text))
+        anchors.sort()
+        matches = []
+        searched_to = 0
+        for at in anchors:
+            if at < searched_to:
+                continue  # in a run already searched
+            start = at
+            while start > 0 and not text[start - 1].isspace():
+                start -= 1
+            searched_to = _NON_SPACE_RUN.match(text, at).end()
+            matches.extend(special.finditer(text, start, searched_to))  # type: ignore[union-attr]
+        return matches
+
     def _tokens_with_placeholders(self, text: str) -> tuple[list[str], list[str]]:
         """Tokens with URLs/e-mails/numbers replaced by placeholders, and the URL domain keys.
 
@@ -471,7 +506,7 @@ class TextFeaturizer:
         tokens: list[str] = []
         domains: list[str] = []
         position = 0
-        for match in self._special.finditer(text):  # type: ignore[union-attr]
+        for match in self._special_matches(text):
             start = match.start()
             if start > position:
                 remaining = None if limit is None else limit - len(tokens)
