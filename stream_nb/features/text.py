@@ -378,7 +378,7 @@ class TextFeaturizer:
             features = feature_list(text)
             extend(features)
             append(len(features))
-        return SparseBatch(names, np.array(lengths, dtype=np.int64))
+        return SparseBatch(names, np.array(lengths, dtype=np.int64), distinct=self.binary)
 
     def to_config(self) -> dict[str, Any]:
         """Every option as JSON-able values; `from_config` rebuilds an identical featuriser."""

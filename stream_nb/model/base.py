@@ -57,6 +57,7 @@ class SparseBatch:
     names: list
     lengths: np.ndarray
     values: np.ndarray | None = None
+    distinct: bool = False  # no name repeats within an event (a featuriser that deduplicates says so)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -68,9 +69,13 @@ class SparseBatch:
         offsets = np.concatenate(([0], np.cumsum(self.lengths)))
         lo, hi = int(offsets[start]), int(offsets[max(stop, start)])
         values = None if self.values is None else self.values[lo:hi]
-        return SparseBatch(self.names[lo:hi], self.lengths[start:stop], values)
+        return SparseBatch(self.names[lo:hi], self.lengths[start:stop], values, self.distinct)
 
     def to_dicts(self) -> list[dict]:
+        if self.distinct and self.values is None:
+            bounds = np.concatenate(([0], np.cumsum(self.lengths))).tolist()
+            names = self.names
+            return [dict.fromkeys(names[lo:hi], 1.0) for lo, hi in zip(bounds, bounds[1:])]
         values = np.ones(len(self.names)) if self.values is None else self.values
         result, position = [], 0
         for length in self.lengths.tolist():
@@ -92,6 +97,7 @@ class EncodedBatch:
     value: np.ndarray  # occurrence -> feature value (never 0)
     label: np.ndarray  # event -> class index, -1 for an unlabeled event
     weight: np.ndarray  # event -> sample weight (> 0 where labeled)
+    pending_names: list | None = None  # names of the columns after the vocabulary's (_encode(pending=True))
 
     def event_slice(self, i: int) -> EncodedBatch:
         lo, hi = np.searchsorted(self.event, [i, i + 1])
@@ -243,14 +249,17 @@ class NaiveBayes(river_base.Classifier):
         return [value != 0 for value in values]
 
     def _encode(self, X: Sequence, y: Sequence, weights: Sequence | None = None,
-                validated: tuple | None = None) -> EncodedBatch:
-        """Validate a batch and turn it into flat arrays; nothing is mutated until it is valid."""
+                validated: tuple | None = None, pending: bool = False) -> EncodedBatch:
+        """Validate a batch and turn it into flat arrays; nothing is mutated until it is valid.
+        pending: the labeled events' new features get the columns after the vocabulary's but stay
+        out of it (batch.pending_names); the caller adds those that are learned."""
         n = len(X)
         sparse, names, value, keep, lengths, weight, labeled_rows, X = (
             validated if validated is not None else self._validate(X, y, weights))
         event = np.repeat(np.arange(n, dtype=np.int64), lengths)
         column = self._vocabulary.lookup(names)
-        return self._encode_valid(n, y, sparse, names, value, keep, lengths, weight, labeled_rows, X, event, column)
+        return self._encode_valid(n, y, sparse, names, value, keep, lengths, weight, labeled_rows, X, event, column,
+                                  pending)
 
     def _validate(self, X: Sequence, y: Sequence, weights: Sequence | None = None) -> tuple:
         """Every check of `_encode`, with no change to the model: a bad batch is refused whole."""
@@ -295,8 +304,10 @@ class NaiveBayes(river_base.Classifier):
             class_sort_key(label)
         return sparse, names, value, keep, lengths, weight, labeled_rows, X
 
-    def _encode_valid(self, n, y, sparse, names, value, keep, lengths, weight, labeled_rows, X, event, column):
+    def _encode_valid(self, n, y, sparse, names, value, keep, lengths, weight, labeled_rows, X, event, column,
+                      pending: bool = False):
         # Everything is valid: only now may the vocabulary and the class book grow.
+        pending_names = None
         if labeled_rows:
             self._add_classes([y[i] for i in labeled_rows])
             missing = np.flatnonzero(column < 0)
@@ -307,22 +318,28 @@ class NaiveBayes(river_base.Classifier):
                 learned_missing = missing[is_labeled[event[missing]]]
             if len(learned_missing):
                 name_at = names.__getitem__
-                self._vocabulary.add(map(name_at, learned_missing.tolist()))  # in order of first appearance
+                new_names = map(name_at, learned_missing.tolist())  # in order of first appearance
+                if pending:
+                    added = self._vocabulary.number_unknown(new_names)
+                    pending_names = list(added)
+                else:
+                    added = self._vocabulary.add_unknown(new_names)
                 # unlabeled events may name them too (the prefix sums decide when they are known)
-                column[missing] = self._vocabulary.lookup(list(map(name_at, missing.tolist())))
-            self._grow_features()
+                column[missing] = np.fromiter(map(added.get, map(name_at, missing.tolist()), repeat(-1)),
+                                              dtype=np.int64, count=len(missing))
+            self._grow_features(len(pending_names) if pending_names else 0)
         label = np.full(n, -1, dtype=np.int64)
         if labeled_rows:
             index = self._class_index
             label[labeled_rows] = [index[y[i]] for i in labeled_rows]
-        if sparse or self._vocabulary.hashed:
+        if (sparse and not X.distinct) or self._vocabulary.hashed:
             # One occurrence per (event, feature): names repeated within an event, or sharing a
             # hash bucket, add their values; first appearance order is kept.
             event, column, value = _combine_repeats(event, column, value, names)
             keep = self._check_values(value)
         if not keep.all():
             event, column, value = event[keep], column[keep], value[keep]
-        return EncodedBatch(n, event, column, value, label, weight)
+        return EncodedBatch(n, event, column, value, label, weight, pending_names)
 
     def _encode_one(self, x: dict, y=None, w: float | None = None) -> EncodedEvent | None:
         """`_encode([x], [y], [w])` for one event of plain numbers, with the same checks in the
@@ -363,8 +380,9 @@ class NaiveBayes(river_base.Classifier):
             value = [v for v, k in zip(value, keep) if k]
         return EncodedEvent(column, value, label, weight)
 
-    def _grow_features(self) -> None:
-        """Make the variant's per-feature arrays as long as the vocabulary."""
+    def _grow_features(self, pending: int = 0) -> None:
+        """Make the variant's per-feature arrays as long as the vocabulary (plus `pending`
+        columns of names not in it yet)."""
 
     # ---- running kernels --------------------------------------------------------------
 

@@ -105,8 +105,8 @@ class CountingNB(NaiveBayes):
         self._feature_counts = np.insert(self._feature_counts, insert_at, 0.0, axis=1)
         self._class_totals = np.insert(self._class_totals, insert_at, 0.0)
 
-    def _grow_features(self) -> None:
-        needed = len(self._vocabulary)
+    def _grow_features(self, pending: int = 0) -> None:
+        needed = len(self._vocabulary) + pending
         capacity = len(self._feature_counts)
         if needed > capacity:
             grown = max(needed, capacity + capacity // 2, 64)
@@ -196,9 +196,8 @@ class CountingNB(NaiveBayes):
         gives it at the end.
         """
         size = len(self._vocabulary)
-        batch = self._encode(X, y)
+        batch = self._encode(X, y, pending=True)
         if not self._batch_is_exact(batch):
-            self._vocabulary.truncate(size)
             return None
         n = batch.n_events
         probabilities: list[dict] = []
@@ -235,10 +234,11 @@ class CountingNB(NaiveBayes):
         raise NotImplementedError
 
     def _order_new_features(self, size: int, X, batch: EncodedBatch, learned: list[bool]) -> None:
-        """Keep, of the columns added after the first `size`, the features of learned events, in
-        the order learn_one would have added them (first appearance among learned events)."""
-        temporary = len(self._vocabulary)
-        if self._vocabulary.hashed or temporary == size:
+        """Add to the vocabulary, of the batch's pending names (columns `size` on), those of
+        learned events, in the order learn_one would have added them (first appearance among
+        learned events), and move their counts to those columns."""
+        pending = batch.pending_names
+        if not pending:
             return
         if isinstance(X, SparseBatch) and (X.values is None or X.values.all()):
             # every name is an occurrence of the encoded batch (no zero value was dropped)
@@ -246,17 +246,14 @@ class CountingNB(NaiveBayes):
             first_columns, first_at = np.unique(batch.column[learned_occurrence], return_index=True)
             rows = first_columns[np.argsort(first_at, kind="stable")]
         else:  # learn_one adds every name of an event, zero values included
-            column_of = self._vocabulary._column_of
+            column_of = dict(zip(pending, range(size, size + len(pending))))
             order = dict.fromkeys(name for x, was_learned in zip(X, learned) if was_learned
-                                  for name in x if column_of[name] >= size)
+                                  for name in x if name in column_of)
             rows = np.array([column_of[name] for name in order], dtype=np.int64)
         kept = self._feature_counts[rows]
-        self._feature_counts[size:temporary] = 0.0
+        self._feature_counts[size : size + len(pending)] = 0.0
         self._feature_counts[size : size + len(rows)] = kept
-        # The columns that are already where they belong stay; the vocabulary is cut after them.
-        in_place = int(np.argmin(np.append(rows, -1) == np.arange(size, size + len(rows) + 1)))
-        temporary_names = self._vocabulary.truncate(size + in_place)
-        self._vocabulary.add([temporary_names[column - size - in_place] for column in rows[in_place:].tolist()])
+        self._vocabulary.add_unknown([pending[column - size] for column in rows.tolist()])
 
     # ---- single events ----------------------------------------------------------------
 

@@ -31,13 +31,19 @@ class Vocabulary:
             fresh = [name for name in fresh if name not in column_of]
         column_of.update(zip(fresh, range(len(column_of), len(column_of) + len(fresh))))
 
-    def truncate(self, size: int) -> list:
-        """Forget the names added after the vocabulary had `size` of them; they are returned in
-        column order (popped newest first: no pass over the older names)."""
-        column_of = self._column_of
-        popped = [column_of.popitem()[0] for _ in range(len(column_of) - size)]
-        popped.reverse()
-        return popped
+    def number_unknown(self, names) -> dict:
+        """{name: the column it would get} for names none of which is in the vocabulary yet
+        (repeats allowed), in order of first appearance, without adding them."""
+        start = len(self._column_of)
+        fresh = dict.fromkeys(names)
+        return dict(zip(fresh, range(start, start + len(fresh))))
+
+    def add_unknown(self, names) -> dict:
+        """`add` for names none of which is in the vocabulary yet; returns `number_unknown`'s
+        {name: column}, a small dict that answers their look-ups faster than the vocabulary."""
+        added = self.number_unknown(names)
+        self._column_of.update(added)
+        return added
 
     def lookup(self, names: list) -> np.ndarray:
         """Column of each name, -1 where the name was never added."""
@@ -83,9 +89,6 @@ class HashedVocabulary:
 
     def add(self, names) -> None:
         pass  # every bucket exists from the start
-
-    def truncate(self, size: int) -> list:
-        return []
 
     def _bucket(self, name) -> int:
         bucket = self._cache.get(name)
