@@ -221,6 +221,33 @@ def test_clues_ranked_by_the_probabilities_equal_the_clues_of_a_second_scoring()
     assert strongest_clues(three, x, proba=proba) == strongest_clues(three, x)
 
 
+@pytest.mark.parametrize("kind, alpha", [("multinomial", 0.2), ("complement", 0.5), ("bernoulli", 1.0),
+                                         ("multinomial", 0.0)])
+def test_clues_of_a_batch_equal_the_clues_of_each_event(kind, alpha):
+    # The worker takes a poll's clues at once (strongest_clues_many); each list must be the one
+    # strongest_clues gives for that event alone, to the last digit and in the same order.
+    from corpora import load_sms_spam
+    from stream_nb.config import load_config
+    from stream_nb.model.explain import strongest_clues, strongest_clues_many
+    from stream_nb.model.registry import build_model
+
+    rows = load_sms_spam()[:1600]
+    featurizer = load_config(Path(__file__).parents[1] / "configs" / "spam.toml").build_featurizer()
+    model = build_model(kind, {"alpha": alpha})
+    labels = [label if i % 7 else "other" for i, (label, _) in enumerate(rows)]  # three classes
+    model.learn_many(featurizer.transform_sparse([text for _, text in rows[:1000]]), labels[:1000])
+    X = featurizer.transform_sparse([text for _, text in rows[1000:]] + ["", "zzzunknownword qqq"])
+    probabilities = model.predict_proba_many(X)
+    probabilities[3] = None  # a dead-lettered event: no clues
+    batch = strongest_clues_many(model, X, probabilities, top=4)
+    assert batch[3] is None
+    dicts = X.to_dicts()
+    expected = [strongest_clues(model, dicts[i], top=4, proba=proba) if proba else None
+                for i, proba in enumerate(probabilities)]
+    assert batch == expected
+    assert sum(len(clues) == 4 for clues in batch if clues) > 400
+
+
 def test_clues_equal_the_formula_computed_over_arrays_and_rounded_by_numpy():
     # strongest_clues walks Python floats for speed; here the same definition over numpy arrays
     # (x_f [log P(f|c) - log P(f|k)], smoothed with alpha, learned features only), np.round'ed.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from stream_nb.model.base import SparseBatch
 from stream_nb.model.counting import BernoulliNB, CountingNB
 
 
@@ -82,3 +85,74 @@ def _ranked_classes(proba: dict | None) -> list | None:
     if len(values) >= 2 and (values[0] == values[1] or (len(values) >= 3 and values[1] == values[2])):
         return None
     return ranked
+
+
+def strongest_clues_many(model: CountingNB, X: SparseBatch, probabilities: list, top: int = 5) -> list:
+    """`strongest_clues(model, x_i, top, probabilities[i])` for every event of a batch of
+    distinct names with no values (what a deduplicating featuriser gives), None where
+    probabilities[i] is empty or None: the same lists, computed for the whole batch at once.
+
+    One vocabulary look-up and one gather of counts for the batch; the ratios
+    (N_fc + alpha) / D_c in float64 arrays (each operation rounded as Python rounds it), their
+    logs by math.log (as the single-event function takes them), the order by evidence, largest
+    first, ties in the event's own order (a stable sort). Events whose classes P(c | x) cannot
+    rank, and every event when a denominator or alpha is not positive, go through
+    strongest_clues itself.
+    """
+    n = len(X)
+    results: list = [None] * n
+    if not (X.distinct and X.values is None):
+        dicts = X.to_dicts()
+        return [strongest_clues(model, dicts[i], top, proba) if proba else None for i, proba in enumerate(probabilities)]
+    alpha = model.alpha
+    if isinstance(model, BernoulliNB):
+        denominators = model._class_counts + 2 * alpha
+    else:
+        denominators = model._class_totals + alpha * model._features_seen
+    index = model._class_index
+    best = np.full(n, -1, dtype=np.int64)
+    runner_up = np.full(n, -1, dtype=np.int64)
+    one_by_one = []
+    exact = alpha > 0
+    for i, proba in enumerate(probabilities):
+        if not proba:
+            continue
+        ranked = _ranked_classes(proba)
+        if ranked is None or not exact:
+            one_by_one.append(i)
+        elif len(ranked) < 2:
+            results[i] = []
+        else:
+            c, k = index[ranked[0]], index[ranked[1]]
+            if min(denominators[c], denominators[k]) <= 0:
+                one_by_one.append(i)
+            else:
+                best[i], runner_up[i] = c, k
+    bounds = np.concatenate(([0], np.cumsum(X.lengths)))
+    if one_by_one:
+        names = X.names
+        for i in one_by_one:
+            x = dict.fromkeys(names[bounds[i] : bounds[i + 1]], 1.0)
+            results[i] = strongest_clues(model, x, top, probabilities[i])
+    event = np.repeat(np.arange(n, dtype=np.int64), X.lengths)
+    columns = model._vocabulary.lookup(X.names)
+    occurrence = np.flatnonzero((columns >= 0) & (best[event] >= 0))
+    counts = model._feature_counts[columns[occurrence]]
+    learned = counts.any(axis=1)
+    occurrence, counts = occurrence[learned], counts[learned]
+    owner = event[occurrence]
+    c, k = best[owner], runner_up[owner]
+    rows = np.arange(len(occurrence))
+    log = math.log
+    log_c = np.array(list(map(log, ((counts[rows, c] + alpha) / denominators[c]).tolist())))
+    log_k = np.array(list(map(log, ((counts[rows, k] + alpha) / denominators[k]).tolist())))
+    evidence = log_c - log_k
+    order = np.lexsort((occurrence, -evidence, owner))
+    owner, occurrence, evidence = owner[order], occurrence[order], evidence[order]
+    starts = np.searchsorted(owner, np.arange(n + 1)).tolist()
+    names, evidence_list, occurrence_list = X.names, evidence.tolist(), occurrence.tolist()
+    for i in np.flatnonzero(best >= 0).tolist():
+        lo = starts[i]
+        hi = min(starts[i + 1], lo + top)
+        results[i] = [(names[occurrence_list[j]], _round6(evidence_list[j])) for j in range(lo, hi)]
+    return results

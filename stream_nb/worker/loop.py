@@ -44,7 +44,7 @@ from stream_nb.kafka.clients import (
 )
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import verdict
-from stream_nb.model.explain import strongest_clues
+from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
@@ -486,7 +486,11 @@ class Worker:
         band, positive = self.config.evaluation["unsure_band"], self.config.evaluation["positive"]
         n_clues = self.config.worker["clues"]
         # the clues read the features the predictions were made from (no second featurising)
-        features = (X.to_dicts() if isinstance(X, SparseBatch) else X) if n_clues else None
+        clues = None
+        if n_clues:
+            clues = (strongest_clues_many(self.model, X, probabilities, top=n_clues) if isinstance(X, SparseBatch)
+                     else [strongest_clues(self.model, x, top=n_clues, proba=proba) if proba else None
+                           for x, proba in zip(X, probabilities)])
         for i, (event, record, proba) in enumerate(zip(events, origin, probabilities)):
             if proba is None:
                 continue  # dead-lettered above
@@ -495,7 +499,7 @@ class Worker:
                     event, proba, events_learned=learned, checkpoint=self.checkpoint_id,
                     labeled_offsets=labeled_offsets,
                     verdict=None if band is None else verdict(proba, positive, band),
-                    clues=strongest_clues(self.model, features[i], top=n_clues, proba=proba) if n_clues and proba else None)
+                    clues=clues[i] if clues is not None else None)
             except (TypeError, ValueError) as error:
                 self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
                 continue
