@@ -415,6 +415,11 @@ def decode_records(
     return events, rejected
 
 
+# One encoder for every prediction: json.dumps with options builds a new one per call (a fifth
+# of the encoding's time); the output is the same.
+_PREDICTION_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def encode_prediction(
     event: Event,
     probabilities: dict[Label, float],
@@ -480,8 +485,7 @@ def encode_prediction(
         message["verdict"] = verdict
     if clues is not None:
         message["clues"] = [[name, float(weight)] for name, weight in clues]
-    value = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return event.id.encode("utf-8"), value.encode("utf-8")
+    return event.id.encode("utf-8"), _PREDICTION_JSON.encode(message).encode("utf-8")
 
 
 def dead_letter_headers(rejected: Rejected) -> list[Header]:

@@ -110,8 +110,8 @@ def strongest_clues_many(model: CountingNB, X: SparseBatch, probabilities: list,
     else:
         denominators = model._class_totals + alpha * model._features_seen
     index = model._class_index
-    best = np.full(n, -1, dtype=np.int64)
-    runner_up = np.full(n, -1, dtype=np.int64)
+    positive = (denominators > 0).tolist()
+    best, runner_up = [-1] * n, [-1] * n
     one_by_one = []
     exact = alpha > 0
     for i, proba in enumerate(probabilities):
@@ -124,13 +124,13 @@ def strongest_clues_many(model: CountingNB, X: SparseBatch, probabilities: list,
             results[i] = []
         else:
             c, k = index[ranked[0]], index[ranked[1]]
-            if min(denominators[c], denominators[k]) <= 0:
-                one_by_one.append(i)
-            else:
+            if positive[c] and positive[k]:
                 best[i], runner_up[i] = c, k
-    bounds = np.concatenate(([0], np.cumsum(X.lengths)))
+            else:
+                one_by_one.append(i)
+    best, runner_up = np.array(best, dtype=np.int64), np.array(runner_up, dtype=np.int64)
     if one_by_one:
-        names = X.names
+        names, bounds = X.names, np.concatenate(([0], np.cumsum(X.lengths))).tolist()
         for i in one_by_one:
             x = dict.fromkeys(names[bounds[i] : bounds[i + 1]], 1.0)
             results[i] = strongest_clues(model, x, top, probabilities[i])
@@ -149,10 +149,11 @@ def strongest_clues_many(model: CountingNB, X: SparseBatch, probabilities: list,
     evidence = log_c - log_k
     order = np.lexsort((occurrence, -evidence, owner))
     owner, occurrence, evidence = owner[order], occurrence[order], evidence[order]
+    chosen = np.arange(len(owner)) - np.searchsorted(owner, owner) < top  # the first `top` of each event
+    owner = owner[chosen]
+    # np.round(., 6): what _round6 computes one value at a time
+    clues = list(zip(map(X.names.__getitem__, occurrence[chosen].tolist()), np.round(evidence[chosen], 6).tolist()))
     starts = np.searchsorted(owner, np.arange(n + 1)).tolist()
-    names, evidence_list, occurrence_list = X.names, evidence.tolist(), occurrence.tolist()
     for i in np.flatnonzero(best >= 0).tolist():
-        lo = starts[i]
-        hi = min(starts[i + 1], lo + top)
-        results[i] = [(names[occurrence_list[j]], _round6(evidence_list[j])) for j in range(lo, hi)]
+        results[i] = clues[starts[i] : starts[i + 1]]
     return results
