@@ -600,7 +600,7 @@ class TextFeaturizer:
         subject_features = self.subject_features
         join = " ".join
 
-        def features_of(text: str) -> list[str]:
+        def all_features_of(text: str) -> list[str]:
             if do_strip_accents:
                 text = strip_accents(text)
             if do_lowercase:
@@ -627,15 +627,17 @@ class TextFeaturizer:
                 features.extend(domains)
             if char_ngrams is not None:
                 features.extend(char_ngrams(tokens))
-            return list(dict.fromkeys(features)) if binary else features
+            return features
 
         def feature_list(text: str) -> list[str]:
             if subject_features and text[:8].lower() == "subject:":
                 first_line, _, body = text.partition("\n")
-                subject = features_of(first_line[8:])
-                features = [SUBJECT_PREFIX + feature for feature in subject] + subject + features_of(body)
-                return list(dict.fromkeys(features)) if binary else features
-            return features_of(text)
+                subject = all_features_of(first_line[8:])
+                # deduplicated once, here: first appearances keep their order either way
+                features = [SUBJECT_PREFIX + feature for feature in subject] + subject + all_features_of(body)
+            else:
+                features = all_features_of(text)
+            return list(dict.fromkeys(features)) if binary else features
 
         return feature_list
 
