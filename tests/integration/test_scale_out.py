@@ -15,6 +15,7 @@ import re
 import signal
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -326,11 +327,6 @@ def test_a_second_worker_on_the_same_checkpoint_directory_is_refused(kafka_broke
 
 def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its_outputs_invisible(
         kafka_broker, tmp_path, sms, transport):
-    if transport == "confluent-kafka":
-        # Open (issue 8): on librdkafka the group still moves partitions after both workers hold
-        # some; a worker paused then rejoins on resume under its static instance id, which fences
-        # its replacement's consumer (both exit 3; outputs stay exactly once). Seen 2 in ~8 runs.
-        pytest.xfail("librdkafka: a zombie's rejoin can fence its static replacement (open, issue 8)")
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("pause")
     create_topics(bootstrap, [topics.labeled])
@@ -369,8 +365,14 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
         paused.process.send_signal(signal.SIGCONT)
         assert paused.wait(60) == EXIT_FENCED, paused.log_tail()
         stream.join(timeout=180)
-        for worker in (other, replacement):
-            assert worker.wait(240) == 0, worker.log_tail()
+        assert other.wait(240) == 0, other.log_tail()
+        replacement_status = replacement.wait(240)
+        # An availability hazard left open on librdkafka (issue 8, seen 2 in ~8 runs): on resume
+        # the paused consumer rejoins under its static instance id before the worker's loop runs,
+        # which fences the replacement's consumer, so the replacement exits 3 as well. It is a
+        # stop, never a wrong output: every assertion below holds either way, and b takes over.
+        tolerated = (0, EXIT_FENCED) if transport == "confluent-kafka" else (0,)
+        assert replacement_status in tolerated, replacement.log_tail()
     finally:
         for worker in (paused, other, replacement):
             if worker is not None:
@@ -379,9 +381,13 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
     line = (tmp_path / "a.log").read_text().splitlines()[-1]
     assert line.startswith("stream-nb run: fenced"), line
     assert_each_output_once(bootstrap, topics, stream)  # nothing of a's open transaction is visible
-    for directory in ("b", "a-replacement"):
+    finished = ["b"] + (["a-replacement"] if replacement_status == 0 else [])
+    for directory in finished:
         summary = latest_summary(tmp_path / directory)
         assert (summary.digest, summary.events_learned) == reference_digest_events(stream.labeled)
+    if replacement_status != 0:
+        warnings.warn(f"the replacement was fenced by its paused predecessor's rejoin ({transport}); "
+                      "outputs exactly once, b finished the stream")
 
 
 def test_a_fenced_producers_late_write_leaves_its_replacements_transaction_alone(kafka_broker, transport):
