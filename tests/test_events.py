@@ -448,6 +448,51 @@ def test_prediction_refuses_what_json_cannot_say(probabilities, error):
         encode_prediction(_event(), probabilities, events_learned=1, checkpoint=None)
 
 
+def _reference_prediction(event, probabilities, events_learned, checkpoint, labeled_offsets, verdict, clues):
+    """The prediction message as the json module writes it (the contract's definition)."""
+    proba = {str(cls): float(p) for cls, p in probabilities.items()}
+    best = max(probabilities, key=lambda cls: probabilities[cls]) if probabilities else None
+    model = {"events_learned": events_learned, "checkpoint": checkpoint}
+    if labeled_offsets is not None:
+        model["labeled_offsets"] = labeled_offsets
+    message = {"id": event.id, "label": best, "proba": proba, "model": model,
+               "source": {"topic": event.source.topic, "partition": event.source.partition,
+                          "offset": event.source.offset}}
+    if verdict is not None:
+        message["verdict"] = verdict
+    if clues is not None:
+        message["clues"] = [[name, float(weight)] for name, weight in clues]
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def test_a_batch_encoder_writes_the_json_modules_bytes():
+    import random
+
+    from stream_nb.events import PredictionEncoder
+
+    generator = random.Random(7)
+    awkward = ['plain', 'quote " and \\ back', 'tab\tnew\nline\x00\x1f', 'ид-1', '\u2028 sep', '😀 wide', '', '/']
+    floats = [0.0, -0.0, 1e-320, 5e-324, 1.0, 0.1, 1 / 3, 1e22, 1.7976931348623157e308, -12.5]
+    for case in range(400):
+        labels = generator.sample(awkward, 2) if case % 3 else [generator.randrange(-5, 10**12), 7]
+        probabilities = {label: generator.choice(floats + [generator.random()]) for label in labels}
+        offsets = None if case % 4 == 0 else [[generator.choice(awkward), 0, generator.randrange(10**15)]]
+        clues = None if case % 5 == 0 else [(generator.choice(awkward), generator.choice(floats))
+                                            for _ in range(generator.randrange(4))]
+        verdict = None if case % 2 else generator.choice(["spam", "ham", "unsure"])
+        checkpoint = None if case % 6 else "000000000042"
+        event = Event(generator.choice(awkward), "x", None, None,
+                      SourcePosition(generator.choice(awkward), generator.randrange(64), generator.randrange(10**15)))
+        encoder = PredictionEncoder(events_learned=case, checkpoint=checkpoint, labeled_offsets=offsets)
+        key, value = encoder.encode(event, probabilities, verdict=verdict, clues=clues)
+        assert key == event.id.encode()
+        assert value == _reference_prediction(event, probabilities, case, checkpoint, offsets, verdict, clues)
+    # a clue the json module refuses (allow_nan=False) is refused alike: the worker dead-letters it
+    encoder = PredictionEncoder(events_learned=1, checkpoint=None)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        encoder.encode(_event(), {"ham": 0.5, "spam": 0.5}, clues=[("free", float("inf"))])
+
+
 # ------------------------------------------------------------------------------------------
 # Dead-letter headers
 

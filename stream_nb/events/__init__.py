@@ -15,6 +15,7 @@ from stream_nb.events.codec import (
     dead_letter_headers,
     decode_record,
     decode_records,
+    PredictionEncoder,
     encode_prediction,
 )
 
@@ -30,5 +31,6 @@ __all__ = [
     "dead_letter_headers",
     "decode_record",
     "decode_records",
+    "PredictionEncoder",
     "encode_prediction",
 ]

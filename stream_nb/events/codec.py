@@ -106,6 +106,7 @@ __all__ = [
     "dead_letter_headers",
     "decode_record",
     "decode_records",
+    "PredictionEncoder",
     "encode_prediction",
 ]
 
@@ -415,9 +416,93 @@ def decode_records(
     return events, rejected
 
 
-# One encoder for every prediction: json.dumps with options builds a new one per call (a fifth
-# of the encoding's time); the output is the same.
+# The generic encoder, for what is encoded once per batch (the model part) and for the rare
+# prediction the fast path does not take; json.dumps with options would build one per call.
 _PREDICTION_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+# JSON string literals as that encoder writes them (ensure_ascii=False), in C where available.
+_json_string = json.encoder.encode_basestring
+
+
+class PredictionEncoder:
+    """Prediction messages of one batch: `encode` gives what `encode_prediction` gives, byte for
+    byte, with the part every prediction of the batch shares (events_learned, checkpoint,
+    labeled_offsets) encoded once, and the rest written directly in its fixed key order, the
+    numbers as the json module writes them (repr of int and of float).
+    """
+
+    def __init__(self, *, events_learned: int, checkpoint: str | None,
+                 labeled_offsets: list[list] | None = None) -> None:
+        if type(events_learned) is not int or events_learned < 0:
+            raise ValueError(f"events_learned must be a non-negative int, got {events_learned!r}")
+        if checkpoint is not None and type(checkpoint) is not str:
+            raise TypeError(f"checkpoint must be str or None, got {type(checkpoint).__name__}")
+        model: dict[str, Any] = {"events_learned": events_learned, "checkpoint": checkpoint}
+        if labeled_offsets is not None:
+            model["labeled_offsets"] = labeled_offsets
+        self._model = model
+        self._model_json = _PREDICTION_JSON.encode(model)
+
+    def encode(self, event: Event, probabilities: dict[Label, float], *, verdict: str | None = None,
+               clues: list[tuple[str, float]] | None = None) -> tuple[bytes, bytes]:
+        """(key, value) of the prediction message for `event`: see `encode_prediction`."""
+        proba: dict[str, float] = {}
+        best: Label | None = None
+        best_p = -1.0
+        for cls, p in probabilities.items():
+            kind = type(cls)
+            if kind is str:
+                name = cls
+            elif kind is int:
+                name = str(cls)
+            else:
+                raise TypeError(f"class labels must be str or int, got {type(cls).__name__}")
+            if name in proba:
+                raise ValueError(f"class {cls!r} and an earlier class share the JSON key {name!r}")
+            p = float(p)
+            if p - p != 0.0:
+                raise ValueError(f"probability of class {cls!r} is not finite: {p!r}")
+            proba[name] = p
+            if best is None or p > best_p:  # strict: the first of equal maxima stays
+                best, best_p = cls, p
+        if clues is not None:
+            clues = [[name, float(weight)] for name, weight in clues]
+        source = event.source
+        if (type(event.id) is not str or type(source.topic) is not str or type(source.partition) is not int
+                or type(source.offset) is not int or (verdict is not None and type(verdict) is not str)
+                or (clues is not None and not all(type(name) is str and weight - weight == 0.0
+                                                  for name, weight in clues))):
+            return self._encode_generic(event, best, proba, verdict, clues)
+        string = _json_string
+        parts = ['{"id":', string(event.id), ',"label":',
+                 "null" if best is None else string(best) if type(best) is str else repr(best),
+                 ',"proba":{', ",".join([f"{string(name)}:{p!r}" for name, p in proba.items()]),
+                 '},"model":', self._model_json,
+                 ',"source":{"topic":', string(source.topic), ',"partition":', repr(source.partition),
+                 ',"offset":', repr(source.offset), "}"]
+        if verdict is not None:
+            parts += [',"verdict":', string(verdict)]
+        if clues is not None:
+            parts += [',"clues":[', ",".join([f"[{string(name)},{weight!r}]" for name, weight in clues]), "]"]
+        parts.append("}")
+        return event.id.encode("utf-8"), "".join(parts).encode("utf-8")
+
+    def _encode_generic(self, event, best, proba, verdict, clues) -> tuple[bytes, bytes]:
+        """The message through the json module: for values the direct path does not write
+        (a non-finite clue, which it refuses as allow_nan=False does; types other than the
+        contract's)."""
+        source = event.source
+        message = {
+            "id": event.id,
+            "label": best,
+            "proba": proba,
+            "model": self._model,
+            "source": {"topic": source.topic, "partition": source.partition, "offset": source.offset},
+        }
+        if verdict is not None:
+            message["verdict"] = verdict
+        if clues is not None:
+            message["clues"] = clues
+        return event.id.encode("utf-8"), _PREDICTION_JSON.encode(message).encode("utf-8")
 
 
 def encode_prediction(
@@ -446,46 +531,11 @@ def encode_prediction(
     `probabilities`' order wins; it is null, and "proba" is {}, when `probabilities` is empty.
     Raises TypeError for a class that is not str or int (bool included), and ValueError for a
     non-finite probability or two classes with the same string form (``1`` and ``"1"``), which
-    JSON object keys could not tell apart.
+    JSON object keys could not tell apart. A batch of predictions: `PredictionEncoder`.
     """
-    proba: dict[str, float] = {}
-    best: Label | None = None
-    best_p = -1.0
-    for cls, p in probabilities.items():
-        kind = type(cls)
-        if kind is str:
-            name = cls
-        elif kind is int:
-            name = str(cls)
-        else:
-            raise TypeError(f"class labels must be str or int, got {type(cls).__name__}")
-        if name in proba:
-            raise ValueError(f"class {cls!r} and an earlier class share the JSON key {name!r}")
-        p = float(p)
-        if p - p != 0.0:
-            raise ValueError(f"probability of class {cls!r} is not finite: {p!r}")
-        proba[name] = p
-        if best is None or p > best_p:  # strict: the first of equal maxima stays
-            best, best_p = cls, p
-    if type(events_learned) is not int or events_learned < 0:
-        raise ValueError(f"events_learned must be a non-negative int, got {events_learned!r}")
-    if checkpoint is not None and type(checkpoint) is not str:
-        raise TypeError(f"checkpoint must be str or None, got {type(checkpoint).__name__}")
-    source = event.source
-    message = {
-        "id": event.id,
-        "label": best,
-        "proba": proba,
-        "model": {"events_learned": events_learned, "checkpoint": checkpoint},
-        "source": {"topic": source.topic, "partition": source.partition, "offset": source.offset},
-    }
-    if labeled_offsets is not None:
-        message["model"]["labeled_offsets"] = labeled_offsets
-    if verdict is not None:
-        message["verdict"] = verdict
-    if clues is not None:
-        message["clues"] = [[name, float(weight)] for name, weight in clues]
-    return event.id.encode("utf-8"), _PREDICTION_JSON.encode(message).encode("utf-8")
+    encoder = PredictionEncoder(events_learned=events_learned, checkpoint=checkpoint,
+                                labeled_offsets=labeled_offsets)
+    return encoder.encode(event, probabilities, verdict=verdict, clues=clues)
 
 
 def dead_letter_headers(rejected: Rejected) -> list[Header]:

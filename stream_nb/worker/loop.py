@@ -29,7 +29,8 @@ from kafka.errors import CommitFailedError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
 from stream_nb.config import Config
-from stream_nb.events import Event, Rejected, SourcePosition, dead_letter_headers, decode_record, encode_prediction
+from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
+                              decode_record)
 from stream_nb.kafka.clients import (
     close_producer,
     ensure_topics,
@@ -491,14 +492,14 @@ class Worker:
             clues = (strongest_clues_many(self.model, X, probabilities, top=n_clues) if isinstance(X, SparseBatch)
                      else [strongest_clues(self.model, x, top=n_clues, proba=proba) if proba else None
                            for x, proba in zip(X, probabilities)])
+        encoder = PredictionEncoder(events_learned=learned, checkpoint=self.checkpoint_id,
+                                    labeled_offsets=labeled_offsets)
         for i, (event, record, proba) in enumerate(zip(events, origin, probabilities)):
             if proba is None:
                 continue  # dead-lettered above
             try:
-                key, value = encode_prediction(
-                    event, proba, events_learned=learned, checkpoint=self.checkpoint_id,
-                    labeled_offsets=labeled_offsets,
-                    verdict=None if band is None else verdict(proba, positive, band),
+                key, value = encoder.encode(
+                    event, proba, verdict=None if band is None else verdict(proba, positive, band),
                     clues=clues[i] if clues is not None else None)
             except (TypeError, ValueError) as error:
                 self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
