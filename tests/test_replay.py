@@ -246,6 +246,17 @@ def test_clues_of_a_batch_equal_the_clues_of_each_event(kind, alpha):
                 for i, proba in enumerate(probabilities)]
     assert batch == expected
     assert sum(len(clues) == 4 for clues in batch if clues) > 400
+    # learned after the prediction (names of X added to the vocabulary): the batch's remembered
+    # look-up is stale, and the clues must read the model as it is now
+    vocabulary_before = len(model._vocabulary)
+    model.learn_many(X[:300], labels[1000:1300])
+    assert len(model._vocabulary) > vocabulary_before
+    expected = [strongest_clues(model, dicts[i], top=4, proba=proba) if proba else None
+                for i, proba in enumerate(probabilities)]
+    assert strongest_clues_many(model, X, probabilities, top=4) == expected
+    # one event alone: fewer logs per occurrence than per distinct feature and class
+    one = X[10:11]
+    assert strongest_clues_many(model, one, probabilities[10:11], top=4) == expected[10:11]
 
 
 def test_clues_equal_the_formula_computed_over_arrays_and_rounded_by_numpy():

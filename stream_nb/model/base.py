@@ -21,7 +21,7 @@ import bisect
 import math
 from itertools import chain, repeat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from river import base as river_base
@@ -58,9 +58,22 @@ class SparseBatch:
     lengths: np.ndarray
     values: np.ndarray | None = None
     distinct: bool = False  # no name repeats within an event (a featuriser that deduplicates says so)
+    _columns: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.lengths)
+
+    def columns_in(self, vocabulary) -> np.ndarray:
+        """`vocabulary.lookup(self.names)` (read-only), remembered while the vocabulary stays as
+        it was: a vocabulary only ever appends names, so the same object at the same length maps
+        every name as before. A prediction and its clues look the batch up once."""
+        cached = self._columns
+        if cached is not None and cached[0] is vocabulary and cached[1] == len(vocabulary):
+            return cached[2]
+        columns = vocabulary.lookup(self.names)
+        columns.flags.writeable = False
+        self._columns = (vocabulary, len(vocabulary), columns)
+        return columns
 
     def __getitem__(self, events: slice) -> SparseBatch:
         if not isinstance(events, slice) or events.step not in (None, 1):
@@ -257,7 +270,7 @@ class NaiveBayes(river_base.Classifier):
         sparse, names, value, keep, lengths, weight, labeled_rows, X = (
             validated if validated is not None else self._validate(X, y, weights))
         event = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        column = self._vocabulary.lookup(names)
+        column = X.columns_in(self._vocabulary).copy() if sparse else self._vocabulary.lookup(names)
         return self._encode_valid(n, y, sparse, names, value, keep, lengths, weight, labeled_rows, X, event, column,
                                   pending)
 
