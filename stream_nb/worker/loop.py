@@ -59,6 +59,7 @@ __all__ = ["DeliveryError", "Fenced", "Worker"]
 
 RETRY_AFTER_ERROR_S = 2.0
 TRANSACTION_TIMEOUT_MS = 60_000  # kafka-python's and librdkafka's default transaction_timeout_ms
+SESSION_TIMEOUT_MS = 10_000  # kafka-python's default session_timeout_ms (librdkafka's is longer)
 
 
 def _rejected_by_us(event: Event, reason: str, detail: str, record) -> Rejected:
@@ -124,6 +125,9 @@ class Worker:
         self._changed_since_checkpoint = False
         self._last_checkpoint = time.monotonic()
         self._restored: dict | None = None
+        self._member_id = ""  # the last member id the group gave this worker
+        self._unconfirmed: str | None = None  # why its transactional id must be shown to be its own
+        self._last_step_at: float | None = None
 
     # ---- life cycle -----------------------------------------------------------------------
 
@@ -328,6 +332,7 @@ class Worker:
     def _step(self) -> bool:
         """Catch up with the labeled log (labels first), predict one poll of unlabeled records,
         commit outputs when due, checkpoint when due."""
+        self._confirm_ownership_after_a_stall()
         learned = self._catch_up_labels()
         metadata = self.group.group_metadata()  # before the poll: see Outputs
         # A join under way gets a poll's time to finish (kafka-python resends one that completes
@@ -521,6 +526,14 @@ class Worker:
     def _on_assignment_change(self) -> None:
         """Learn where the labeled dead letters of newly owned labeled partitions stand."""
         self._assignment_changed = False
+        member_id = self.group.group_metadata().member_id
+        if member_id and self._member_id and member_id != self._member_id:
+            # A static member keeps its member id through rebalances: a new one means the old was
+            # dropped, or taken by a process with our instance id while this one stalled.
+            self._unconfirmed = f"the group gave this worker a new member id ({self._member_id} -> {member_id})"
+        self._member_id = member_id or self._member_id
+        if self._unconfirmed is not None:
+            self._confirm_ownership()
         assignment = self.group.assignment()
         log.info("group %s assigns this worker %s", self.kafka["group_id"],
                  ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assignment)) or "no partition")
@@ -531,6 +544,51 @@ class Worker:
         if owned:
             log.info("publishing the dead letters of labeled partitions %s",
                      ", ".join(f"{tp.topic}[{tp.partition}] from offset {offset}" for tp, offset in self._cursors.items()))
+
+    def _confirm_ownership_after_a_stall(self) -> None:
+        """Start to start: a pause that lands inside a step shows in the gap before the next."""
+        now = time.monotonic()
+        stalled_s, self._last_step_at = (now - self._last_step_at if self._last_step_at else 0.0), now
+        limit_s = min(self.config.kafka_client.get("session_timeout_ms", SESSION_TIMEOUT_MS),
+                      self.config.kafka_client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS)) / 1000
+        if stalled_s >= limit_s:
+            self._unconfirmed = f"this worker stalled for {stalled_s:.1f} s (paused?)"
+        if self._unconfirmed is not None:
+            self._confirm_ownership()
+
+    def _confirm_ownership(self) -> None:
+        """Prove that no newer producer holds this worker's transactional id before going on.
+
+        A worker that stalled (SIGSTOP, a frozen VM) may have been replaced meanwhile, and on
+        resume its consumer can rejoin under the static instance id before this loop runs
+        (librdkafka does so in the background). Its producer is then fenced, but says so only
+        when it next asks the coordinator, which an idle worker might never do. So: the group's
+        own committed offsets, committed again in a transaction (no change for a rightful owner;
+        refused with a fencing error for a stale one, which stops this worker: exit 3). Stays
+        pending (self._unconfirmed) while the worker holds no partition with a committed offset."""
+        why = self._unconfirmed
+        if not self.exactly_once or why is None:
+            self._unconfirmed = None
+            return
+        if self.outputs.open:
+            if self.outputs.outlived(self.config.kafka_client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS) / 1000):
+                raise Fenced(f"fenced: {why}, and its open transaction outlived transaction_timeout_ms: another "
+                             f"worker with instance id {self.instance_id!r} may hold its place; stopping so as "
+                             f"not to fence it back")
+            self._unconfirmed = None  # the open transaction's commit or abort asks the coordinator anyway
+            return
+        committed = {tp: self.group.committed(tp) for tp in self.group.assignment()}
+        committed = {tp: offset for tp, offset in committed.items() if offset is not None}
+        if not committed:
+            return
+        log.info("%s: confirming that transactional id %r is still this worker's", why, self.transactional_id)
+        self.outputs.begin(self.group.group_metadata())
+        try:
+            self.outputs.commit(committed)
+        except CommitFailedError:
+            # The transaction coordinator took our epoch (it answers before the group does): ours.
+            self._rewind_outputs(None)
+        self._unconfirmed = None
 
     def _labeled_dead_letters_due(self) -> bool:
         return any(self._cursors.get(TopicPartition(r.source.topic, r.source.partition), 1 << 62) <= r.source.offset

@@ -27,6 +27,7 @@ from worker_support import (
     Topics,
     WorkerProcess,
     assert_predictions_reproduced,
+    committed_offset,
     create_topics,
     error_line,
     labeled_event,
@@ -388,6 +389,55 @@ def test_a_paused_worker_resumed_after_the_transaction_timeout_is_fenced_and_its
     if replacement_status != 0:
         warnings.warn(f"the replacement was fenced by its paused predecessor's rejoin ({transport}); "
                       "outputs exactly once, b finished the stream")
+
+
+def test_an_idle_worker_paused_and_replaced_stops_on_resume(kafka_broker, tmp_path, sms, transport):
+    """The flake of the test above, made certain: every output is committed and the stream is over
+    before the paused worker resumes, so it has no transaction open and nothing left to write. Its
+    consumer may rejoin under the static instance id on resume (librdkafka does, in the
+    background), but its producer was fenced by the replacement's: it must find that out and stop
+    (exit 3), not live on as the group's member with a producer that can never commit."""
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("idle")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    labeled = [Message(topics.labeled, labeled_event(f"l{i}", text, label)) for i, (label, text) in enumerate(sms[:300])]
+    unlabeled = {f"u{i}": text for i, (_, text) in enumerate(sms[300:400])}
+    produce(bootstrap, labeled + [Message(topics.unlabeled, unlabeled_event(i, text), key=i.encode())
+                                  for i, text in unlabeled.items()])
+    group_id = f"group-{topics.labeled[:-8]}"
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", group_id=group_id,
+                               client={**FAST_CLIENT, "transaction_timeout_ms": 10_000}, transport=transport)
+
+    def start(directory: str) -> WorkerProcess:
+        return WorkerProcess(config_path, tmp_path / f"{directory}.log", stop_when_idle=None,
+                             overrides=('worker.instance_id="a"', f'checkpoint.dir="{tmp_path / directory}"'))
+
+    paused = start("a")
+    replacement = None
+    try:
+        wait_until(lambda: committed_offset(bootstrap, group_id, topics.unlabeled) == len(unlabeled), 120,
+                   "every prediction committed", (paused,))
+        paused.process.send_signal(signal.SIGSTOP)
+        paused_at = time.monotonic()
+        replacement = start("a-replacement")  # a supervisor's restart elsewhere, with the same instance id
+        wait_until(lambda: "assigns this worker" in (tmp_path / "a-replacement.log").read_text(), 60,
+                   "the replacement to join", (replacement,))
+        time.sleep(max(0.0, 12.0 - (time.monotonic() - paused_at)))  # past both timeouts (10 s)
+        paused.process.send_signal(signal.SIGCONT)
+        assert paused.wait(60) == EXIT_FENCED, paused.log_tail()
+        # On librdkafka the resumed consumer's rejoin may have fenced the replacement's consumer
+        # first (an availability hazard, see above); on kafka-python the replacement goes on.
+        replacement.process.terminate()
+        assert replacement.wait(60) in ((0, EXIT_FENCED) if transport == "confluent-kafka" else (0,)), \
+            replacement.log_tail()
+    finally:
+        for worker in (paused, replacement):
+            if worker is not None:
+                worker.process.send_signal(signal.SIGCONT)
+                worker.kill()
+    assert (tmp_path / "a.log").read_text().splitlines()[-1].startswith("stream-nb run: fenced")
+    ids = [json.loads(record.value)["id"] for record in read_topic(bootstrap, topics.predictions)]
+    assert sorted(ids) == sorted(unlabeled)  # each once: the replacement redid nothing committed
 
 
 def test_a_fenced_producers_late_write_leaves_its_replacements_transaction_alone(kafka_broker, transport):

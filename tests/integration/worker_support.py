@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, read_checkpoint, state_digest
 from stream_nb.config import Config, load_config
@@ -251,10 +252,15 @@ def end_offset(bootstrap: str, topic: str) -> int:
 
 
 def committed_offset(bootstrap: str, group_id: str, topic: str, partition: int = 0) -> int | None:
-    """The offset the consumer group `group_id` has committed for a partition (None: none yet)."""
+    """The offset the consumer group `group_id` has committed for a partition (None: none yet,
+    or the group's coordinator is not ready to say)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         found = admin.list_group_offsets({group_id: None}).get(group_id, {})
+    except KafkaError as error:
+        if not error.retriable:
+            raise
+        return None
     finally:
         admin.close()
     committed = found.get(TopicPartition(topic, partition))
