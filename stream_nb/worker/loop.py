@@ -25,7 +25,7 @@ import signal
 import time
 
 from kafka import ConsumerRebalanceListener, TopicPartition
-from kafka.errors import CommitFailedError, KafkaError
+from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
 from stream_nb.config import Config
@@ -42,6 +42,7 @@ from stream_nb.kafka.clients import (
     make_producer,
     rebalance_pending,
     take_part_in_rebalances,
+    transaction_lost,
 )
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import verdict
@@ -127,6 +128,7 @@ class Worker:
         self._restored: dict | None = None
         self._member_id = ""  # the last member id the group gave this worker
         self._unconfirmed: str | None = None  # why its transactional id must be shown to be its own
+        self._instance_fencings: list[float] = []  # when our consumer was fenced (and rejoined)
         self._last_step_at: float | None = None
 
     # ---- life cycle -----------------------------------------------------------------------
@@ -196,8 +198,7 @@ class Worker:
         self.labeled.start(saved["offsets"], saved["topic_ids"])
         self._restored = None
         self.producer = make_producer(self.kafka, client, self.transactional_id)
-        self.group = make_group_consumer(self.kafka, client, self.instance_id)
-        self.group.subscribe([*self.unlabeled_topics, *sorted(self.labeled_topics)], listener=_PauseLabeled(self))
+        self.group = self._join_group()
         self.outputs = Outputs(self.producer, self.group, exactly_once=self.exactly_once,
                                commit_interval_s=self.kafka["commit_interval_ms"] / 1000,
                                transactional_id=self.transactional_id)
@@ -206,6 +207,11 @@ class Worker:
         self._single_partition = {
             topic: len(self.group.partitions_for_topic(topic) or ()) == 1
             for topic in (self.kafka["predictions_topic"], self.kafka["dead_letter_topic"])}
+
+    def _join_group(self):
+        group = make_group_consumer(self.kafka, self.config.kafka_client, self.instance_id)
+        group.subscribe([*self.unlabeled_topics, *sorted(self.labeled_topics)], listener=_PauseLabeled(self))
+        return group
 
     def _close_clients(self, timeout_s: float = 10.0) -> None:
         for client in (self.producer, self.group, self.labeled.consumer if self.labeled else None):
@@ -296,6 +302,8 @@ class Worker:
     def _recover(self, error: KafkaError) -> None:
         """Ride out a Kafka error: drop the open outputs, reopen every client, go on from the
         group's committed offsets. The model stays: it holds exactly the labeled offsets read."""
+        if self._rejoined_after_instance_fencing(error):
+            return
         if fenced_by(error, self.producer) or (self.outputs is not None and self.outputs.outlived(
                 self.config.kafka_client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS) / 1000)):
             # Not reconnecting: a new producer would fence the worker that took this one's place.
@@ -326,6 +334,40 @@ class Worker:
                     raise Fenced(f"fenced while reconnecting: {reopen_error}") from None
                 log.warning("still cannot reach Kafka (%s); retrying in %.0f s", reopen_error, RETRY_AFTER_ERROR_S)
                 self._close_clients(timeout_s=0)
+
+    def _rejoined_after_instance_fencing(self, error: KafkaError) -> bool:
+        """Our consumer was fenced by another member with our instance id, but our producer is
+        not: let the producer decide who stays. On librdkafka a process resumed after a pause
+        rejoins under the static instance id in the background, fencing the consumer of the
+        replacement that took its place, although the replacement's producer is the newer one.
+        So: a new consumer (which fences the other's in turn), then the ownership probe, which
+        only the newest producer passes (_confirm_ownership); the stale process stops there.
+        Bounded: a fourth fencing within 5 minutes stops this worker (two processes that both
+        believe they own the id, e.g. one instance id given to two workers)."""
+        if not (self.exactly_once and isinstance(error, FencedInstanceIdError) and self.group is not None
+                and not transaction_lost(self.producer)):
+            return False
+        now = time.monotonic()
+        self._instance_fencings = [at for at in self._instance_fencings if now - at < 300] + [now]
+        if len(self._instance_fencings) > 3:
+            return False
+        log.warning("another member with instance id %r fenced this worker's consumer, but not its producer: "
+                    "rejoining, then confirming the transactional id", self.instance_id)
+        try:
+            self.outputs.abort()  # asks the coordinator: a fenced producer shows here
+        except KafkaError as abort_error:
+            if fenced_by(abort_error, self.producer):
+                return False
+            raise
+        try:
+            self.group.close()
+        except Exception as close_error:  # a fatal consumer may refuse a clean close; it is replaced
+            log.debug("closing the fenced consumer: %s", close_error)
+        self.group = self.outputs.group = self._join_group()
+        self._cursors = {}
+        self._assignment_changed = True
+        self._unconfirmed = f"its consumer was fenced by another member with instance id {self.instance_id!r}"
+        return True
 
     # ---- one step -----------------------------------------------------------------------------
 
