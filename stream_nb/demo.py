@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import signal
 import sys
 import threading
 import time
@@ -86,7 +87,9 @@ def _run_on_kafka(events: list[dict], config_path, args) -> int:
         print(f"stream-nb demo: the broker did not start: {error}", file=sys.stderr)
         return 2
     worker = thread = None
+    ctrl_c = _CtrlC()
     try:
+        ctrl_c.check()  # pressed while the broker started
         run = time.strftime("%Y%m%d-%H%M%S")
         topics = {name: f"demo-{run}-{name}" for name in ("labeled", "unlabeled", "predictions", "dead-letter")}
         overrides = [
@@ -101,15 +104,17 @@ def _run_on_kafka(events: list[dict], config_path, args) -> int:
         worker.start()
         thread = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False}, daemon=True)
         thread.start()
-        truth, started = _stream(events, topics, broker.bootstrap, args.labeled_share, worker)
-        _wait_until_processed(worker, len(events), started)
+        truth, started = _stream(events, topics, broker.bootstrap, args.labeled_share, worker, ctrl_c)
+        _wait_until_processed(worker, len(events), started, ctrl_c)
         seconds = time.perf_counter() - started
         worker.request_stop()
         thread.join(timeout=60)
         predictions = _read_predictions(KafkaConsumer, broker.bootstrap, topics["predictions"])
+        ctrl_c.check()
         _summary(events, truth, predictions, worker, seconds, config, args.report, config_path)
         return 0
     finally:
+        ctrl_c.restore()
         if worker is not None and thread is not None and thread.is_alive():
             worker.request_stop()
             thread.join(timeout=60)
@@ -117,7 +122,30 @@ def _run_on_kafka(events: list[dict], config_path, args) -> int:
             broker.stop()
 
 
-def _stream(events, topics, bootstrap, labeled_share: float, worker) -> tuple[dict, float]:
+class _CtrlC:
+    """Ctrl-C (SIGINT) sets a flag that the demo's own loops check, and KeyboardInterrupt is
+    raised from there. Python raises it wherever the main thread happens to be, and
+    kafka-python's network code catches BaseException: a loaded test run lost one that way and
+    the demo ran to its end."""
+
+    def __init__(self) -> None:
+        self.pressed = threading.Event()
+        try:
+            self._previous = signal.signal(signal.SIGINT, lambda *_: self.pressed.set())
+        except ValueError:  # not the main thread: Ctrl-C keeps its default meaning
+            self._previous = None
+
+    def check(self) -> None:
+        if self.pressed.is_set():
+            raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+def _stream(events, topics, bootstrap, labeled_share: float, worker, ctrl_c: _CtrlC) -> tuple[dict, float]:
     """Publish the stream: a labeled share with labels, the rest to be predicted; show progress."""
     from kafka import KafkaProducer
 
@@ -135,9 +163,11 @@ def _stream(events, topics, bootstrap, labeled_share: float, worker) -> tuple[di
                 truth[event["id"]] = event["label"]
             producer.send(topic, key=event["id"].encode(), value=json.dumps(value).encode())
             if time.perf_counter() - last > 0.5:
+                ctrl_c.check()
                 _progress(worker, count, len(events), started)
                 last = time.perf_counter()
         producer.flush()
+        ctrl_c.check()
     finally:
         producer.close()
     return truth, started
@@ -158,9 +188,10 @@ def _progress(worker, published: int, total: int, started: float, final: bool = 
         _last_plain_line[0] = time.monotonic()
 
 
-def _wait_until_processed(worker, total: int, started: float, timeout: float = 600.0) -> None:
+def _wait_until_processed(worker, total: int, started: float, ctrl_c: _CtrlC, timeout: float = 600.0) -> None:
     deadline = time.monotonic() + timeout
     while worker._processed < total:
+        ctrl_c.check()
         if time.monotonic() > deadline:
             raise RuntimeError(f"the worker processed {worker._processed} of {total} events in {timeout:.0f} s")
         time.sleep(0.2)
