@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
+import signal
 import sys
 import time
+from collections import Counter
 from itertools import islice
 from pathlib import Path
 
@@ -70,23 +71,57 @@ class _Progress:
             print(file=self.stream)
 
 
-def _summary(model, featurizer, result: PrequentialResult, report: Path | None) -> None:
+class _StopAtBatchEnd:
+    """Ctrl-C (SIGINT) ends the replay after the batch under way, so the report of what was
+    replayed is still written (exit 130); a second Ctrl-C interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> _StopAtBatchEnd:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._interrupt)
+        except ValueError:  # not the main thread: Ctrl-C keeps its default meaning
+            self._previous = None
+        return self
+
+    def _interrupt(self, *_signal) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nstream-nb replay: interrupted; finishing this batch and writing the report "
+              "(Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+
+    def __exit__(self, *_exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def __call__(self) -> bool:
+        return self.requested
+
+
+def _summary(model, featurizer, result: PrequentialResult, report: Path | None, notes=()) -> None:
     metrics = result.metrics
+    if result.stopped_early:
+        print("interrupted      the figures below are of the events replayed before Ctrl-C")
     print(f"events           {result.events:,} ({metrics.events:,} labeled)")
     print(f"throughput       {result.events_per_s:,.0f} events/s (featurise + predict + learn)")
     print(f"accuracy         {metrics.accuracy:.4f} prequential (predict, then learn)")
     for label, scores in metrics.per_class().items():
         print(f"  {str(label):14s} precision {scores['precision']:.4f}  recall {scores['recall']:.4f}  "
               f"F1 {scores['f1']:.4f}  ({scores['support']:,} events)")
-    print("last predictions, with their strongest clues:")
-    for event, probabilities in result.last_predictions[-3:]:
-        if not probabilities:
-            continue
+    shown = [(event, probabilities) for event, probabilities in result.last_predictions[-3:] if probabilities]
+    if shown:
+        print("last predictions, with their strongest clues:")
+    for event, probabilities in shown:
         label = max(probabilities, key=probabilities.get)
         clues = strongest_clues(model, featurizer.transform_one(event["text"]), top=3)
         text = event["text"] if len(event["text"]) <= 60 else event["text"][:57] + "..."
         print(f"  {label:5s} p={probabilities[label]:.3f}  {text!r}")
         print("        clues: " + ", ".join(f"{name} (+{weight:.2f})" for name, weight in clues))
+    for note in notes:
+        print(f"note             {note}")
     if report is not None:
         print(f"report           {report}")
 
@@ -123,7 +158,9 @@ def replay_and_report(events, named_configs: list[tuple[str, Config]], report_di
     contenders = [_contender(name, config, EvaluationRecorder) for name, config in named_configs]
     progress = _Progress(total)
     try:
-        result = replay_contenders(events, contenders, batch_size=batch_size, delay=delay, on_batch=progress)
+        with _StopAtBatchEnd() as stop:
+            result = replay_contenders(events, contenders, batch_size=batch_size, delay=delay, on_batch=progress,
+                                       should_stop=stop)
     finally:
         progress.close()
     configs = [config for _, config in named_configs]
@@ -138,7 +175,7 @@ def run_replay(args) -> int:
     try:
         config = load_config(args.config, args.set)
         named = [(str(args.config or "defaults"), config)]
-        named += [(str(path), load_config(path)) for path in args.compare]
+        named += [(str(path), load_config(path, args.set)) for path in args.compare]
         source = {"topic": args.topic, "input": None if args.input is None else str(args.input),
                   "from_offset": args.from_offset, "from_time": args.from_time, "max_events": args.max_events}
         result, contenders, reports = replay_and_report(
@@ -147,21 +184,33 @@ def run_replay(args) -> int:
     except (SourceError, ConfigError, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2
-    _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json")
+    _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json",
+             _notes(reports[0]))
     if len(contenders) > 1:
         _compare_table(reports)
-    return 0
+    return EXIT_INTERRUPTED if result.stopped_early else 0
+
+
+EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
+
+
+def _notes(report: dict) -> list[str]:
+    return [note for note in (report.get("binary_measures_skipped"),) if note]
 
 
 def _full_report(contender, config: Config, result, rejected: Counter, source: dict, delay: int) -> dict:
-    from stream_nb.replay.evaluation import evaluate
+    from stream_nb.replay.evaluation import binary_measures_of, evaluate
 
-    report = evaluate(contender.recorder, positive=config.evaluation.get("positive"))
+    positive, skipped = binary_measures_of(contender.recorder.sorted_labels(), config.evaluation.get("positive"))
+    report = evaluate(contender.recorder, positive=positive, binary=skipped is None)
+    if skipped is not None:
+        report["binary_measures_skipped"] = skipped
     band = config.evaluation.get("unsure_band")
-    if band is not None:
+    if band is not None and skipped is None:
         report["unsure_band"] = _unsure_summary(contender, band, config.evaluation["positive"])
     report.update({
         "events": result.events,
+        "interrupted": result.stopped_early,
         "labeled_events_scored": contender.metrics.events,
         "unscored": contender.unscored,
         "events_learned": contender.learned,
@@ -197,9 +246,10 @@ def _write_full_reports(report_dir: Path, reports: list[dict], contenders, confi
                                             encoding="utf-8")
     first, config = contenders[0], configs[0]
     positive = reports[0].get("positive")
-    plot_curve(rolling_series(first.recorder, window=config.evaluation["window"], positive=positive),
+    binary = "binary_measures_skipped" not in reports[0]
+    plot_curve(rolling_series(first.recorder, window=config.evaluation["window"], positive=positive, binary=binary),
                report_dir / "curve.png", title=f"Prequential replay: {first.name}")
-    plot_roc(first.recorder, report_dir / "roc.png", positive=positive)
+    plot_roc(first.recorder, report_dir / "roc.png", positive=positive, binary=binary)
     if scores:
         write_scores_csv(first.recorder, report_dir / "scores.csv", ids=first.scored_ids)
 
@@ -214,8 +264,9 @@ def _compare_table(reports: list[dict]) -> None:
 def run_in_process_demo(events: list[dict], config: Config, args) -> int:
     """`stream-nb demo --no-kafka`: the stream replayed in-process, reported as `replay` does."""
     print(f"stream-nb demo (in-process): {len(events):,} events, model {config.model['kind']} ({config.source})")
-    result, contenders, _ = replay_and_report(events, [(config.source, config)], args.report,
+    result, contenders, reports = replay_and_report(events, [(config.source, config)], args.report,
                                               batch_size=args.batch_size, source={"demo": "--no-kafka"},
                                               total=len(events))
-    _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json")
-    return 0
+    _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json",
+             _notes(reports[0]))
+    return EXIT_INTERRUPTED if result.stopped_early else 0

@@ -225,10 +225,13 @@ def miss_rate_at_false_positive_rate(scores: np.ndarray, positive: np.ndarray,
 _OBVIOUS_POSITIVES = (({"spam", "ham"}, "spam"), ({True, False}, True))  # {0, 1} == {False, True}
 
 
-def resolve_positive(labels, positive=None):
+def resolve_positive(labels, positive=None, binary: bool = True):
     """The positive class of a two-class problem: `positive` if given (it must be one of the
     labels), else "spam" for {"spam", "ham"} and True/1 for {True, False} / {0, 1}; anything else
-    raises ValueError asking for it. Returns None when there are not exactly two classes."""
+    raises ValueError asking for it. Returns None when there are not exactly two classes, or
+    when `binary` is False (the binary measures are skipped: see binary_measures_of)."""
+    if not binary:
+        return None
     labels = list(labels)
     if positive is not None:
         if positive not in labels:
@@ -241,6 +244,21 @@ def resolve_positive(labels, positive=None):
             return next(label for label in labels if label == obvious)
     raise ValueError(f"two classes {sorted(labels, key=_label_order)!r}: name the positive class "
                      "(the one TREC calls spam) explicitly; it is not guessed")
+
+
+def binary_measures_of(labels, positive=None) -> tuple[object, str | None]:
+    """(the positive class, None), or (None, why the binary measures are skipped) when it cannot
+    be resolved: a named class that is not among the labels (none at all for an empty stream),
+    or two classes of which neither is obviously the positive one. A replay's labels are known
+    only once it has run: its report is written either way, with the reason in it."""
+    labels = list(labels)
+    if not labels:
+        return None, "no labeled event was scored: there is nothing to measure"
+    try:
+        return resolve_positive(labels, positive), None
+    except ValueError as error:
+        return None, (f"{error}: the binary measures (TREC, the positive class's ROC and F1) are skipped; "
+                      "name the positive class with [evaluation] positive")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,7 +342,7 @@ def _trec(recorder: EvaluationRecorder, positive) -> dict:
     return result
 
 
-def evaluate(recorder: EvaluationRecorder, positive=None) -> dict:
+def evaluate(recorder: EvaluationRecorder, positive=None, binary: bool = True) -> dict:
     """All measures of a recorded replay as a JSON-ready dict (labels as strings, None where a
     measure is undefined). See the module docstring for the exact definitions.
 
@@ -334,9 +352,10 @@ def evaluate(recorder: EvaluationRecorder, positive=None) -> dict:
     predicted before any class), and with exactly two classes trec. `positive` names the
     positive class; with two classes it is required unless obvious (see `resolve_positive`);
     with more it makes roc_auc that class's one-vs-rest AUC instead of the macro average.
+    `binary=False` measures two classes as any number (macro ROC AUC, no trec).
     """
     labels = recorder.sorted_labels()
-    positive = resolve_positive(labels, positive)
+    positive = resolve_positive(labels, positive, binary)
     n = len(recorder)
     confusion = _confusion(recorder)
     k = len(recorder.labels)
@@ -383,7 +402,7 @@ def evaluate(recorder: EvaluationRecorder, positive=None) -> dict:
         "roc_auc_kind": ("binary, positive " + repr(positive)) if positive is not None else "macro one-vs-rest",
         "confusion_matrix": matrix,
     }
-    if len(labels) == 2:
+    if len(labels) == 2 and positive is not None:
         report["trec"] = _trec(recorder, positive)
     return report
 
@@ -393,7 +412,7 @@ def evaluate(recorder: EvaluationRecorder, positive=None) -> dict:
 
 
 def rolling_series(recorder: EvaluationRecorder, window: int = 500, positive=None,
-                   max_points: int = 2000) -> dict:
+                   max_points: int = 2000, binary: bool = True) -> dict:
     """Accuracy and F1 over the last `window` labeled events (fewer at the start), at up to
     `max_points` evenly spaced events. F1 is the positive class's for two classes (see
     `resolve_positive`), else the macro F1 over the classes with support in the window.
@@ -404,7 +423,7 @@ def rolling_series(recorder: EvaluationRecorder, window: int = 500, positive=Non
         raise ValueError(f"window must be >= 1, got {window}")
     n = len(recorder)
     labels = recorder.sorted_labels()
-    positive = resolve_positive(labels, positive)
+    positive = resolve_positive(labels, positive, binary)
     index = np.unique(np.linspace(1, n, min(n, max_points)).round().astype(np.int64)) if n else np.zeros(0, np.int64)
     start = np.maximum(index - window, 0)
     size = index - start

@@ -53,7 +53,8 @@ def _thousands():
     return FuncFormatter(lambda value, _: f"{value:,.0f}")
 
 
-def plot_roc(recorder: EvaluationRecorder, path, positive=None, title: str = "ROC curve") -> None:
+def plot_roc(recorder: EvaluationRecorder, path, positive=None, title: str = "ROC curve",
+             binary: bool = True) -> None:
     """ROC curve(s) from the recorded probabilities.
 
     Two classes: the positive class's curve (see `resolve_positive`), left in linear axes with
@@ -63,7 +64,7 @@ def plot_roc(recorder: EvaluationRecorder, path, positive=None, title: str = "RO
     """
     plt = _pyplot()
     labels = recorder.sorted_labels()
-    positive = resolve_positive(labels, positive)
+    positive = resolve_positive(labels, positive, binary)
     true = recorder.true_indices
     binary = positive is not None
     if binary:

@@ -44,6 +44,7 @@ class PrequentialResult:
     events: int = 0
     seconds: float = 0.0
     last_predictions: list = field(default_factory=list)  # (event, probabilities), first contender
+    stopped_early: bool = False  # `should_stop` ended the replay before the stream did
 
     @property
     def metrics(self) -> PrequentialMetrics:
@@ -77,7 +78,8 @@ def _delayed_steps(batch: list[dict], first_index: int, delay: int, pending: deq
 
 
 def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, batch_size: int = 1000,
-                      delay: int = 0, on_batch: Callable[[PrequentialResult], None] | None = None) -> PrequentialResult:
+                      delay: int = 0, on_batch: Callable[[PrequentialResult], None] | None = None,
+                      should_stop: Callable[[], bool] | None = None) -> PrequentialResult:
     """Predict each event with the state so far, then learn it once its label is revealed.
 
     With delay = 0 a label is learned right after its own prediction; with delay = d it is
@@ -85,6 +87,8 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
     progressive_val_score(delay=d)). Batches go through `predict_learn_many`, which equals the
     per-event loop exactly, so the batch size changes speed, never results. A labeled event is
     scored with its prediction unless no class existed yet (River skips those too).
+    `should_stop` is asked after each batch: True ends the replay there (every contender has
+    then seen the same events), with `stopped_early` set.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -132,6 +136,9 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
         result.seconds = time.perf_counter() - started
         if on_batch is not None:
             on_batch(result)
+        if following is not None and should_stop is not None and should_stop():
+            result.stopped_early = True
+            break
         batch = following
     return result
 

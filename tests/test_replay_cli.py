@@ -1,0 +1,98 @@
+"""`stream-nb replay` as a user meets it: labels of any name, an empty stream, --set for every
+compared configuration, Ctrl-C. The report is always written; nothing fails after the run."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from stream_nb.replay.generator import spam_ham_stream
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+SPAM_TOML = str(CONFIGS / "spam.toml")
+# spam.toml names "spam" the positive class; these labels are not spam and ham
+FOUR_EVENTS = "a\thello there friend\nb\twin cash now\na\tlunch later?\nb\tfree cash prize\n"
+SKIPPED = ("positive class 'spam' is not among the labels ['a', 'b']: the binary measures (TREC, the positive "
+           "class's ROC and F1) are skipped; name the positive class with [evaluation] positive")
+
+
+def replay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stream_nb.cli", "replay", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_labels_other_than_the_configured_positive_class_still_give_the_report(tmp_path):
+    (tmp_path / "ab.tsv").write_text(FOUR_EVENTS, encoding="utf-8")
+    done = replay("--input", str(tmp_path / "ab.tsv"), "--config", SPAM_TOML, "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    # 1st event: no class yet (unscored); 2nd: only "a" known, wrong; 3rd: every word unknown,
+    # equal priors, the first class; 4th: "cash" was seen in "b" only
+    assert report["events"] == 4 and report["labeled_events_scored"] == 3
+    assert report["accuracy"] == 2 / 3
+    assert report["confusion_matrix"] == {"a": {"a": 1}, "b": {"a": 1, "b": 1}}
+    assert report["binary_measures_skipped"] == SKIPPED
+    assert report["positive"] is None and report["roc_auc_kind"] == "macro one-vs-rest"
+    assert "trec" not in report and "unsure_band" not in report
+    assert f"note             {SKIPPED}" in done.stdout.splitlines()
+    assert (tmp_path / "r" / "curve.png").stat().st_size > 0 and (tmp_path / "r" / "roc.png").stat().st_size > 0
+
+    named = replay("--input", str(tmp_path / "ab.tsv"), "--config", SPAM_TOML, "--set", 'evaluation.positive="b"',
+                   "--report", str(tmp_path / "named"))
+    assert named.returncode == 0, named.stderr
+    report = json.loads((tmp_path / "named" / "report.json").read_text())
+    assert report["positive"] == "b" and "binary_measures_skipped" not in report
+    # TREC: ham misclassification 0 of 1 "a", spam misclassification 1 of 2 "b"
+    assert (report["trec"]["hm_percent"], report["trec"]["sm_percent"]) == (0.0, 50.0)
+
+
+def test_an_empty_stream_gives_an_empty_report_not_an_error(tmp_path):
+    (tmp_path / "empty.tsv").write_text("", encoding="utf-8")
+    done = replay("--input", str(tmp_path / "empty.tsv"), "--config", SPAM_TOML, "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert (report["events"], report["labeled_events_scored"], report["events_learned"]) == (0, 0, 0)
+    assert report["binary_measures_skipped"] == "no labeled event was scored: there is nothing to measure"
+    assert "last predictions" not in done.stdout
+
+
+def test_set_applies_to_the_compared_configurations_too(tmp_path):
+    lines = [f"{event['label']}\t{event['text']}" for event in spam_ham_stream(300)]
+    (tmp_path / "s.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = replay("--input", str(tmp_path / "s.tsv"), "--config", SPAM_TOML, "--compare",
+                  str(CONFIGS / "river_like.toml"), "--set", "model.alpha=0.5", "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    (compared,) = report["compared"]
+    assert report["configuration"]["model"]["alpha"] == 0.5
+    assert compared["configuration"]["model"]["alpha"] == 0.5
+    assert compared["configuration"]["model"]["unknown"] == "smooth"  # river_like.toml's own settings stay
+
+
+def test_ctrl_c_ends_the_replay_at_a_batch_boundary_with_a_partial_report(tmp_path):
+    total = 300_000
+    lines = [f"{event['label']}\t{event['text']}" for event in spam_ham_stream(total)]
+    (tmp_path / "big.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    process = subprocess.Popen([sys.executable, "-m", "stream_nb.cli", "replay", "--input", str(tmp_path / "big.tsv"),
+                                "--config", SPAM_TOML, "--batch-size", "500", "--report", str(tmp_path / "r")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        while not (seen and seen[-1].startswith("events ")):  # the progress line after the first batch
+            seen.append(process.stderr.readline())
+            assert seen[-1], "".join(seen)  # the replay ended before it showed progress
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=240)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "interrupted; finishing this batch and writing the report" in stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["interrupted"] is True
+    assert 0 < report["events"] < total and report["events"] % 500 == 0
+    assert stdout.startswith("interrupted ")
+    assert f"events           {report['events']:,} " in stdout
