@@ -129,8 +129,9 @@ class Config:
 
     def build_event_featurizer(self) -> EventFeaturizer:
         """Text plus the events' structured features (categorical/numeric lists, or inferred)."""
+        text = self.build_featurizer()  # its errors say "features: " already
         try:
-            return EventFeaturizer(text=self.build_featurizer(), categorical=self.features.get("categorical"),
+            return EventFeaturizer(text=text, categorical=self.features.get("categorical"),
                                    numeric=self.features.get("numeric"))
         except (TypeError, ValueError) as error:
             raise ConfigError(f"features: {error}") from None

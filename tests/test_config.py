@@ -88,3 +88,9 @@ def test_the_transport_is_kafka_python_unless_chosen(tmp_path):
     from stream_nb.checkpoint import config_fingerprint
 
     assert config_fingerprint(chosen.resolved()) == config_fingerprint(load_config(path).resolved())
+
+
+def test_a_featuriser_error_names_its_section_once():
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, ["features.ngram_range=[3, 1]"])
+    assert str(raised.value) == "features: ngram_range must satisfy 1 <= min_n <= max_n, got (3, 1)"
