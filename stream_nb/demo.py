@@ -124,9 +124,9 @@ def _run_on_kafka(events: list[dict], config_path, args) -> int:
 
 class _CtrlC:
     """Ctrl-C (SIGINT) sets a flag that the demo's own loops check, and KeyboardInterrupt is
-    raised from there. Python raises it wherever the main thread happens to be, and
-    kafka-python's network code catches BaseException: a loaded test run lost one that way and
-    the demo ran to its end."""
+    raised from there, not wherever the main thread happens to be: in a loaded test run one
+    was lost (where, not pinned down: kafka-python catches BaseException in places) and the
+    demo ran to its end."""
 
     def __init__(self) -> None:
         self.pressed = threading.Event()
