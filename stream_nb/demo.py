@@ -211,7 +211,7 @@ def _read_predictions(consumer_class, bootstrap: str, topic: str) -> dict:
 
 def _summary(events, truth: dict, predictions: dict, worker, seconds: float, config, report_dir: Path,
              config_path) -> None:
-    from stream_nb.model.explain import strongest_clues
+    from stream_nb.model.explain import clue_text, strongest_clues
     from stream_nb.replay.evaluation import evaluate, rolling_series
     from stream_nb.replay.plots import plot_curve, plot_roc
 
@@ -232,7 +232,7 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
         clues = prediction.get("clues") or strongest_clues(worker.model, featurizer.transform_one(texts[event_id]), top=3)
         shown = prediction.get("verdict", prediction["label"])
         print(f"  {shown:6s} p={prediction['proba'][str(prediction['label'])]:.3f}  {text!r}")
-        print("        clues: " + ", ".join(f"{name} (+{weight:.2f})" for name, weight in clues))
+        print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
     report_dir.mkdir(parents=True, exist_ok=True)
     report = evaluate(worker.recorder, positive=config.evaluation.get("positive"))
     report.update({"events": len(events), "events_per_s": len(events) / seconds,

@@ -487,10 +487,12 @@ def test_a_batch_encoder_writes_the_json_modules_bytes():
         key, value = encoder.encode(event, probabilities, verdict=verdict, clues=clues)
         assert key == event.id.encode()
         assert value == _reference_prediction(event, probabilities, case, checkpoint, offsets, verdict, clues)
-    # a clue the json module refuses (allow_nan=False) is refused alike: the worker dead-letters it
+    # infinite evidence (alpha = 0) is written as protobuf's JSON strings; NaN is refused
     encoder = PredictionEncoder(events_learned=1, checkpoint=None)
-    with pytest.raises(ValueError, match="not JSON compliant"):
-        encoder.encode(_event(), {"ham": 0.5, "spam": 0.5}, clues=[("free", float("inf"))])
+    _, value = encoder.encode(_event(), {"ham": 0.5, "spam": 0.5}, clues=[("free", float("inf")), ("hi", -float("inf"))])
+    assert json.loads(value)["clues"] == [["free", "Infinity"], ["hi", "-Infinity"]]
+    with pytest.raises(ValueError, match="not a number"):
+        encoder.encode(_event(), {"ham": 0.5, "spam": 0.5}, clues=[("free", float("nan"))])
 
 
 # ------------------------------------------------------------------------------------------
@@ -537,3 +539,29 @@ def test_dead_letter_detail_of_non_ascii_names_is_escaped_ascii():
     assert rejected.reason == "feature_value_type"
     assert rejected.detail == "feature '\\xe9\\ud800' is array, expected string, number or boolean"
     assert dict(dead_letter_headers(rejected))["stream-nb-detail"] == rejected.detail.encode()
+
+
+def test_infinite_clues_of_alpha_zero_are_json_strings_and_read_back():
+    """alpha = 0 (MLE): a word the runner-up class never had is infinitely strong evidence. JSON
+    has no infinity, so the prediction carries "Infinity" (protobuf's JSON form); NaN is refused."""
+    from stream_nb import MultinomialNB
+    from stream_nb.model.explain import clue_text, strongest_clues
+
+    model = MultinomialNB(alpha=0.0)
+    model.learn_one({"win": 1, "cash": 1, "now": 1}, "spam")
+    model.learn_one({"see": 1, "you": 1, "now": 1}, "ham")
+    x = {"win": 1, "now": 1}
+    proba = model.predict_proba_one(x)
+    assert proba == {"spam": 1.0, "ham": 0.0}  # P(win | ham) = 0/3
+    clues = strongest_clues(model, x, top=3, proba=proba)
+    # "now" once in each class of 3 words: log(1/3) - log(1/3) = 0
+    assert clues == [("win", float("inf")), ("now", 0.0)]
+    event = Event("m1", "win now", None, None, SRC)
+    key, value = encode_prediction(event, proba, events_learned=2, checkpoint=None, clues=clues)
+    assert json.loads(value)["clues"] == [["win", "Infinity"], ["now", 0.0]]
+    assert b'"clues":[["win","Infinity"],["now",0.0]]' in value
+    assert [clue_text(*clue) for clue in json.loads(value)["clues"]] == [
+        "win (never seen in the runner-up class)", "now (+0.00)"]
+    assert clue_text("see", float("-inf")) == "see (never seen in the predicted class)"
+    with pytest.raises(ValueError, match="not a number"):
+        encode_prediction(event, proba, events_learned=2, checkpoint=None, clues=[("win", float("nan"))])

@@ -465,11 +465,11 @@ class PredictionEncoder:
             if best is None or p > best_p:  # strict: the first of equal maxima stays
                 best, best_p = cls, p
         if clues is not None:
-            clues = [[name, float(weight)] for name, weight in clues]
+            clues = [[name, clue_json_value(float(weight))] for name, weight in clues]
         source = event.source
         if (type(event.id) is not str or type(source.topic) is not str or type(source.partition) is not int
                 or type(source.offset) is not int or (verdict is not None and type(verdict) is not str)
-                or (clues is not None and not all(type(name) is str and weight - weight == 0.0
+                or (clues is not None and not all(type(name) is str and type(weight) is float
                                                   for name, weight in clues))):
             return self._encode_generic(event, best, proba, verdict, clues)
         string = _json_string
@@ -505,6 +505,20 @@ class PredictionEncoder:
         return event.id.encode("utf-8"), _PREDICTION_JSON.encode(message).encode("utf-8")
 
 
+INFINITE_EVIDENCE = {float("inf"): "Infinity", float("-inf"): "-Infinity"}
+
+
+def clue_json_value(weight: float) -> float | str:
+    """A clue's evidence as JSON can hold it: the float, or "Infinity" / "-Infinity" (the
+    strings protobuf's JSON mapping uses) for the infinite evidence of alpha = 0, a feature the
+    runner-up class never had (or the predicted one). NaN is refused: no clue is NaN."""
+    if weight - weight == 0.0:
+        return weight
+    if weight in INFINITE_EVIDENCE:
+        return INFINITE_EVIDENCE[weight]
+    raise ValueError(f"a clue's evidence is not a number: {weight!r}")
+
+
 def encode_prediction(
     event: Event,
     probabilities: dict[Label, float],
@@ -518,7 +532,8 @@ def encode_prediction(
     """(key, value) of the prediction message for `event`.
 
     Optional fields, present only when given: "verdict" (the ham/spam/unsure decision of an
-    unsure band), "clues" ([[feature, evidence in nats], ...], the strongest first) and
+    unsure band), "clues" ([[feature, evidence in nats], ...], the strongest first; an infinite
+    evidence, possible only with alpha = 0, as the string "Infinity" or "-Infinity") and
     model.labeled_offsets ([[topic, partition, next offset], ...]: the labeled log the model had
     learned, so a replay of it up to there reproduces this prediction exactly).
 

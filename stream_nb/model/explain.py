@@ -67,6 +67,15 @@ def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None
     return [(name, _round6(evidence)) for name, evidence in clues[:top]]
 
 
+def clue_text(name: str, evidence: float | str) -> str:
+    """A clue for people: 'cash (+2.24)' (nats for the predicted class), or, for the infinite
+    evidence of alpha = 0 (also as the JSON strings "Infinity" / "-Infinity"), what it means."""
+    value = float(evidence)  # float("Infinity") is inf
+    if math.isinf(value):
+        return f"{name} ({'never seen in the runner-up class' if value > 0 else 'never seen in the predicted class'})"
+    return f"{name} ({value:+.2f})"
+
+
 def _round6(value: float) -> float:
     """np.round(value, 6), computed as numpy does (times 1e6, round half to even, divided by
     1e6) without a numpy call."""

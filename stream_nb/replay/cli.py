@@ -11,7 +11,7 @@ from itertools import islice
 from pathlib import Path
 
 from stream_nb.config import Config, ConfigError, load_config
-from stream_nb.model.explain import strongest_clues
+from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
 from stream_nb.replay.sources import SourceError, read_events
 
@@ -119,7 +119,7 @@ def _summary(model, featurizer, result: PrequentialResult, report: Path | None, 
         clues = strongest_clues(model, featurizer.transform_one(event["text"]), top=3)
         text = event["text"] if len(event["text"]) <= 60 else event["text"][:57] + "..."
         print(f"  {label:5s} p={probabilities[label]:.3f}  {text!r}")
-        print("        clues: " + ", ".join(f"{name} (+{weight:.2f})" for name, weight in clues))
+        print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
     for note in notes:
         print(f"note             {note}")
     if report is not None:
