@@ -209,6 +209,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
                     "commit_interval_ms"):
             if kafka[key] < 1:
                 raise ConfigError(f"kafka.{key}: must be >= 1, got {kafka[key]}")
+        problem = bootstrap_problem(kafka["bootstrap_servers"])
+        if problem is not None:
+            raise ConfigError(f"kafka.bootstrap_servers: {problem}")
         if kafka["processing_guarantee"] not in PROCESSING_GUARANTEES:
             raise ConfigError(f"kafka.processing_guarantee: {kafka['processing_guarantee']!r} is not one of "
                               f"{', '.join(PROCESSING_GUARANTEES)}")
@@ -253,6 +256,24 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     config.build_model()  # validates every option now, not at the first event
     config.build_event_featurizer()
     return config
+
+
+def bootstrap_problem(servers) -> str | None:
+    """What is wrong with bootstrap servers ("host:port[,host:port...]" or a list of them), or
+    None: each is a host, and a port from 1 to 65535 when one is given (both clients take 9092
+    otherwise; "[::1]:9092" for an IPv6 address)."""
+    entries = servers.split(",") if isinstance(servers, str) else list(servers)
+    if not entries:
+        return "no server given (host:port)"
+    for entry in entries:
+        text = str(entry).strip()
+        host, colon, port = text.rpartition(":")
+        if not colon:
+            host, port = text, "9092"
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            return (f"{str(entry).strip()!r} is not host:port with a port from 1 to 65535 "
+                    "(a local broker's address: `stream-nb kafka start` or `stream-nb kafka status`)")
+    return None
 
 
 def _validated(section: str, table: dict, schema: dict) -> dict:

@@ -94,3 +94,40 @@ def test_a_featuriser_error_names_its_section_once():
     with pytest.raises(ConfigError) as raised:
         load_config(None, ["features.ngram_range=[3, 1]"])
     assert str(raised.value) == "features: ngram_range must satisfy 1 <= min_n <= max_n, got (3, 1)"
+
+
+@pytest.mark.parametrize("servers, bad", [
+    ("127.0.0.1:9092", None), ("localhost", None), ("a:1,b:65535", None), (["h:9092", "g:9093"], None),
+    ("[::1]:9092", None), ("127.0.0.1:PORT", "127.0.0.1:PORT"), ("h:0", "h:0"), ("h:70000", "h:70000"),
+    (":9092", ":9092"), ("a:1,b:x", "b:x"),
+])
+def test_bootstrap_servers_are_host_and_port(servers, bad):
+    from stream_nb.config import bootstrap_problem
+
+    problem = bootstrap_problem(servers)
+    assert problem == (None if bad is None else
+                       f"{bad!r} is not host:port with a port from 1 to 65535 (a local broker's address: "
+                       "`stream-nb kafka start` or `stream-nb kafka status`)")
+
+
+def test_every_command_refuses_the_readmes_placeholder_port_in_one_line(tmp_path):
+    """The README's `--set kafka.bootstrap_servers='"127.0.0.1:PORT"'`, copied as printed."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a.tsv").write_text("ham\thello\n", encoding="utf-8")
+    spam = str(Path(__file__).resolve().parents[1] / "configs" / "spam.toml")
+    why = ("'127.0.0.1:PORT' is not host:port with a port from 1 to 65535 (a local broker's address: "
+           "`stream-nb kafka start` or `stream-nb kafka status`)")
+    commands = {
+        ("run", "--config", spam, "--set", 'kafka.bootstrap_servers="127.0.0.1:PORT"'):
+            f"stream-nb run: kafka.bootstrap_servers: {why}",
+        ("replay", "--topic", "t", "--config", spam, "--bootstrap", "127.0.0.1:PORT", "--report", str(tmp_path / "r")):
+            f"stream-nb replay: --bootstrap: {why}",
+        ("publish", str(tmp_path / "a.tsv"), "--topic", "t", "--bootstrap", "127.0.0.1:PORT"):
+            f"stream-nb publish: error: bootstrap servers: {why}",
+    }
+    for args, line in commands.items():
+        done = subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], capture_output=True, text=True,
+                              timeout=60, cwd=tmp_path)
+        assert (done.returncode, done.stderr.strip()) == (2, line), args

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from stream_nb.config import bootstrap_problem
+
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 BOOTSTRAP_ENV = "STREAM_NB_BOOTSTRAP"
@@ -320,6 +322,9 @@ def publish_command(args: argparse.Namespace) -> int:
         if not bootstrap:
             raise PublishError(f"no broker: pass --bootstrap HOST:PORT, set ${BOOTSTRAP_ENV}, "
                                "or run `stream-nb kafka start`")
+        problem = bootstrap_problem(bootstrap)
+        if problem is not None:
+            raise PublishError(f"bootstrap servers: {problem}")
         if args.create_topic:
             _ensure_topic(bootstrap, args.topic, args.partitions, timeout_ms)
         messages = iter(kept) if kept is not None else iter_messages(args.file, **options)

@@ -10,7 +10,7 @@ from collections import Counter
 from itertools import islice
 from pathlib import Path
 
-from stream_nb.config import Config, ConfigError, load_config
+from stream_nb.config import Config, ConfigError, bootstrap_problem, load_config
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
 from stream_nb.replay.sources import SourceError, read_events
@@ -135,6 +135,9 @@ def _events_of(args, config: Config, rejected: Counter):
     bootstrap = args.bootstrap or (config.kafka or {}).get("bootstrap_servers")
     if not bootstrap:
         raise ConfigError("kafka.bootstrap_servers: needed to read a topic (or pass --bootstrap)")
+    problem = bootstrap_problem(bootstrap)
+    if problem is not None:
+        raise ConfigError(f"{'--bootstrap' if args.bootstrap else 'kafka.bootstrap_servers'}: {problem}")
     return read_topic(bootstrap, args.topic, from_offset=args.from_offset,
                       from_time_ms=None if args.from_time is None else parse_time(args.from_time),
                       max_events=args.max_events, client=config.kafka_client, rejected=rejected,
