@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
 import time
 import uuid
 from typing import NamedTuple
@@ -39,6 +40,7 @@ _STALE_GROUP_CODES = {_RD.ILLEGAL_GENERATION, _RD.UNKNOWN_MEMBER_ID, _RD.REBALAN
 _FENCED_CODES = {_RD._FENCED, 90, _RD.INVALID_PRODUCER_EPOCH}  # 90: PRODUCER_FENCED
 _CONNECTION_CODES = {_RD._TRANSPORT, _RD._ALL_BROKERS_DOWN, _RD._RESOLVE}
 _TIMEOUT_CODES = {_RD._TIMED_OUT, _RD._MSG_TIMED_OUT}
+TRANSACTION_GRACE_S = 5.0  # past a transactional call's own timeout: see Producer._call_within
 # librdkafka's own log lines (connection failures, ...) through Python's logging, under "kafka" as
 # kafka-python's are, instead of straight to stderr.
 LIBRDKAFKA_LOG = logging.getLogger("kafka.librdkafka")
@@ -582,8 +584,38 @@ class Producer:
         except KafkaException as exception:
             raise self._failed(exception, committing) from None
 
+    def _call_within(self, timeout_s: float, what, *args, committing: bool = False):
+        """`what(*args, timeout_s)`, given up on past timeout_s + TRANSACTION_GRACE_S.
+
+        librdkafka's transactional calls take a timeout, but after a broker restart under load
+        send_offsets_to_transaction was seen to block for 2 minutes past its 30 s (1 run in 5),
+        which froze the worker. The call runs on a helper thread; one that has not returned in
+        time raises KafkaTimeoutError (retriable, not fatal), and the worker replaces this
+        producer: the new one's init_transactions fences it and settles its transaction before
+        the group's offsets are read again."""
+        outcome: dict = {}
+
+        def call() -> None:
+            try:
+                outcome["value"] = what(*args, timeout_s)
+            except BaseException as error:  # handed to the caller's thread
+                outcome["error"] = error
+
+        worker = threading.Thread(target=call, name=f"librdkafka {what.__name__}", daemon=True)
+        worker.start()
+        worker.join(timeout_s + TRANSACTION_GRACE_S)
+        if worker.is_alive():
+            raise KafkaTimeoutError(f"librdkafka's {what.__name__} did not return within {timeout_s:g} s "
+                                    f"(+{TRANSACTION_GRACE_S:g} s); the producer is replaced")
+        error = outcome.get("error")
+        if isinstance(error, KafkaException):
+            raise self._failed(error, committing) from None
+        if error is not None:
+            raise error
+        return outcome.get("value")
+
     def init_transactions(self) -> None:
-        self._call(self._producer.init_transactions, self._max_block_s)
+        self._call_within(self._max_block_s, self._producer.init_transactions)
 
     def begin_transaction(self) -> None:
         self._call(self._producer.begin_transaction)
@@ -591,10 +623,10 @@ class Producer:
     def commit_transaction_with(self, offsets: dict, group_metadata, timeout_s: float) -> None:
         """The group's {tp: offset} into the open transaction, then its commit."""
         if offsets:
-            self._call(self._producer.send_offsets_to_transaction,
-                       [RdPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()],
-                       group_metadata.handle, timeout_s, committing=True)
-        self._call(self._producer.commit_transaction, timeout_s, committing=True)
+            self._call_within(timeout_s, self._producer.send_offsets_to_transaction,
+                              [RdPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()],
+                              group_metadata.handle, committing=True)
+        self._call_within(timeout_s, self._producer.commit_transaction, committing=True)
 
     def abort_transaction(self, timeout_s: float) -> None:
-        self._call(self._producer.abort_transaction, timeout_s)
+        self._call_within(timeout_s, self._producer.abort_transaction)
