@@ -130,6 +130,11 @@ class Worker:
         self._unconfirmed: str | None = None  # why its transactional id must be shown to be its own
         self._instance_fencings: list[float] = []  # when our consumer was fenced (and rejoined)
         self._last_step_at: float | None = None
+        client = config.kafka_client
+        self._transaction_timeout_s = client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS) / 1000
+        # a longer gap between two steps may have let a process with our instance id take over
+        self._stall_limit_s = min(client.get("session_timeout_ms", SESSION_TIMEOUT_MS) / 1000,
+                                  self._transaction_timeout_s)
 
     # ---- life cycle -----------------------------------------------------------------------
 
@@ -304,8 +309,8 @@ class Worker:
         group's committed offsets. The model stays: it holds exactly the labeled offsets read."""
         if self._rejoined_after_instance_fencing(error):
             return
-        if fenced_by(error, self.producer) or (self.outputs is not None and self.outputs.outlived(
-                self.config.kafka_client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS) / 1000)):
+        if fenced_by(error, self.producer) or (self.outputs is not None
+                                              and self.outputs.outlived(self._transaction_timeout_s)):
             # Not reconnecting: a new producer would fence the worker that took this one's place.
             raise Fenced(f"fenced: another worker with transactional id {self.transactional_id!r} (instance "
                          f"{self.instance_id!r}) has taken over, or this one's transaction outlived "
@@ -591,9 +596,7 @@ class Worker:
         """Start to start: a pause that lands inside a step shows in the gap before the next."""
         now = time.monotonic()
         stalled_s, self._last_step_at = (now - self._last_step_at if self._last_step_at else 0.0), now
-        limit_s = min(self.config.kafka_client.get("session_timeout_ms", SESSION_TIMEOUT_MS),
-                      self.config.kafka_client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS)) / 1000
-        if stalled_s >= limit_s:
+        if stalled_s >= self._stall_limit_s:
             self._unconfirmed = f"this worker stalled for {stalled_s:.1f} s (paused?)"
         if self._unconfirmed is not None:
             self._confirm_ownership()
@@ -613,7 +616,7 @@ class Worker:
             self._unconfirmed = None
             return
         if self.outputs.open:
-            if self.outputs.outlived(self.config.kafka_client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS) / 1000):
+            if self.outputs.outlived(self._transaction_timeout_s):
                 raise Fenced(f"fenced: {why}, and its open transaction outlived transaction_timeout_ms: another "
                              f"worker with instance id {self.instance_id!r} may hold its place; stopping so as "
                              f"not to fence it back")
