@@ -20,13 +20,16 @@ import time
 from itertools import islice
 from pathlib import Path
 
+from stream_nb.replay.sources import add_field_options, field_options
+
 DEFAULT_CONFIG = Path("configs/spam.toml")
 
 
 def register(subparsers) -> None:
     demo = subparsers.add_parser("demo", help="the main job: a local broker, a stream, the worker, predictions, a report")
     demo.add_argument("--events", type=int, default=20_000, help="events to stream (default 20000)")
-    demo.add_argument("--data", type=Path, default=None, help="a real corpus instead (TSV, CSV, JSONL)")
+    demo.add_argument("--data", type=Path, default=None,
+                      help="a real corpus instead (TSV, CSV, JSONL; labeled events: text, features or both)")
     demo.add_argument("--config", type=Path, default=None,
                       help=f"TOML configuration (default {DEFAULT_CONFIG} when present); its [kafka] topics are replaced")
     demo.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
@@ -35,6 +38,7 @@ def register(subparsers) -> None:
     demo.add_argument("--report", type=Path, default=Path("reports/demo"), help="directory for the report")
     demo.add_argument("--no-kafka", action="store_true", help="replay the stream in-process instead (no broker)")
     demo.add_argument("--batch-size", type=int, default=1000, help="(--no-kafka) events per batch")
+    add_field_options(demo)
     demo.set_defaults(func=run_demo)
 
 
@@ -42,8 +46,8 @@ def _events(args) -> list[dict]:
     from stream_nb.replay.generator import spam_ham_stream
     from stream_nb.replay.sources import read_events
 
-    if args.data is not None:
-        return list(islice(read_events(args.data), args.events))
+    if args.data is not None:  # every event labeled: the demo hides a share of the labels itself
+        return list(islice(read_events(args.data, **field_options(args)), args.events))
     return list(spam_ham_stream(args.events))
 
 
@@ -149,6 +153,8 @@ def _stream(events, topics, bootstrap, labeled_share: float, worker, ctrl_c: _Ct
     """Publish the stream: a labeled share with labels, the rest to be predicted; show progress."""
     from kafka import KafkaProducer
 
+    from stream_nb.kafka.publish import encode_event
+
     rng = random.Random(7)
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262_144)
     truth = {}
@@ -156,12 +162,11 @@ def _stream(events, topics, bootstrap, labeled_share: float, worker, ctrl_c: _Ct
     last = 0.0
     try:
         for count, event in enumerate(events, start=1):
-            if rng.random() < labeled_share:
-                topic, value = topics["labeled"], {"id": event["id"], "text": event["text"], "label": event["label"]}
-            else:
-                topic, value = topics["unlabeled"], {"id": event["id"], "text": event["text"]}
+            labeled = rng.random() < labeled_share
+            topic = topics["labeled"] if labeled else topics["unlabeled"]
+            if not labeled:
                 truth[event["id"]] = event["label"]
-            producer.send(topic, key=event["id"].encode(), value=json.dumps(value).encode())
+            producer.send(topic, key=event["id"].encode(), value=encode_event(event, with_labels=labeled))
             if time.perf_counter() - last > 0.5:
                 ctrl_c.check()
                 _progress(worker, count, len(events), started)
@@ -212,6 +217,7 @@ def _read_predictions(consumer_class, bootstrap: str, topic: str) -> dict:
 def _summary(events, truth: dict, predictions: dict, worker, seconds: float, config, report_dir: Path,
              config_path) -> None:
     from stream_nb.model.explain import clue_text, strongest_clues
+    from stream_nb.replay.cli import event_in_one_line
     from stream_nb.replay.evaluation import evaluate, rolling_series
     from stream_nb.replay.plots import plot_curve, plot_roc
 
@@ -220,18 +226,18 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
     print(f"throughput       {len(events) / seconds:,.0f} events/s through Kafka (publish, learn/predict, publish)")
     print(f"accuracy         {worker.metrics.accuracy:.4f} prequential on the labeled events (predict, then learn)")
     print(f"predictions      {len(predictions):,} published; {correct / max(len(truth), 1):.4f} of them right")
-    featurizer = config.build_featurizer()
-    texts = {event["id"]: event["text"] for event in events}
+    featurizer = config.build_event_featurizer()
+    by_id = {event["id"]: event for event in events}
     print("a few predictions, with their strongest clues:")
     for event_id in list(truth)[-3:]:
         prediction = predictions.get(event_id)
         if prediction is None:
             continue
-        text = texts[event_id] if len(texts[event_id]) <= 60 else texts[event_id][:57] + "..."
+        event = by_id[event_id]
         # the worker's own clues when the configuration asks for them ([worker] clues)
-        clues = prediction.get("clues") or strongest_clues(worker.model, featurizer.transform_one(texts[event_id]), top=3)
-        shown = prediction.get("verdict", prediction["label"])
-        print(f"  {shown:6s} p={prediction['proba'][str(prediction['label'])]:.3f}  {text!r}")
+        clues = prediction.get("clues") or strongest_clues(worker.model, featurizer.transform_one(event), top=3)
+        shown = str(prediction.get("verdict", prediction["label"]))
+        print(f"  {shown:6s} p={prediction['proba'][str(prediction['label'])]:.3f}  {event_in_one_line(event)}")
         print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
     report_dir.mkdir(parents=True, exist_ok=True)
     report = evaluate(worker.recorder, positive=config.evaluation.get("positive"))

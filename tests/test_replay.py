@@ -33,8 +33,12 @@ def test_tsv_csv_and_jsonl_give_the_same_events(tmp_path):
     "name, content, message",
     [
         ("bad.tsv", "no tab here\n", "bad.tsv:1: expected 'label<TAB>text'"),
-        ("bad.jsonl", '{"text": "a", "label": "x"}\n{oops\n', "bad.jsonl:2: not JSON"),
-        ("bad.jsonl", '["a"]\n', "expected a JSON object"),
+        ("bad.jsonl", '{"text": "a", "label": "x"}\n{oops\n', "bad.jsonl:2: not a valid event: invalid_json"),
+        ("bad.jsonl", '["a"]\n', "bad.jsonl:1: not a valid event: not_an_object (top level is array"),
+        ("bad.jsonl", '{"label": "x"}\n', "bad.jsonl:1: not a valid event: no_text_or_features"),
+        ("bad.jsonl", '{"text": "a", "label": true}\n', "not a valid event: label_type"),
+        ("bad.jsonl", '{"features": {"x": NaN}, "label": "a"}\n', "not a valid event: nan_or_infinity"),
+        ("bad.jsonl", '{"features": {"x": [1]}, "label": "a"}\n', "not a valid event: feature_value_type"),
         ("bad.csv", "label,body\nham,hi\n", "no 'text' column"),
         ("bad.jsonl", '{"text": "a"}\n', "field 'label' is missing"),
         ("bad.xml", "<a/>", "unknown format 'xml'"),
@@ -44,6 +48,62 @@ def test_malformed_files_name_the_file_and_line(tmp_path, name, content, message
     (tmp_path / name).write_text(content, encoding="utf-8")
     with pytest.raises(SourceError, match=message.replace("(", r"\(").replace("[", r"\[")):
         list(read_events(tmp_path / name))
+
+
+def test_jsonl_events_carry_text_features_or_both_as_the_topic_contract_says(tmp_path):
+    lines = [{"id": "a", "text": "hello there", "label": "ham"},
+             {"id": "b", "features": {"w": 2, "colour": "red", "ok": True}, "label": "spam"},
+             {"id": "c", "text": "both", "features": {"x": 1.5}, "label": 3},
+             {"id": "d", "text": "no label yet"}]
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    events = list(read_events(tmp_path / "e.jsonl", labels="optional"))
+    assert events == [{"id": "a", "text": "hello there", "features": None, "label": "ham"},
+                      {"id": "b", "text": None, "features": {"w": 2, "colour": "red", "ok": True}, "label": "spam"},
+                      {"id": "c", "text": "both", "features": {"x": 1.5}, "label": 3},
+                      {"id": "d", "text": "no label yet", "features": None, "label": None}]
+    with pytest.raises(SourceError, match="e.jsonl:4: field 'label' is missing"):
+        list(read_events(tmp_path / "e.jsonl"))  # labels required by default
+    assert all(event["label"] is None for event in read_events(tmp_path / "e.jsonl", labels="dropped"))
+
+
+def test_bad_events_in_a_file_are_counted_by_the_workers_reasons_and_skipped(tmp_path):
+    from collections import Counter
+
+    (tmp_path / "e.jsonl").write_text(
+        '{"id": "a", "text": "fine", "label": "x"}\n'
+        '{"id": "b", "label": "x"}\n'                          # no_text_or_features
+        '{"id": "c", "text": 5, "label": "x"}\n'               # text_not_string
+        '{oops\n'                                             # invalid_json
+        '{"id": "d", "text": "t", "text": "u", "label": "x"}\n'  # duplicate_key
+        '{"id": "e", "features": {"n": 1e400}, "label": "x"}\n'  # feature_value_not_finite
+        '{"id": "f", "text": "fine too", "label": "y"}\n', encoding="utf-8")
+    rejected = Counter()
+    events = list(read_events(tmp_path / "e.jsonl", labels="optional", rejected=rejected))
+    assert [event["id"] for event in events] == ["a", "f"]
+    assert rejected == {"no_text_or_features": 1, "text_not_string": 1, "invalid_json": 1, "duplicate_key": 1,
+                        "feature_value_not_finite": 1}
+
+
+def test_a_csv_table_of_features(tmp_path):
+    (tmp_path / "iris.csv").write_text("sepal,petal,colour,label\n5.1,2,red,setosa\n6.0,,blue,virginica\n",
+                                       encoding="utf-8")
+    with pytest.raises(SourceError, match="no 'text' column .*--feature-columns"):
+        list(read_events(tmp_path / "iris.csv"))
+    events = list(read_events(tmp_path / "iris.csv", feature_columns="*"))
+    assert [(event["features"], event["label"], event["text"]) for event in events] == [
+        ({"sepal": 5.1, "petal": 2, "colour": "red"}, "setosa", None),
+        ({"sepal": 6.0, "colour": "blue"}, "virginica", None)]  # an empty cell is absent
+    assert [event["id"] for event in events] == ["iris:2", "iris:3"]
+    only = list(read_events(tmp_path / "iris.csv", feature_columns="sepal, colour"))
+    assert [event["features"] for event in only] == [{"sepal": 5.1, "colour": "red"}, {"sepal": 6.0, "colour": "blue"}]
+
+
+def test_field_names_are_options(tmp_path):
+    (tmp_path / "e.jsonl").write_text(json.dumps({"key": 7, "body": "hi", "cls": "ham", "f": {"a": "b"}}) + "\n",
+                                      encoding="utf-8")
+    events = list(read_events(tmp_path / "e.jsonl", id_field="key", text_field="body", label_field="cls",
+                              features_field="f"))
+    assert events == [{"id": "7", "text": "hi", "features": {"a": "b"}, "label": "ham"}]
 
 
 def test_metrics_match_hand_counts_with_string_labels():

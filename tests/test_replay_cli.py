@@ -96,3 +96,47 @@ def test_ctrl_c_ends_the_replay_at_a_batch_boundary_with_a_partial_report(tmp_pa
     assert 0 < report["events"] < total and report["events"] % 500 == 0
     assert stdout.startswith("interrupted ")
     assert f"events           {report['events']:,} " in stdout
+
+
+def test_a_pre_tokenised_jsonl_scores_as_rivers_progressive_val_score_on_the_same_dicts(tmp_path):
+    # The event contract's features-only events {"id", "features": {token: count}, "label"}
+    # through `stream-nb replay --input`, against River's MultinomialNB evaluated by River's own
+    # progressive_val_score on the same dicts (which, as replay, does not score the first event).
+    from river import evaluate, metrics
+    from river.naive_bayes import MultinomialNB
+
+    from stream_nb.features import TextFeaturizer
+
+    tokens = TextFeaturizer.river_compatible()
+    stream = [(tokens.transform_one(event["text"]), event["label"]) for event in spam_ham_stream(1_500, seed=5)]
+    (tmp_path / "tokens.jsonl").write_text(
+        "".join(json.dumps({"id": f"e{i}", "features": x, "label": y}) + "\n" for i, (x, y) in enumerate(stream)),
+        encoding="utf-8")
+    (tmp_path / "nb.toml").write_text('[model]\nkind = "multinomial"\nalpha = 1.0\nunknown = "smooth"\n',
+                                      encoding="utf-8")
+    done = replay("--input", str(tmp_path / "tokens.jsonl"), "--config", str(tmp_path / "nb.toml"),
+                  "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+
+    river_accuracy = evaluate.progressive_val_score(stream, MultinomialNB(alpha=1.0), metrics.Accuracy())
+    assert (report["events"], report["labeled_events_scored"]) == (1_500, 1_499)
+    assert report["accuracy"] == river_accuracy.get()
+    assert 0.8 < report["accuracy"] < 1.0  # a stream with drift: neither trivial nor broken
+    assert "last predictions, with their strongest clues:" in done.stdout  # clues from the features
+
+
+def test_features_only_events_with_unlabeled_ones_mixed_in(tmp_path):
+    lines = [{"id": "1", "features": {"cash": 2, "win": 1}, "label": "spam"},
+             {"id": "2", "features": {"lunch": 1}, "label": "ham"},
+             {"id": "3", "features": {"cash": 1}},  # unlabeled: predicted, not scored
+             {"id": "4", "features": {"cash": 1, "prize": 1}, "label": "spam"},
+             {"id": "5", "text": "lunch at noon", "label": "ham"}]
+    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    done = replay("--input", str(tmp_path / "mixed.jsonl"), "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    # 1: no class yet; 2: only spam known, wrong; 4: cash seen in spam only, right; 5: lunch, right
+    assert (report["events"], report["labeled_events_scored"], report["events_learned"]) == (5, 3, 4)
+    assert report["accuracy"] == 2 / 3
+    assert "'lunch at noon'" in done.stdout and '{"cash":1,"prize":1}' in done.stdout

@@ -15,6 +15,8 @@ from stream_nb.events.codec import (
     dead_letter_headers,
     decode_record,
     decode_records,
+    event_from_object,
+    parse_json,
     PredictionEncoder,
     encode_prediction,
 )
@@ -31,6 +33,8 @@ __all__ = [
     "dead_letter_headers",
     "decode_record",
     "decode_records",
+    "event_from_object",
+    "parse_json",
     "PredictionEncoder",
     "encode_prediction",
 ]

@@ -106,6 +106,8 @@ __all__ = [
     "dead_letter_headers",
     "decode_record",
     "decode_records",
+    "event_from_object",
+    "parse_json",
     "PredictionEncoder",
     "encode_prediction",
 ]
@@ -269,6 +271,25 @@ def _check_surrogates(
                 )
 
 
+def _parsed(raw: str) -> Any:
+    """One JSON text as the contract reads it: NaN/Infinity and duplicate keys refused."""
+    try:
+        return _DECODER.decode(raw)
+    except RecursionError:
+        raise _Refused("too_deep", "JSON nested too deeply to parse") from None
+    except ValueError as exc:  # JSONDecodeError, and the int-digits limit
+        raise _Refused("invalid_json", _short(str(exc))) from None
+
+
+def parse_json(raw: str, source: SourcePosition) -> Any:
+    """A JSON text (a line of a JSONL file) parsed by the contract's rules: the value, or
+    `Rejected` with reason invalid_json, nan_or_infinity, duplicate_key or too_deep."""
+    try:
+        return _parsed(raw)
+    except _Refused as refused:
+        return Rejected(refused.reason, refused.detail, None, None, (), source)
+
+
 def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_bytes: int) -> Event:
     """The checks of the module table, in order; raises `_Refused` at the first failure."""
     if not value:
@@ -281,13 +302,14 @@ def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_byte
         raise _Refused("invalid_utf8", f"invalid UTF-8 at byte {exc.start}: {exc.reason}") from None
     if raw[0] == "\ufeff":
         raise _Refused("utf8_bom", "value starts with a UTF-8 byte-order mark")
-    try:
-        obj = _DECODER.decode(raw)
-    except RecursionError:
-        raise _Refused("too_deep", "JSON nested too deeply to parse") from None
-    except ValueError as exc:  # JSONDecodeError, and the int-digits limit
-        raise _Refused("invalid_json", _short(str(exc))) from None
+    obj = _parsed(raw)
+    # A lone surrogate can only come from a \uD800-\uDFFF escape (strict UTF-8 refuses encoded
+    # ones), so two substring scans let almost every message skip the per-string check.
+    return _checked(obj, source, labeled, surrogates_possible="\\ud" in raw or "\\uD" in raw)
 
+
+def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possible: bool) -> Event:
+    """The field checks of the module table (from ``not_an_object`` on) on a parsed value."""
     # Exact type tests: the parser only ever builds these exact types.
     if type(obj) is not dict:
         raise _Refused("not_an_object", f"top level is {_type_name(obj)}, expected an object")
@@ -351,12 +373,21 @@ def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_byte
     elif label is not None:
         raise _Refused("label_on_unlabeled_topic", "label present on the unlabeled topic")
 
-    # A lone surrogate can only come from a \uD800-\uDFFF escape (strict UTF-8 refuses encoded
-    # ones), so two substring scans let almost every message skip the per-string check.
-    if "\\ud" in raw or "\\uD" in raw:
+    if surrogates_possible:
         _check_surrogates(id_, text, features, label)
 
     return Event(id_, text, features, label, source)
+
+
+def event_from_object(obj: Any, source: SourcePosition, *, labeled: bool) -> Event | Rejected:
+    """An already parsed JSON value (a line of a JSONL file, a row of a CSV file) checked by
+    the same rules as a Kafka message, from ``not_an_object`` on: the `Event`, or `Rejected`
+    with the same reason code a worker would dead-letter the message with. The value, key and
+    headers of a `Rejected` are None / empty (there is no message)."""
+    try:
+        return _checked(obj, source, labeled, surrogates_possible=True)
+    except _Refused as refused:
+        return Rejected(refused.reason, refused.detail, None, None, (), source)
 
 
 def decode_record(

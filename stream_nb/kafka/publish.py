@@ -1,8 +1,8 @@
 """`stream-nb publish FILE --topic T`: load a recorded stream (TSV, CSV, JSON Lines) into a topic.
 
 Each event becomes one message in the worker's event contract (`stream_nb.events.codec`):
-the value is compact UTF-8 JSON, ``{"id","text","label"}`` or, with ``--no-label``,
-``{"id","text"}``; the key is the id's UTF-8 bytes (``--key none`` sends no key).
+the value is compact UTF-8 JSON, ``{"id","text","features","label"}`` (text and features as
+the file has them) or, with ``--no-label``, the same without the label; the key is the id's UTF-8 bytes (``--key none`` sends no key).
 
 A first pass checks (and encodes) every event before anything is sent, so a malformed line at
 the end of a file does not leave half of it in the topic; the encoded messages are kept in
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from stream_nb.config import bootstrap_problem
+from stream_nb.replay.sources import add_field_options, field_options
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -57,12 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "`stream-nb kafka start` runs in ./.kafka)")
     parser.add_argument("--format", dest="file_format", choices=FORMATS, default=None,
                         help="file format (default: from the extension; none means tsv)")
-    parser.add_argument("--text-field", default="text", help="CSV/JSONL field of the text (default: text)")
-    parser.add_argument("--label-field", default="label", help="CSV/JSONL field of the label (default: label)")
-    parser.add_argument("--id-field", default="id",
-                        help="CSV/JSONL field of the id (default: id; missing ids become FILE-STEM:LINE)")
+    add_field_options(parser)
     parser.add_argument("--no-label", dest="with_labels", action="store_false",
-                        help="publish unlabeled events {id, text} (for the unlabeled topic)")
+                        help="publish unlabeled events {id, text, features} (for the unlabeled topic)")
     parser.add_argument("--limit", type=_positive_int, default=None, metavar="N",
                         help="publish only the first N events")
     parser.add_argument("--key", choices=("id", "none"), default="id",
@@ -96,38 +94,34 @@ def _positive_int(text: str) -> int:
 
 
 def encode_event(event: dict, *, with_labels: bool) -> bytes:
-    """The event contract's value: compact UTF-8 JSON, non-ASCII kept as is."""
-    body = {"id": event["id"], "text": event["text"]}
+    """The event contract's value: compact UTF-8 JSON of the event's id, text and features
+    (whichever it has) and, `with_labels`, its label; non-ASCII kept as is."""
+    body = {"id": event["id"]}
+    for name in ("text", "features"):
+        if event.get(name) is not None:
+            body[name] = event[name]
     if with_labels:
         body["label"] = event["label"]
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
-def iter_messages(path: Path, *, file_format: str | None, text_field: str, label_field: str,
-                  id_field: str, with_labels: bool, limit: int | None, with_keys: bool,
-                  max_bytes: int | None = None) -> Iterator[tuple[bytes | None, bytes]]:
-    """(key, value) per event, in file order; PublishError names the file and the event."""
+def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, limit: int | None, with_keys: bool,
+                  max_bytes: int | None = None, fields: dict | None = None) -> Iterator[tuple[bytes | None, bytes]]:
+    """(key, value) per event, in file order; PublishError names the file and the event. Each
+    event is checked by the worker's event contract first (the reason codes of its dead letters).
+    `fields`: read_events' field names (text_field, label_field, ...)."""
     from stream_nb.replay.sources import SourceError, read_events
 
-    events = read_events(path, text_field=text_field, label_field=label_field, id_field=id_field,
-                         file_format=file_format, with_labels=with_labels)
+    events = read_events(path, **(fields or {}), file_format=file_format,
+                         labels="required" if with_labels else "dropped")
     count = 0
     try:
         for event in events:
             if limit is not None and count >= limit:
                 return
             count += 1
-            label = event["label"]
-            # The worker dead-letters any other label type (bool, float, list, object).
-            if with_labels and (isinstance(label, bool) or not isinstance(label, (str, int))):
-                raise PublishError(f"{path}: event {count} (id {event['id']!r}): label must be a "
-                                   f"string or an integer, got {type(label).__name__} {label!r}")
-            try:
-                value = encode_event(event, with_labels=with_labels)
-                key = event["id"].encode("utf-8") if with_keys else None
-            except UnicodeEncodeError:  # a lone surrogate escape in a JSON line
-                raise PublishError(f"{path}: event {count} (id {event['id']!r}): text holds an "
-                                   "unpaired surrogate escape (not encodable as UTF-8)") from None
+            value = encode_event(event, with_labels=with_labels)
+            key = event["id"].encode("utf-8") if with_keys else None
             if max_bytes is not None and len(value) > max_bytes:
                 raise PublishError(f"{path}: event {count} (id {event['id']!r}) is {len(value):,} bytes "
                                    f"as JSON, over the {max_bytes:,}-byte limit (--max-bytes)")
@@ -310,8 +304,7 @@ def publish_command(args: argparse.Namespace) -> int:
         kafka_log.addHandler(logging.NullHandler())
         kafka_log.propagate = False
     timeout_ms = max(1, int(args.connect_timeout * 1000))
-    options = dict(file_format=args.file_format, text_field=args.text_field,
-                   label_field=args.label_field, id_field=args.id_field,
+    options = dict(file_format=args.file_format, fields=field_options(args),
                    with_labels=args.with_labels, limit=args.limit, with_keys=args.key == "id",
                    max_bytes=args.max_bytes)
     try:

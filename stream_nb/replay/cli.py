@@ -13,7 +13,7 @@ from pathlib import Path
 from stream_nb.config import Config, ConfigError, bootstrap_problem, load_config
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
-from stream_nb.replay.sources import SourceError, read_events
+from stream_nb.replay.sources import SourceError, add_field_options, field_options, read_events
 
 
 def register(subparsers) -> None:
@@ -34,6 +34,7 @@ def register(subparsers) -> None:
     replay.add_argument("--compare", type=Path, nargs="+", default=[], metavar="OTHER.toml",
                         help="replay once through these configurations too, and report side by side")
     replay.add_argument("--scores", action="store_true", help="also write the per-event scores as scores.csv")
+    add_field_options(replay)
     _add_model_options(replay)
     replay.add_argument("--report", type=Path, required=True, help="directory for report.json and the plots")
     replay.set_defaults(func=run_replay)
@@ -101,7 +102,18 @@ class _StopAtBatchEnd:
         return self.requested
 
 
-def _summary(model, featurizer, result: PrequentialResult, report: Path | None, notes=()) -> None:
+def event_in_one_line(event: dict, width: int = 60) -> str:
+    """An event in one line: its text, else its features as JSON, shortened to `width`."""
+    text = event.get("text")
+    if text is None:
+        text = json.dumps(event.get("features"), ensure_ascii=False, separators=(",", ":"))
+    shown = repr(text)
+    return shown if len(shown) <= width else shown[: width - 4] + "...'"
+
+
+def _summary(model, featurise_one, result: PrequentialResult, report: Path | None, notes=()) -> None:
+    """The replay's figures on stdout. `featurise_one(event)` gives the model's features of one
+    event (for the clues of the last predictions)."""
     metrics = result.metrics
     if result.stopped_early:
         print("interrupted      the figures below are of the events replayed before Ctrl-C")
@@ -116,9 +128,8 @@ def _summary(model, featurizer, result: PrequentialResult, report: Path | None, 
         print("last predictions, with their strongest clues:")
     for event, probabilities in shown:
         label = max(probabilities, key=probabilities.get)
-        clues = strongest_clues(model, featurizer.transform_one(event["text"]), top=3)
-        text = event["text"] if len(event["text"]) <= 60 else event["text"][:57] + "..."
-        print(f"  {label:5s} p={probabilities[label]:.3f}  {text!r}")
+        clues = strongest_clues(model, featurise_one(event), top=3)
+        print(f"  {str(label):5s} p={probabilities[label]:.3f}  {event_in_one_line(event)}")
         print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
     for note in notes:
         print(f"note             {note}")
@@ -128,7 +139,9 @@ def _summary(model, featurizer, result: PrequentialResult, report: Path | None, 
 
 def _events_of(args, config: Config, rejected: Counter):
     if args.input is not None:
-        events = read_events(args.input)
+        # events without a label are predicted, not scored; bad ones are counted by reason and
+        # skipped, as a worker dead-letters them and replay --topic skips them
+        events = read_events(args.input, **field_options(args), labels="optional", rejected=rejected)
         return events if args.max_events is None else islice(events, args.max_events)
     from stream_nb.replay.topic import parse_time, read_topic
 
@@ -187,7 +200,7 @@ def run_replay(args) -> int:
     except (SourceError, ConfigError, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2
-    _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json",
+    _summary(contenders[0].model, contenders[0].featurise_one, result, args.report / "report.json",
              _notes(reports[0]))
     if len(contenders) > 1:
         _compare_table(reports)
@@ -270,6 +283,6 @@ def run_in_process_demo(events: list[dict], config: Config, args) -> int:
     result, contenders, reports = replay_and_report(events, [(config.source, config)], args.report,
                                               batch_size=args.batch_size, source={"demo": "--no-kafka"},
                                               total=len(events))
-    _summary(contenders[0].model, contenders[0].text_featurizer, result, args.report / "report.json",
+    _summary(contenders[0].model, contenders[0].featurise_one, result, args.report / "report.json",
              _notes(reports[0]))
     return EXIT_INTERRUPTED if result.stopped_early else 0

@@ -37,6 +37,12 @@ class Contender:
         return self.event_featurizer.transform_many(
             [{"text": event.get("text"), "features": event.get("features")} for event in events])
 
+    def featurise_one(self, event: dict) -> dict:
+        """The features of one event as a dict, as the model sees them (for its clues)."""
+        if self.event_featurizer is None or event.get("features") is None:
+            return self.text_featurizer.transform_one(event.get("text") or "")
+        return self.event_featurizer.transform_one({"text": event.get("text"), "features": event.get("features")})
+
 
 @dataclass
 class PrequentialResult:

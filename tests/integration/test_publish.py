@@ -116,10 +116,10 @@ def test_csv_with_named_fields(kafka_broker, tmp_path):
     ]
 
 
-def test_jsonl_keeps_int_labels_and_drops_other_fields(kafka_broker, tmp_path):
+def test_jsonl_keeps_int_labels_and_features_and_drops_other_fields(kafka_broker, tmp_path):
     path = tmp_path / "events.jsonl"
     lines = [
-        {"id": "e1", "text": "first", "label": 1, "features": {"f": 1}},
+        {"id": "e1", "text": "first", "label": 1, "features": {"f": 1}, "note": "not part of the contract"},
         {"id": "e2", "text": "second", "label": "0"},
         {"text": "no id", "label": 0},
     ]
@@ -128,7 +128,7 @@ def test_jsonl_keeps_int_labels_and_drops_other_fields(kafka_broker, tmp_path):
     result = run_publish(path, "--topic", topic, "--bootstrap", kafka_broker.bootstrap, "--create-topic")
     assert_published(result, 3, topic)
     assert read_topic(kafka_broker.bootstrap, topic, 3) == [
-        (b"e1", b'{"id":"e1","text":"first","label":1}'),
+        (b"e1", b'{"id":"e1","text":"first","features":{"f":1},"label":1}'),
         (b"e2", b'{"id":"e2","text":"second","label":"0"}'),
         (b"events:3", b'{"id":"events:3","text":"no id","label":0}'),
     ]
@@ -164,9 +164,11 @@ def test_bootstrap_from_the_environment(kafka_broker, tmp_path):
 
 @pytest.mark.parametrize("name, content, message", [
     ("bad.tsv", "ham\tfine\nno tab on this line\n", "bad.tsv:2: expected 'label<TAB>text'"),
-    ("bad.jsonl", '{"id":"a","text":"x","label":"ham"}\n{"id": "b", "text": \n', "bad.jsonl:2: not JSON"),
+    ("bad.jsonl", '{"id":"a","text":"x","label":"ham"}\n{"id": "b", "text": \n', "bad.jsonl:2: not a valid event: invalid_json"),
     ("bad.csv", "id,text,label\n1,hello,\n", "bad.csv:2: field 'label' is missing"),
-    ("bool.jsonl", '{"id":"a","text":"x","label":true}\n', "label must be a string or an integer"),
+    ("bool.jsonl", '{"id":"a","text":"x","label":true}\n', "bool.jsonl:1: not a valid event: label_type"),
+    ("none.jsonl", '{"id":"a","label":"ham"}\n', "none.jsonl:1: not a valid event: no_text_or_features"),
+    ("list.jsonl", '{"id":"a","features":{"f":[1]},"label":"ham"}\n', "not a valid event: feature_value_type"),
 ])
 def test_malformed_file_is_one_line_exit_2_and_nothing_sent(kafka_broker, tmp_path, name, content, message):
     path = tmp_path / name
@@ -216,3 +218,45 @@ def test_sms_corpus_publishes_5574_events(kafka_broker, transport):
         event_id = f"{path.stem}:{line_number}"
         assert key == event_id.encode()
         assert json.loads(value) == {"id": event_id, "text": text, "label": label}
+
+
+def test_text_features_or_both_are_published_and_replay_reads_the_topic_as_the_file(kafka_broker, tmp_path,
+                                                                                     transport):
+    # One event contract: the JSONL's events reach the topic with their features, and replay of
+    # the topic gives the report, scores and learned count that replay of the file gives, with
+    # the shipped spam.toml.
+    rows = load_sms_spam()[:600]
+    lines = []
+    for i, (label, text) in enumerate(rows):
+        words = text.lower().split()[:6]
+        kind = i % 3  # text only, features only, both
+        line = {"id": f"m{i}", "label": label}
+        if kind != 1:
+            line["text"] = text
+        if kind != 0:
+            line["features"] = {"length": len(text), "first": words[0] if words else "", "caps": text.isupper()}
+        lines.append(line)
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    topic = unique_topic("mixed")
+    result = run_publish(path, "--topic", topic, "--bootstrap", kafka_broker.bootstrap, "--create-topic",
+                         "--transport", transport)
+    assert_published(result, 600, topic)
+    published = [json.loads(value) for _, value in read_topic(kafka_broker.bootstrap, topic, 600)]
+    assert published == lines  # features kept, nothing added
+
+    def replay(*source: str, report: str) -> dict:
+        done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "replay", *source, "--config",
+                               str(REPO_ROOT / "configs" / "spam.toml"), "--scores", "--report", str(tmp_path / report),
+                               "--set", f'kafka.transport="{transport}"'],
+                              capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+        assert done.returncode == 0, done.stderr
+        return json.loads((tmp_path / report / "report.json").read_text())
+
+    from_file = replay("--input", str(path), report="file")
+    from_topic = replay("--topic", topic, "--bootstrap", kafka_broker.bootstrap, report="topic")
+    for key in ("events", "labeled_events_scored", "events_learned", "accuracy", "confusion_matrix", "log_loss",
+                "roc_auc", "trec", "rejected_messages"):
+        assert from_topic[key] == from_file[key], key
+    assert from_file["events"] == 600 and from_file["rejected_messages"] == {}
+    assert (tmp_path / "topic" / "scores.csv").read_bytes() == (tmp_path / "file" / "scores.csv").read_bytes()
