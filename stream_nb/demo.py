@@ -204,12 +204,26 @@ def _wait_until_processed(worker, total: int, started: float, ctrl_c: _CtrlC, ti
     _progress(worker, total, total, started, final=True)
 
 
-def _read_predictions(consumer_class, bootstrap: str, topic: str) -> dict:
-    consumer = consumer_class(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                              isolation_level="read_committed",  # the worker's outputs are transactional
-                              consumer_timeout_ms=3000, enable_auto_commit=False)
+def _read_predictions(consumer_class, bootstrap: str, topic: str, timeout_s: float = 120.0) -> dict:
+    """Every committed prediction, read up to the topic's end (not until a quiet spell: a
+    loaded machine can be slow to answer the first fetch)."""
+    from kafka import TopicPartition
+
+    consumer = consumer_class(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                              isolation_level="read_committed")  # the worker's outputs are transactional
     try:
-        return {record.key.decode(): json.loads(record.value) for record in consumer}
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        predictions = {}
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"could not read the predictions of {topic} in {timeout_s:.0f} s")
+            for batch in consumer.poll(timeout_ms=500).values():
+                predictions.update((record.key.decode(), json.loads(record.value)) for record in batch)
+        return predictions
     finally:
         consumer.close()
 

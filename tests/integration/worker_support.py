@@ -397,3 +397,17 @@ def reference_digest(texts_and_labels: list[tuple[str, object]], training: dict 
 def reference_digest_events(events: list[dict], training: dict | None = None) -> tuple[str, int]:
     model = reference_model(events, training)
     return state_digest(model.to_state()), int(model.events_learned)
+
+
+def set_client_quota(bootstrap: str, client_id: str, quota: str, bytes_per_s: int) -> None:
+    """A broker quota on a client id (quota: producer_byte_rate or consumer_byte_rate), set with
+    Kafka's own ConfigCommand. Slows a worker down on any machine, fast or loaded."""
+    import subprocess
+
+    from stream_nb.kafka.broker import resolve_jars
+
+    done = subprocess.run(["java", "-cp", str(resolve_jars() / "*"), "kafka.admin.ConfigCommand",
+                           "--bootstrap-server", bootstrap, "--alter", "--add-config",
+                           f"{quota}={bytes_per_s}", "--entity-type", "clients", "--entity-name", client_id],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Completed updating config" in done.stdout, done.stdout + done.stderr
