@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stream_nb.features import EventFeaturizer, TextFeaturizer
+from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFeaturizer, TextFeaturizer
 from stream_nb.model.registry import build_model
 
 SECTIONS = ("model", "features", "training", "kafka", "checkpoint", "worker", "evaluation")
@@ -100,6 +100,28 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message starts with the offending key."""
 
 
+def _text_refusal(kind: str, reads: str) -> str:
+    return (f"the event has text, but model.kind = {kind!r} reads the event's features as {reads} only: "
+            f"send features, or choose a text model ({', '.join(TEXT_MODEL_KINDS)})")
+
+
+def _check_features_fit_the_model(config: Config) -> None:
+    """What can be known before the first event: [features] options the model kind cannot use."""
+    kind = config.model["kind"]
+    if kind in TEXT_MODEL_KINDS:
+        return
+    text_options = sorted(key for key in config.features if key not in EVENT_FIELD_KEYS)
+    if text_options:
+        raise ConfigError(f"features.{text_options[0]}: a text option, but model.kind = {kind!r} reads no text "
+                          f"(remove [features] {', '.join(text_options)}, or choose a text model: "
+                          f"{', '.join(TEXT_MODEL_KINDS)})")
+    other = {"categorical": "numeric", "gaussian": "categorical"}[kind] if kind in ("categorical", "gaussian") else None
+    if other is not None and config.features.get(other) is not None:
+        raise ConfigError(f"features.{other}: model.kind = {kind!r} reads "
+                          f"{'categories' if kind == 'categorical' else 'numbers'} only; "
+                          f"list its fields under features.{'categorical' if kind == 'categorical' else 'numeric'}")
+
+
 @dataclass
 class Config:
     model: dict = field(default_factory=lambda: {"kind": "multinomial"})
@@ -127,10 +149,26 @@ class Config:
         except (TypeError, ValueError) as error:
             raise ConfigError(f"features: {error}") from None
 
-    def build_event_featurizer(self) -> EventFeaturizer:
-        """Text plus the events' structured features (categorical/numeric lists, or inferred)."""
-        text = self.build_featurizer()  # its errors say "features: " already
+    @property
+    def reads_text(self) -> bool:
+        """Whether the model kind reads text (the count models); categorical and gaussian read
+        an event's structured features only."""
+        return self.model.get("kind", "multinomial") in TEXT_MODEL_KINDS
+
+    def build_event_featurizer(self):
+        """The featuriser of whole events for the model kind: text plus the events' structured
+        features (categorical/numeric lists, or inferred) for the count models; {field:
+        category} for categorical; {field: number} for gaussian. The last two refuse an event
+        with text, naming the key to change."""
+        kind = self.model.get("kind", "multinomial")
+        text = self.build_featurizer() if kind in TEXT_MODEL_KINDS else None  # its errors say "features: "
         try:
+            if kind == "categorical":
+                return CategoricalFeaturizer(fields=self.features.get("categorical"),
+                                             text_refusal=_text_refusal(kind, "categories"))
+            if kind == "gaussian":
+                return NumericFeaturizer(fields=self.features.get("numeric"),
+                                         text_refusal=_text_refusal(kind, "numbers"))
             return EventFeaturizer(text=text, categorical=self.features.get("categorical"),
                                    numeric=self.features.get("numeric"))
         except (TypeError, ValueError) as error:
@@ -250,9 +288,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
                     checkpoint=checkpoint, worker=worker, source=source)
-    kind = config.model["kind"]
-    if kind not in TEXT_MODEL_KINDS:
-        raise ConfigError(f"model.kind: {kind!r} is not a text model (expected {', '.join(TEXT_MODEL_KINDS)})")
+    _check_features_fit_the_model(config)
     config.build_model()  # validates every option now, not at the first event
     config.build_event_featurizer()
     return config

@@ -45,7 +45,12 @@ def test_overrides_are_read_as_toml_values():
     [
         ("[model]\nalhpa = 1\n", [], "model: unknown option\\(s\\) alhpa"),
         ("[model]\nalpha = -1\n", [], "model: alpha must be a finite number >= 0"),
-        ("[model]\nkind = 'gaussian'\n", [], "model.kind: 'gaussian' is not a text model"),
+        ("[model]\nkind = 'gaussian'\n[features]\nlowercase = true\n", [],
+         "features.lowercase: a text option, but model.kind = 'gaussian' reads no text"),
+        ("[model]\nkind = 'categorical'\n[features]\nnumeric = ['x']\n", [],
+         "features.numeric: model.kind = 'categorical' reads categories only; list its fields under features.categorical"),
+        ("[model]\nkind = 'gaussian'\n[features]\ncategorical = ['x']\n", [],
+         "features.categorical: model.kind = 'gaussian' reads numbers only; list its fields under features.numeric"),
         ("[features]\nngram_range = [2, 1]\n", [], "features: .*ngram_range"),
         ("[featurse]\nbinary = true\n", [], "featurse: unknown section"),
         ("[model\n", [], "not valid TOML"),

@@ -140,3 +140,81 @@ def test_features_only_events_with_unlabeled_ones_mixed_in(tmp_path):
     assert (report["events"], report["labeled_events_scored"], report["events_learned"]) == (5, 3, 4)
     assert report["accuracy"] == 2 / 3
     assert "'lunch at noon'" in done.stdout and '{"cash":1,"prize":1}' in done.stdout
+
+
+def iris_jsonl(path: Path) -> list:
+    """Seed 001's protocol as a stream: the train half of train_test_split(test_size=0.5,
+    random_state=0) labeled, then the test half unlabeled. Returns the test half's labels."""
+    from sklearn.datasets import load_iris
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_iris(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0)
+    lines = [{"id": f"train{i}", "features": {str(j): float(v) for j, v in enumerate(row)}, "label": int(label)}
+             for i, (row, label) in enumerate(zip(X_train, y_train))]
+    lines += [{"id": f"test{i}", "features": {str(j): float(v) for j, v in enumerate(row)}}
+              for i, row in enumerate(X_test)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return y_test.tolist()
+
+
+def predictions_right(report_dir: Path, truth: list) -> int:
+    lines = [json.loads(line) for line in (report_dir / "predictions.jsonl").read_text().splitlines()]
+    assert [line["id"] for line in lines] == [f"test{i}" for i in range(len(truth))]
+    return sum(line["label"] == label for line, label in zip(lines, truth))
+
+
+def test_seed_001_iris_as_categories_from_configuration_predicts_68_of_75(tmp_path):
+    truth = iris_jsonl(tmp_path / "iris.jsonl")
+    (tmp_path / "cat.toml").write_text('[model]\nkind = "categorical"\nalpha = 1.0\nprior_alpha = 1.0\n',
+                                       encoding="utf-8")
+    done = replay("--input", str(tmp_path / "iris.jsonl"), "--config", str(tmp_path / "cat.toml"),
+                  "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    assert predictions_right(tmp_path / "r", truth) == 68 and len(truth) == 75  # the seed's 0.9
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert (report["events"], report["events_learned"]) == (150, 75)
+
+
+def test_iris_gaussian_from_configuration_predicts_as_scikit_learn(tmp_path):
+    from sklearn.datasets import load_iris
+    from sklearn.model_selection import train_test_split
+    from sklearn.naive_bayes import GaussianNB
+
+    truth = iris_jsonl(tmp_path / "iris.jsonl")
+    X, y = load_iris(return_X_y=True)
+    X_train, X_test, y_train, _ = train_test_split(X, y, test_size=0.5, random_state=0)
+    expected = GaussianNB().fit(X_train, y_train).predict(X_test).tolist()
+    done = replay("--input", str(tmp_path / "iris.jsonl"), "--set", 'model.kind="gaussian"',
+                  "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]
+    assert [line["label"] for line in lines] == expected
+    assert predictions_right(tmp_path / "r", truth) == sum(p == t for p, t in zip(expected, truth))
+
+
+def test_a_model_that_cannot_read_the_events_says_so(tmp_path):
+    # Known up front: text options for a model without text, one line naming the key.
+    (tmp_path / "ab.tsv").write_text(FOUR_EVENTS, encoding="utf-8")
+    done = replay("--input", str(tmp_path / "ab.tsv"), "--config", SPAM_TOML, "--set", 'model.kind="gaussian"',
+                  "--report", str(tmp_path / "r"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [done.stderr.strip()] and "model.kind = 'gaussian' reads no text" in done.stderr
+    # Known per event: text into a Gaussian model, a negative count into a multinomial one. Each
+    # refused event is skipped and counted under the worker's dead-letter reason; the rest run.
+    lines = [{"id": "1", "features": {"x": 1.0}, "label": "a"}, {"id": "2", "text": "words", "label": "b"},
+             {"id": "3", "features": {"x": 5.0}, "label": "b"}, {"id": "4", "features": {"x": 1.2}, "label": "a"}]
+    (tmp_path / "g.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    done = replay("--input", str(tmp_path / "g.jsonl"), "--set", 'model.kind="gaussian"', "--report", str(tmp_path / "g"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "g" / "report.json").read_text())
+    assert report["rejected_messages"] == {"rejected_by_model": 1} and report["events_learned"] == 3
+    assert "event '2': the event has text, but model.kind = 'gaussian'" in report["refused_by_model"]
+    lines = [{"id": "1", "features": {"cash": 2}, "label": "spam"}, {"id": "2", "features": {"cash": -1}, "label": "ham"},
+             {"id": "3", "text": "lunch", "label": "ham"}]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    done = replay("--input", str(tmp_path / "m.jsonl"), "--report", str(tmp_path / "m"))
+    assert done.returncode == 0, done.stderr  # the probe: a traceback, and no report
+    report = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert report["rejected_messages"] == {"rejected_by_model": 1} and report["events_learned"] == 2
+    assert "note             1 events refused and skipped" in done.stdout

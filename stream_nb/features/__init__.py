@@ -1,6 +1,6 @@
 """Featurisers: event fields -> feature dicts for the naive Bayes models."""
 
-from stream_nb.features.fields import CategoricalFeaturizer, EventFeaturizer
+from stream_nb.features.fields import CategoricalFeaturizer, EventFeaturizer, NumericFeaturizer
 from stream_nb.features.text import (
     CHAR_NGRAM_PREFIX,
     EMAIL_TOKEN,
@@ -18,5 +18,6 @@ __all__ = [
     "URL_TOKEN",
     "CategoricalFeaturizer",
     "EventFeaturizer",
+    "NumericFeaturizer",
     "TextFeaturizer",
 ]

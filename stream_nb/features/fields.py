@@ -1,8 +1,10 @@
 """Event -> feature dict, for events shaped ``{"id": str, "text": str, "features": {str: value}}``.
 
-`EventFeaturizer` builds one dict for count/presence/Gaussian models: text token counts, ``"f=v"``
+`EventFeaturizer` builds one dict for count/presence models: text token counts, ``"f=v"``
 indicator features (count 1) for categorical fields and float values for numeric fields.
-`CategoricalFeaturizer` builds ``{field: category}`` for CategoricalNB.
+`CategoricalFeaturizer` builds ``{field: category}`` for CategoricalNB, `NumericFeaturizer`
+``{field: float}`` for GaussianNB; both can refuse an event that carries text (`text_refusal`),
+so text sent to a model that cannot read it is an error, not silently ignored.
 
 Value rules shared by both:
 
@@ -21,7 +23,7 @@ from typing import Any
 
 from stream_nb.features.text import TextFeaturizer
 
-__all__ = ["CategoricalFeaturizer", "EventFeaturizer"]
+__all__ = ["CategoricalFeaturizer", "EventFeaturizer", "NumericFeaturizer"]
 
 
 def _field_names(option: str, fields: Any) -> tuple[str, ...] | None:
@@ -86,6 +88,11 @@ def _structured_fields(event: Any, features_field: str) -> Mapping[str, Any]:
             f"got {type(fields).__name__}"
         )
     return fields
+
+
+def _refuse_text(event: Any, refusal: str | None) -> None:
+    if refusal is not None and isinstance(event, Mapping) and event.get("text") is not None:
+        raise ValueError(refusal)
 
 
 _DEFAULT_TEXT: Any = object()  # marks "text featuriser not given": use TextFeaturizer()
@@ -220,13 +227,16 @@ class CategoricalFeaturizer:
     """
 
     def __init__(
-        self, fields: Iterable[str] | None = None, features_field: str = "features"
+        self, fields: Iterable[str] | None = None, features_field: str = "features",
+        text_refusal: str | None = None,
     ) -> None:
         self.fields = _field_names("fields", fields)
         self.features_field = _check_field_name("features_field", features_field)
+        self.text_refusal = text_refusal
 
     def transform_one(self, event: Mapping[str, Any]) -> dict[str, str]:
         """The ``{field: category}`` dict of one event."""
+        _refuse_text(event, self.text_refusal)
         values = _structured_fields(event, self.features_field)
         names = values.keys() if self.fields is None else self.fields
         categories: dict[str, str] = {}
@@ -267,3 +277,33 @@ class CategoricalFeaturizer:
         return self.to_config() == other.to_config()
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class NumericFeaturizer:
+    """Turns an event into ``{field: float}`` for GaussianNB.
+
+    ``fields=None`` uses every field of ``event[features_field]``, each of which must then be a
+    number; otherwise only the listed ones (other fields are ignored). A string or boolean in a
+    used field is a `ValueError` naming the field; null or absent: no entry.
+    """
+
+    def __init__(self, fields: Iterable[str] | None = None, features_field: str = "features",
+                 text_refusal: str | None = None) -> None:
+        self.fields = _field_names("fields", fields)
+        self.features_field = _check_field_name("features_field", features_field)
+        self.text_refusal = text_refusal
+
+    def transform_one(self, event: Mapping[str, Any]) -> dict[str, float]:
+        """The ``{field: value}`` dict of one event."""
+        _refuse_text(event, self.text_refusal)
+        values = _structured_fields(event, self.features_field)
+        names = values.keys() if self.fields is None else self.fields
+        return {name: number_of(name, values[name]) for name in names if values.get(name) is not None}
+
+    __call__ = transform_one
+
+    def transform_many(self, events: Iterable[Mapping[str, Any]]) -> list[dict[str, float]]:
+        return [self.transform_one(event) for event in events]
+
+    def to_config(self) -> dict[str, Any]:
+        return {"numeric": None if self.fields is None else list(self.fields), "features_field": self.features_field}

@@ -30,6 +30,8 @@ def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None
         ranked = sorted(jll, key=jll.get, reverse=True)
     if len(ranked) < 2:
         return []
+    if not isinstance(model, CountingNB):
+        return _clues_of_any_model(model, x, ranked[0], ranked[1], top)
     c, k = model._class_index[ranked[0]], model._class_index[ranked[1]]
     names = [name for name in x if x[name]]
     columns = model._vocabulary.lookup(names)
@@ -63,6 +65,26 @@ def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None
         else:
             evidence = weight * (math.log(numerator_c / denominator_c) - math.log(numerator_k / denominator_k))
         clues.append((name, evidence))
+    clues.sort(key=lambda clue: clue[1], reverse=True)
+    return [(name, _round6(evidence)) for name, evidence in clues[:top]]
+
+
+def _clues_of_any_model(model, x: dict, best, runner_up, top: int) -> list[tuple[str, float]]:
+    """Clues of a categorical or Gaussian model: naive Bayes scores add up feature by feature, so
+    feature f's evidence is its own term's difference,
+
+        [log P(x_f | c) - log P(x_f | k)] = jll_{f}(c) - jll_{f}(k) - [log P(c) - log P(k)],
+
+    with jll_{f} the joint log likelihood of x restricted to f (a feature the model drops, never
+    learned, carries none)."""
+    prior = model.joint_log_likelihood({})
+    base = prior[best] - prior[runner_up]
+    clues = []
+    for name, value in x.items():
+        jll = model.joint_log_likelihood({name: value})
+        evidence = jll[best] - jll[runner_up] - base
+        if evidence != 0.0 and not math.isnan(evidence):
+            clues.append((name, evidence))
     clues.sort(key=lambda clue: clue[1], reverse=True)
     return [(name, _round6(evidence)) for name, evidence in clues[:top]]
 

@@ -158,27 +158,55 @@ def _events_of(args, config: Config, rejected: Counter):
 
 
 def _contender(name: str, config: Config, recorder_class):
-    return Contender(name, config.build_model(), config.build_featurizer(), config.build_event_featurizer(),
-                     recorder=recorder_class(), training=dict(config.training),
-                     band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"))
+    return Contender(name, config.build_model(), config.build_featurizer() if config.reads_text else None,
+                     config.build_event_featurizer(), recorder=recorder_class(), training=dict(config.training),
+                     band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"),
+                     reads_text=config.reads_text)
+
+
+class _PredictionsFile:
+    """predictions.jsonl in the report directory: the first configuration's prediction of each
+    unlabeled event, {"id", "label", "proba"}, as the worker publishes them (made only when the
+    stream has unlabeled events; an older one is removed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.handle = path, None
+        path.unlink(missing_ok=True)
+
+    def write(self, event: dict, probabilities: dict) -> None:
+        if self.handle is None:
+            self.handle = self.path.open("w", encoding="utf-8")
+        best = max(probabilities, key=probabilities.get) if probabilities else None
+        self.handle.write(json.dumps({"id": event.get("id"), "label": best,
+                                      "proba": {str(label): p for label, p in probabilities.items()}},
+                                     ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
 
 
 def replay_and_report(events, named_configs: list[tuple[str, Config]], report_dir: Path, *, batch_size: int,
                       delay: int = 0, scores: bool = False, source: dict | None = None,
                       rejected: Counter | None = None, total: int | None = None):
     """Replay events through every configuration at once and write the report (report.json with
-    the first configuration's figures and the others under "compared", curve.png, roc.png and,
-    if asked, scores.csv). Returns (result, contenders, reports)."""
+    the first configuration's figures and the others under "compared", curve.png, roc.png,
+    predictions.jsonl when some events are unlabeled and, if asked, scores.csv). Returns
+    (result, contenders, reports)."""
     from stream_nb.replay.evaluation import EvaluationRecorder
 
     contenders = [_contender(name, config, EvaluationRecorder) for name, config in named_configs]
     progress = _Progress(total)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    predictions = _PredictionsFile(report_dir / "predictions.jsonl")
+    contenders[0].on_unlabeled = predictions.write
     try:
         with _StopAtBatchEnd() as stop:
             result = replay_contenders(events, contenders, batch_size=batch_size, delay=delay, on_batch=progress,
                                        should_stop=stop)
     finally:
         progress.close()
+        predictions.close()
     configs = [config for _, config in named_configs]
     reports = [_full_report(contender, config, result, rejected or Counter(), source or {}, delay)
                for contender, config in zip(contenders, configs)]
@@ -211,7 +239,7 @@ EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
 
 
 def _notes(report: dict) -> list[str]:
-    return [note for note in (report.get("binary_measures_skipped"),) if note]
+    return [note for note in (report.get("binary_measures_skipped"), report.get("refused_by_model")) if note]
 
 
 def _full_report(contender, config: Config, result, rejected: Counter, source: dict, delay: int) -> dict:
@@ -221,6 +249,9 @@ def _full_report(contender, config: Config, result, rejected: Counter, source: d
     report = evaluate(contender.recorder, positive=positive, binary=skipped is None)
     if skipped is not None:
         report["binary_measures_skipped"] = skipped
+    if contender.refused:
+        report["refused_by_model"] = (f"{sum(contender.refused.values()):,} events refused and skipped, as a worker "
+                                      f"dead-letters them (rejected_by_model); the first: {contender.first_refusal}")
     band = config.evaluation.get("unsure_band")
     if band is not None and skipped is None:
         report["unsure_band"] = _unsure_summary(contender, band, config.evaluation["positive"])
@@ -233,7 +264,7 @@ def _full_report(contender, config: Config, result, rejected: Counter, source: d
         "events_per_s": result.events_per_s,
         "delay": delay,
         "source": source,
-        "rejected_messages": dict(rejected),
+        "rejected_messages": dict(rejected + contender.refused),
         "configuration": {"name": contender.name, **config.resolved()},
     })
     return report

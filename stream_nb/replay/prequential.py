@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -30,18 +30,47 @@ class Contender:
     band: list | None = None  # the unsure band, when reported
     positive: object = None
     verdicts: list = field(default_factory=list)  # (verdict, true label) of scored events, with a band
+    reads_text: bool = True  # the model kind reads text (count models); else only the event featuriser
+    refused: Counter = field(default_factory=Counter)  # events the featuriser or model refused, by reason
+    first_refusal: str | None = None  # why the first of them was refused
+    on_unlabeled: Callable[[dict, dict], None] | None = None  # (event, probabilities) of each unlabeled event
 
     def featurise(self, events: list[dict]):
-        if self.event_featurizer is None or all(event.get("features") is None for event in events):
+        if self.reads_text and (self.event_featurizer is None
+                                or all(event.get("features") is None for event in events)):
             return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events])
         return self.event_featurizer.transform_many(
             [{"text": event.get("text"), "features": event.get("features")} for event in events])
 
     def featurise_one(self, event: dict) -> dict:
         """The features of one event as a dict, as the model sees them (for its clues)."""
-        if self.event_featurizer is None or event.get("features") is None:
+        if self.reads_text and (self.event_featurizer is None or event.get("features") is None):
             return self.text_featurizer.transform_one(event.get("text") or "")
         return self.event_featurizer.transform_one({"text": event.get("text"), "features": event.get("features")})
+
+    def predict_learn(self, items: list[dict], labels: list) -> tuple[list, list]:
+        """`predict_learn` of the batch; when the featuriser or the model refuses an event (a
+        batch refuses before anything is learned), event by event: a refused event gets None
+        and is counted under "rejected_by_model", the reason a worker dead-letters it with, and
+        the others get exactly what the batch would have given them without it."""
+        try:
+            return predict_learn(self.model, self.featurise(items), labels, **self.training)
+        except (TypeError, ValueError):
+            pass
+        predictions, learned = [], []
+        for item, label in zip(items, labels):
+            try:
+                one, was_learned = predict_learn(self.model, self.featurise([item]), [label], **self.training)
+            except (TypeError, ValueError) as error:
+                self.refused["rejected_by_model"] += 1
+                if self.first_refusal is None:
+                    self.first_refusal = f"event {item.get('id')!r}: {error}"
+                predictions.append(None)
+                learned.append(False)
+                continue
+            predictions.extend(one)
+            learned.extend(was_learned)
+        return predictions, learned
 
 
 @dataclass
@@ -115,16 +144,17 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
             items = [event for event, _ in steps]
             labels = [None if question else event["label"] for event, question in steps]
         for contender in contenders:
-            predictions, learned = predict_learn(contender.model, contender.featurise(items), labels,
-                                                 **contender.training)
+            predictions, learned = contender.predict_learn(items, labels)
             contender.learned += sum(learned)
             scored = []
             for (event, question), probabilities in zip(steps, predictions):
-                if not question:
+                if not question or probabilities is None:  # an answer, or refused
                     continue
                 scored.append((event, probabilities))
                 label = event.get("label")
                 if label is None:
+                    if contender.on_unlabeled is not None:
+                        contender.on_unlabeled(event, probabilities)
                     continue
                 if not probabilities:
                     contender.unscored += 1

@@ -446,7 +446,9 @@ class Worker:
         events, origin = self._decode(records, labeled=True, rejected=self.labeled_rejections.append)
         events, origin = self._screen_labels(events, origin)
         if events:
-            results = self._batch_or_one_by_one(events, origin, self._featurise(events), self._predict_then_learn,
+            events, origin, X = self._featurise_or_reject(events, origin, self.labeled_rejections.append)
+        if events:
+            results = self._batch_or_one_by_one(events, origin, X, self._predict_then_learn,
                                                 self.labeled_rejections.append)
             for event, result in zip(events, results):
                 if result is None:
@@ -517,10 +519,28 @@ class Worker:
         return kept, kept_origin
 
     def _featurise(self, events: list[Event]):
-        if all(event.features is None for event in events):  # text only: no dict per message
+        if self.config.reads_text and all(event.features is None for event in events):
+            # text only: no dict per message
             return self.text_featurizer.transform_sparse([event.text or "" for event in events])
         return self.event_featurizer.transform_many(
             [{"text": event.text, "features": event.features} for event in events])
+
+    def _featurise_or_reject(self, events: list[Event], origin: list, reject) -> tuple[list, list, object]:
+        """(events, their records, their features): an event the featuriser refuses (text sent
+        to a categorical or gaussian model, a string where a number is needed) goes to `reject`."""
+        try:
+            return events, origin, self._featurise(events)
+        except (TypeError, ValueError):
+            kept, kept_origin = [], []
+            for event, record in zip(events, origin):
+                try:
+                    self._featurise([event])
+                except (TypeError, ValueError) as error:
+                    reject(_rejected_by_us(event, "rejected_by_model", str(error), record))
+                    continue
+                kept.append(event)
+                kept_origin.append(record)
+            return kept, kept_origin, self._featurise(kept) if kept else []
 
     # ---- predicting ----------------------------------------------------------------------------
 
@@ -528,7 +548,8 @@ class Worker:
         """Decode and predict unlabeled records with the model as it stands; publish."""
         events, origin = self._decode(records, labeled=False, rejected=self._dead_letter)
         if events:
-            X = self._featurise(events)
+            events, origin, X = self._featurise_or_reject(events, origin, self._dead_letter)
+        if events:
             probabilities = self._batch_or_one_by_one(events, origin, X, self._predict_only, self._dead_letter)
             self._publish_predictions(events, origin, probabilities, X)
         self._processed += len(records)
