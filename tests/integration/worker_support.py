@@ -71,11 +71,13 @@ def _toml(value) -> str:
 def write_config(path: Path, bootstrap: str, topics: Topics, checkpoint_dir: Path, *,
                  group_id: str | None = None, kafka: dict | None = None, client: dict | None = None,
                  checkpoint: dict | None = None, model: dict | None = None, training: dict | None = None,
-                 worker: dict | None = None, transport: str = "kafka-python") -> Path:
+                 worker: dict | None = None, transport: str = "kafka-python",
+                 replace: dict | None = None) -> Path:
     """configs/spam.toml as shipped ([model], [features], [training], [worker], [evaluation]),
     then [kafka], [kafka.client] and [checkpoint] for this test (spam.toml's own [kafka] and
     [checkpoint] are replaced). `training={"mode": "all"}` gives the plain settings; `transport`
-    is kafka.transport (the client library)."""
+    is kafka.transport (the client library); `replace` gives whole tables instead of spam.toml's
+    (e.g. {"model": {"kind": "gaussian"}, "features": {}} for a model without text)."""
     spam = tomllib.loads(SPAM_CONFIG.read_text())
     tables = {
         "model": {**spam["model"], **(model or {})},
@@ -98,6 +100,7 @@ def write_config(path: Path, bootstrap: str, topics: Topics, checkpoint_dir: Pat
         "worker": {**spam["worker"], "log_interval_s": 1.0, "instance_id": f"worker-{uuid.uuid4().hex[:8]}",
                    **(worker or {})},
     }
+    tables.update(replace or {})
     lines = []
     for name, table in tables.items():
         if table:
