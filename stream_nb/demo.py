@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -36,6 +37,8 @@ def register(subparsers) -> None:
     demo.add_argument("--labeled-share", type=float, default=0.5, help="share of events sent with their label")
     demo.add_argument("--kafka-dir", type=Path, default=Path(".kafka"), help="the local broker's directory")
     demo.add_argument("--report", type=Path, default=Path("reports/demo"), help="directory for the report")
+    demo.add_argument("--resume", action="store_true",
+                      help="continue from the model in REPORT/checkpoints (default: a fresh model each run)")
     demo.add_argument("--no-kafka", action="store_true", help="replay the stream in-process instead (no broker)")
     demo.add_argument("--batch-size", type=int, default=1000, help="(--no-kafka) events per batch")
     add_field_options(demo)
@@ -104,6 +107,10 @@ def _run_on_kafka(events: list[dict], config_path, args) -> int:
             "kafka.partitions=1", f'checkpoint.dir="{(args.report / "checkpoints").as_posix()}"',
         ]
         config = load_config(config_path, overrides)
+        checkpoints = args.report / "checkpoints"
+        if not args.resume and checkpoints.exists():
+            # a fresh model: a run repeats the last one's figures (--resume continues instead)
+            shutil.rmtree(checkpoints)
         worker = Worker(config, recorder=EvaluationRecorder())
         worker.start()
         thread = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False}, daemon=True)
@@ -232,14 +239,22 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
              config_path) -> None:
     from stream_nb.model.explain import clue_text, strongest_clues
     from stream_nb.replay.cli import event_in_one_line
-    from stream_nb.replay.evaluation import evaluate, rolling_series
+    from stream_nb.replay.evaluation import binary_measures_of, evaluate, rolling_series
     from stream_nb.replay.plots import plot_curve, plot_roc
 
+    # every figure printed is the report's (this run's events only, also with --resume)
+    positive, skipped = binary_measures_of(worker.recorder.sorted_labels(), config.evaluation.get("positive"))
+    report = evaluate(worker.recorder, positive=positive, binary=skipped is None)
     correct = sum(predictions[event_id]["label"] == label for event_id, label in truth.items() if event_id in predictions)
-    print(f"events           {len(events):,} ({len(events) - len(truth):,} labeled, {len(truth):,} to predict)")
-    print(f"throughput       {len(events) / seconds:,.0f} events/s through Kafka (publish, learn/predict, publish)")
-    print(f"accuracy         {worker.metrics.accuracy:.4f} prequential on the labeled events (predict, then learn)")
-    print(f"predictions      {len(predictions):,} published; {correct / max(len(truth), 1):.4f} of them right")
+    report.update({"events": len(events), "events_per_s": len(events) / seconds,
+                   "predictions": len(predictions), "prediction_accuracy": correct / max(len(truth), 1),
+                   "configuration": {"source": str(config_path), **config.resolved()}})
+    if skipped is not None:
+        report["binary_measures_skipped"] = skipped
+    print(f"events           {report['events']:,} ({len(events) - len(truth):,} labeled, {len(truth):,} to predict)")
+    print(f"throughput       {report['events_per_s']:,.0f} events/s through Kafka (publish, learn/predict, publish)")
+    print(f"accuracy         {report['accuracy']:.4f} prequential on the labeled events (predict, then learn)")
+    print(f"predictions      {report['predictions']:,} published; {report['prediction_accuracy']:.4f} of them right")
     featurizer = config.build_event_featurizer()
     by_id = {event["id"]: event for event in events}
     print("a few predictions, with their strongest clues:")
@@ -254,13 +269,10 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
         print(f"  {shown:6s} p={prediction['proba'][str(prediction['label'])]:.3f}  {event_in_one_line(event)}")
         print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
     report_dir.mkdir(parents=True, exist_ok=True)
-    report = evaluate(worker.recorder, positive=config.evaluation.get("positive"))
-    report.update({"events": len(events), "events_per_s": len(events) / seconds,
-                   "predictions": len(predictions), "prediction_accuracy": correct / max(len(truth), 1),
-                   "configuration": {"source": str(config_path), **config.resolved()}})
     (report_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n",
                                             encoding="utf-8")
-    plot_curve(rolling_series(worker.recorder, window=config.evaluation["window"], positive=report.get("positive")),
+    binary = skipped is None
+    plot_curve(rolling_series(worker.recorder, window=config.evaluation["window"], positive=positive, binary=binary),
                report_dir / "curve.png", title="stream-nb demo: prequential accuracy on the labeled stream")
-    plot_roc(worker.recorder, report_dir / "roc.png", positive=report.get("positive"))
+    plot_roc(worker.recorder, report_dir / "roc.png", positive=positive, binary=binary)
     print(f"report           {report_dir / 'report.json'} (+ curve.png, roc.png)")

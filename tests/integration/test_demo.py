@@ -54,6 +54,17 @@ def test_demo_runs_end_to_end_and_leaves_nothing_running(tmp_path):
     assert (tmp_path / "report" / "roc.png").stat().st_size > 1000
     assert "clues:" in done.stdout and "predictions" in done.stdout
     assert java_processes_for(tmp_path / "kafka") == []
+    # what it prints is its report's figures
+    assert f"accuracy         {report['accuracy']:.4f} prequential" in done.stdout
+    assert f"{report['prediction_accuracy']:.4f} of them right" in done.stdout
+
+    # Repeatable: a second run starts from a fresh model (the probe: it resumed the first run's
+    # and printed a cumulative accuracy that differed from its own report)
+    again = subprocess.run(demo(tmp_path, "--events", "3000"), capture_output=True, text=True, timeout=400)
+    assert again.returncode == 0, again.stdout + again.stderr
+    second = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert second["accuracy"] == report["accuracy"] and second["confusion_matrix"] == report["confusion_matrix"]
+    assert f"accuracy         {second['accuracy']:.4f} prequential" in again.stdout
 
 
 def test_ctrl_c_during_the_demo_stops_worker_and_broker(tmp_path):
