@@ -640,3 +640,36 @@ def test_learn_decisions_of_a_window_equal_should_learn_row_by_row(mode):
                     for i, label in enumerate(labels.tolist())]
         assert flags.tolist() == expected
         assert 0 < sum(expected) < (labels >= 0).sum() or mode == "all"  # both decisions occur
+
+
+# ---- pandas DataFrames (River's batch protocol) -------------------------------------------
+
+
+def test_a_dataframe_gives_what_its_rows_as_dicts_give():
+    import pandas as pd
+    from sklearn.datasets import load_iris
+
+    from stream_nb.checkpoint.digest import state_digest
+
+    # Gaussian: every cell is a measurement, 0.0 included; NaN is a missing value
+    X, y = load_iris(return_X_y=True)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    frame.loc[3, "a"] = 0.0
+    frame.loc[5, "b"] = float("nan")
+    rows = [{k: v for k, v in row.items() if v == v} for row in frame.to_dict(orient="records")]
+    from_frame, from_rows = GaussianNB(), GaussianNB()
+    from_frame.learn_many(frame, pd.Series(y))
+    from_rows.learn_many(rows, y.tolist())
+    assert state_digest(from_frame.to_state()) == state_digest(from_rows.to_state())
+    proba = from_frame.predict_proba_many(frame)
+    assert isinstance(proba, pd.DataFrame) and list(proba.index) == list(frame.index)
+    assert proba.to_dict(orient="records") == from_rows.predict_proba_many(rows)
+
+    # Multinomial: a document-term matrix, where a 0 count is an absent word
+    counts = pd.DataFrame({"cash": [2, 0, 1, 0], "lunch": [0, 1, 0, 3], "win": [1, 0, 0, 0]})
+    labels = ["spam", "ham", "spam", "ham"]
+    from_frame, from_rows = MultinomialNB(), MultinomialNB()
+    from_frame.learn_many(counts, labels)
+    from_rows.learn_many([{k: v for k, v in row.items() if v} for row in counts.to_dict(orient="records")], labels)
+    assert state_digest(from_frame.to_state()) == state_digest(from_rows.to_state())
+    assert list(from_frame.predict_many(counts)) == ["spam", "ham", "spam", "ham"]

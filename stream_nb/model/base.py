@@ -164,6 +164,8 @@ class NaiveBayes(river_base.Classifier):
         P(c) = (N_c + lambda) / (N + K lambda)      (lambda = 0: the MLE N_c / N)
     """
 
+    ZERO_IS_ABSENT = False  # a DataFrame's 0 is a value (a measurement, a category)
+
     def __init__(self, prior_alpha: float = 0.0):
         self.prior_alpha = prior_alpha
         _check_smoothing("prior_alpha", prior_alpha)
@@ -495,7 +497,7 @@ class NaiveBayes(river_base.Classifier):
         A caller that learns a batch in pieces (an order-dependent training regime) checks the
         whole batch first, so a bad event at its end cannot leave the pieces before it learned.
         """
-        for _ in self._validated_chunks(_as_records(X), _as_labels(y), w):
+        for _ in self._validated_chunks(_as_records(X, self.ZERO_IS_ABSENT), _as_labels(y), w):
             pass
 
     def _validated_chunks(self, X, y, w=None):
@@ -509,12 +511,12 @@ class NaiveBayes(river_base.Classifier):
 
     def learn_many(self, X, y, w=None) -> None:
         """Learn a batch, exactly as repeated learn_one would. X: dicts or a pandas DataFrame."""
-        for batch in self._encoded_chunks(_as_records(X), _as_labels(y), w):
+        for batch in self._encoded_chunks(_as_records(X, self.ZERO_IS_ABSENT), _as_labels(y), w):
             self._run(batch, predict=False, learn=True)
 
     def predict_proba_many(self, X):
         """P(c | x) for each event of X (dicts -> list of dicts; a DataFrame -> a DataFrame)."""
-        records = _as_records(X)
+        records = _as_records(X, self.ZERO_IS_ABSENT)
         results = self._predict_records(records, [None] * len(records))
         if _is_data_frame(X):
             import pandas as pd
@@ -539,7 +541,7 @@ class NaiveBayes(river_base.Classifier):
 
         A batch with a bad event anywhere raises before anything is learned.
         """
-        return self._predict_records(_as_records(X), _as_labels(y))
+        return self._predict_records(_as_records(X, self.ZERO_IS_ABSENT), _as_labels(y))
 
     def _predict_records(self, X: list, y: list) -> list[dict]:
         results: list[dict] = []
@@ -710,11 +712,14 @@ def _is_data_frame(X) -> bool:
     return hasattr(X, "to_dict") and hasattr(X, "columns")
 
 
-def _as_records(X):
+def _as_records(X, zero_is_absent: bool):
+    """X as a list of dicts. A pandas DataFrame's rows lose their missing (NaN) cells and, for
+    the count models (a document-term matrix), their zeros: a word counted 0 times is absent."""
     if isinstance(X, SparseBatch):
         return X
     if _is_data_frame(X):
-        return [{k: v for k, v in row.items() if v == v and v != 0} for row in X.to_dict(orient="records")]
+        return [{k: v for k, v in row.items() if v == v and not (zero_is_absent and v == 0)}
+                for row in X.to_dict(orient="records")]
     return list(X)
 
 

@@ -78,6 +78,8 @@ class FeaturePrefix:
 class CountingNB(NaiveBayes):
     """Shared machinery of the vocabulary-based variants."""
 
+    ZERO_IS_ABSENT = True  # a DataFrame is a document-term matrix: a word counted 0 times is absent
+
     def __init__(self, alpha: float = 1.0, prior_alpha: float = 0.0, unknown: str = "ignore",
                  n_hash_buckets: int | None = None):
         super().__init__(prior_alpha=prior_alpha)
