@@ -21,7 +21,8 @@ EVENT_FIELD_KEYS = ("categorical", "numeric")
 
 # key -> (accepted types, default); a default of ... means required
 KAFKA_KEYS = {
-    "bootstrap_servers": ((str, list), ...),
+    # None: found at start (--bootstrap, $STREAM_NB_BOOTSTRAP, ./.kafka; stream_nb.kafka.discovery)
+    "bootstrap_servers": ((str, list), None),
     "group_id": ((str,), "stream-nb"),
     "labeled_topics": ((list,), []),
     "unlabeled_topics": ((list,), []),
@@ -199,6 +200,9 @@ class Config:
     def require_kafka(self) -> dict:
         if self.kafka is None:
             raise ConfigError(f"kafka: the worker needs a [kafka] section ({self.source})")
+        if not self.kafka["bootstrap_servers"]:
+            raise ConfigError("kafka.bootstrap_servers: not set (`stream-nb run` finds the broker: --bootstrap, "
+                              "$STREAM_NB_BOOTSTRAP, or the one `stream-nb kafka start` runs in ./.kafka)")
         return self.kafka
 
 
@@ -247,7 +251,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
                     "commit_interval_ms"):
             if kafka[key] < 1:
                 raise ConfigError(f"kafka.{key}: must be >= 1, got {kafka[key]}")
-        problem = bootstrap_problem(kafka["bootstrap_servers"])
+        problem = None if kafka["bootstrap_servers"] is None else bootstrap_problem(kafka["bootstrap_servers"])
         if problem is not None:
             raise ConfigError(f"kafka.bootstrap_servers: {problem}")
         if kafka["processing_guarantee"] not in PROCESSING_GUARANTEES:
@@ -345,3 +349,26 @@ def _apply_override(data: dict, override: str) -> None:
     if not isinstance(table, dict):
         raise ConfigError(f"{section}: must be a table of keys")
     table[name] = value
+
+
+def with_bootstrap(config_path, overrides: list[str], command_line: str | None, *, need_broker: bool = True):
+    """(config, Bootstrap): the configuration with the broker every command finds the same way
+    (stream_nb.kafka.discovery: --bootstrap or --set kafka.bootstrap_servers, then
+    $STREAM_NB_BOOTSTRAP, then ./.kafka, then the configuration) written into
+    kafka.bootstrap_servers. ConfigError for a malformed address; NoBroker when none is found."""
+    from stream_nb.kafka.discovery import find_bootstrap
+
+    config = load_config(config_path, overrides)
+    configured = (config.kafka or {}).get("bootstrap_servers")
+    set_on_command_line = any(item.split("=", 1)[0].strip() == "kafka.bootstrap_servers" for item in overrides)
+    bootstrap = find_bootstrap(command_line or (configured if set_on_command_line else None),
+                               configured, str(config_path or "the defaults"))
+    if set_on_command_line and not command_line:
+        bootstrap = type(bootstrap)(bootstrap.servers, "--set kafka.bootstrap_servers")
+    problem = bootstrap_problem(bootstrap.servers)
+    if problem is not None:
+        where = "--bootstrap" if bootstrap.source == "--bootstrap" else bootstrap.source
+        raise ConfigError(f"{where}: {problem}")
+    if config.kafka is not None and bootstrap.servers != configured:
+        config.kafka["bootstrap_servers"] = bootstrap.servers
+    return config, bootstrap

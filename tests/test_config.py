@@ -130,7 +130,7 @@ def test_every_command_refuses_the_readmes_placeholder_port_in_one_line(tmp_path
         ("replay", "--topic", "t", "--config", spam, "--bootstrap", "127.0.0.1:PORT", "--report", str(tmp_path / "r")):
             f"stream-nb replay: --bootstrap: {why}",
         ("publish", str(tmp_path / "a.tsv"), "--topic", "t", "--bootstrap", "127.0.0.1:PORT"):
-            f"stream-nb publish: error: bootstrap servers: {why}",
+            f"stream-nb publish: error: --bootstrap: {why}",
     }
     for args, line in commands.items():
         done = subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], capture_output=True, text=True,

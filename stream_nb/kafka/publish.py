@@ -10,8 +10,9 @@ memory up to `MEMORY_CAP_BYTES`, beyond that the file is read again for sending.
 not wait per message; the producer is flushed once at the end. Errors (a missing
 or malformed file, an unreachable broker, a rejected message) are one line on stderr and exit 2.
 
-Bootstrap servers: ``--bootstrap``, else $STREAM_NB_BOOTSTRAP, else the broker that
-`stream-nb kafka start` left running in ./.kafka.
+Bootstrap servers: found as every command finds them (`stream_nb.kafka.discovery`):
+``--bootstrap``, else $STREAM_NB_BOOTSTRAP, else the broker that `stream-nb kafka start` left
+running in ./.kafka.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import TextIO
 
 from stream_nb.config import bootstrap_problem
+from stream_nb.kafka.discovery import BOOTSTRAP_ENV, NoBroker, check_reachable, find_bootstrap
 from stream_nb.replay.sources import add_field_options, field_options
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
-BOOTSTRAP_ENV = "STREAM_NB_BOOTSTRAP"
-LOCAL_BROKER_DIR = Path(".kafka")
 FORMATS = ("tsv", "csv", "jsonl")
 MEMORY_CAP_BYTES = 256 * 1024 * 1024
 # The worker's default kafka.max_message_bytes: it dead-letters larger values as too_large.
@@ -198,19 +197,6 @@ class Progress:
 # Kafka
 
 
-def default_bootstrap() -> str | None:
-    """$STREAM_NB_BOOTSTRAP, else the running local broker of ./.kafka, else None."""
-    if explicit := os.environ.get(BOOTSTRAP_ENV, "").strip():
-        return explicit
-    from stream_nb.kafka.broker import LocalKafkaBroker
-
-    if (LOCAL_BROKER_DIR / "state.json").is_file():
-        status = LocalKafkaBroker(LOCAL_BROKER_DIR).status()
-        if status.running:
-            return status.bootstrap
-    return None
-
-
 def _ensure_topic(bootstrap: str, topic: str, partitions: int | None, timeout_ms: int) -> None:
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError, TopicAlreadyExistsError
@@ -311,13 +297,19 @@ def publish_command(args: argparse.Namespace) -> int:
         if args.partitions is not None and not args.create_topic:
             raise PublishError("--partitions applies to a topic made by --create-topic; add it")
         total, kept = check_messages(iter_messages(args.file, **options))
-        bootstrap = args.bootstrap or default_bootstrap()
-        if not bootstrap:
-            raise PublishError(f"no broker: pass --bootstrap HOST:PORT, set ${BOOTSTRAP_ENV}, "
-                               "or run `stream-nb kafka start`")
-        problem = bootstrap_problem(bootstrap)
+        try:
+            found = find_bootstrap(args.bootstrap)
+        except NoBroker as error:
+            raise PublishError(str(error)) from None
+        problem = bootstrap_problem(found.servers)
         if problem is not None:
-            raise PublishError(f"bootstrap servers: {problem}")
+            raise PublishError(f"{found.source}: {problem}")
+        try:
+            check_reachable(found, within_s=args.connect_timeout)
+        except NoBroker as error:
+            raise PublishError(str(error)) from None
+        print(f"stream-nb publish: broker {found}", file=sys.stderr, flush=True)
+        bootstrap = found.servers
         if args.create_topic:
             _ensure_topic(bootstrap, args.topic, args.partitions, timeout_ms)
         messages = iter(kept) if kept is not None else iter_messages(args.file, **options)

@@ -10,7 +10,8 @@ from collections import Counter
 from itertools import islice
 from pathlib import Path
 
-from stream_nb.config import Config, ConfigError, bootstrap_problem, load_config
+from stream_nb.config import Config, ConfigError, load_config
+from stream_nb.kafka.discovery import NoBroker
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
 from stream_nb.replay.sources import SourceError, add_field_options, field_options, read_events
@@ -30,7 +31,9 @@ def register(subparsers) -> None:
     end.add_argument("--max-events", type=int, metavar="N", help="stop after N events")
     replay.add_argument("--delay", type=int, default=0, metavar="N",
                         help="learn each label N events after its prediction (labels arrive late)")
-    replay.add_argument("--bootstrap", help="(topic) Kafka bootstrap servers; default: kafka.bootstrap_servers")
+    replay.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
+                        help="(topic) the broker (default: $STREAM_NB_BOOTSTRAP, else the one `stream-nb kafka "
+                             "start` runs in ./.kafka, else kafka.bootstrap_servers)")
     replay.add_argument("--compare", type=Path, nargs="+", default=[], metavar="OTHER.toml",
                         help="replay once through these configurations too, and report side by side")
     replay.add_argument("--scores", action="store_true", help="also write the per-event scores as scores.csv")
@@ -145,13 +148,13 @@ def _events_of(args, config: Config, rejected: Counter):
         return events if args.max_events is None else islice(events, args.max_events)
     from stream_nb.replay.topic import parse_time, read_topic
 
-    bootstrap = args.bootstrap or (config.kafka or {}).get("bootstrap_servers")
-    if not bootstrap:
-        raise ConfigError("kafka.bootstrap_servers: needed to read a topic (or pass --bootstrap)")
-    problem = bootstrap_problem(bootstrap)
-    if problem is not None:
-        raise ConfigError(f"{'--bootstrap' if args.bootstrap else 'kafka.bootstrap_servers'}: {problem}")
-    return read_topic(bootstrap, args.topic, from_offset=args.from_offset,
+    from stream_nb.config import with_bootstrap
+    from stream_nb.kafka.discovery import check_reachable
+
+    _, bootstrap = with_bootstrap(args.config, args.set, args.bootstrap)
+    check_reachable(bootstrap)
+    print(f"stream-nb replay: broker {bootstrap}", file=sys.stderr, flush=True)
+    return read_topic(bootstrap.servers, args.topic, from_offset=args.from_offset,
                       from_time_ms=None if args.from_time is None else parse_time(args.from_time),
                       max_events=args.max_events, client=config.kafka_client, rejected=rejected,
                       transport=(config.kafka or {}).get("transport", "kafka-python"))
@@ -225,7 +228,7 @@ def run_replay(args) -> int:
         result, contenders, reports = replay_and_report(
             _events_of(args, config, rejected), named, args.report, batch_size=args.batch_size, delay=args.delay,
             scores=args.scores, source=source, rejected=rejected, total=args.max_events)
-    except (SourceError, ConfigError, ValueError) as error:
+    except (SourceError, ConfigError, NoBroker, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2
     _summary(contenders[0].model, contenders[0].featurise_one, result, args.report / "report.json",

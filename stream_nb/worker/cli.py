@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from stream_nb.checkpoint import CheckpointError, FingerprintMismatch
-from stream_nb.config import ConfigError, load_config
+from stream_nb.config import ConfigError, with_bootstrap
 from stream_nb.kafka.clients import KafkaSetupError
+from stream_nb.kafka.discovery import NoBroker, check_reachable
 
 
 EXIT_FENCED = 3  # a newer worker with the same instance id took over
@@ -19,6 +20,9 @@ def register(subparsers) -> None:
     run.add_argument("--config", type=Path, required=True, help="TOML configuration (see configs/spam.toml)")
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="override one configuration key (repeatable)")
+    run.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",
+                     help="the broker (default: $STREAM_NB_BOOTSTRAP, else the one `stream-nb kafka start` runs "
+                          "in ./.kafka, else kafka.bootstrap_servers)")
     run.add_argument("--stop-when-idle", type=float, default=None, metavar="SECONDS",
                      help="checkpoint and exit once caught up and this long without a message (catch-up runs, tests)")
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -38,10 +42,13 @@ def run_worker(args) -> int:
     from stream_nb.worker.outputs import Fenced
 
     try:
-        worker = Worker(load_config(args.config, args.set))
+        config, bootstrap = with_bootstrap(args.config, args.set, args.bootstrap)
+        check_reachable(bootstrap)
+        print(f"stream-nb run: broker {bootstrap}", file=sys.stderr, flush=True)
+        worker = Worker(config)
         worker.install_signal_handlers()
         worker.start()
-    except (ConfigError, KafkaSetupError, FingerprintMismatch, CheckpointError, LabeledLogError) as error:
+    except (ConfigError, NoBroker, KafkaSetupError, FingerprintMismatch, CheckpointError, LabeledLogError) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
     if args.log_level != "DEBUG":

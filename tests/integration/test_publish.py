@@ -200,7 +200,8 @@ def test_missing_file_and_unreachable_broker(tmp_path, transport):
     assert result.returncode == 2
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"stream-nb publish: error: cannot reach a Kafka broker at 127.0.0.1:{port} within 2s")
+    assert lines[0].startswith(f"stream-nb publish: error: no Kafka broker answers at 127.0.0.1:{port} (--bootstrap) "
+                               "within 2 s")
     assert time.monotonic() - started < 30
 
 
@@ -260,3 +261,15 @@ def test_text_features_or_both_are_published_and_replay_reads_the_topic_as_the_f
         assert from_topic[key] == from_file[key], key
     assert from_file["events"] == 600 and from_file["rejected_messages"] == {}
     assert (tmp_path / "topic" / "scores.csv").read_bytes() == (tmp_path / "file" / "scores.csv").read_bytes()
+
+
+def test_the_broker_kafka_start_left_in_dot_kafka_is_found(kafka_broker, tmp_path):
+    # As a user: `stream-nb kafka start` in a directory, then commands there without --bootstrap.
+    (tmp_path / ".kafka").symlink_to(kafka_broker.directory, target_is_directory=True)
+    path = tmp_path / "one.tsv"
+    path.write_text("ham\thi\n", encoding="utf-8")
+    topic = unique_topic()
+    result = run_publish(path, "--topic", topic, "--create-topic", cwd=tmp_path)
+    assert_published(result, 1, topic)
+    assert (f"stream-nb publish: broker {kafka_broker.bootstrap} (the broker `stream-nb kafka start` runs in .kafka)"
+            in result.stderr.splitlines())

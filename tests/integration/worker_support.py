@@ -189,7 +189,7 @@ class WorkerProcess:
     def __init__(self, config_path: Path, log_path: Path, *, stop_when_idle: float | None = 3.0,
                  overrides: tuple[str, ...] = (), log_level: str = "INFO") -> None:
         command = [sys.executable, "-m", "stream_nb.cli", "run", "--config", str(config_path),
-                   "--log-level", log_level]
+                   "--log-level", log_level, *pinned_bootstrap(config_path)]
         for override in overrides:
             command += ["--set", override]
         if stop_when_idle is not None:
@@ -198,7 +198,7 @@ class WorkerProcess:
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=subprocess.STDOUT,
-                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                            env={**hermetic_environment(), "PYTHONUNBUFFERED": "1"})
 
     @property
     def pid(self) -> int:
@@ -279,9 +279,28 @@ def error_line(stderr: str) -> str:
     return lines[-1]
 
 
+def hermetic_environment() -> dict:
+    """os.environ without $STREAM_NB_BOOTSTRAP: a test names its broker itself."""
+    return {key: value for key, value in os.environ.items() if key != "STREAM_NB_BOOTSTRAP"}
+
+
+def pinned_bootstrap(config_path) -> list[str]:
+    """["--bootstrap", the configuration's kafka.bootstrap_servers], so that a broker a developer
+    left running in the checkout's ./.kafka (which comes before the configuration) is not used."""
+    try:
+        servers = tomllib.loads(Path(config_path).read_text()).get("kafka", {}).get("bootstrap_servers")
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    return ["--bootstrap", servers] if isinstance(servers, str) and servers else []
+
+
 def run_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """`stream-nb ARGS` from the checkout; a `run --config FILE` talks to the FILE's broker."""
+    args = list(args)
+    if args[:1] == ["run"] and "--config" in args and "--bootstrap" not in args:
+        args += pinned_bootstrap(args[args.index("--config") + 1])
     return subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=hermetic_environment())
 
 
 # ---------------------------------------------------------------------------------------------
