@@ -6,6 +6,7 @@ import argparse
 import hashlib
 import io
 import json
+import math
 import logging
 import os
 import subprocess
@@ -480,6 +481,26 @@ def test_inspect_json(tmp_path, capsys):
         assert [f["feature"] for f in entry["features"]] == _expected_top(model, entry["class"], 3)
         counts = [f["count"] for f in entry["features"]]
         assert counts == sorted(counts, reverse=True) and len(counts) == 3
+
+
+def test_inspect_ranks_the_features_that_tell_classes_apart(tmp_path, capsys):
+    # "the" is the most frequent word of both classes and tells them apart not at all; "prize"
+    # and "lunch" are the telling ones. By hand, alpha = 1, |V| = 3, N_spam = 4 + 3 = 7,
+    # N_ham = 4 + 2 = 6: prize (3 in spam, 0 in ham) 3 * [log(4/10) - log(1/9)], lunch (2 in
+    # ham) 2 * [log(3/9) - log(1/10)], the: 4 * [log(5/10) - log(5/9)] < 0 for spam and
+    # 4 * [log(5/9) - log(5/10)] > 0 for ham.
+    model = MultinomialNB(alpha=1.0)
+    model.learn_many([{"the": 4, "prize": 3}, {"the": 4, "lunch": 2}], ["spam", "ham"])
+    CheckpointStore(tmp_path).save(model.to_state(), OFFSETS, FP)
+    assert _inspect(["inspect", str(tmp_path), "--json", "--top", "3"]) == 0
+    telling = {entry["class"]: entry["features"] for entry in json.loads(capsys.readouterr().out)["telling_features"]}
+    assert telling["spam"] == [{"feature": "prize", "count": 3, "evidence": round(3 * (math.log(4 / 10) - math.log(1 / 9)), 3)}]
+    assert telling["ham"] == [
+        {"feature": "lunch", "count": 2, "evidence": round(2 * (math.log(3 / 9) - math.log(1 / 10)), 3)},
+        {"feature": "the", "count": 4, "evidence": round(4 * (math.log(5 / 9) - math.log(5 / 10)), 3)}]
+    assert _inspect(["inspect", str(tmp_path), "--top", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "top 3 telling features per class" in text and "  spam  prize 3.8" in text
 
 
 def test_inspect_text_reports_skipped_and_errors(tmp_path, capsys):

@@ -44,6 +44,33 @@ def _top_rows(counts: np.ndarray, labels: list, top: int) -> list[tuple[object, 
     return [(labels[row], float(counts[row])) for row in ranked[:top]]
 
 
+def _telling_features(counts: np.ndarray, class_counts: np.ndarray, names: list, classes: list, bernoulli: bool,
+                      alpha: float, top: int) -> list[dict]:
+    """Per class c, the features that told c apart from the other classes most, over all it learned:
+
+        N_fc * [log P(f | c) - log P(f | not c)]
+
+    the evidence a clue gives (x_f times the log-ratio), summed over c's events. Multinomial:
+    P(f | c) = (N_fc + a) / (N_c + a |V|), N_c the class's total count; Bernoulli:
+    (N_fc + a) / (D_c + 2a), D_c its events; "not c" pools the other classes. a is the model's
+    alpha, or 1 when alpha = 0 (an MLE ratio is infinite for any feature one side never had)."""
+    if len(classes) < 2 or not counts.size or top <= 0:
+        return []
+    a = alpha if alpha > 0 else 1.0
+    totals = class_counts if bernoulli else counts.sum(axis=0)
+    width = 2 * a if bernoulli else a * len(names)
+    row_numbers = list(range(len(names)))
+    result = []
+    for c, label in enumerate(classes):
+        own, rest = counts[:, c], counts.sum(axis=1) - counts[:, c]
+        own_total, rest_total = totals[c], totals.sum() - totals[c]
+        evidence = own * (np.log((own + a) / (own_total + width)) - np.log((rest + a) / (rest_total + width)))
+        rows = _top_rows(np.where(evidence > 0, evidence, 0.0), row_numbers, top)
+        result.append({"class": label, "features": [{"feature": names[row], "count": _number(own[row]),
+                                                     "evidence": round(float(weight), 3)} for row, weight in rows]})
+    return result
+
+
 def _model_class(kind_name: str):
     try:
         return kind_of(kind_name)
@@ -63,6 +90,7 @@ def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:
     classes = model.classes_
     class_counts = [_number(n) for n in np.asarray(arrays["class_counts"]).tolist()]
     top_features: list[dict] = []
+    telling_features: list[dict] = []
     vocabulary: dict
     if "vocabulary" in meta:  # count models: N_fc per (feature, class)
         counts = np.asarray(arrays["feature_counts"]).reshape(-1, len(classes)) if classes else np.zeros((0, 0))
@@ -73,6 +101,9 @@ def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:
         for c, label in enumerate(classes):
             rows = _top_rows(counts[:, c], names, top)
             top_features.append({"class": label, "features": [{"feature": name, "count": _number(n)} for name, n in rows]})
+        telling_features = _telling_features(counts, np.asarray(arrays["class_counts"], dtype=float), names, classes,
+                                             meta.get("kind") == "BernoulliNB", float(meta.get("params", {}).get("alpha", 1.0)),
+                                             top)
     elif meta.get("kind") == "CategoricalNB":  # N_jac per (feature = value, class)
         pairs = [tuple(pair) for pair in meta["values"]]
         counts = np.asarray(arrays["value_counts"]).reshape(len(pairs), -1)
@@ -98,6 +129,7 @@ def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:
         "vocabulary_size": vocabulary["size"],
         "vocabulary": vocabulary,
         "top_features": top_features,
+        "telling_features": telling_features,
         "offsets": [{"topic": topic, "partition": partition, "offset": offset}
                     for (topic, partition), offset in sorted(checkpoint.offsets.items())],
         "state_digest": state_digest(state),
@@ -128,6 +160,11 @@ def _format_text(summary: dict, top: int) -> str:
             shown = ", ".join(
                 (f"{f['feature']}={f['value']}" if "value" in f else str(f["feature"])) + f" {f['count']:,}"
                 for f in entry["features"])
+            lines.append(f"  {str(entry['class']):<{width}}  {shown or '(none)'}")
+    if summary["telling_features"]:
+        lines.append(f"top {top} telling features per class (count x log-ratio against the other classes, in nats)")
+        for entry in summary["telling_features"]:
+            shown = ", ".join(f"{f['feature']} {f['evidence']:,.1f}" for f in entry["features"])
             lines.append(f"  {str(entry['class']):<{width}}  {shown or '(none)'}")
     lines.append(f"offsets       {len(summary['offsets'])} partition(s)")
     for entry in summary["offsets"]:
