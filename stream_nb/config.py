@@ -83,6 +83,9 @@ WORKER_KEYS = {
     "instance_id": ((str,), None),
     # Labels first: before predicting, catch up with the labeled log for at most this long.
     "labels_first_wait_s": ((int, float), 5.0),
+    # Prometheus /metrics, /healthz and /readyz on this port (0: off), on this address.
+    "metrics_port": ((int,), 0),
+    "metrics_host": ((str,), "127.0.0.1"),
 }
 ORDER_DEPENDENT_MODES = ("on_error", "thick_threshold")
 TRAINING_KEYS = {
@@ -131,7 +134,8 @@ class Config:
     kafka_client: dict = field(default_factory=dict)
     checkpoint: dict = field(default_factory=dict)
     worker: dict = field(default_factory=lambda: {"log_interval_s": 10.0, "clues": 0, "instance_id": None,
-                                                  "labels_first_wait_s": 5.0})
+                                                  "labels_first_wait_s": 5.0, "metrics_port": 0,
+                                                  "metrics_host": "127.0.0.1"})
     evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     source: str = "defaults"
@@ -285,6 +289,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError("evaluation.unsure_band: needs evaluation.positive (the class the band is about)")
     if worker["clues"] < 0:
         raise ConfigError(f"worker.clues: must be >= 0, got {worker['clues']}")
+    if not 0 <= worker["metrics_port"] <= 65535:
+        raise ConfigError(f"worker.metrics_port: must be a port from 1 to 65535 (0: off), got {worker['metrics_port']}")
     if worker["labels_first_wait_s"] < 0:
         raise ConfigError(f"worker.labels_first_wait_s: must be >= 0, got {worker['labels_first_wait_s']}")
     if worker["instance_id"] is not None and not worker["instance_id"].strip():

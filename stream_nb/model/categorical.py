@@ -47,6 +47,11 @@ class CategoricalNB(SequentialNB):
                 for value in values:
                     self._add_value(feature, value)
 
+    @property
+    def n_features(self) -> int:
+        """Columns of the state: distinct (feature, value) pairs."""
+        return len(self._value_index)
+
     def _add_value(self, feature, value) -> int:
         j = self._feature_index.get(feature)
         if j is None:

@@ -100,6 +100,11 @@ class CountingNB(NaiveBayes):
     # ---- bookkeeping ------------------------------------------------------------------
 
     @property
+    def n_features(self) -> int:
+        """Columns of the state: distinct feature names (hash buckets with n_hash_buckets)."""
+        return len(self._vocabulary)
+
+    @property
     def n_terms(self) -> int:
         return self._features_seen
 

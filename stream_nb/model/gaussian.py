@@ -41,6 +41,11 @@ class GaussianNB(SequentialNB):
         for name in ("_n", "_mean", "_m2"):
             setattr(self, name, np.insert(getattr(self, name), insert_at, 0.0, axis=1))
 
+    @property
+    def n_features(self) -> int:
+        """Columns of the state: distinct numeric features."""
+        return len(self._feature_index)
+
     def _column(self, feature) -> int:
         j = self._feature_index.get(feature)
         if j is None:

@@ -44,7 +44,7 @@ def run_worker(args) -> int:
     try:
         config, bootstrap = with_bootstrap(args.config, args.set, args.bootstrap)
         check_reachable(bootstrap)
-        print(f"stream-nb run: broker {bootstrap}", file=sys.stderr, flush=True)
+        logging.getLogger("stream_nb.worker").info("broker %s", bootstrap)
         worker = Worker(config)
         worker.install_signal_handlers()
         worker.start()

@@ -28,7 +28,7 @@ from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
-from stream_nb.config import Config
+from stream_nb.config import Config, ConfigError
 from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
                               decode_record)
 from stream_nb.kafka.clients import (
@@ -52,8 +52,10 @@ from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by
+from stream_nb.worker.metrics import MetricsServer, WorkerMetrics
 from stream_nb.worker.snapshots import SnapshotWriter, load_snapshot
 
+TELEMETRY_INTERVAL_S = 2.0  # gauges and readiness, when metrics are served (a lag query each time)
 log = logging.getLogger("stream_nb.worker")
 
 __all__ = ["DeliveryError", "Fenced", "Worker"]
@@ -135,6 +137,9 @@ class Worker:
         # a longer gap between two steps may have let a process with our instance id take over
         self._stall_limit_s = min(client.get("session_timeout_ms", SESSION_TIMEOUT_MS) / 1000,
                                   self._transaction_timeout_s)
+        self.telemetry = WorkerMetrics()  # Prometheus counters, liveness, readiness
+        self._caught_up_once = False
+        self._metrics_server: MetricsServer | None = None
 
     # ---- life cycle -----------------------------------------------------------------------
 
@@ -145,6 +150,7 @@ class Worker:
         ensure_topics(self.kafka, self.config.kafka_client, (self.snapshot_topic,) if self.snapshot_topic else ())
         self.store.lock()
         try:
+            self._serve_metrics()
             self._restore()
             self._open_clients()
         except BaseException:
@@ -153,6 +159,18 @@ class Worker:
         log.info("started: instance %s in group %s, %s, labeled %s from %s", self.instance_id, self.kafka["group_id"],
                  self.kafka["processing_guarantee"].replace("_", "-"), ", ".join(sorted(self.labeled_topics)),
                  ", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets()))
+
+    def _serve_metrics(self) -> None:
+        port = self.config.worker["metrics_port"]
+        if not port or self._metrics_server is not None:
+            return
+        host = self.config.worker["metrics_host"]
+        try:
+            # alive: a step within twice the longest a healthy step may take (a stall that long
+            # already makes the worker confirm its transactional id), and at least a minute
+            self._metrics_server = MetricsServer(self.telemetry, host, port, alive_within_s=max(60.0, 2 * self._stall_limit_s))
+        except OSError as error:
+            raise ConfigError(f"worker.metrics_port: cannot listen on {host}:{port} ({error.strerror or error})") from None
 
     def _restore(self) -> None:
         checkpoint = self.store.load_latest(self.fingerprint)
@@ -252,6 +270,7 @@ class Worker:
             self.start()
         idle_since = time.monotonic()
         last_log, processed_at_log = time.monotonic(), self._processed
+        last_telemetry = 0.0
         clean = False
         try:
             while True:
@@ -271,6 +290,10 @@ class Worker:
                     if now - last_log >= self.config.worker["log_interval_s"]:
                         self._log_progress(now - last_log, self._processed - processed_at_log)
                         last_log, processed_at_log = now, self._processed
+                        last_telemetry = now
+                    elif self._metrics_server is not None and now - last_telemetry >= TELEMETRY_INTERVAL_S:
+                        self._refresh_telemetry(self.partition_lags())
+                        last_telemetry = now
                 # A stop asked for leaves redone outputs to the partitions' next owner; an idle
                 # stop (a catch-up run) whose last commit was redone goes on until it is done.
                 if self._final_commit() or self._stopping:
@@ -283,6 +306,9 @@ class Worker:
             if clean:  # a static member's close keeps its place in the group: leave it explicitly
                 leave_group(self.kafka, self.config.kafka_client, self.instance_id)
             self.store.unlock()
+            if self._metrics_server is not None:
+                self._metrics_server.close()
+                self._metrics_server = None
 
     def _final_commit(self) -> bool:
         """The last commit of a clean stop (retried once after a Kafka error). False when the
@@ -321,6 +347,7 @@ class Worker:
         self._close_clients(timeout_s=0)
         while not self._stopping:
             time.sleep(RETRY_AFTER_ERROR_S)
+            self.telemetry.last_step = time.monotonic()  # alive: waiting for the broker is its job
             try:
                 # A new producer fences every older one of its transactional id: first make sure
                 # no newer member holds this instance id (a replacement started while this
@@ -379,6 +406,7 @@ class Worker:
     def _step(self) -> bool:
         """Catch up with the labeled log (labels first), predict one poll of unlabeled records,
         commit outputs when due, checkpoint when due."""
+        self.telemetry.last_step = time.monotonic()
         self._confirm_ownership_after_a_stall()
         learned = self._catch_up_labels()
         metadata = self.group.group_metadata()  # before the poll: see Outputs
@@ -443,6 +471,7 @@ class Worker:
 
     def _learn(self, records: list) -> None:
         """Decode, predict (for the prequential metrics) and learn labeled records in order."""
+        self._count_consumed(records)
         events, origin = self._decode(records, labeled=True, rejected=self.labeled_rejections.append)
         events, origin = self._screen_labels(events, origin)
         if events:
@@ -460,6 +489,8 @@ class Worker:
                     if self.recorder is not None:
                         self.recorder.update(event.label, predicted, proba)
                 self._learned_since_checkpoint += was_learned
+                if was_learned:
+                    self.telemetry.learned.inc()
         self._processed += len(records)
         self._changed_since_checkpoint = True
 
@@ -544,8 +575,16 @@ class Worker:
 
     # ---- predicting ----------------------------------------------------------------------------
 
+    def _count_consumed(self, records: list) -> None:
+        counts: dict = {}
+        for record in records:
+            counts[record.topic] = counts.get(record.topic, 0) + 1
+        for topic, count in counts.items():
+            self.telemetry.consumed.labels(topic).inc(count)
+
     def _predict(self, records: list) -> None:
         """Decode and predict unlabeled records with the model as it stands; publish."""
+        self._count_consumed(records)
         events, origin = self._decode(records, labeled=False, rejected=self._dead_letter)
         if events:
             events, origin, X = self._featurise_or_reject(events, origin, self._dead_letter)
@@ -578,11 +617,15 @@ class Worker:
                 self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
                 continue
             self._send(self.kafka["predictions_topic"], value, key, None)
+            self.telemetry.predictions.inc()
+            if record.timestamp and record.timestamp > 0:  # source append (or create) time, ms
+                self.telemetry.latency.observe(max(0.0, time.time() - record.timestamp / 1000))
 
     def _dead_letter(self, rejected: Rejected) -> None:
         log.debug("dead letter %s:%d:%d %s", rejected.source.topic, rejected.source.partition,
                   rejected.source.offset, rejected.reason)
         self._send(self.kafka["dead_letter_topic"], rejected.value, rejected.key, dead_letter_headers(rejected))
+        self.telemetry.dead_letters.labels(rejected.reason).inc()
 
     def _send(self, topic: str, value, key, headers) -> None:
         # A one-partition topic needs no key hash: kafka-python's murmur2 is pure Python and
@@ -692,6 +735,8 @@ class Worker:
 
     def _rewind_outputs(self, why: str | None) -> None:
         """Abort the open outputs and go back to the group's committed offsets."""
+        if why is not None:  # None: the first assignment, nothing to redo
+            self.telemetry.rewinds.inc()
         if why is not None:
             log.info("%s: the open outputs are aborted and redone from the committed offsets", why)
         self.outputs.abort()
@@ -751,8 +796,14 @@ class Worker:
                 self._prune_rejections({tp: self.group.committed(tp) or 0 for tp in not_owned})
             except KafkaError as error:
                 log.debug("could not read the labeled dead-letter cursors: %s", error)
+        started = time.perf_counter()
         checkpoint = self.store.save(self.model.to_state(), self.labeled.positions, self.fingerprint,
                                      extra=self._state_extra())
+        self.telemetry.checkpoint_seconds.observe(time.perf_counter() - started)
+        try:
+            self.telemetry.checkpoint_bytes.set(checkpoint.path.stat().st_size)
+        except OSError:  # pruned by another look already; the size is only a gauge
+            pass
         self.checkpoint_id = checkpoint.id
         self._changed_since_checkpoint = False
         self._learned_since_checkpoint = 0
@@ -773,17 +824,45 @@ class Worker:
     def lag(self) -> int:
         """Records not yet read: the whole labeled log's, plus this worker's unlabeled partitions'
         (-1 when the broker cannot say)."""
-        labeled = self.labeled.lag()
+        lags = self.partition_lags()
+        return -1 if lags is None else sum(lags.values())
+
+    def partition_lags(self) -> dict[tuple[str, int], int] | None:
+        """{(topic, partition): records not yet read} of every labeled partition and of this
+        worker's unlabeled ones; None when the broker cannot say."""
         try:
+            ends = self.labeled.end_offsets()
+            lags = {key: max(0, end - self.labeled.positions.get(key, 0)) for key, end in ends.items()}
             assigned = [tp for tp in self.group.assignment() if tp.topic not in self.labeled_topics]
-            ends = self.group.end_offsets(assigned) if assigned else {}
-            unlabeled = sum(max(0, end - self.group.position(tp)) for tp, end in ends.items())
+            unlabeled_ends = self.group.end_offsets(assigned) if assigned else {}
+            lags.update({(tp.topic, tp.partition): max(0, end - self.group.position(tp))
+                         for tp, end in unlabeled_ends.items()})
         except (KafkaError, KeyError, AssertionError):  # a partition deleted or moved meanwhile
-            return -1
-        return -1 if labeled < 0 else labeled + unlabeled
+            return None
+        return lags
+
+    def _refresh_telemetry(self, lags: dict | None) -> None:
+        """The gauges (lag, model size, prequential figures) and readiness: in the group, and the
+        labeled log learned up to its end as it was just now."""
+        telemetry = self.telemetry
+        if lags is not None:
+            for (topic, partition), lag in lags.items():
+                telemetry.lag.labels(topic, str(partition)).set(lag)
+            labeled_lag = sum(lag for (topic, _), lag in lags.items() if topic in self.labeled_topics)
+            in_group = group_is_stable(self.group) and not self._assignment_changed
+            # ready once caught up after start; a burst of new labels later does not unready it
+            self._caught_up_once = self._caught_up_once or (labeled_lag == 0 and in_group)
+            telemetry.ready = self._caught_up_once and in_group
+        telemetry.vocabulary.set(self.model.n_features)
+        telemetry.classes.set(len(self.model.classes_))
+        telemetry.accuracy.set(self.metrics.accuracy)
+        for label, scores in self.metrics.per_class().items():
+            telemetry.f1.labels(str(label)).set(scores["f1"])
 
     def _log_progress(self, seconds: float, processed: int) -> None:
-        lag = self.lag()
+        lags = self.partition_lags()
+        self._refresh_telemetry(lags)
+        lag = -1 if lags is None else sum(lags.values())
         log.info("events %d (%.0f/s), learned %d, lag %s, prequential accuracy %.4f",
                  self._processed, processed / seconds if seconds > 0 else 0.0, int(self.model.events_learned),
                  lag if lag >= 0 else "unknown", self.metrics.accuracy)

@@ -316,7 +316,7 @@ def test_a_second_worker_on_the_same_checkpoint_directory_is_refused(kafka_broke
         wait_until(lambda: "assigns this worker" in (tmp_path / "first.log").read_text(), 60, "the first worker's start")
         second = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
         assert second.returncode == 2
-        (line,) = second.stderr.splitlines()
+        line = error_line(second.stderr)  # after the start's INFO line naming the broker
         assert line == (f"stream-nb run: checkpoint directory {tmp_path / 'checkpoints'} is in use by process "
                         f"{first.pid}; every worker needs a checkpoint.dir of its own")
         first.process.terminate()

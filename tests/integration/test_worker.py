@@ -18,6 +18,7 @@ from stream_nb.config import load_config
 from stream_nb.events import REASONS
 
 from worker_support import (
+    error_line,
     set_client_quota,
     Message,
     Topics,
@@ -673,7 +674,7 @@ def test_changed_model_configuration_is_refused_with_a_clear_message(kafka_broke
 
     refused = run_cli("run", "--config", str(config_path), "--set", "model.alpha=0.5", "--stop-when-idle", "1")
     assert refused.returncode == 2
-    (line,) = refused.stderr.splitlines()
+    line = error_line(refused.stderr)  # after the start's INFO line naming the broker
     assert line.startswith(f"stream-nb run: checkpoint {written[-1]} was written for configuration fingerprint ")
     assert "refusing to mix them" in line
     assert CheckpointStore(checkpoints).list() == written  # nothing written, nothing deleted

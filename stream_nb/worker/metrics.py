@@ -1,0 +1,107 @@
+"""The worker's Prometheus metrics, and its liveness and readiness, over HTTP.
+
+`[worker] metrics_port` (0: off) serves
+
+    /metrics   Prometheus exposition (prometheus_client's text format)
+    /healthz   200 while the loop turns (a step started within `alive_within_s`), else 503
+    /readyz    200 once the worker is in its group and has learned the labeled log up to the
+               end it saw (it then predicts with every label already appended), else 503
+
+on `[worker] metrics_host` (127.0.0.1 by default; 0.0.0.0 in a container that is scraped).
+Each worker has a registry of its own (several workers in one process, as the tests run them,
+do not share counters). Counters count what was sent or done, including outputs that a rewind
+then redid (a rewind is counted too).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+log = logging.getLogger("stream_nb.worker")
+
+# Prediction latency (source append -> prediction send): ms to tens of seconds.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+CHECKPOINT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class WorkerMetrics:
+    def __init__(self) -> None:
+        registry = self.registry = CollectorRegistry(auto_describe=True)
+        self.consumed = Counter("stream_nb_events_consumed", "Records read, by topic", ["topic"], registry=registry)
+        self.learned = Counter("stream_nb_events_learned", "Labeled events learned", registry=registry)
+        self.predictions = Counter("stream_nb_predictions", "Predictions sent", registry=registry)
+        self.dead_letters = Counter("stream_nb_dead_letters", "Events sent to the dead-letter topic, by reason",
+                                    ["reason"], registry=registry)
+        self.rewinds = Counter("stream_nb_rewinds", "Outputs since the last commit dropped and redone",
+                               registry=registry)
+        self.checkpoint_seconds = Histogram("stream_nb_checkpoint_duration_seconds", "Time to write a checkpoint",
+                                            buckets=CHECKPOINT_BUCKETS, registry=registry)
+        self.checkpoint_bytes = Gauge("stream_nb_checkpoint_size_bytes", "Size of the newest checkpoint file",
+                                      registry=registry)
+        self.vocabulary = Gauge("stream_nb_vocabulary_size", "Distinct features (columns) of the model",
+                                registry=registry)
+        self.classes = Gauge("stream_nb_classes", "Classes the model knows", registry=registry)
+        self.lag = Gauge("stream_nb_consumer_lag", "Records not yet read, per partition",
+                         ["topic", "partition"], registry=registry)
+        self.latency = Histogram("stream_nb_prediction_latency_seconds",
+                                 "From the event's append to the source topic to its prediction's send",
+                                 buckets=LATENCY_BUCKETS, registry=registry)
+        self.accuracy = Gauge("stream_nb_prequential_accuracy",
+                              "Accuracy of the labeled events predicted before they were learned", registry=registry)
+        self.f1 = Gauge("stream_nb_prequential_f1", "Prequential F1 per class", ["label"], registry=registry)
+        self.last_step = time.monotonic()
+        self.ready = False
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsServer:
+    """The HTTP endpoints of the module docstring, on a daemon thread."""
+
+    def __init__(self, metrics: WorkerMetrics, host: str, port: int, alive_within_s: float) -> None:
+        self.metrics = metrics
+        self.alive_within_s = alive_within_s
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the http.server protocol)
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._answer(200, server.metrics.exposition(), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    idle = time.monotonic() - server.metrics.last_step
+                    alive = idle < server.alive_within_s
+                    self._answer(200 if alive else 503, (b"ok\n" if alive else
+                                 f"the loop has not turned for {idle:.0f} s\n".encode()))
+                elif path == "/readyz":
+                    ready = server.metrics.ready
+                    self._answer(200 if ready else 503, b"ready\n" if ready else b"catching up with the labeled log\n")
+                else:
+                    self._answer(404, b"not found: /metrics, /healthz, /readyz\n")
+
+            def _answer(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:  # a scrape every few seconds is not news
+                pass
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="stream-nb-metrics", daemon=True)
+        self.thread.start()
+        log.info("metrics on http://%s:%d/metrics (health /healthz, readiness /readyz)", host, self.port)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
