@@ -5,6 +5,7 @@ in the configuration, as a user would run them."""
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
 from sklearn.datasets import load_iris
@@ -35,11 +36,12 @@ def publish_iris(tmp_path, bootstrap: str, topics: Topics, transport: str) -> li
     return {f"test{i}": int(label) for i, label in enumerate(y_test)}
 
 
-def run_worker(tmp_path, bootstrap: str, topics: Topics, model: dict, transport: str) -> dict:
+def run_worker(tmp_path, bootstrap: str, topics: Topics, model: dict, transport: str, *,
+               features: dict | None = None, training: dict | None = None) -> dict:
     # Every label before any prediction (labels first, no time limit): the seed's protocol.
     config = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
-                          training={"mode": "all"}, worker={"labels_first_wait_s": 600}, transport=transport,
-                          replace={"model": model, "features": {}, "evaluation": {}})
+                          training=training or {"mode": "all"}, worker={"labels_first_wait_s": 600},
+                          transport=transport, replace={"model": model, "features": features or {}, "evaluation": {}})
     done = run_cli("run", "--config", str(config), "--stop-when-idle", "2", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert read_topic(bootstrap, topics.dead_letters) == []
@@ -75,3 +77,39 @@ def test_iris_numbers_through_publish_and_run_predict_as_scikit_learn(kafka_brok
     assert [predictions[f"test{i}"]["label"] for i in range(75)] == expected
     right = sum(predictions[event_id]["label"] == label for event_id, label in truth.items())
     print(f"\nGaussian naive Bayes on seed 001's Iris split: {right} of 75 right")
+
+
+@pytest.mark.parametrize("kind", ["bernoulli", "complement"])
+def test_bernoulli_and_complement_from_configuration_through_publish_and_run(kafka_broker, tmp_path, sms, kind,
+                                                                             transport):
+    # configs/spam.toml as shipped ([training] thick-threshold included) with another count model:
+    # each prediction equals, bit for bit, the model core's after the same labels one at a time.
+    from stream_nb.config import load_config
+    from stream_nb.model.training import predict_learn
+
+    from worker_support import SPAM_CONFIG
+
+    topics = Topics.new(f"kind-{kind}")
+    create_topics(kafka_broker.bootstrap, [topics.labeled, topics.unlabeled])
+    labeled, unlabeled = sms[:1_500], sms[1_500:1_800]
+    (tmp_path / "labeled.tsv").write_text("".join(f"{label}\t{text}\n" for label, text in labeled), encoding="utf-8")
+    (tmp_path / "unlabeled.tsv").write_text("".join(f"{label}\t{text}\n" for label, text in unlabeled),
+                                            encoding="utf-8")
+    for name, topic, extra in (("labeled", topics.labeled, ()), ("unlabeled", topics.unlabeled, ("--no-label",))):
+        done = run_cli("publish", str(tmp_path / f"{name}.tsv"), "--topic", topic, "--bootstrap",
+                       kafka_broker.bootstrap, "--transport", transport, *extra)
+        assert done.returncode == 0, done.stderr
+    spam = tomllib.loads(SPAM_CONFIG.read_text())
+    predictions = run_worker(tmp_path, kafka_broker.bootstrap, topics, {**spam["model"], "kind": kind}, transport,
+                             features=spam["features"], training=spam["training"])
+    assert len(predictions) == 300
+
+    config = load_config(SPAM_CONFIG, [f'model.kind="{kind}"'])
+    model, featurizer = config.build_model(), config.build_featurizer()
+    for label, text in labeled:
+        predict_learn(model, [featurizer.transform_one(text)], [label], **config.training)
+    for i, (_, text) in enumerate(unlabeled):
+        expected = model.predict_proba_one(featurizer.transform_one(text))
+        assert predictions[f"unlabeled:{1 + i}"]["proba"] == {str(c): p for c, p in expected.items()}
+    right = sum(predictions[f"unlabeled:{1 + i}"]["label"] == label for i, (label, _) in enumerate(unlabeled))
+    assert right / 300 > 0.9, right  # a spam filter, not a coin
