@@ -49,8 +49,8 @@ def _events(args) -> list[dict]:
     from stream_nb.replay.generator import spam_ham_stream
     from stream_nb.replay.sources import read_events
 
-    if args.data is not None:  # every event labeled: the demo hides a share of the labels itself
-        return list(islice(read_events(args.data, **field_options(args)), args.events))
+    if args.data is not None:  # the demo hides a share of the labels itself; unlabeled events are predicted
+        return list(islice(read_events(args.data, **field_options(args), labels="optional"), args.events))
     return list(spam_ham_stream(args.events))
 
 
@@ -169,10 +169,11 @@ def _stream(events, topics, bootstrap, labeled_share: float, worker, ctrl_c: _Ct
     last = 0.0
     try:
         for count, event in enumerate(events, start=1):
-            labeled = rng.random() < labeled_share
+            # the same draw for every event, so a file's labeled events split as they always did
+            labeled = rng.random() < labeled_share and event["label"] is not None
             topic = topics["labeled"] if labeled else topics["unlabeled"]
             if not labeled:
-                truth[event["id"]] = event["label"]
+                truth[event["id"]] = event["label"]  # None: an unlabeled event of the file
             producer.send(topic, key=event["id"].encode(), value=encode_event(event, with_labels=labeled))
             if time.perf_counter() - last > 0.5:
                 ctrl_c.check()
@@ -245,16 +246,18 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
     # every figure printed is the report's (this run's events only, also with --resume)
     positive, skipped = binary_measures_of(worker.recorder.sorted_labels(), config.evaluation.get("positive"))
     report = evaluate(worker.recorder, positive=positive, binary=skipped is None)
-    correct = sum(predictions[event_id]["label"] == label for event_id, label in truth.items() if event_id in predictions)
+    known = {event_id: label for event_id, label in truth.items() if label is not None}
+    correct = sum(predictions[event_id]["label"] == label for event_id, label in known.items() if event_id in predictions)
     report.update({"events": len(events), "events_per_s": len(events) / seconds,
-                   "predictions": len(predictions), "prediction_accuracy": correct / max(len(truth), 1),
+                   "predictions": len(predictions), "prediction_accuracy": correct / max(len(known), 1),
                    "configuration": {"source": str(config_path), **config.resolved()}})
     if skipped is not None:
         report["binary_measures_skipped"] = skipped
     print(f"events           {report['events']:,} ({len(events) - len(truth):,} labeled, {len(truth):,} to predict)")
     print(f"throughput       {report['events_per_s']:,.0f} events/s through Kafka (publish, learn/predict, publish)")
     print(f"accuracy         {report['accuracy']:.4f} prequential on the labeled events (predict, then learn)")
-    print(f"predictions      {report['predictions']:,} published; {report['prediction_accuracy']:.4f} of them right")
+    of_known = "" if len(known) == len(truth) else f" (of the {len(known):,} whose label the file has)"
+    print(f"predictions      {report['predictions']:,} published; {report['prediction_accuracy']:.4f} of them right{of_known}")
     featurizer = config.build_event_featurizer()
     by_id = {event["id"]: event for event in events}
     print("a few predictions, with their strongest clues:")

@@ -223,11 +223,14 @@ def test_a_model_that_cannot_read_the_events_says_so(tmp_path):
 def test_the_demo_without_kafka_takes_features_only_events(tmp_path):
     lines = [{"id": f"e{i}", "features": {"cash": i % 3, "lunch": 2 - i % 3, "tone": "loud" if i % 2 else "calm"},
               "label": "spam" if i % 3 else "ham"} for i in range(60)]
+    lines += [{"id": f"u{i}", "features": {"cash": 2}} for i in range(5)]  # unlabeled: predicted
     (tmp_path / "f.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "demo", "--no-kafka", "--data", str(tmp_path / "f.jsonl"),
                            "--report", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
-    assert report["events"] == 60 and report["rejected_messages"] == {}
+    assert report["events"] == 65 and report["labeled_events_scored"] == 59 and report["rejected_messages"] == {}
+    predicted = [json.loads(line) for line in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]
+    assert [(p["id"], p["label"]) for p in predicted] == [(f"u{i}", "spam") for i in range(5)]
     assert report["accuracy"] > 0.9  # cash says spam, lunch says ham
     assert '{"cash":' in done.stdout  # its last predictions, shown by their features

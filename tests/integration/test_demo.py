@@ -84,3 +84,20 @@ def test_ctrl_c_during_the_demo_stops_worker_and_broker(tmp_path):
         if process.poll() is None:
             process.kill()
     assert java_processes_for(tmp_path / "kafka") == []
+
+
+def test_the_demo_streams_a_file_of_features_with_unlabeled_events_in_it(tmp_path):
+    # demo --data takes what replay --input takes: features-only events, some without a label
+    lines = [{"id": f"e{i}", "features": {"cash": i % 3, "lunch": 2 - i % 3}, "label": "spam" if i % 3 else "ham"}
+             for i in range(300)]
+    lines += [{"id": f"u{i}", "features": {"cash": 2}} for i in range(20)]
+    (tmp_path / "f.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    done = subprocess.run(demo(tmp_path, "--data", str(tmp_path / "f.jsonl"), "--events", "1000"),
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["events"] == 320
+    hidden = 320 - 20 - sum(scores["support"] for scores in report["per_class"].values()) - 1  # the first is unscored
+    assert report["predictions"] == hidden + 20  # every event sent without its label is predicted
+    assert "whose label the file has" in done.stdout
+    assert java_processes_for(tmp_path / "kafka") == []
