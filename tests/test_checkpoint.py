@@ -416,12 +416,51 @@ def test_crash_before_rename_leaves_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError("simulated crash between write and rename")
 
     monkeypatch.setattr(store_module.os, "replace", crash)
-    with pytest.raises(OSError, match="simulated crash"):
+    with pytest.raises(CheckpointError, match="simulated crash"):
         store.save(state, {("labeled", 0): 20}, FP)
     monkeypatch.undo()
     assert saved_ids(store) == ["checkpoint-000000000001.ckpt"]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint-000000000001.ckpt"]  # temp removed
     assert store.load_latest(FP).offsets == {("labeled", 0): 10}
+
+
+def test_a_full_disk_is_one_line_that_says_how_much_room_a_save_needs(tmp_path, monkeypatch):
+    import errno
+
+    store = CheckpointStore(tmp_path, keep=3)
+    state = trained(MultinomialNB, n_events=100).to_state()
+    store.save(state, {("labeled", 0): 10}, FP)
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_module.os, "fsync", full)
+    with pytest.raises(CheckpointError) as raised:
+        store.save(state, {("labeled", 0): 20}, FP)
+    monkeypatch.undo()
+    assert str(raised.value) == (f"cannot write a checkpoint in {tmp_path} (No space left on device); it needs room "
+                                 "for keep + 1 = 4 checkpoint files, as the oldest is deleted only after a new one "
+                                 "is written")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint-000000000001.ckpt"]  # nothing half-written
+
+
+def test_the_directory_is_tried_when_the_worker_takes_it_not_at_the_first_checkpoint(tmp_path):
+    (tmp_path / "a-file").write_text("not a directory")
+    store = CheckpointStore(tmp_path / "a-file" / "checkpoints")
+    with pytest.raises(CheckpointError, match="checkpoint directory .*a-file/checkpoints: cannot use it"):
+        store.lock()
+
+
+def test_taking_the_directory_removes_the_temp_files_of_killed_saves(tmp_path):
+    store = CheckpointStore(tmp_path)
+    first = store.save(trained(MultinomialNB, n_events=100).to_state(), {("labeled", 0): 10}, FP)
+    for n in range(45):  # the probe: 45 kills mid-save left 15 MB for an hour
+        (tmp_path / f".checkpoint-000000000002.k{n}.tmp").write_bytes(b"x" * 1000)
+    store.lock()
+    try:
+        assert sorted(path.name for path in tmp_path.iterdir()) == [".lock", first.path.name]
+    finally:
+        store.unlock()
 
 
 def test_leftover_temp_file_of_a_killed_save_is_ignored(tmp_path):

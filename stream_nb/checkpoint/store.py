@@ -251,9 +251,12 @@ class CheckpointStore:
         """Take the directory for this process (an exclusive flock on `.lock`, which holds our
         pid), or raise DirectoryLocked naming the pid that holds it. The lock lives as long as
         the process or until `unlock()`; a killed process leaves nothing to clean up."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / ".lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise CheckpointError(f"checkpoint directory {self.directory}: cannot use it "
+                                  f"({error.strerror or error})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -264,6 +267,23 @@ class CheckpointStore:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         self._lock_fd = fd
+        try:
+            self._remove_temp_files(older_than_s=0.0)  # ours alone now: any temp file is a killed save's
+            self._check_writable()
+        except CheckpointError:
+            self.unlock()
+            raise
+
+    def _check_writable(self) -> None:
+        """Create and remove a file, as a save will: found at start, not at the first checkpoint
+        after thousands of outputs."""
+        try:
+            fd, probe = tempfile.mkstemp(dir=self.directory, prefix=".checkpoint-probe.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as error:
+            raise CheckpointError(f"checkpoint directory {self.directory} is not writable "
+                                  f"({error.strerror or error})") from None
 
     def unlock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
@@ -301,6 +321,14 @@ class CheckpointStore:
             if not isinstance(name, str) or not isinstance(array, np.ndarray) or array.dtype.kind not in _NUMERIC_KINDS:
                 raise TypeError(f"model arrays must be numeric numpy arrays named by str, got {name!r}: "
                                 f"{getattr(array, 'dtype', type(array).__name__)}")
+        try:
+            return self._save(model_meta, arrays, model_state, offsets, fingerprint, extra)
+        except OSError as error:  # a full disk, a directory gone read-only: one line, not a traceback
+            raise CheckpointError(f"cannot write a checkpoint in {self.directory} ({error.strerror or error}); "
+                                  f"it needs room for keep + 1 = {self.keep + 1} checkpoint files, as the oldest "
+                                  f"is deleted only after a new one is written") from None
+
+    def _save(self, model_meta, arrays, model_state, offsets, fingerprint, extra) -> Checkpoint:
         self.directory.mkdir(parents=True, exist_ok=True)
         numbered = self._numbered()
         number = max(self._last_number, numbered[-1][0] if numbered else 0) + 1
@@ -339,10 +367,13 @@ class CheckpointStore:
                 pass
             except OSError as error:
                 log.warning("could not delete old checkpoint %s: %s", path, error)
+        self._remove_temp_files(older_than_s=_STALE_TEMP_S)
+
+    def _remove_temp_files(self, older_than_s: float) -> None:
         now = time.time()
         for temp in self.directory.glob(".checkpoint-*.tmp"):
             try:
-                if now - temp.stat().st_mtime > _STALE_TEMP_S:
+                if now - temp.stat().st_mtime >= older_than_s:
                     temp.unlink()
             except OSError:
                 pass

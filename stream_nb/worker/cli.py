@@ -55,7 +55,7 @@ def run_worker(args) -> int:
         kafka_logger.setLevel(logging.ERROR)
     try:
         worker.run(stop_when_idle_s=args.stop_when_idle)
-    except LabeledLogError as error:  # e.g. a partition added to the labeled topic under thick-threshold
+    except (LabeledLogError, CheckpointError) as error:  # a partition added under thick-threshold; the last checkpoint
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
     except Fenced as error:

@@ -431,7 +431,7 @@ class Worker:
         if self.outputs.due() or self._labeled_dead_letters_due():
             self._commit_outputs_or_rewind()
         if self._checkpoint_due():
-            self.checkpoint()
+            self._checkpoint_or_carry_on()
         if self.snapshots is not None and self._holds_snapshot_role() and self.snapshots.due(self.model.events_learned):
             self._publish_snapshot()
         self.labeled.refresh()
@@ -783,6 +783,19 @@ class Worker:
         interval = self.config.checkpoint["interval_s"]
         return bool((every and self._learned_since_checkpoint >= every)
                     or (interval and time.monotonic() - self._last_checkpoint >= interval))
+
+    def _checkpoint_or_carry_on(self) -> None:
+        """A scheduled checkpoint that cannot be written (a full disk) is one error line and a
+        retry at the next one: the outputs stay exact (their progress is the group's offsets),
+        only a restart would re-learn more of the labeled log. The final checkpoint's failure
+        stops the worker (exit 2)."""
+        try:
+            self.checkpoint()
+        except CheckpointError as error:
+            self.telemetry.checkpoint_failures.inc()
+            log.error("%s; going on, the next checkpoint is tried in due course", error)
+            self._learned_since_checkpoint = 0
+            self._last_checkpoint = time.monotonic()
 
     def checkpoint(self) -> None:
         """Save the model with the labeled offsets it reflects (and the labeled dead letters not

@@ -41,6 +41,8 @@ class WorkerMetrics:
                                registry=registry)
         self.checkpoint_seconds = Histogram("stream_nb_checkpoint_duration_seconds", "Time to write a checkpoint",
                                             buckets=CHECKPOINT_BUCKETS, registry=registry)
+        self.checkpoint_failures = Counter("stream_nb_checkpoint_failures", "Checkpoints that could not be written",
+                                           registry=registry)
         self.checkpoint_bytes = Gauge("stream_nb_checkpoint_size_bytes", "Size of the newest checkpoint file",
                                       registry=registry)
         self.vocabulary = Gauge("stream_nb_vocabulary_size", "Distinct features (columns) of the model",

@@ -685,3 +685,50 @@ def test_changed_model_configuration_is_refused_with_a_clear_message(kafka_broke
                    "--stop-when-idle", "1")
     assert same.returncode == 0, same.stderr
     assert latest_summary(checkpoints).events_learned == 10
+
+
+def test_an_unusable_checkpoint_directory_stops_the_worker_before_any_output(kafka_broker, tmp_path, sms):
+    # The probe: a directory that could not be written published ~4,300 predictions, then crashed
+    # at the first checkpoint; under a supervisor, a crash loop republishing outputs.
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("nodir")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", sms[i][1], sms[i][0]), f"l{i}".encode())
+                        for i in range(50)]
+            + [Message(topics.unlabeled, unlabeled_event(f"u{i}", sms[i][1]), f"u{i}".encode()) for i in range(50)])
+    (tmp_path / "a-file").write_text("not a directory")
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "a-file" / "checkpoints")
+    done = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
+    assert done.returncode == 2
+    assert error_line(done.stderr) == (f"stream-nb run: checkpoint directory {tmp_path / 'a-file' / 'checkpoints'}: "
+                                       "cannot use it (Not a directory)")
+    assert read_topic(bootstrap, topics.predictions) == []
+
+
+def test_a_full_disk_is_an_error_line_per_checkpoint_and_the_outputs_go_on(kafka_broker, tmp_path, sms, monkeypatch,
+                                                                           caplog):
+    import errno
+
+    from stream_nb.checkpoint import CheckpointError
+    from stream_nb.checkpoint import store as store_module
+
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("full")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", sms[i][1], sms[i][0]), f"l{i}".encode())
+                        for i in range(300)]
+            + [Message(topics.unlabeled, unlabeled_event(f"u{i}", sms[i][1]), f"u{i}".encode()) for i in range(300)])
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               checkpoint={"every_events": 50}, kafka={"poll_max_records": 50})
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_module.os, "fsync", full)
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        run_in_process(config_path)  # the final checkpoint cannot be written either: exit 2 from the command
+    failures = [r for r in caplog.records if "No space left on device" in r.getMessage() and r.levelname == "ERROR"]
+    assert failures, "each scheduled checkpoint that fails is an error line"
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert set(predictions) == {f"u{i}" for i in range(300)} and all(len(c) == 1 for c in predictions.values())
+    assert not any(path.name.endswith(".tmp") for path in (tmp_path / "checkpoints").iterdir())
