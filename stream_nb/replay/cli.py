@@ -164,7 +164,7 @@ def _contender(name: str, config: Config, recorder_class):
     return Contender(name, config.build_model(), config.build_featurizer() if config.reads_text else None,
                      config.build_event_featurizer(), recorder=recorder_class(), training=dict(config.training),
                      band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"),
-                     reads_text=config.reads_text)
+                     reads_text=config.reads_text, max_classes=config.max_classes)
 
 
 class _PredictionsFile:
@@ -254,7 +254,8 @@ def _full_report(contender, config: Config, result, rejected: Counter, source: d
         report["binary_measures_skipped"] = skipped
     if contender.refused:
         report["refused_by_model"] = (f"{sum(contender.refused.values()):,} events refused and skipped, as a worker "
-                                      f"dead-letters them (rejected_by_model); the first: {contender.first_refusal}")
+                                      f"dead-letters them ({', '.join(sorted(contender.refused))}); the first: "
+                                      f"{contender.first_refusal}")
     band = config.evaluation.get("unsure_band")
     if band is not None and skipped is None:
         report["unsure_band"] = _unsure_summary(contender, band, config.evaluation["positive"])

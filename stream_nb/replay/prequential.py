@@ -34,6 +34,7 @@ class Contender:
     refused: Counter = field(default_factory=Counter)  # events the featuriser or model refused, by reason
     first_refusal: str | None = None  # why the first of them was refused
     on_unlabeled: Callable[[dict, dict], None] | None = None  # (event, probabilities) of each unlabeled event
+    max_classes: int | None = None  # a label beyond this many classes is refused (too_many_classes)
 
     def featurise(self, events: list[dict]):
         if self.reads_text and (self.event_featurizer is None
@@ -48,11 +49,37 @@ class Contender:
             return self.text_featurizer.transform_one(event.get("text") or "")
         return self.event_featurizer.transform_one({"text": event.get("text"), "features": event.get("features")})
 
+    def _beyond_max_classes(self, labels: list) -> set[int]:
+        """Positions of the labels that would be a class beyond max_classes (counted, refused)."""
+        if self.max_classes is None:
+            return set()
+        known = {str(label) for label in self.model.classes_}
+        beyond = set()
+        for i, label in enumerate(labels):
+            if label is None or str(label) in known:
+                continue
+            if len(known) >= self.max_classes:
+                beyond.add(i)
+                self.refused["too_many_classes"] += 1
+                if self.first_refusal is None:
+                    self.first_refusal = f"label {label!r} would be class {len(known) + 1}; [model] max_classes = {self.max_classes}"
+                continue
+            known.add(str(label))
+        return beyond
+
     def predict_learn(self, items: list[dict], labels: list) -> tuple[list, list]:
         """`predict_learn` of the batch; when the featuriser or the model refuses an event (a
         batch refuses before anything is learned), event by event: a refused event gets None
         and is counted under "rejected_by_model", the reason a worker dead-letters it with, and
         the others get exactly what the batch would have given them without it."""
+        beyond = self._beyond_max_classes(labels)
+        if beyond:
+            kept = [i for i in range(len(items)) if i not in beyond]
+            some, learned = self.predict_learn([items[i] for i in kept], [labels[i] for i in kept]) if kept else ([], [])
+            predictions, was_learned = [None] * len(items), [False] * len(items)
+            for i, prediction, flag in zip(kept, some, learned):
+                predictions[i], was_learned[i] = prediction, flag
+            return predictions, was_learned
         try:
             return predict_learn(self.model, self.featurise(items), labels, **self.training)
         except (TypeError, ValueError):

@@ -535,10 +535,18 @@ class Worker:
         return events, origin
 
     def _screen_labels(self, events: list[Event], origin: list) -> tuple[list, list]:
-        """Labels 1 and "1" would be two classes with one JSON name: keep the first type seen."""
+        """Labels 1 and "1" would be two classes with one JSON name: keep the first type seen.
+        A label that would be a class beyond [model] max_classes is set aside too."""
         known = {str(label): label for label in self.model.classes_}
+        max_classes = self.config.max_classes
         kept, kept_origin = [], []
         for event, record in zip(events, origin):
+            if str(event.label) not in known and len(known) >= max_classes:
+                self.labeled_rejections.append(_rejected_by_us(
+                    event, "too_many_classes",
+                    f"label {event.label!r} would be class {len(known) + 1}; [model] max_classes = {max_classes}",
+                    record))
+                continue
             existing = known.setdefault(str(event.label), event.label)
             if type(existing) is not type(event.label):
                 self.labeled_rejections.append(_rejected_by_us(

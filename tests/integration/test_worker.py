@@ -732,3 +732,26 @@ def test_a_full_disk_is_an_error_line_per_checkpoint_and_the_outputs_go_on(kafka
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
     assert set(predictions) == {f"u{i}" for i in range(300)} and all(len(c) == 1 for c in predictions.values())
     assert not any(path.name.endswith(".tmp") for path in (tmp_path / "checkpoints").iterdir())
+
+
+def test_labels_beyond_max_classes_are_dead_lettered_with_their_reason(kafka_broker, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("classes")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    labels = ["ham", "spam", "promo", "news", "ham", "alert", "spam"]
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", f"text number {i}", label), f"l{i}".encode())
+                        for i, label in enumerate(labels)]
+            + [Message(topics.unlabeled, unlabeled_event("u0", "text number 3"), b"u0")])
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               model={"max_classes": 3}, worker={"labels_first_wait_s": 600})
+    run_in_process(config_path)
+    dead = read_topic(bootstrap, topics.dead_letters)
+    assert sorted((record.key, dict(record.headers)["stream-nb-reason"]) for record in dead) == [
+        (b"l3", b"too_many_classes"), (b"l5", b"too_many_classes")]
+    assert b"would be class 4; [model] max_classes = 3" in dict(dead[0].headers)["stream-nb-detail"]
+    (prediction,) = predictions_by_id(read_topic(bootstrap, topics.predictions))["u0"]
+    assert set(prediction["proba"]) == {"ham", "spam", "promo"}
+    kept = [{"text": f"text number {i}", "label": label} for i, label in enumerate(labels)
+            if label in ("ham", "spam", "promo")]
+    summary = latest_summary(tmp_path / "checkpoints")
+    assert (summary.digest, summary.events_learned) == reference_digest_events(kept)  # as if the rest never came
