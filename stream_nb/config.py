@@ -86,6 +86,8 @@ WORKER_KEYS = {
     # Prometheus /metrics, /healthz and /readyz on this port (0: off), on this address.
     "metrics_port": ((int,), 0),
     "metrics_host": ((str,), "127.0.0.1"),
+    # "json": one JSON object per log line (for log shippers); "text": plain lines.
+    "log_format": ((str,), "text"),
 }
 ORDER_DEPENDENT_MODES = ("on_error", "thick_threshold")
 TRAINING_KEYS = {
@@ -138,7 +140,7 @@ class Config:
     checkpoint: dict = field(default_factory=dict)
     worker: dict = field(default_factory=lambda: {"log_interval_s": 10.0, "clues": 0, "instance_id": None,
                                                   "labels_first_wait_s": 5.0, "metrics_port": 0,
-                                                  "metrics_host": "127.0.0.1"})
+                                                  "metrics_host": "127.0.0.1", "log_format": "text"})
     evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     source: str = "defaults"
@@ -300,6 +302,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError("evaluation.unsure_band: needs evaluation.positive (the class the band is about)")
     if worker["clues"] < 0:
         raise ConfigError(f"worker.clues: must be >= 0, got {worker['clues']}")
+    if worker["log_format"] not in ("text", "json"):
+        raise ConfigError(f"worker.log_format: {worker['log_format']!r} is not one of text, json")
     if not 0 <= worker["metrics_port"] <= 65535:
         raise ConfigError(f"worker.metrics_port: must be a port from 1 to 65535 (0: off), got {worker['metrics_port']}")
     if worker["labels_first_wait_s"] < 0:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from stream_nb.checkpoint import CheckpointError, FingerprintMismatch
 from stream_nb.config import ConfigError, with_bootstrap
 from stream_nb.kafka.clients import KafkaSetupError
 from stream_nb.kafka.discovery import NoBroker, check_reachable
+from stream_nb.worker import outage
 
 
 EXIT_FENCED = 3  # a newer worker with the same instance id took over
@@ -29,20 +32,41 @@ def register(subparsers) -> None:
     run.set_defaults(func=run_worker)
 
 
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line, for log shippers: time (ISO 8601, UTC), level, logger, message
+    (and the exception's traceback, when there is one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+                 "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def _configure_logging(level: str, log_format: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if log_format == "json"
+                         else logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # kafka-python reports every failed connection attempt (~57 ERROR lines a second while a
+    # broker is away); our own lines say what matters: a warning when an outage starts, each
+    # minute, and when it ends. Its own only at DEBUG.
+    outage.install(handler, debug=level == "DEBUG")
+
+
 def run_worker(args) -> int:
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
-    # kafka-python reports every failed connection attempt; our own lines say what matters
-    # (one line for an unreachable broker, a warning per rewind), its own only at DEBUG.
-    kafka_logger = logging.getLogger("kafka")
-    kafka_logger.setLevel(logging.DEBUG if args.log_level == "DEBUG" else logging.CRITICAL)
     from stream_nb.worker.loop import Worker  # imports kafka-python only when needed
 
     from stream_nb.worker.labeled import LabeledLogError
     from stream_nb.worker.outputs import Fenced
 
+    _configure_logging(args.log_level, "text")
     try:
         config, bootstrap = with_bootstrap(args.config, args.set, args.bootstrap)
+        _configure_logging(args.log_level, config.worker["log_format"])
         check_reachable(bootstrap)
         logging.getLogger("stream_nb.worker").info("broker %s", bootstrap)
         worker = Worker(config)
@@ -51,8 +75,6 @@ def run_worker(args) -> int:
     except (ConfigError, NoBroker, KafkaSetupError, FingerprintMismatch, CheckpointError, LabeledLogError) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
-    if args.log_level != "DEBUG":
-        kafka_logger.setLevel(logging.ERROR)
     try:
         worker.run(stop_when_idle_s=args.stop_when_idle)
     except (LabeledLogError, CheckpointError) as error:  # a partition added under thick-threshold; the last checkpoint

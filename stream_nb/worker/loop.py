@@ -53,6 +53,7 @@ from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by
 from stream_nb.worker.metrics import MetricsServer, WorkerMetrics
+from stream_nb.worker.outage import OUTAGE
 from stream_nb.worker.snapshots import SnapshotWriter, load_snapshot
 
 TELEMETRY_INTERVAL_S = 2.0  # gauges and readiness, when metrics are served (a lag query each time)
@@ -152,13 +153,29 @@ class Worker:
         try:
             self._serve_metrics()
             self._restore()
-            self._open_clients()
+            self._open_clients_retrying()
         except BaseException:
             self.close()
             raise
         log.info("started: instance %s in group %s, %s, labeled %s from %s", self.instance_id, self.kafka["group_id"],
                  self.kafka["processing_guarantee"].replace("_", "-"), ", ".join(sorted(self.labeled_topics)),
                  ", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets()))
+
+    def _open_clients_retrying(self) -> None:
+        """_open_clients, again after a retriable Kafka error (a broker that answers slowly: the
+        probe saw a watermark query time out under a read quota and the worker exit with a
+        traceback). Anything else stops the start."""
+        while True:
+            try:
+                self._open_clients()
+                OUTAGE.back()
+                return
+            except KafkaError as error:
+                if not error.retriable or self._stopping or fenced_by(error):
+                    raise
+                OUTAGE.begin(f"starting: {error}")
+                self._close_clients(timeout_s=0)
+                time.sleep(RETRY_AFTER_ERROR_S)
 
     def _serve_metrics(self) -> None:
         port = self.config.worker["metrics_port"]
@@ -341,8 +358,7 @@ class Worker:
             raise Fenced(f"fenced: another worker with transactional id {self.transactional_id!r} (instance "
                          f"{self.instance_id!r}) has taken over, or this one's transaction outlived "
                          f"transaction_timeout_ms (paused?); stopping so as not to fence it back ({error})") from None
-        log.warning("%s: outputs since the last commit are dropped and redone; retrying in %.0f s",
-                    error, RETRY_AFTER_ERROR_S)
+        OUTAGE.begin(f"{error}: outputs since the last commit are dropped and redone")
         member_id = self.group.group_metadata().member_id if self.group is not None else ""
         self._close_clients(timeout_s=0)
         while not self._stopping:
@@ -358,13 +374,15 @@ class Worker:
                                  f"{self.kafka['group_id']!r} while this one was cut off ({error}); stopping "
                                  f"so as not to fence it back")
                 self._open_clients()
+                OUTAGE.back()
                 return
             except Fenced:
                 raise
             except Exception as reopen_error:  # the broker may still be away
                 if fenced_by(reopen_error):
                     raise Fenced(f"fenced while reconnecting: {reopen_error}") from None
-                log.warning("still cannot reach Kafka (%s); retrying in %.0f s", reopen_error, RETRY_AFTER_ERROR_S)
+                OUTAGE.begin(str(reopen_error))  # a line a minute at most while it lasts
+                log.debug("still cannot reach Kafka (%s)", reopen_error)
                 self._close_clients(timeout_s=0)
 
     def _rejoined_after_instance_fencing(self, error: KafkaError) -> bool:
@@ -423,6 +441,8 @@ class Worker:
             if polled or self.outputs.open:
                 self._rewind_outputs("the group rebalanced" if metadata.generation_id >= 0 else None)
             return bool(polled)
+        if polled:
+            OUTAGE.back()  # the broker answered
         records = [record for partition, batch in polled.items() if partition.topic not in self.labeled_topics
                    for record in batch]
         if records:
@@ -865,6 +885,8 @@ class Worker:
     def _refresh_telemetry(self, lags: dict | None) -> None:
         """The gauges (lag, model size, prequential figures) and readiness: in the group, and the
         labeled log learned up to its end as it was just now."""
+        if lags is not None:
+            OUTAGE.back()  # the broker answered
         telemetry = self.telemetry
         if lags is not None:
             for (topic, partition), lag in lags.items():

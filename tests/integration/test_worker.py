@@ -309,6 +309,15 @@ def test_worker_rides_out_a_broker_restart(tmp_path, sms, transport):
         assert assert_predictions_cover(predictions, unlabeled_before + unlabeled_after, topics.unlabeled) == 0
         assert read_topic(bootstrap, topics.dead_letters) == []
         log = (tmp_path / "worker.log").read_text()
+        # An outage is a few lines of ours (it starts, it ends), not kafka-python's every retry
+        # (the probe: ~57 ERROR lines a second).
+        # (kafka-python's "Node paused: {'throttle'}" errors are the read quota's, not the outage's)
+        assert [line for line in log.splitlines() if " kafka." in line and " ERROR " in line
+                and "throttle" not in line] == []
+        assert "Kafka is back after" in log
+        warnings = [line for line in log.splitlines() if " WARNING " in line]
+        print("\n" + "\n".join(warnings))
+        assert len(warnings) <= 10, warnings
         print(f"\nread at the broker stop: {read_at_stop} of {n_labeled} labeled (learned {learned_at_stop}); "
               f"outputs redone: {log.count('dropped and redone')}")
     finally:
@@ -755,3 +764,19 @@ def test_labels_beyond_max_classes_are_dead_lettered_with_their_reason(kafka_bro
             if label in ("ham", "spam", "promo")]
     summary = latest_summary(tmp_path / "checkpoints")
     assert (summary.digest, summary.events_learned) == reference_digest_events(kept)  # as if the rest never came
+
+
+def test_json_logs_are_one_object_a_line(kafka_broker, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("jsonlog")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    produce(bootstrap, [Message(topics.labeled, labeled_event("l0", "hello", "ham"), b"l0"),
+                        Message(topics.unlabeled, b"{broken", None)])
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               worker={"log_format": "json"})
+    done = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
+    assert done.returncode == 0, done.stderr
+    entries = [json.loads(line) for line in done.stderr.splitlines()]  # every line is one JSON object
+    assert entries and all(set(entry) >= {"time", "level", "logger", "message"} for entry in entries)
+    assert any(entry["message"].startswith("broker ") for entry in entries)
+    assert any("checkpoint" in entry["message"] for entry in entries)

@@ -1,0 +1,63 @@
+"""A broker outage in the log: one warning when it starts, one a minute while it lasts, one when
+it ends; not kafka-python's line per retry (~57 ERROR lines a second while a broker is away)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+log = logging.getLogger("stream_nb.worker")
+
+REMINDER_S = 60.0
+# The client loggers of connections to brokers (kafka-python 3's kafka.net.*, librdkafka's lines
+# as our confluent seam logs them), and the words of a connection error in any other client
+# logger ("Metadata refresh: failed KafkaConnectionError: 111 ECONNREFUSED"): an outage's retries.
+CONNECTION_LOGGERS = ("kafka.net.", "kafka.conn", "kafka.client", "kafka.librdkafka")
+CONNECTION_SIGNS = ("KafkaConnectionError", "ECONNREFUSED", "Connection refused", "Connect to ")
+
+
+class OutageLog(logging.Filter):
+    """A filter of the log handler: it drops the lines of kafka-python's loggers ("kafka.*") and
+    turns the first error of an outage into `begin`; the worker calls `begin` on an error it
+    catches and `back` whenever the broker answers it again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.since: float | None = None
+        self._said_at = 0.0
+        self.passthrough = False  # DEBUG: every line of the client, as it is
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.passthrough or not (record.name == "kafka" or record.name.startswith("kafka.")):
+            return True
+        if record.levelno < logging.ERROR:
+            return False
+        message = record.getMessage()
+        if record.name.startswith(CONNECTION_LOGGERS) or any(sign in message for sign in CONNECTION_SIGNS):
+            self.begin(f"{record.name}: {message}")  # a broker that does not answer: our lines say it
+            return False
+        return True  # any other error of the client, as it is
+
+    def begin(self, why: str) -> None:
+        now = time.monotonic()
+        if self.since is None:
+            self.since = self._said_at = now
+            log.warning("Kafka unreachable (%s); retrying until it is back", why)
+        elif now - self._said_at >= REMINDER_S:
+            self._said_at = now
+            log.warning("Kafka still unreachable after %.0f s (%s)", now - self.since, why)
+
+    def back(self) -> None:
+        if self.since is not None:
+            log.warning("Kafka is back after %.0f s", time.monotonic() - self.since)
+            self.since = None
+
+
+OUTAGE = OutageLog()
+
+
+def install(handler: logging.Handler, debug: bool) -> None:
+    """Route kafka-python's log through OUTAGE on `handler` (all of it, as it is, at DEBUG)."""
+    logging.getLogger("kafka").setLevel(logging.DEBUG if debug else logging.ERROR)
+    OUTAGE.passthrough = debug
+    handler.addFilter(OUTAGE)
