@@ -497,6 +497,7 @@ class Worker:
         if events:
             events, origin, X = self._featurise_or_reject(events, origin, self.labeled_rejections.append)
         if events:
+            learned_now = 0
             results = self._batch_or_one_by_one(events, origin, X, self._predict_then_learn,
                                                 self.labeled_rejections.append)
             for event, result in zip(events, results):
@@ -509,8 +510,8 @@ class Worker:
                     if self.recorder is not None:
                         self.recorder.update(event.label, predicted, proba)
                 self._learned_since_checkpoint += was_learned
-                if was_learned:
-                    self.telemetry.learned.inc()
+                learned_now += was_learned
+            self.telemetry.learned.inc(learned_now)  # once a batch: a counter's lock costs ~0.5 us
         self._processed += len(records)
         self._changed_since_checkpoint = True
 
@@ -634,6 +635,8 @@ class Worker:
                            for x, proba in zip(X, probabilities)])
         encoder = PredictionEncoder(events_learned=learned, checkpoint=self.checkpoint_id,
                                     labeled_offsets=labeled_offsets)
+        # The latency histogram costs ~1 us a prediction: only when metrics are served.
+        sent, timed = 0, self._metrics_server is not None
         for i, (event, record, proba) in enumerate(zip(events, origin, probabilities)):
             if proba is None:
                 continue  # dead-lettered above
@@ -645,9 +648,10 @@ class Worker:
                 self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
                 continue
             self._send(self.kafka["predictions_topic"], value, key, None)
-            self.telemetry.predictions.inc()
-            if record.timestamp and record.timestamp > 0:  # source append (or create) time, ms
+            sent += 1
+            if timed and record.timestamp and record.timestamp > 0:  # source append (or create) time, ms
                 self.telemetry.latency.observe(max(0.0, time.time() - record.timestamp / 1000))
+        self.telemetry.predictions.inc(sent)
 
     def _dead_letter(self, rejected: Rejected) -> None:
         log.debug("dead letter %s:%d:%d %s", rejected.source.topic, rejected.source.partition,
