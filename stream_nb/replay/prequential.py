@@ -68,10 +68,11 @@ class Contender:
         return beyond
 
     def predict_learn(self, items: list[dict], labels: list) -> tuple[list, list]:
-        """`predict_learn` of the batch; when the featuriser or the model refuses an event (a
-        batch refuses before anything is learned), event by event: a refused event gets None
-        and is counted under "rejected_by_model", the reason a worker dead-letters it with, and
-        the others get exactly what the batch would have given them without it."""
+        """`predict_learn` of the batch, refusing what a worker would dead-letter: a label that
+        would be a class beyond max_classes ("too_many_classes"), and, when the featuriser or the
+        model refuses the batch (which it does before anything is learned), each event it
+        refuses, found event by event ("rejected_by_model"). A refused event gets None and is
+        counted; the others get exactly what the batch would have given them without it."""
         beyond = self._beyond_max_classes(labels)
         if beyond:
             kept = [i for i in range(len(items)) if i not in beyond]
