@@ -696,15 +696,20 @@ def test_changed_model_configuration_is_refused_with_a_clear_message(kafka_broke
     assert latest_summary(checkpoints).events_learned == 10
 
 
+def produce_sms_events(bootstrap: str, topics: Topics, sms, n: int) -> None:
+    """The topics, with the first `n` SMS messages labeled (l<i>) and the same n unlabeled (u<i>)."""
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", sms[i][1], sms[i][0]), f"l{i}".encode())
+                        for i in range(n)]
+            + [Message(topics.unlabeled, unlabeled_event(f"u{i}", sms[i][1]), f"u{i}".encode()) for i in range(n)])
+
+
 def test_an_unusable_checkpoint_directory_stops_the_worker_before_any_output(kafka_broker, tmp_path, sms):
     # The probe: a directory that could not be written published ~4,300 predictions, then crashed
     # at the first checkpoint; under a supervisor, a crash loop republishing outputs.
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("nodir")
-    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
-    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", sms[i][1], sms[i][0]), f"l{i}".encode())
-                        for i in range(50)]
-            + [Message(topics.unlabeled, unlabeled_event(f"u{i}", sms[i][1]), f"u{i}".encode()) for i in range(50)])
+    produce_sms_events(bootstrap, topics, sms, 50)
     (tmp_path / "a-file").write_text("not a directory")
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "a-file" / "checkpoints")
     done = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
@@ -723,10 +728,7 @@ def test_a_full_disk_is_an_error_line_per_checkpoint_and_the_outputs_go_on(kafka
 
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("full")
-    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
-    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", sms[i][1], sms[i][0]), f"l{i}".encode())
-                        for i in range(300)]
-            + [Message(topics.unlabeled, unlabeled_event(f"u{i}", sms[i][1]), f"u{i}".encode()) for i in range(300)])
+    produce_sms_events(bootstrap, topics, sms, 300)
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
                                checkpoint={"every_events": 50}, kafka={"poll_max_records": 50})
 
