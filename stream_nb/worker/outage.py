@@ -14,6 +14,10 @@ REMINDER_S = 60.0
 # logger ("Metadata refresh: failed KafkaConnectionError: 111 ECONNREFUSED"): an outage's retries.
 CONNECTION_LOGGERS = ("kafka.net.", "kafka.conn", "kafka.client", "kafka.librdkafka")
 CONNECTION_SIGNS = ("KafkaConnectionError", "ECONNREFUSED", "Connection refused", "Connect to ")
+# The errors a client request fails with when its connection is down or closes under it, by class
+# name (kafka-python's): "Metadata refresh: failed Cancelled" is a refresh in flight when the
+# broker went away.
+CONNECTION_ERRORS = frozenset({"KafkaConnectionError", "Cancelled", "NodeNotReadyError"})
 
 
 class OutageLog(logging.Filter):
@@ -33,7 +37,8 @@ class OutageLog(logging.Filter):
         if record.levelno < logging.ERROR:
             return False
         message = record.getMessage()
-        if record.name.startswith(CONNECTION_LOGGERS) or any(sign in message for sign in CONNECTION_SIGNS):
+        if (record.name.startswith(CONNECTION_LOGGERS) or any(sign in message for sign in CONNECTION_SIGNS)
+                or _carries_connection_error(record)):
             self.begin(f"{record.name}: {message}")  # a broker that does not answer: our lines say it
             return False
         return True  # any other error of the client, as it is
@@ -51,6 +56,12 @@ class OutageLog(logging.Filter):
         if self.since is not None:
             log.warning("Kafka is back after %.0f s", time.monotonic() - self.since)
             self.since = None
+
+
+def _carries_connection_error(record: logging.LogRecord) -> bool:
+    args = record.args if isinstance(record.args, tuple) else ()
+    errors = [*args, record.exc_info[1] if record.exc_info else None]
+    return any(isinstance(error, BaseException) and type(error).__name__ in CONNECTION_ERRORS for error in errors)
 
 
 OUTAGE = OutageLog()

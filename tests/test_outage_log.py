@@ -1,0 +1,51 @@
+"""The outage filter: which of the Kafka clients' log lines are an outage (one warning of ours)
+and which pass as they are."""
+
+import logging
+
+import pytest
+from kafka import errors as kafka_errors
+
+from stream_nb.worker.outage import OutageLog
+
+
+def record(name: str, level: int, message: str, *args) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, message, args, None)
+
+
+@pytest.fixture
+def outage(caplog):
+    caplog.set_level(logging.WARNING, logger="stream_nb.worker")
+    return OutageLog()
+
+
+@pytest.mark.parametrize("line", [
+    record("kafka.cluster", logging.ERROR, "Metadata refresh: failed %s", kafka_errors.Cancelled()),
+    record("kafka.cluster", logging.ERROR, "Metadata refresh: failed %s", kafka_errors.NodeNotReadyError("metadata")),
+    record("kafka.coordinator.base", logging.ERROR, "Error sending %s to node %s [%s]", "OffsetCommit", 1,
+           kafka_errors.KafkaConnectionError("111 ECONNREFUSED")),
+    record("kafka.net.connection", logging.ERROR, "Connection lost: %s", "reset by peer"),
+    record("kafka.librdkafka", logging.ERROR, "%s", "localhost:9092/1: Connect to ipv4#127.0.0.1:9092 failed"),
+], ids=["cancelled-refresh", "node-not-ready", "connection-error-arg", "connection-logger", "librdkafka"])
+def test_an_outage_line_is_dropped_and_said_once(outage, caplog, line):
+    assert outage.filter(line) is False
+    assert outage.filter(line) is False
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("Kafka unreachable (")
+    outage.back()
+    assert caplog.records[-1].getMessage().startswith("Kafka is back after")
+    assert outage.since is None
+
+
+def test_other_client_errors_pass_and_start_no_outage(outage, caplog):
+    assert outage.filter(record("kafka.cluster", logging.ERROR, "Topic %s not found in cluster metadata", "x")) is True
+    assert outage.filter(record("kafka.cluster", logging.ERROR, "Metadata refresh: failed %s",
+                                kafka_errors.TopicAuthorizationFailedError())) is True
+    assert outage.since is None and caplog.records == []
+
+
+def test_client_lines_below_error_are_dropped_and_ours_pass(outage):
+    assert outage.filter(record("kafka.cluster", logging.WARNING, "No node available")) is False
+    assert outage.filter(record("stream_nb.worker", logging.INFO, "progress")) is True
+    outage.passthrough = True
+    assert outage.filter(record("kafka.cluster", logging.DEBUG, "anything")) is True
