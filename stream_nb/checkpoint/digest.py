@@ -67,7 +67,8 @@ def state_digest(model_state: dict) -> str:
     Hashed: kind, params and classes (canonical order), then per kind
       count models, exact vocabulary: feature names sorted (by their JSON unless all are str), rows of N_fc in that
           order (rows that are all zero are left out: a name can enter the vocabulary with no
-          count, e.g. a zero value, and it changes nothing), then class_counts, class_totals;
+          count, e.g. a zero value, and it changes nothing), then class_counts, class_totals, and with a
+          feature budget the labeled events seen (where its next check falls);
       count models, hashed vocabulary: n_buckets and N_fc by bucket (buckets are fixed);
       CategoricalNB: (feature, value) pairs sorted by their JSON, with N_jac, features with N_jc,
           class_counts;
@@ -93,6 +94,8 @@ def state_digest(model_state: dict) -> str:
             digest.rows("feature_counts", names, rows)
         digest.part("class_counts", _float_bytes(arrays["class_counts"]))
         digest.part("class_totals", _float_bytes(arrays["class_totals"]))
+        if "labeled_seen" in meta:  # a feature budget: where its next check falls is state too
+            digest.part("labeled_seen", _canonical_json(meta["labeled_seen"]))
     elif kind == "CategoricalNB":
         pairs = [list(pair) for pair in meta["values"]]
         features = list(dict.fromkeys(feature for feature, _ in pairs))  # j = order of first appearance

@@ -165,6 +165,10 @@ class NaiveBayes(river_base.Classifier):
     """
 
     ZERO_IS_ABSENT = False  # a DataFrame's 0 is a value (a measurement, a category)
+    # A feature budget (the vocabulary variants set it): checked after every `evict_every`-th
+    # labeled event; None keeps every feature.
+    max_features: int | None = None
+    evict_every = 0
 
     def __init__(self, prior_alpha: float = 0.0):
         self.prior_alpha = prior_alpha
@@ -173,6 +177,7 @@ class NaiveBayes(river_base.Classifier):
         self._class_index: dict = {}
         self._class_counts = np.zeros(0)
         self._integral = True  # every count so far is a whole number
+        self.labeled_seen = 0  # labeled events offered to training (learned or not): the budget's clock
 
     # ---- class book -------------------------------------------------------------------
 
@@ -456,12 +461,57 @@ class NaiveBayes(river_base.Classifier):
             results[i] = {label: p for label, p, on in zip(classes, results[i].values(), active[i]) if on}
         return results
 
+    # ---- the feature budget ------------------------------------------------------------
+
+    def _check_budget(self) -> None:
+        """At a budget check: evict features if over the budget (variants with a vocabulary)."""
+
+    def _within_budget(self, X, y: list, run) -> list:
+        """`run(start, stop)` over consecutive parts [start, stop) of a batch, with a budget
+        check right after every labeled event whose rank in the labeled stream (`labeled_seen`)
+        is a multiple of `evict_every`; the runs' results in order. The checks fall at the same
+        labeled events however the stream is cut into batches, so a budget is a function of the
+        labeled stream alone. A batch that cannot take the vocabulary past the budget (its
+        labeled events hold fewer features than the room left) runs whole: a check in it would
+        evict nothing."""
+        labeled = [i for i, label in enumerate(y) if label is not None]
+        if self.max_features is None or not labeled or not self._budget_may_fill(X, labeled):
+            results = [run(0, len(y))]
+            self.labeled_seen += len(labeled)
+            return results
+        every = self.evict_every
+        results, start, done = [], 0, 0
+        while start < len(y):
+            due = every - self.labeled_seen % every  # labeled events up to the next check
+            if done + due <= len(labeled):
+                stop = labeled[done + due - 1] + 1
+                results.append(run(start, stop))
+                self.labeled_seen += due
+                done += due
+                self._check_budget()
+            else:
+                stop = len(y)
+                results.append(run(start, stop))
+                self.labeled_seen += len(labeled) - done
+            start = stop
+        return results
+
+    def _budget_may_fill(self, X, labeled: list) -> bool:
+        return True
+
     # ---- River's protocol -------------------------------------------------------------
 
     def learn_one(self, x: dict, y, w: float = 1.0) -> None:
         """Learn one labeled event with sample weight w (w = 0 learns nothing)."""
         if y is None:
             raise ValueError("learn_one needs a label; y is None")
+        self._learn_labeled(x, y, w)
+        self.labeled_seen += 1
+        if self.max_features is not None and self.labeled_seen % self.evict_every == 0:
+            self._check_budget()
+
+    def _learn_labeled(self, x: dict, y, w: float = 1.0) -> None:
+        """learn_one without the budget's clock (a training regime keeps the clock itself)."""
         event = self._encode_one(x, y, w) if self._event_path else None
         if event is None:
             self._run(self._encode([x], [y], [w]), predict=False, learn=True)
@@ -511,7 +561,19 @@ class NaiveBayes(river_base.Classifier):
 
     def learn_many(self, X, y, w=None) -> None:
         """Learn a batch, exactly as repeated learn_one would. X: dicts or a pandas DataFrame."""
-        for batch in self._encoded_chunks(_as_records(X, self.ZERO_IS_ABSENT), _as_labels(y), w):
+        records, labels = _as_records(X, self.ZERO_IS_ABSENT), _as_labels(y)
+        if self.max_features is None:
+            self._learn_records(records, labels, w)
+            return
+        if len(labels) != len(records):
+            raise ValueError(f"X has {len(records)} events but y has {len(labels)} labels")
+        weights = None if w is None else list(w)
+        self.validate(records, labels, weights)  # a bad event refuses the batch before any part is learned
+        self._within_budget(records, labels, lambda start, stop: self._learn_records(
+            records[start:stop], labels[start:stop], None if weights is None else weights[start:stop]))
+
+    def _learn_records(self, X, y, w=None) -> None:
+        for batch in self._encoded_chunks(X, y, w):
             self._run(batch, predict=False, learn=True)
 
     def predict_proba_many(self, X):
@@ -541,7 +603,13 @@ class NaiveBayes(river_base.Classifier):
 
         A batch with a bad event anywhere raises before anything is learned.
         """
-        return self._predict_records(_as_records(X, self.ZERO_IS_ABSENT), _as_labels(y))
+        records, labels = _as_records(X, self.ZERO_IS_ABSENT), _as_labels(y)
+        if self.max_features is None:
+            return self._predict_records(records, labels)
+        self.validate(records, labels)  # a bad event refuses the batch before any part is learned
+        parts = self._within_budget(records, labels,
+                                    lambda start, stop: self._predict_records(records[start:stop], labels[start:stop]))
+        return [p for part in parts for p in part]
 
     def _predict_records(self, X: list, y: list) -> list[dict]:
         results: list[dict] = []

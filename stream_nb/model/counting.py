@@ -38,6 +38,22 @@ from stream_nb.model.base import (
 from stream_nb.model.vocabulary import HashedVocabulary, Vocabulary, vocabulary_from_state
 
 
+DEFAULT_EVICT_EVERY = 100  # labeled events between budget checks
+EVICT_TO = 0.9  # a check over the budget evicts down to this share of it (not one feature a check)
+
+
+def _check_budget_options(max_features, evict_every, n_hash_buckets) -> None:
+    for name, value in (("max_features", max_features), ("evict_every", evict_every)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    if evict_every is None:
+        raise ValueError("evict_every must be a positive whole number, got None")
+    if max_features is not None and n_hash_buckets is not None:
+        raise ValueError("max_features and n_hash_buckets are two ways to bound memory; set one")
+    if max_features is not None and int(max_features * EVICT_TO) < 1:
+        raise ValueError(f"max_features must leave at least one feature after eviction, got {max_features}")
+
+
 _DOT_BLOCK = 8192
 MAX_COUNT = 2.0**53  # beyond this float64 no longer holds every whole number
 
@@ -81,16 +97,20 @@ class CountingNB(NaiveBayes):
     ZERO_IS_ABSENT = True  # a DataFrame is a document-term matrix: a word counted 0 times is absent
 
     def __init__(self, alpha: float = 1.0, prior_alpha: float = 0.0, unknown: str = "ignore",
-                 n_hash_buckets: int | None = None):
+                 n_hash_buckets: int | None = None, max_features: int | None = None,
+                 evict_every: int = DEFAULT_EVICT_EVERY):
         super().__init__(prior_alpha=prior_alpha)
         _check_smoothing("alpha", alpha)
         _check_unknown(unknown)
         if unknown == "smooth" and alpha == 0:
             raise ValueError("unknown='smooth' gives an unseen feature alpha / (...) = 0 when alpha = 0; "
                              "use unknown='ignore' with alpha = 0")
+        _check_budget_options(max_features, evict_every, n_hash_buckets)
         self.alpha = alpha
         self.unknown = unknown
         self.n_hash_buckets = n_hash_buckets
+        self.max_features = max_features
+        self.evict_every = evict_every
         self._vocabulary = Vocabulary() if n_hash_buckets is None else HashedVocabulary(n_hash_buckets)
         self._feature_counts = np.zeros((0, 0))  # rows beyond len(vocabulary) are spare capacity
         self._class_totals = np.zeros(0)  # sum over features of N_fc
@@ -126,6 +146,54 @@ class CountingNB(NaiveBayes):
     @property
     def _counts(self) -> np.ndarray:
         return self._feature_counts[: len(self._vocabulary)]
+
+    # ---- the feature budget ------------------------------------------------------------
+
+    def _budget_may_fill(self, X, labeled: list) -> bool:
+        # An upper bound on the features the batch's labeled events can add: their occurrences.
+        if isinstance(X, SparseBatch):
+            lengths = X.lengths
+            occurrences = int(lengths[labeled].sum()) if len(labeled) < len(lengths) else int(lengths.sum())
+        else:
+            occurrences = sum(len(X[i]) for i in labeled)
+        return len(self._vocabulary) + occurrences > self.max_features
+
+    def _check_budget(self) -> None:
+        if len(self._vocabulary) > self.max_features:
+            self.evict_features(int(self.max_features * EVICT_TO))
+
+    def evict_features(self, keep: int) -> int:
+        """Drop all but `keep` features from the state, the least used first; returns how many.
+
+        Order of eviction (bogofilter's and SpamBayes' expiry of rare, stale tokens):
+          1. the smallest total count sum_c N_fc (a feature never counted goes first);
+          2. among equal totals, the feature learned first: columns are in order of first
+             learning, so for the features counted once (most of them) this is the one seen
+             longest ago.
+        A dropped feature leaves no trace: N_fc and its share of T_c go, |V| shrinks, and it
+        is unknown at prediction until learned again (then as a new feature). N_c stays: the
+        events were learned. Survivors keep their order.
+        """
+        size = len(self._vocabulary)
+        if self._vocabulary.hashed or keep >= size:
+            return 0
+        counts = self._counts
+        totals = counts.sum(axis=1)
+        n_drop = size - keep
+        threshold = np.partition(totals, n_drop - 1)[n_drop - 1]
+        drop = totals < threshold
+        tied = np.flatnonzero(totals == threshold)[: n_drop - int(drop.sum())]
+        drop[tied] = True
+        survivors = np.flatnonzero(~drop)
+        self._class_totals = self._class_totals - counts[drop].sum(axis=0)
+        names = self._vocabulary.names()
+        self._vocabulary = Vocabulary.from_names([names[i] for i in survivors.tolist()])
+        kept = counts[survivors]
+        self._feature_counts = np.zeros((max(len(kept), 64), len(self._classes)))
+        self._feature_counts[: len(kept)] = kept
+        self._features_seen = int((kept.sum(axis=1) > 0).sum())
+        self._after_restore()
+        return n_drop
 
     # ---- prefix counts ----------------------------------------------------------------
 
@@ -305,17 +373,24 @@ class CountingNB(NaiveBayes):
     # ---- state ------------------------------------------------------------------------
 
     def _params(self) -> dict:
-        return {"alpha": self.alpha, "prior_alpha": self.prior_alpha, "unknown": self.unknown,
-                "n_hash_buckets": self.n_hash_buckets}
+        params = {"alpha": self.alpha, "prior_alpha": self.prior_alpha, "unknown": self.unknown,
+                  "n_hash_buckets": self.n_hash_buckets}
+        if self.max_features is not None:  # only then, so states and digests of before stay as they were
+            params.update(max_features=self.max_features, evict_every=self.evict_every)
+        return params
 
     def _state_arrays(self) -> dict:
         return {"class_counts": self._class_counts, "feature_counts": self._counts,
                 "class_totals": self._class_totals}
 
     def _state_meta(self) -> dict:
-        return {"vocabulary": self._vocabulary.to_state()}
+        meta = {"vocabulary": self._vocabulary.to_state()}
+        if self.max_features is not None:
+            meta["labeled_seen"] = self.labeled_seen  # where the next budget check falls
+        return meta
 
     def _restore(self, meta: dict, arrays: dict) -> None:
+        self.labeled_seen = int(meta.get("labeled_seen", 0))
         self._vocabulary = vocabulary_from_state(meta["vocabulary"])
         self._feature_counts = np.array(arrays["feature_counts"], dtype=np.float64).reshape(
             len(self._vocabulary), len(self._classes))
@@ -547,8 +622,10 @@ class BernoulliNB(CountingNB):
     """
 
     def __init__(self, alpha: float = 1.0, prior_alpha: float = 0.0, unknown: str = "ignore",
-                 true_threshold: float = 0.0, n_hash_buckets: int | None = None):
-        super().__init__(alpha=alpha, prior_alpha=prior_alpha, unknown=unknown, n_hash_buckets=n_hash_buckets)
+                 true_threshold: float = 0.0, n_hash_buckets: int | None = None, max_features: int | None = None,
+                 evict_every: int = DEFAULT_EVICT_EVERY):
+        super().__init__(alpha=alpha, prior_alpha=prior_alpha, unknown=unknown, n_hash_buckets=n_hash_buckets,
+                         max_features=max_features, evict_every=evict_every)
         self.true_threshold = true_threshold
         self._histograms: list[np.ndarray] = []  # per class: H_c[k], as floats
         self._top_counts: list[int] = []  # per class: largest k with H_c[k] > 0 (counts only grow)

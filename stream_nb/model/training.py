@@ -100,7 +100,11 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[
     # Learning as it goes: a bad event must refuse the batch before the first learn, as
     # predict_learn_many does, or a caller that retries event by event counts the rest twice.
     model.validate(X, labels)
-    return _predict_learn_in_windows(model, X, labels, mode, margin)
+    parts = model._within_budget(X, labels, lambda start, stop: _predict_learn_in_windows(
+        model, X[start:stop], labels[start:stop], mode, margin))
+    if len(parts) == 1:
+        return parts[0]
+    return [p for part in parts for p in part[0]], [flag for part in parts for flag in part[1]]
 
 
 SMALLEST_WINDOW = 8
@@ -177,5 +181,5 @@ def _predict_learn_one(model, x: dict, label, mode: str, margin: float) -> tuple
         return proba, None
     decision = should_learn(model.joint_log_likelihood(x), label, mode, margin)
     if decision:
-        model.learn_one(x, label)
+        model._learn_labeled(x, label)  # the budget's clock is predict_learn's
     return proba, decision
