@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from itertools import chain
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ from worker_support import (
     produce,
     read_summary,
     read_topic,
+    reference_config,
     reference_digest,
     reference_digest_events,
     run_cli,
@@ -174,10 +176,17 @@ def test_both_transports_publish_the_same_outputs_on_the_same_topics(kafka_broke
 # 2. SIGKILL at random points, restarted each time: the state ends exactly as an uninterrupted run
 
 
-@pytest.mark.parametrize("guarantee, training", [
-    ("exactly_once", SHIPPED), ("at_least_once", SHIPPED), ("exactly_once", PLAIN),
-], ids=["exactly-once-spam.toml", "at-least-once-spam.toml", "exactly-once-mode-all"])
-def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp_path, sms, guarantee, training, transport):
+# A feature budget that evicts several times over the run (SMS x4 under spam.toml holds ~52,000
+# features): the checks must fall at the same labeled events across kills and restarts.
+BUDGET = {"max_features": 20_000, "evict_every": 500}
+
+
+@pytest.mark.parametrize("guarantee, training, model", [
+    ("exactly_once", SHIPPED, None), ("at_least_once", SHIPPED, None), ("exactly_once", PLAIN, None),
+    ("exactly_once", SHIPPED, BUDGET),
+], ids=["exactly-once-spam.toml", "at-least-once-spam.toml", "exactly-once-mode-all", "exactly-once-spam.toml-budget"])
+def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp_path, sms, guarantee, training, model,
+                                                               transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("kill")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
@@ -186,7 +195,7 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp
     produce(bootstrap, messages)
 
     checkpoints = tmp_path / "checkpoints"
-    settings = {"checkpoint": {"every_events": 1500, "interval_s": 0.5}, "training": training,
+    settings = {"checkpoint": {"every_events": 1500, "interval_s": 0.5}, "training": training, "model": model,
                 "kafka": {"processing_guarantee": guarantee}}
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints, **settings, transport=transport)
     log_path = tmp_path / "worker.log"
@@ -227,7 +236,7 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp
     run_in_process(reference_path)
 
     killed, reference = latest_summary(checkpoints), latest_summary(tmp_path / "reference")
-    expected_digest, expected_learned = reference_digest(labeled, training)
+    expected_digest, expected_learned = reference_digest(labeled, training, model)
     assert killed.events_learned == reference.events_learned == expected_learned
     assert killed.digest == reference.digest == expected_digest
     assert killed.offsets == reference.offsets == {(topics.labeled, 0): n_labeled}
@@ -236,6 +245,12 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp
     assert inspected.returncode == 0, inspected.stderr
     summary = json.loads(inspected.stdout)
     assert (summary["events_learned"], summary["state_digest"]) == (expected_learned, reference.digest)
+    if model:  # evictions happened in between (the unbounded vocabulary is larger), within the budget
+        featurize = reference_config(training).build_featurizer().transform_one
+        unbounded = len(set(chain.from_iterable(featurize(text) for text, _ in labeled)))
+        since_last_check = labeled[len(labeled) - len(labeled) % model["evict_every"]:]
+        room = model["max_features"] + sum(len(featurize(text)) for text, _ in since_last_check)
+        assert 0.9 * model["max_features"] <= summary["vocabulary_size"] <= room < unbounded
 
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
     duplicates = assert_predictions_cover(predictions, unlabeled_ids, topics.unlabeled)

@@ -356,19 +356,21 @@ def read_summary(path: Path) -> Summary:
     return summary_of(read_checkpoint(path))
 
 
-def reference_config(training: dict | None = None) -> Config:
+def reference_config(training: dict | None = None, model: dict | None = None) -> Config:
     """The learning configuration of every test: configs/spam.toml as shipped, [training]
-    included, or with `training` overriding it (e.g. {"mode": "all"})."""
+    included, or with `training` overriding it (e.g. {"mode": "all"}) and `model` adding to
+    its [model] (e.g. {"max_features": 20000})."""
     overrides = [f"training.{key}={_toml(value)}" for key, value in (training or {}).items()]
+    overrides += [f"model.{key}={_toml(value)}" for key, value in (model or {}).items()]
     return load_config(SPAM_CONFIG, overrides)
 
 
-def reference_model(events: list[dict], training: dict | None = None):
+def reference_model(events: list[dict], training: dict | None = None, model: dict | None = None):
     """The model core after learning labeled events {"text", "features", "label"} in order, one
     at a time as the definition says (predict, decide under the training mode, learn)."""
     from stream_nb.model.training import predict_learn
 
-    config = reference_config(training)
+    config = reference_config(training, model)
     model = config.build_model()
     featurizer = config.build_event_featurizer()
     for event in events:
@@ -411,13 +413,16 @@ def assert_predictions_reproduced(predictions: dict[str, dict], labeled: list[di
     return len(by_prefix)
 
 
-def reference_digest(texts_and_labels: list[tuple[str, object]], training: dict | None = None) -> tuple[str, int]:
+def reference_digest(texts_and_labels: list[tuple[str, object]], training: dict | None = None,
+                     model: dict | None = None) -> tuple[str, int]:
     """(state digest, events learned) of the model core after the labeled (text, label) events."""
-    return reference_digest_events([{"text": text, "label": label} for text, label in texts_and_labels], training)
+    return reference_digest_events([{"text": text, "label": label} for text, label in texts_and_labels], training,
+                                   model)
 
 
-def reference_digest_events(events: list[dict], training: dict | None = None) -> tuple[str, int]:
-    model = reference_model(events, training)
+def reference_digest_events(events: list[dict], training: dict | None = None,
+                            model: dict | None = None) -> tuple[str, int]:
+    model = reference_model(events, training, model)
     return state_digest(model.to_state()), int(model.events_learned)
 
 
