@@ -479,6 +479,8 @@ class Worker:
                 # Every polled record is processed at this point, so this commit is exact; it keeps
                 # a transaction from staying open through a long catch-up (transaction_timeout_ms).
                 self._commit_outputs_or_rewind()
+            if self._checkpoint_due():  # a long backlog keeps the schedule too (every_events)
+                self._checkpoint_or_carry_on()
         return read
 
     def _commit_outputs_or_rewind(self) -> None:
