@@ -47,3 +47,21 @@ def gaussian_stream(seed: int, n_events: int, n_classes: int = 3, n_features: in
         X.append({f"f{j}": rng.gauss(centres[label][j], 1.0 + j * 0.5) for j in range(n_features)})
         y.append(label if rng.random() < labeled_fraction else None)
     return X, y
+
+
+# Seed 004's worked example: five short reviews, "-" and "+".
+SEED_004_TRAIN = [
+    ("-", "just plain boring"),
+    ("-", "entirely predictable and lacks energy"),
+    ("-", "no surprises and very few laughs"),
+    ("+", "very powerful"),
+    ("+", "the most fun film of the summer"),
+]
+
+
+def word_counts(text: str) -> dict:
+    """{word: count} of a text split on white space."""
+    counts: dict = {}
+    for word in text.split():
+        counts[word] = counts.get(word, 0) + 1
+    return counts

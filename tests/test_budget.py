@@ -16,23 +16,9 @@ from stream_nb.model.base import SparseBatch
 from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn, should_learn
 from corpora import load_sms_spam
-from streams import text_stream
+from streams import SEED_004_TRAIN, text_stream, word_counts
 
-SEED_004_TRAIN = [
-    ("-", "just plain boring"),
-    ("-", "entirely predictable and lacks energy"),
-    ("-", "no surprises and very few laughs"),
-    ("+", "very powerful"),
-    ("+", "the most fun film of the summer"),
-]
 QUERY = {"predictable": 1, "with": 1, "no": 1, "fun": 1}
-
-
-def words(text: str) -> dict:
-    counts: dict = {}
-    for word in text.split():
-        counts[word] = counts.get(word, 0) + 1
-    return counts
 
 
 def likelihoods(model, x) -> dict:
@@ -42,7 +28,7 @@ def likelihoods(model, x) -> dict:
 def test_eviction_drops_the_least_counted_oldest_feature_and_its_share_of_the_totals():
     model = MultinomialNB()
     for label, text in SEED_004_TRAIN:
-        model.learn_one(words(text), label)
+        model.learn_one(word_counts(text), label)
     assert model.n_features == 20
     # "and", "very", "the" are counted twice, the 17 others once; of those "just" was learned first
     assert model.evict_features(keep=19) == 1
@@ -57,9 +43,9 @@ def test_eviction_drops_the_least_counted_oldest_feature_and_its_share_of_the_to
 def test_the_budget_checks_every_evict_every_labeled_events_and_evicts_to_nine_tenths():
     model = MultinomialNB(max_features=10, evict_every=5)
     for label, text in SEED_004_TRAIN[:4]:
-        model.learn_one(words(text), label)
+        model.learn_one(word_counts(text), label)
     assert model.n_features == 14  # over the budget, but no check yet (4 labeled events)
-    model.learn_one(words(SEED_004_TRAIN[4][1]), "+")
+    model.learn_one(word_counts(SEED_004_TRAIN[4][1]), "+")
     # the check after the 5th: 20 > 10, down to 9; the 11 oldest of the count-1 features go
     assert sorted(model.feature_log_counts()) == ["and", "film", "fun", "most", "of", "powerful", "summer", "the",
                                                   "very"]

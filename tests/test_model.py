@@ -10,23 +10,9 @@ import numpy as np
 import pytest
 
 from stream_nb import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
-from streams import gaussian_stream, prequential_loop, text_stream
+from streams import SEED_004_TRAIN, gaussian_stream, prequential_loop, text_stream, word_counts
 
-SEED_004_TRAIN = [
-    ("-", "just plain boring"),
-    ("-", "entirely predictable and lacks energy"),
-    ("-", "no surprises and very few laughs"),
-    ("+", "very powerful"),
-    ("+", "the most fun film of the summer"),
-]
 SEED_004_QUERY = "predictable with no fun"
-
-
-def word_counts(text: str) -> dict:
-    counts: dict = {}
-    for word in text.split():
-        counts[word] = counts.get(word, 0) + 1
-    return counts
 
 
 def seed_004_model(**options) -> MultinomialNB:
