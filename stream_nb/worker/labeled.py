@@ -13,7 +13,6 @@ import logging
 import time
 
 from kafka import TopicPartition
-from kafka.errors import KafkaError
 
 from stream_nb.kafka.clients import topic_ids
 
@@ -128,12 +127,10 @@ class LabeledLog:
     def behind(self, ends: dict[tuple[str, int], int]) -> bool:
         return any(self.positions.get(key, 0) < end for key, end in ends.items())
 
-    def lag(self) -> int:
-        try:
-            ends = self.end_offsets()
-        except KafkaError:
-            return -1
-        return sum(max(0, end - self.positions.get(key, 0)) for key, end in ends.items())
+    def partition_lags(self) -> dict[tuple[str, int], int]:
+        """{(topic, partition): records not yet learned} of every labeled partition (a Kafka error
+        when the broker cannot say)."""
+        return {key: max(0, end - self.positions.get(key, 0)) for key, end in self.end_offsets().items()}
 
     def offsets(self) -> list[list]:
         """The offsets the model reflects, as [[topic, partition, next offset], ...]."""

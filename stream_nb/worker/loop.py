@@ -771,7 +771,6 @@ class Worker:
         """Abort the open outputs and go back to the group's committed offsets."""
         if why is not None:  # None: the first assignment, nothing to redo
             self.telemetry.rewinds.inc()
-        if why is not None:
             log.info("%s: the open outputs are aborted and redone from the committed offsets", why)
         self.outputs.abort()
         for tp in self.group.assignment():
@@ -878,8 +877,7 @@ class Worker:
         """{(topic, partition): records not yet read} of every labeled partition and of this
         worker's unlabeled ones; None when the broker cannot say."""
         try:
-            ends = self.labeled.end_offsets()
-            lags = {key: max(0, end - self.labeled.positions.get(key, 0)) for key, end in ends.items()}
+            lags = self.labeled.partition_lags()
             assigned = [tp for tp in self.group.assignment() if tp.topic not in self.labeled_topics]
             unlabeled_ends = self.group.end_offsets(assigned) if assigned else {}
             lags.update({(tp.topic, tp.partition): max(0, end - self.group.position(tp))
@@ -891,10 +889,9 @@ class Worker:
     def _refresh_telemetry(self, lags: dict | None) -> None:
         """The gauges (lag, model size, prequential figures) and readiness: in the group, and the
         labeled log learned up to its end as it was just now."""
-        if lags is not None:
-            OUTAGE.back()  # the broker answered
         telemetry = self.telemetry
         if lags is not None:
+            OUTAGE.back()  # the broker answered
             for (topic, partition), lag in lags.items():
                 telemetry.lag.labels(topic, str(partition)).set(lag)
             labeled_lag = sum(lag for (topic, _), lag in lags.items() if topic in self.labeled_topics)
