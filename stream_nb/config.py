@@ -375,7 +375,7 @@ def _apply_override(data: dict, override: str) -> None:
     table[name] = value
 
 
-def with_bootstrap(config_path, overrides: list[str], command_line: str | None, *, need_broker: bool = True):
+def with_bootstrap(config_path, overrides: list[str], command_line: str | None):
     """(config, Bootstrap): the configuration with the broker every command finds the same way
     (stream_nb.kafka.discovery: --bootstrap or --set kafka.bootstrap_servers, then
     $STREAM_NB_BOOTSTRAP, then ./.kafka, then the configuration) written into
