@@ -177,7 +177,7 @@ class NaiveBayes(river_base.Classifier):
         self._class_index: dict = {}
         self._class_counts = np.zeros(0)
         self._integral = True  # every count so far is a whole number
-        self.labeled_seen = 0  # labeled events offered to training (learned or not): the budget's clock
+        self.labeled_seen = 0  # with a budget: labeled events offered to training (learned or not), its clock
 
     # ---- class book -------------------------------------------------------------------
 
@@ -474,8 +474,10 @@ class NaiveBayes(river_base.Classifier):
         labeled stream alone. A batch that cannot take the vocabulary past the budget (its
         labeled events hold fewer features than the room left) runs whole: a check in it would
         evict nothing."""
+        if self.max_features is None:
+            return [run(0, len(y))]
         labeled = [i for i, label in enumerate(y) if label is not None]
-        if self.max_features is None or not labeled or not self._budget_may_fill(X, labeled):
+        if not labeled or not self._budget_may_fill(X, labeled):
             results = [run(0, len(y))]
             self.labeled_seen += len(labeled)
             return results
@@ -506,9 +508,10 @@ class NaiveBayes(river_base.Classifier):
         if y is None:
             raise ValueError("learn_one needs a label; y is None")
         self._learn_labeled(x, y, w)
-        self.labeled_seen += 1
-        if self.max_features is not None and self.labeled_seen % self.evict_every == 0:
-            self._check_budget()
+        if self.max_features is not None:
+            self.labeled_seen += 1
+            if self.labeled_seen % self.evict_every == 0:
+                self._check_budget()
 
     def _learn_labeled(self, x: dict, y, w: float = 1.0) -> None:
         """learn_one without the budget's clock (a training regime keeps the clock itself)."""
@@ -565,8 +568,6 @@ class NaiveBayes(river_base.Classifier):
         if self.max_features is None:
             self._learn_records(records, labels, w)
             return
-        if len(labels) != len(records):
-            raise ValueError(f"X has {len(records)} events but y has {len(labels)} labels")
         weights = None if w is None else list(w)
         self.validate(records, labels, weights)  # a bad event refuses the batch before any part is learned
         self._within_budget(records, labels, lambda start, stop: self._learn_records(

@@ -43,11 +43,13 @@ EVICT_TO = 0.9  # a check over the budget evicts down to this share of it (not o
 
 
 def _check_budget_options(max_features, evict_every, n_hash_buckets) -> None:
-    for name, value in (("max_features", max_features), ("evict_every", evict_every)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-    if evict_every is None:
-        raise ValueError("evict_every must be a positive whole number, got None")
+    def positive_whole(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    if max_features is not None and not positive_whole(max_features):
+        raise ValueError(f"max_features must be a positive whole number, got {max_features!r}")
+    if not positive_whole(evict_every):
+        raise ValueError(f"evict_every must be a positive whole number, got {evict_every!r}")
     if max_features is not None and n_hash_buckets is not None:
         raise ValueError("max_features and n_hash_buckets are two ways to bound memory; set one")
     if max_features is not None and int(max_features * EVICT_TO) < 1:
@@ -152,8 +154,7 @@ class CountingNB(NaiveBayes):
     def _budget_may_fill(self, X, labeled: list) -> bool:
         # An upper bound on the features the batch's labeled events can add: their occurrences.
         if isinstance(X, SparseBatch):
-            lengths = X.lengths
-            occurrences = int(lengths[labeled].sum()) if len(labeled) < len(lengths) else int(lengths.sum())
+            occurrences = int(X.lengths[labeled].sum())
         else:
             occurrences = sum(len(X[i]) for i in labeled)
         return len(self._vocabulary) + occurrences > self.max_features
