@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from stream_nb.checkpoint import CheckpointStore
-from stream_nb.checkpoint.digest import state_digest
-from stream_nb.checkpoint.store import read_checkpoint
+from stream_nb.checkpoint import CheckpointStore, read_checkpoint, state_digest
 from stream_nb.config import load_config
 from stream_nb.model.training import predict_learn
+
 from worker_support import (
     Message,
     Topics,
@@ -28,10 +27,8 @@ from worker_support import (
     newest_position,
     produce,
     unlabeled_event,
-    wait_until,
     write_config,
 )
-from stream_nb.checkpoint.digest import state_digest
 
 pytestmark = pytest.mark.kafka
 
