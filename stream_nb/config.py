@@ -109,6 +109,14 @@ class ConfigError(ValueError):
     """A configuration that cannot be used; the message starts with the offending key."""
 
 
+def beyond_max_classes(label, known, max_classes: int) -> str | None:
+    """Why a label is refused as a class beyond [model] max_classes, or None when it is a class
+    already `known` (the str of each: 1 and "1" are one JSON name) or there is room for it."""
+    if str(label) in known or len(known) < max_classes:
+        return None
+    return f"label {label!r} would be class {len(known) + 1}; [model] max_classes = {max_classes}"
+
+
 def _text_refusal(kind: str, reads: str) -> str:
     return (f"the event has text, but model.kind = {kind!r} reads the event's features as {reads} only: "
             f"send features, or choose a text model ({', '.join(TEXT_MODEL_KINDS)})")

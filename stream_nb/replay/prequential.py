@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from stream_nb.config import beyond_max_classes
 from stream_nb.model.decision import verdict
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
@@ -56,15 +57,16 @@ class Contender:
         known = {str(label) for label in self.model.classes_}
         beyond = set()
         for i, label in enumerate(labels):
-            if label is None or str(label) in known:
+            if label is None:
                 continue
-            if len(known) >= self.max_classes:
-                beyond.add(i)
-                self.refused["too_many_classes"] += 1
-                if self.first_refusal is None:
-                    self.first_refusal = f"label {label!r} would be class {len(known) + 1}; [model] max_classes = {self.max_classes}"
+            refusal = beyond_max_classes(label, known, self.max_classes)
+            if refusal is None:
+                known.add(str(label))
                 continue
-            known.add(str(label))
+            beyond.add(i)
+            self.refused["too_many_classes"] += 1
+            if self.first_refusal is None:
+                self.first_refusal = refusal
         return beyond
 
     def predict_learn(self, items: list[dict], labels: list) -> tuple[list, list]:

@@ -28,7 +28,7 @@ from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
-from stream_nb.config import Config, ConfigError
+from stream_nb.config import Config, ConfigError, beyond_max_classes
 from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
                               decode_record)
 from stream_nb.kafka.clients import (
@@ -561,14 +561,11 @@ class Worker:
         """Labels 1 and "1" would be two classes with one JSON name: keep the first type seen.
         A label that would be a class beyond [model] max_classes is set aside too."""
         known = {str(label): label for label in self.model.classes_}
-        max_classes = self.config.max_classes
         kept, kept_origin = [], []
         for event, record in zip(events, origin):
-            if str(event.label) not in known and len(known) >= max_classes:
-                self.labeled_rejections.append(_rejected_by_us(
-                    event, "too_many_classes",
-                    f"label {event.label!r} would be class {len(known) + 1}; [model] max_classes = {max_classes}",
-                    record))
+            refusal = beyond_max_classes(event.label, known, self.config.max_classes)
+            if refusal is not None:
+                self.labeled_rejections.append(_rejected_by_us(event, "too_many_classes", refusal, record))
                 continue
             existing = known.setdefault(str(event.label), event.label)
             if type(existing) is not type(event.label):
