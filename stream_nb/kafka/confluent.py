@@ -214,22 +214,20 @@ class Consumer:
             return None
         return set(metadata.partitions)
 
-    def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
-        try:
-            return self._consumer.get_watermark_offsets(RdPartition(tp.topic, tp.partition),
-                                                        timeout=self._timeout_s, cached=False)
-        except KafkaException as error:
-            raise kafka_error(error) from None
-
     def beginning_offsets(self, partitions) -> dict[TopicPartition, int]:
-        return {tp: self._watermarks(tp)[0] for tp in partitions}
+        return self._list_offsets(partitions, latest=False)
 
     def end_offsets(self, partitions) -> dict[TopicPartition, int]:
-        """The end as this consumer may read it: the last stable offset under read_committed.
+        """The end as this consumer may read it: the last stable offset under read_committed."""
+        return self._list_offsets(partitions, latest=True)
 
-        Asked through an admin client of its own: on the consumer's connection the request
-        waits behind the fetch the broker holds open (fetch.wait.max.ms, measured 0.5 s a call,
-        a third of a worker's time when asked every step)."""
+    def _list_offsets(self, partitions, latest: bool) -> dict[TopicPartition, int]:
+        """Earliest or latest offsets, asked through an admin client of its own: on the
+        consumer's connection the request waits behind the fetch the broker holds open
+        (fetch.wait.max.ms, measured 0.5 s a call, a third of a worker's time when asked every
+        step). The admin client's metadata is the one `partitions_for_topic` refreshes, so a
+        partition found there is known here too (the consumer's own metadata may not know it
+        for seconds: "Unknown partition")."""
         from confluent_kafka import IsolationLevel
         from confluent_kafka.admin import OffsetSpec
 
@@ -238,8 +236,8 @@ class Consumer:
             return {}
         isolation = (IsolationLevel.READ_COMMITTED if self._config.get("isolation.level") == "read_committed"
                      else IsolationLevel.READ_UNCOMMITTED)
-        latest = OffsetSpec.latest()
-        futures = self._admin().list_offsets({RdPartition(tp.topic, tp.partition): latest for tp in partitions},
+        spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
+        futures = self._admin().list_offsets({RdPartition(tp.topic, tp.partition): spec for tp in partitions},
                                              isolation_level=isolation, request_timeout=self._timeout_s)
         try:
             found = {(p.topic, p.partition): future.result().offset for p, future in futures.items()}
@@ -306,7 +304,7 @@ class Consumer:
     def seek_to_beginning(self, *partitions) -> None:
         for tp in partitions or self.assignment():
             self._move(tp, ck.OFFSET_BEGINNING)
-            self._positions[tp] = self._watermarks(tp)[0]
+            self._positions[tp] = self.beginning_offsets([tp])[tp]
 
     def _move(self, tp: TopicPartition, offset: int) -> None:
         self._forget((tp,))
@@ -331,7 +329,7 @@ class Consumer:
         if tp in self._positions:
             return self._positions[tp]
         committed = self.committed(tp) if self._listener is not None else None
-        return committed if committed is not None else self._watermarks(tp)[0]
+        return committed if committed is not None else self.beginning_offsets([tp])[tp]
 
     def pause(self, *partitions) -> None:
         self._consumer.pause([RdPartition(tp.topic, tp.partition) for tp in partitions])
@@ -446,7 +444,9 @@ class Consumer:
         self._consumer.close()
 
 
-_ADMIN_KEYS = {"bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.username", "sasl.password",
+# topic.metadata.refresh.interval.ms too: with librdkafka's default (5 minutes) the admin client
+# answered "Unknown partition" for a partition added to a topic for minutes (lag unknown).
+_ADMIN_KEYS = {"bootstrap.servers", "topic.metadata.refresh.interval.ms", "security.protocol", "sasl.mechanism", "sasl.username", "sasl.password",
                "sasl.kerberos.service.name", "ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
                "ssl.key.password", "ssl.crl.location", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
                "client.id", "socket.timeout.ms"}
