@@ -147,6 +147,47 @@ def test_partitions_added_to_running_topics_are_read(kafka_broker, tmp_path, sms
     assert {copies[0]["source"]["partition"] for copies in predictions.values()} == {2}
 
 
+def test_partitions_added_under_spam_toml_unlabeled_are_read_labeled_stop_the_worker(kafka_broker, tmp_path, sms,
+                                                                                        transport):
+    # spam.toml as shipped: thick-threshold training needs the labeled log in one partition, so a
+    # partition added to the labeled topic stops the worker with one line (exit 2); one added to
+    # the unlabeled topic is read like the others.
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("grow-spam")
+    create_topics(bootstrap, [topics.labeled])
+    create_topics(bootstrap, [topics.unlabeled], partitions=2)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               checkpoint={"interval_s": 0.5}, transport=transport)
+    log_path = tmp_path / "worker.log"
+    worker = WorkerProcess(config_path, log_path, stop_when_idle=None)
+    try:
+        first, messages = labeled_messages(topics.labeled, sms, 0, 1_000)
+        produce(bootstrap, messages)
+        wait_until(lambda: sum(newest_offsets(tmp_path / "checkpoints").values()) == 1_000, 60, "the first events", worker)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.create_partitions({topics.unlabeled: NewPartitions(3)})
+            unlabeled = {f"u{i}": sms[i][1] for i in range(1_300)}
+            produce(bootstrap, [Message(topics.unlabeled, unlabeled_event(event_id, text), event_id.encode(),
+                                        partition=2) for event_id, text in unlabeled.items()])
+            wait_until(lambda: len(read_topic(bootstrap, topics.predictions)) >= 1_300, 180,
+                       "the added unlabeled partition to be read", worker)
+            admin.create_partitions({topics.labeled: NewPartitions(2)})
+        finally:
+            admin.close()
+        assert worker.wait(120) == 2, worker.log_tail()
+    finally:
+        worker.kill()
+    assert error_line(log_path.read_text()).startswith(
+        f"stream-nb run: kafka.labeled_topics: 2 labeled partitions ({topics.labeled} (2)), but training.mode is "
+        f"order-dependent and needs one partition in total")
+    summary = latest_summary(tmp_path / "checkpoints")
+    assert (summary.digest, summary.events_learned) == reference_digest_events(first)
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert set(predictions) == set(unlabeled) and all(len(copies) == 1 for copies in predictions.values())
+    assert {copies[0]["source"]["partition"] for copies in predictions.values()} == {2}
+
+
 def test_a_topic_deleted_under_a_running_worker_does_not_crash_it(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("vanish")
