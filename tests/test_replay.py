@@ -217,7 +217,7 @@ def test_replay_command_takes_a_config_and_overrides(tmp_path):
     bad = run_cli("replay", "--input", str(sms_spam_path()), "--set", "model.alhpa=1", "--report", str(tmp_path / "b"))
     assert bad.returncode == 2
     assert bad.stderr.strip() == "stream-nb replay: model: unknown option(s) alhpa for model kind 'multinomial'; " \
-                                 "accepted: alpha, evict_every, max_features, n_hash_buckets, prior_alpha, unknown"
+                                 "accepted: alpha, evict_every, half_life, max_features, n_hash_buckets, prior_alpha, unknown"
 
 
 @pytest.mark.parametrize("delay", [0, 1, 50])

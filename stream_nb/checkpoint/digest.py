@@ -94,7 +94,7 @@ def state_digest(model_state: dict) -> str:
             digest.rows("feature_counts", names, rows)
         digest.part("class_counts", _float_bytes(arrays["class_counts"]))
         digest.part("class_totals", _float_bytes(arrays["class_totals"]))
-        if "labeled_seen" in meta:  # a feature budget: where its next check falls is state too
+        if "labeled_seen" in meta:  # a budget or forgetting: where the next maintenance point falls is state too
             digest.part("labeled_seen", _canonical_json(meta["labeled_seen"]))
     elif kind == "CategoricalNB":
         pairs = [list(pair) for pair in meta["values"]]

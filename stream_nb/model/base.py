@@ -165,9 +165,10 @@ class NaiveBayes(river_base.Classifier):
     """
 
     ZERO_IS_ABSENT = False  # a DataFrame's 0 is a value (a measurement, a category)
-    # A feature budget (the vocabulary variants set it): checked after every `evict_every`-th
-    # labeled event; None keeps every feature.
+    # Maintenance of the counts (the vocabulary variants set it), after every `evict_every`-th
+    # labeled event: a feature budget (None keeps every feature) and forgetting (None: none).
     max_features: int | None = None
+    half_life: float | None = None
     evict_every = 0
 
     def __init__(self, prior_alpha: float = 0.0):
@@ -177,7 +178,7 @@ class NaiveBayes(river_base.Classifier):
         self._class_index: dict = {}
         self._class_counts = np.zeros(0)
         self._integral = True  # every count so far is a whole number
-        self.labeled_seen = 0  # with a budget: labeled events offered to training (learned or not), its clock
+        self.labeled_seen = 0  # with maintenance: labeled events offered to training (learned or not), its clock
 
     # ---- class book -------------------------------------------------------------------
 
@@ -461,36 +462,41 @@ class NaiveBayes(river_base.Classifier):
             results[i] = {label: p for label, p, on in zip(classes, results[i].values(), active[i]) if on}
         return results
 
-    # ---- the feature budget ------------------------------------------------------------
+    # ---- maintenance: the feature budget, forgetting -----------------------------------
 
-    def _check_budget(self) -> None:
-        """At a budget check: evict features if over the budget (variants with a vocabulary)."""
+    @property
+    def _maintained(self) -> bool:
+        return self.max_features is not None or self.half_life is not None
 
-    def _within_budget(self, X, y: list, run) -> list:
-        """`run(start, stop)` over consecutive parts [start, stop) of a batch, with a budget
-        check right after every labeled event whose rank in the labeled stream (`labeled_seen`)
-        is a multiple of `evict_every`; the runs' results in order. The checks fall at the same
-        labeled events however the stream is cut into batches, so a budget is a function of the
-        labeled stream alone. A batch that cannot take the vocabulary past the budget (its
-        labeled events hold fewer features than the room left) runs whole: a check in it would
-        evict nothing."""
-        if self.max_features is None:
+    def _maintain(self) -> None:
+        """At a maintenance point: decay the counts and evict features over the budget (variants
+        with a vocabulary)."""
+
+    def _with_maintenance(self, X, y: list, run) -> list:
+        """`run(start, stop)` over consecutive parts [start, stop) of a batch, with maintenance
+        right after every labeled event whose rank in the labeled stream (`labeled_seen`) is a
+        multiple of `evict_every`; the runs' results in order. The points fall at the same
+        labeled events however the stream is cut into batches, so the state is a function of
+        the labeled stream alone. Without forgetting, a batch that cannot take the vocabulary
+        past the budget (its labeled events hold fewer features than the room left) runs whole:
+        maintenance in it would do nothing."""
+        if not self._maintained:
             return [run(0, len(y))]
         labeled = [i for i, label in enumerate(y) if label is not None]
-        if not labeled or not self._budget_may_fill(X, labeled):
+        if not labeled or not self._maintenance_may_act(X, labeled):
             results = [run(0, len(y))]
             self.labeled_seen += len(labeled)
             return results
         every = self.evict_every
         results, start, done = [], 0, 0
         while start < len(y):
-            due = every - self.labeled_seen % every  # labeled events up to the next check
+            due = every - self.labeled_seen % every  # labeled events up to the next maintenance
             if done + due <= len(labeled):
                 stop = labeled[done + due - 1] + 1
                 results.append(run(start, stop))
                 self.labeled_seen += due
                 done += due
-                self._check_budget()
+                self._maintain()
             else:
                 stop = len(y)
                 results.append(run(start, stop))
@@ -498,7 +504,7 @@ class NaiveBayes(river_base.Classifier):
             start = stop
         return results
 
-    def _budget_may_fill(self, X, labeled: list) -> bool:
+    def _maintenance_may_act(self, X, labeled: list) -> bool:
         return True
 
     # ---- River's protocol -------------------------------------------------------------
@@ -508,13 +514,13 @@ class NaiveBayes(river_base.Classifier):
         if y is None:
             raise ValueError("learn_one needs a label; y is None")
         self._learn_labeled(x, y, w)
-        if self.max_features is not None:
+        if self._maintained:
             self.labeled_seen += 1
             if self.labeled_seen % self.evict_every == 0:
-                self._check_budget()
+                self._maintain()
 
     def _learn_labeled(self, x: dict, y, w: float = 1.0) -> None:
-        """learn_one without the budget's clock (a training regime keeps the clock itself)."""
+        """learn_one without the maintenance clock (a training regime keeps the clock itself)."""
         event = self._encode_one(x, y, w) if self._event_path else None
         if event is None:
             self._run(self._encode([x], [y], [w]), predict=False, learn=True)
@@ -565,12 +571,12 @@ class NaiveBayes(river_base.Classifier):
     def learn_many(self, X, y, w=None) -> None:
         """Learn a batch, exactly as repeated learn_one would. X: dicts or a pandas DataFrame."""
         records, labels = _as_records(X, self.ZERO_IS_ABSENT), _as_labels(y)
-        if self.max_features is None:
+        if not self._maintained:
             self._learn_records(records, labels, w)
             return
         weights = None if w is None else list(w)
         self.validate(records, labels, weights)  # a bad event refuses the batch before any part is learned
-        self._within_budget(records, labels, lambda start, stop: self._learn_records(
+        self._with_maintenance(records, labels, lambda start, stop: self._learn_records(
             records[start:stop], labels[start:stop], None if weights is None else weights[start:stop]))
 
     def _learn_records(self, X, y, w=None) -> None:
@@ -605,10 +611,10 @@ class NaiveBayes(river_base.Classifier):
         A batch with a bad event anywhere raises before anything is learned.
         """
         records, labels = _as_records(X, self.ZERO_IS_ABSENT), _as_labels(y)
-        if self.max_features is None:
+        if not self._maintained:
             return self._predict_records(records, labels)
         self.validate(records, labels)  # a bad event refuses the batch before any part is learned
-        parts = self._within_budget(records, labels,
+        parts = self._with_maintenance(records, labels,
                                     lambda start, stop: self._predict_records(records[start:stop], labels[start:stop]))
         return [p for part in parts for p in part]
 
@@ -669,6 +675,9 @@ class NaiveBayes(river_base.Classifier):
             raise TypeError(f"cannot merge a {type(other).__name__} into a {type(self).__name__}")
         if other._params() != self._params():
             raise ValueError(f"cannot merge models with different parameters: {self._params()} vs {other._params()}")
+        if self.half_life is not None:  # each count's weight depends on where it fell in its own stream
+            raise ValueError("cannot merge models that forget (half_life): their decayed counts do not add up "
+                             "to the counts of one stream")
 
     def merge(self, other) -> NaiveBayes:
         """Add another model's counts to this one (in place; returns self).

@@ -38,13 +38,17 @@ from stream_nb.model.base import (
 from stream_nb.model.vocabulary import HashedVocabulary, Vocabulary, vocabulary_from_state
 
 
-DEFAULT_EVICT_EVERY = 100  # labeled events between budget checks
+DEFAULT_EVICT_EVERY = 100  # labeled events between maintenance points (budget checks, decay)
 EVICT_TO = 0.9  # a check over the budget evicts down to this share of it (not one feature a check)
 
 
-def _check_budget_options(max_features, evict_every, n_hash_buckets) -> None:
+def _check_maintenance_options(max_features, evict_every, n_hash_buckets, half_life) -> None:
     def positive_whole(value) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    if half_life is not None and (isinstance(half_life, bool) or not isinstance(half_life, (int, float))
+                                  or not math.isfinite(half_life) or half_life <= 0):
+        raise ValueError(f"half_life must be a positive number of labeled events, got {half_life!r}")
 
     if max_features is not None and not positive_whole(max_features):
         raise ValueError(f"max_features must be a positive whole number, got {max_features!r}")
@@ -100,19 +104,22 @@ class CountingNB(NaiveBayes):
 
     def __init__(self, alpha: float = 1.0, prior_alpha: float = 0.0, unknown: str = "ignore",
                  n_hash_buckets: int | None = None, max_features: int | None = None,
-                 evict_every: int = DEFAULT_EVICT_EVERY):
+                 evict_every: int = DEFAULT_EVICT_EVERY, half_life: float | None = None):
         super().__init__(prior_alpha=prior_alpha)
         _check_smoothing("alpha", alpha)
         _check_unknown(unknown)
         if unknown == "smooth" and alpha == 0:
             raise ValueError("unknown='smooth' gives an unseen feature alpha / (...) = 0 when alpha = 0; "
                              "use unknown='ignore' with alpha = 0")
-        _check_budget_options(max_features, evict_every, n_hash_buckets)
+        _check_maintenance_options(max_features, evict_every, n_hash_buckets, half_life)
         self.alpha = alpha
         self.unknown = unknown
         self.n_hash_buckets = n_hash_buckets
         self.max_features = max_features
         self.evict_every = evict_every
+        self.half_life = half_life
+        self.features_evicted = 0  # by the budget, since this object was made (a running figure, not state)
+        self._learned_weight = 0.0  # sum of the weights learned, never decayed: events_learned when forgetting
         self._vocabulary = Vocabulary() if n_hash_buckets is None else HashedVocabulary(n_hash_buckets)
         self._feature_counts = np.zeros((0, 0))  # rows beyond len(vocabulary) are spare capacity
         self._class_totals = np.zeros(0)  # sum over features of N_fc
@@ -149,9 +156,17 @@ class CountingNB(NaiveBayes):
     def _counts(self) -> np.ndarray:
         return self._feature_counts[: len(self._vocabulary)]
 
-    # ---- the feature budget ------------------------------------------------------------
+    @property
+    def events_learned(self) -> float:
+        """Events learned (their weights added up); with forgetting, N_c decays and no longer
+        counts them."""
+        return self._learned_weight if self.half_life is not None else super().events_learned
 
-    def _budget_may_fill(self, X, labeled: list) -> bool:
+    # ---- maintenance: forgetting, the feature budget ------------------------------------
+
+    def _maintenance_may_act(self, X, labeled: list) -> bool:
+        if self.half_life is not None:
+            return True  # every point decays
         # An upper bound on the features the batch's labeled events can add: their occurrences.
         if isinstance(X, SparseBatch):
             occurrences = int(X.lengths[labeled].sum())
@@ -159,9 +174,34 @@ class CountingNB(NaiveBayes):
             occurrences = sum(len(X[i]) for i in labeled)
         return len(self._vocabulary) + occurrences > self.max_features
 
-    def _check_budget(self) -> None:
-        if len(self._vocabulary) > self.max_features:
+    def _maintain(self) -> None:
+        if self.half_life is not None:
+            self.decay(0.5 ** (self.evict_every / self.half_life))
+        if self.max_features is not None and len(self._vocabulary) > self.max_features:
             self.evict_features(int(self.max_features * EVICT_TO))
+
+    def decay(self, factor: float) -> None:
+        """Forget: multiply every count by `factor` (0 < factor <= 1).
+
+            N_fc <- factor N_fc,   T_c <- factor T_c,   N_c <- factor N_c
+
+        With half-life h (labeled events), factor = 2^(-k/h) after every k = evict_every labeled
+        events, so an event learned t labeled events ago weighs about 2^(-t/h): the estimates
+        follow the recent stream, while alpha and lambda keep their full weight. The counts are
+        no longer whole numbers. A count that underflows to 0 leaves V (|V| counts the features
+        with a positive count), still in a deterministic way.
+        """
+        if not 0 < factor <= 1:
+            raise ValueError(f"decay factor must be in (0, 1], got {factor!r}")
+        if factor == 1:
+            return
+        size = len(self._vocabulary)
+        self._feature_counts[:size] *= factor
+        self._class_totals *= factor
+        self._class_counts *= factor
+        self._integral = False
+        self._features_seen = int((self._counts.sum(axis=1) > 0).sum())
+        self._after_restore()
 
     def evict_features(self, keep: int) -> int:
         """Drop all but `keep` features from the state, the least used first; returns how many.
@@ -194,6 +234,7 @@ class CountingNB(NaiveBayes):
         self._feature_counts[: len(kept)] = kept
         self._features_seen = int((kept.sum(axis=1) > 0).sum())
         self._after_restore()
+        self.features_evicted += n_drop
         return n_drop
 
     # ---- prefix counts ----------------------------------------------------------------
@@ -235,6 +276,7 @@ class CountingNB(NaiveBayes):
                   features.learned[learning, label])
         labeled = np.flatnonzero(batch.labeled)
         np.add.at(self._class_counts, batch.label[labeled], batch.weight[labeled])
+        self._learned_weight += float(batch.weight[labeled].sum())
         self._features_seen += len(features.newly_seen_at)
 
     def _add_totals(self, batch: EncodedBatch, totals_added: np.ndarray) -> None:
@@ -361,6 +403,7 @@ class CountingNB(NaiveBayes):
         learned = self._event_learning(event)
         np.add.at(self._feature_counts, (column, c), learned)
         self._class_counts[c] += event.weight
+        self._learned_weight += event.weight
         self._features_seen += newly_seen
         self._learned_event(event, before, newly_seen, learned)
 
@@ -376,8 +419,11 @@ class CountingNB(NaiveBayes):
     def _params(self) -> dict:
         params = {"alpha": self.alpha, "prior_alpha": self.prior_alpha, "unknown": self.unknown,
                   "n_hash_buckets": self.n_hash_buckets}
-        if self.max_features is not None:  # only then, so states and digests of before stay as they were
+        # only when set, so states and digests of before stay as they were
+        if self.max_features is not None:
             params.update(max_features=self.max_features, evict_every=self.evict_every)
+        if self.half_life is not None:
+            params.update(half_life=self.half_life, evict_every=self.evict_every)
         return params
 
     def _state_arrays(self) -> dict:
@@ -386,12 +432,15 @@ class CountingNB(NaiveBayes):
 
     def _state_meta(self) -> dict:
         meta = {"vocabulary": self._vocabulary.to_state()}
-        if self.max_features is not None:
-            meta["labeled_seen"] = self.labeled_seen  # where the next budget check falls
+        if self._maintained:
+            meta["labeled_seen"] = self.labeled_seen  # where the next maintenance point falls
+        if self.half_life is not None:
+            meta["events_learned"] = self._learned_weight
         return meta
 
     def _restore(self, meta: dict, arrays: dict) -> None:
         self.labeled_seen = int(meta.get("labeled_seen", 0))
+        self._learned_weight = float(meta.get("events_learned", 0.0))
         self._vocabulary = vocabulary_from_state(meta["vocabulary"])
         self._feature_counts = np.array(arrays["feature_counts"], dtype=np.float64).reshape(
             len(self._vocabulary), len(self._classes))
@@ -516,6 +565,7 @@ class MultinomialNB(CountingNB):
             np.add.at(self._feature_counts, (features.column[learning], label), features.learned[learning, label])
             labeled = np.flatnonzero(batch.labeled[:h])
             np.add.at(self._class_counts, batch.label[labeled], batch.weight[labeled])
+            self._learned_weight += float(batch.weight[labeled].sum())
             self._features_seen += int(np.searchsorted(features.newly_seen_at, h))
             self._class_totals += totals_added[:h].sum(axis=0)
 
@@ -624,9 +674,9 @@ class BernoulliNB(CountingNB):
 
     def __init__(self, alpha: float = 1.0, prior_alpha: float = 0.0, unknown: str = "ignore",
                  true_threshold: float = 0.0, n_hash_buckets: int | None = None, max_features: int | None = None,
-                 evict_every: int = DEFAULT_EVICT_EVERY):
+                 evict_every: int = DEFAULT_EVICT_EVERY, half_life: float | None = None):
         super().__init__(alpha=alpha, prior_alpha=prior_alpha, unknown=unknown, n_hash_buckets=n_hash_buckets,
-                         max_features=max_features, evict_every=evict_every)
+                         max_features=max_features, evict_every=evict_every, half_life=half_life)
         self.true_threshold = true_threshold
         self._histograms: list[np.ndarray] = []  # per class: H_c[k], as floats
         self._top_counts: list[int] = []  # per class: largest k with H_c[k] > 0 (counts only grow)

@@ -100,7 +100,7 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[
     # Learning as it goes: a bad event must refuse the batch before the first learn, as
     # predict_learn_many does, or a caller that retries event by event counts the rest twice.
     model.validate(X, labels)
-    parts = model._within_budget(X, labels, lambda start, stop: _predict_learn_in_windows(
+    parts = model._with_maintenance(X, labels, lambda start, stop: _predict_learn_in_windows(
         model, X[start:stop], labels[start:stop], mode, margin))
     if len(parts) == 1:
         return parts[0]
@@ -181,5 +181,5 @@ def _predict_learn_one(model, x: dict, label, mode: str, margin: float) -> tuple
         return proba, None
     decision = should_learn(model.joint_log_likelihood(x), label, mode, margin)
     if decision:
-        model._learn_labeled(x, label)  # the budget's clock is predict_learn's
+        model._learn_labeled(x, label)  # the maintenance clock is predict_learn's
     return proba, decision
