@@ -15,7 +15,7 @@ in each mailbox, and the features in the final state. One run each: the results 
 on timing, so repeats would print the same figures.
 
     .venv/bin/python benchmarks/forgetting_quality.py                 # ~3 minutes
-    .venv/bin/python benchmarks/forgetting_quality.py --half-lives 500 2000
+    .venv/bin/python benchmarks/forgetting_quality.py --half-lives 500 2000 --evict-every 1000
 """
 
 from __future__ import annotations
@@ -55,12 +55,14 @@ def replay_segments(segments: list[list[dict]], overrides: list[str]) -> dict:
             "learned": contender.learned, "features": contender.model.n_features}
 
 
-def measure(name: str, segments: list[list[dict]], segment_names: list[str], half_lives) -> None:
+def measure(name: str, segments: list[list[dict]], segment_names: list[str], half_lives, every: int | None) -> None:
     print(f"\n{name}: {sum(map(len, segments)):,} events")
     header = "".join(f"  {segment:>7}" for segment in segment_names) if len(segments) > 1 else ""
     print(f"  {'half_life':>9}  {'accuracy':>8}  {'log loss':>8}  {'learned':>7}  {'features':>8}{header}")
     for half_life in (None, *half_lives):
         overrides = [] if half_life is None else [f"model.half_life={half_life}"]
+        if half_life is not None and every is not None:
+            overrides.append(f"model.evict_every={every}")
         row = replay_segments(segments, overrides)
         cells = "".join(f"  {accuracy:7.4f}" for accuracy in row["segments"]) if len(segments) > 1 else ""
         label = "none" if half_life is None else f"{half_life:,}"
@@ -73,14 +75,16 @@ def main(argv=None) -> int:
     parser.add_argument("--sms", type=Path, default=SHARED / "sms_spam_collection" / "SMSSpamCollection")
     parser.add_argument("--enron", type=Path, default=SHARED / "enron_spam.tar.gz")
     parser.add_argument("--half-lives", type=int, nargs="+", default=list(HALF_LIVES))
+    parser.add_argument("--evict-every", type=int, default=None,
+                        help="labeled events between decay points (default: the configuration's)")
     args = parser.parse_args(argv)
     missing = [path for path in (args.sms, args.enron) if not path.exists()]
     if missing:
         print(f"corpus missing: {', '.join(map(str, missing))} (see ../shared/data/README)", file=sys.stderr)
         return 2
     mailboxes = [list(enron_spam(args.enron, [subset])) for subset in ENRON_SUBSETS]
-    measure("Enron-Spam, the six mailboxes in turn", mailboxes, list(ENRON_SUBSETS), args.half_lives)
-    measure("SMS Spam Collection (no drift)", [list(sms_spam(args.sms))], ["sms"], args.half_lives)
+    measure("Enron-Spam, the six mailboxes in turn", mailboxes, list(ENRON_SUBSETS), args.half_lives, args.evict_every)
+    measure("SMS Spam Collection (no drift)", [list(sms_spam(args.sms))], ["sms"], args.half_lives, args.evict_every)
     return 0
 
 

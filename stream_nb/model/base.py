@@ -156,6 +156,21 @@ def _is_integral(values: np.ndarray) -> bool:
     return bool(np.all(np.floor(values) == values))
 
 
+# Counts on the grid of multiples of 2^-GRID_BITS (forgetting rounds decayed counts to it) add up
+# exactly in any order while every sum stays below 2^(53 - GRID_BITS): then prefix sums equal
+# sequential sums, as for whole numbers, and batches stay exact.
+GRID_BITS = 20
+GRID_LIMIT = 2.0 ** (52 - GRID_BITS)  # one bit of room below 2^33
+
+
+def _batch_mass(batch) -> float:
+    """An upper bound on what learning a batch adds to any count or sum of counts."""
+    weights = batch.weight[batch.labeled]
+    if not len(weights):
+        return 0.0
+    return float(np.abs(batch.value).sum() + len(weights)) * float(weights.max())
+
+
 class NaiveBayes(river_base.Classifier):
     """Base of every variant: class bookkeeping, the River protocol and batch processing.
 
@@ -178,6 +193,7 @@ class NaiveBayes(river_base.Classifier):
         self._class_index: dict = {}
         self._class_counts = np.zeros(0)
         self._integral = True  # every count so far is a whole number
+        self._on_grid = False  # every count is a multiple of 2^-GRID_BITS (after forgetting)
         self.labeled_seen = 0  # with maintenance: labeled events offered to training (learned or not), its clock
 
     # ---- class book -------------------------------------------------------------------
@@ -408,8 +424,22 @@ class NaiveBayes(river_base.Classifier):
     # ---- running kernels --------------------------------------------------------------
 
     def _batch_is_exact(self, batch: EncodedBatch) -> bool:
-        """Whether prefix sums inside a batch reproduce the sequential counts exactly."""
-        return self._integral and _is_integral(batch.weight[batch.labeled]) and _is_integral(batch.value)
+        """Whether prefix sums inside a batch reproduce the sequential counts exactly: whole
+        numbers added to whole numbers, or to counts on the grid with room below GRID_LIMIT."""
+        weights = batch.weight[batch.labeled]
+        if not (_is_integral(weights) and _is_integral(batch.value)):
+            return False
+        if self._integral:
+            return True
+        return self._on_grid and self._count_mass() + _batch_mass(batch) < GRID_LIMIT
+
+    def _count_mass(self) -> float:
+        """An upper bound on every count and every sum of counts of the state."""
+        return float(self._class_counts.sum())
+
+    def _lose_exact_sums(self) -> None:
+        self._integral = False
+        self._on_grid = False
 
     def _run(self, batch: EncodedBatch, predict: bool, learn: bool):
         """Score (if predict) and learn (if learn) a batch; returns (scores, active, log_prior)."""
@@ -418,7 +448,7 @@ class NaiveBayes(river_base.Classifier):
             parts = [self._run(batch.event_slice(i), predict, learn) for i in range(batch.n_events)]
             return tuple(np.concatenate([part[k] for part in parts]) for k in range(3))
         if has_labels and not self._batch_is_exact(batch):
-            self._integral = False
+            self._lose_exact_sums()
         return self._kernel(batch, predict, learn and has_labels)
 
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
@@ -435,7 +465,11 @@ class NaiveBayes(river_base.Classifier):
 
     def _event_is_exact(self, event: EncodedEvent) -> bool:
         """`_batch_is_exact` for one labeled event."""
-        return self._integral and event.weight.is_integer() and all(map(float.is_integer, event.value))
+        if not (event.weight.is_integer() and all(map(float.is_integer, event.value))):
+            return False
+        if self._integral:
+            return True
+        return self._on_grid and self._count_mass() + event.weight * (sum(event.value) + 1) < GRID_LIMIT
 
     def _score_event(self, event: EncodedEvent) -> tuple[list, list, list]:
         """(scores, active, log_prior) of one event with the state as it is, as lists: the
@@ -645,6 +679,8 @@ class NaiveBayes(river_base.Classifier):
             "classes": list(self._classes),
             "integral": self._integral,
         }
+        if self._on_grid:  # only then, so states of before stay as they were
+            meta["on_grid"] = True
         meta.update(self._state_meta())
         arrays = {name: np.array(array, copy=True) for name, array in self._state_arrays().items()}
         return {"meta": meta, "arrays": arrays}
@@ -663,6 +699,7 @@ class NaiveBayes(river_base.Classifier):
         model._classes = list(meta["classes"])
         model._class_index = {label: index for index, label in enumerate(model._classes)}
         model._integral = bool(meta["integral"])
+        model._on_grid = bool(meta.get("on_grid", False))
         model._class_counts = np.array(arrays["class_counts"], dtype=np.float64)
         model._restore(meta, arrays)
         return model
