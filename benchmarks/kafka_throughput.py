@@ -434,23 +434,26 @@ def run_loop_side(bootstrap: str, kind: str, topics: tuple[str, str], output: st
 # ---- latency ------------------------------------------------------------------------------------
 
 
-def run_latency(bootstrap: str, workdir: Path, rows, rate: float, seconds: float, tag: str, transport: str) -> dict:
+def run_latency(bootstrap: str, workdir: Path, rows, rate: float, seconds: float, tag: str, transport: str,
+                extra_overrides: dict | None = None, warmup_events: int = WARMUP_EVENTS) -> dict:
+    """Latency of a paced stream; `extra_overrides` (--set) for the worker, `warmup_events`
+    learned and predicted before the paced phase (e.g. to grow a large state first)."""
     from kafka import KafkaProducer
 
     name = f"bench-{tag}-latency"
     labeled, unlabeled = f"{name}-labeled", f"{name}-unlabeled"
     create_topics(bootstrap, [labeled, unlabeled])
-    overrides = worker_overrides(bootstrap, name, labeled, unlabeled, workdir, transport)
+    overrides = {**worker_overrides(bootstrap, name, labeled, unlabeled, workdir, transport), **(extra_overrides or {})}
     predictions_topic = overrides["kafka.predictions_topic"]
     # --stop-when-idle only as a safety net should this script die without stopping it.
     worker = WorkerProcess(workdir, name, overrides, stop_when_idle=60)
     try:
         # Warm-up: the worker is up, assigned and publishing once these predictions appear.
-        _, warm_unlabeled = publish(bootstrap, mixed_events(rows, WARMUP_EVENTS, "w"), labeled, unlabeled)
-        wait_for_count(bootstrap, predictions_topic, warm_unlabeled, 180, worker)
+        _, warm_unlabeled = publish(bootstrap, mixed_events(rows, warmup_events, "w"), labeled, unlabeled)
+        wait_for_count(bootstrap, predictions_topic, warm_unlabeled, 600, worker)
 
         producer = KafkaProducer(bootstrap_servers=bootstrap)  # a source application: defaults
-        events = mixed_events(rows, 10**9, "l", start=WARMUP_EVENTS)
+        events = mixed_events(rows, 10**9, "l", start=warmup_events)
         sent = sent_unlabeled = 0
         started = time.monotonic()
         try:
@@ -485,7 +488,8 @@ def run_latency(bootstrap: str, workdir: Path, rows, rate: float, seconds: float
         seen.add(record.key)
         latencies.append(record.timestamp - sources[record.key])
     latencies.sort()
-    return {"rate": rate, "sent": sent, "sent_unlabeled": sent_unlabeled, "seconds": produce_seconds,
+    worker_log = worker.log_lines()
+    return {"worker_log": worker_log, "rate": rate, "sent": sent, "sent_unlabeled": sent_unlabeled, "seconds": produce_seconds,
             "achieved": sent / produce_seconds, "latencies": latencies,
             "missing": sent_unlabeled - len(latencies), "received": received}
 

@@ -70,6 +70,9 @@ CHECKPOINT_KEYS = {
     "interval_s": ((int, float), 30.0),
     "every_events": ((int,), 0),
     "keep": ((int,), 3),
+    # Write scheduled checkpoints on a thread of their own: the loop only copies the state
+    # (false: the loop writes them itself, as before).
+    "background": ((bool,), True),
     # A compacted topic of model snapshots: a worker with an empty checkpoint directory loads the
     # newest one instead of re-learning the labeled topic ("" = none).
     "snapshot_topic": ((str,), ""),

@@ -635,3 +635,55 @@ def test_a_checkpoint_travels_as_a_snapshot_and_parses_to_the_same_state():
     assert (checkpoint.id, checkpoint.offsets, checkpoint.fingerprint, checkpoint.extra) == (
         "7-w", {("labeled", 0): 3}, "fp", {"note": "x"})
     assert state_digest(checkpoint.model_state) == state_digest(model.to_state())
+
+
+# ---- written in the background ------------------------------------------------------------------
+
+
+def test_long_lists_are_encoded_a_slice_at_a_time_to_the_same_text_and_still_checked():
+    names = [f"w{i} é" for i in range(3 * store_module._JSON_SLICE + 5)]
+    document = {"model_meta": {"vocabulary": {"kind": "exact", "names": names}}, "n": 1.5, "none": None}
+    assert store_module._checked_json(document) == json.dumps(document, ensure_ascii=False)
+    long_with_a_tuple = {"names": names[:-1] + [("a", "b")]}  # a tuple in the last slice comes back a list
+    with pytest.raises(TypeError, match="does not survive JSON unchanged"):
+        store_module._checked_json(long_with_a_tuple)
+    with pytest.raises(TypeError, match="does not survive JSON unchanged"):
+        store_module._checked_json({"extra": {1: "int key"}})
+
+
+def test_a_background_save_writes_the_state_handed_over_not_the_one_after(tmp_path):
+    from stream_nb.checkpoint.background import BackgroundSaver
+
+    model = trained(MultinomialNB, n_events=300)
+    saver = BackgroundSaver(CheckpointStore(tmp_path, keep=2))
+    state = model.to_state()
+    expected, learned = state_digest(state), model.events_learned
+    saver.submit(state, {("labeled", 0): 300}, "fp", {"events_processed": 300}, learned)
+    assert saver.busy
+    with pytest.raises(RuntimeError, match="already under way"):
+        saver.submit(state, {}, "fp", {}, 0.0)
+    model.learn_one({"changed": 1}, "after")  # the loop goes on while the write runs
+    saved = saver.wait()
+    assert not saver.busy and saver.finished() is None
+    on_disk = read_checkpoint(saved.checkpoint.path)
+    assert state_digest(on_disk.model_state) == expected != state_digest(model.to_state())
+    assert on_disk.offsets == {("labeled", 0): 300} and on_disk.extra == {"events_processed": 300}
+    assert saved.events_learned == learned > 0 and saved.seconds > 0
+    saver.close()
+
+
+def test_a_background_save_that_fails_raises_its_checkpoint_error_in_the_caller(tmp_path, monkeypatch):
+    import errno
+
+    from stream_nb.checkpoint.background import BackgroundSaver
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_module.os, "fsync", full)
+    saver = BackgroundSaver(CheckpointStore(tmp_path))
+    saver.submit(trained(MultinomialNB).to_state(), {}, "fp", {}, 0.0)
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        saver.wait()
+    assert not saver.busy and not list(tmp_path.glob("*.ckpt")) and not list(tmp_path.glob(".checkpoint-*.tmp"))
+    saver.close()

@@ -28,6 +28,7 @@ from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
+from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
 from stream_nb.config import Config, ConfigError, beyond_max_classes
 from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
                               decode_record)
@@ -108,6 +109,7 @@ class Worker:
         # "{instance_id}" in the directory gives each replica its own (docker compose --scale)
         directory = config.checkpoint["dir"].replace("{instance_id}", self.instance_id)
         self.store = CheckpointStore(directory, keep=config.checkpoint["keep"])
+        self.saver = BackgroundSaver(self.store) if config.checkpoint["background"] else None
         self.model = config.build_model()
         self.snapshot_topic = config.checkpoint["snapshot_topic"]
         self.snapshots = SnapshotWriter(self.snapshot_topic, config.checkpoint["snapshot_interval_s"],
@@ -126,6 +128,7 @@ class Worker:
         self._stopping = False
         self._processed = 0
         self._learned_since_checkpoint = 0
+        self._evicted_reported = 0  # of the model's features_evicted, already added to the counter
         self._changed_since_checkpoint = False
         self._last_checkpoint = time.monotonic()
         self._restored: dict | None = None
@@ -322,6 +325,8 @@ class Worker:
             self._close_clients()
             if clean:  # a static member's close keeps its place in the group: leave it explicitly
                 leave_group(self.kafka, self.config.kafka_client, self.instance_id)
+            if self.saver is not None:
+                self.saver.close()  # no write may outlive the directory lock
             self.store.unlock()
             if self._metrics_server is not None:
                 self._metrics_server.close()
@@ -345,6 +350,8 @@ class Worker:
 
     def close(self) -> None:
         self._close_clients()
+        if self.saver is not None:
+            self.saver.close()
         self.store.unlock()
 
     def _recover(self, error: KafkaError) -> None:
@@ -450,6 +457,7 @@ class Worker:
             self._predict(records)
         if self.outputs.due() or self._labeled_dead_letters_due():
             self._commit_outputs_or_rewind()
+        self._collect_checkpoint()
         if self._checkpoint_due():
             self._checkpoint_or_carry_on()
         if self.snapshots is not None and self._holds_snapshot_role() and self.snapshots.due(self.model.events_learned):
@@ -479,6 +487,7 @@ class Worker:
                 # Every polled record is processed at this point, so this commit is exact; it keeps
                 # a transaction from staying open through a long catch-up (transaction_timeout_ms).
                 self._commit_outputs_or_rewind()
+            self._collect_checkpoint()
             if self._checkpoint_due():  # a long backlog keeps the schedule too (every_events)
                 self._checkpoint_or_carry_on()
         return read
@@ -815,23 +824,66 @@ class Worker:
                     or (interval and time.monotonic() - self._last_checkpoint >= interval))
 
     def _checkpoint_or_carry_on(self) -> None:
-        """A scheduled checkpoint that cannot be written (a full disk) is one error line and a
-        retry at the next one: the outputs stay exact (their progress is the group's offsets),
-        only a restart would re-learn more of the labeled log. The final checkpoint's failure
-        stops the worker (exit 2)."""
+        """A scheduled checkpoint: in the background, the loop only copies the state (a write
+        still under way puts it off to the next step). One that cannot be written (a full disk)
+        is one error line and a retry in due course: the outputs stay exact (their progress is
+        the group's offsets), only a restart would re-learn more of the labeled log. The final
+        checkpoint's failure stops the worker (exit 2)."""
+        if self.saver is None:
+            try:
+                self.checkpoint()
+            except CheckpointError as error:
+                self._checkpoint_failed(error)
+            return
+        if self.saver.busy:
+            return
+        started = time.perf_counter()
+        model_state, offsets, extra = self._checkpoint_copy()
+        self.saver.submit(model_state, offsets, self.fingerprint, extra, self.model.events_learned)
+        self.telemetry.checkpoint_pause.observe(time.perf_counter() - started)
+        self._changed_since_checkpoint = False
+        self._learned_since_checkpoint = 0
+        self._last_checkpoint = time.monotonic()
+
+    def _collect_checkpoint(self, wait: bool = False) -> None:
+        """Take note of a background write that has completed (with `wait`, of the one under way)."""
+        if self.saver is None or not self.saver.busy:
+            return
         try:
-            self.checkpoint()
+            saved = self.saver.wait() if wait else self.saver.finished()
         except CheckpointError as error:
-            self.telemetry.checkpoint_failures.inc()
-            log.error("%s; going on, the next checkpoint is tried in due course", error)
-            self._learned_since_checkpoint = 0
-            self._last_checkpoint = time.monotonic()
+            self._changed_since_checkpoint = True  # the state it held is not saved: try again in due course
+            self._checkpoint_failed(error)
+            return
+        if saved is not None:
+            self._checkpoint_written(saved)
+
+    def _checkpoint_failed(self, error: CheckpointError) -> None:
+        self.telemetry.checkpoint_failures.inc()
+        log.error("%s; going on, the next checkpoint is tried in due course", error)
+        self._learned_since_checkpoint = 0
+        self._last_checkpoint = time.monotonic()
 
     def checkpoint(self) -> None:
         """Save the model with the labeled offsets it reflects (and the labeled dead letters not
-        yet published). Outputs are not part of it: their progress is the group's offsets."""
+        yet published), now, in this thread (after a background write under way). Outputs are
+        not part of it: their progress is the group's offsets."""
+        self._collect_checkpoint(wait=True)
         if not self._changed_since_checkpoint:
             return
+        started = time.perf_counter()
+        model_state, offsets, extra = self._checkpoint_copy()
+        events_learned = self.model.events_learned
+        checkpoint = self.store.save(model_state, offsets, self.fingerprint, extra=extra)
+        seconds = time.perf_counter() - started
+        self.telemetry.checkpoint_pause.observe(seconds)
+        self._changed_since_checkpoint = False
+        self._learned_since_checkpoint = 0
+        self._last_checkpoint = time.monotonic()
+        self._checkpoint_written(SavedCheckpoint(checkpoint, seconds, events_learned))
+
+    def _checkpoint_copy(self) -> tuple[dict, dict, dict]:
+        """(model state, labeled offsets, extra) as they are now, copies the loop no longer changes."""
         not_owned = [TopicPartition(*key) for key in self.labeled.positions
                      if TopicPartition(*key) not in self._cursors]
         if self.labeled_rejections and not_owned:
@@ -839,19 +891,16 @@ class Worker:
                 self._prune_rejections({tp: self.group.committed(tp) or 0 for tp in not_owned})
             except KafkaError as error:
                 log.debug("could not read the labeled dead-letter cursors: %s", error)
-        started = time.perf_counter()
-        checkpoint = self.store.save(self.model.to_state(), self.labeled.positions, self.fingerprint,
-                                     extra=self._state_extra())
-        self.telemetry.checkpoint_seconds.observe(time.perf_counter() - started)
+        return self.model.to_state(), dict(self.labeled.positions), self._state_extra()
+
+    def _checkpoint_written(self, saved: SavedCheckpoint) -> None:
+        self.telemetry.checkpoint_seconds.observe(saved.seconds)
         try:
-            self.telemetry.checkpoint_bytes.set(checkpoint.path.stat().st_size)
+            self.telemetry.checkpoint_bytes.set(saved.checkpoint.path.stat().st_size)
         except OSError:  # pruned by another look already; the size is only a gauge
             pass
-        self.checkpoint_id = checkpoint.id
-        self._changed_since_checkpoint = False
-        self._learned_since_checkpoint = 0
-        self._last_checkpoint = time.monotonic()
-        log.info("checkpoint %s: %d events learned", checkpoint.id, int(self.model.events_learned))
+        self.checkpoint_id = saved.checkpoint.id
+        log.info("checkpoint %s: %d events learned", saved.checkpoint.id, int(saved.events_learned))
 
     def _state_extra(self) -> dict:
         return {"metrics": _metrics_to(self.metrics), "events_processed": self._processed,
@@ -897,6 +946,9 @@ class Worker:
             self._caught_up_once = self._caught_up_once or (labeled_lag == 0 and in_group)
             telemetry.ready = self._caught_up_once and in_group
         telemetry.vocabulary.set(self.model.n_features)
+        evicted = getattr(self.model, "features_evicted", 0)
+        telemetry.evicted.inc(max(0, evicted - self._evicted_reported))
+        self._evicted_reported = evicted
         telemetry.classes.set(len(self.model.classes_))
         telemetry.accuracy.set(self.metrics.accuracy)
         for label, scores in self.metrics.per_class().items():

@@ -27,6 +27,7 @@ log = logging.getLogger("stream_nb.worker")
 # Prediction latency (source append -> prediction send): ms to tens of seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 CHECKPOINT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+PAUSE_BUCKETS = (0.001, 0.0025, 0.005, *CHECKPOINT_BUCKETS)  # a state copy takes milliseconds
 
 
 class WorkerMetrics:
@@ -41,12 +42,18 @@ class WorkerMetrics:
                                registry=registry)
         self.checkpoint_seconds = Histogram("stream_nb_checkpoint_duration_seconds", "Time to write a checkpoint",
                                             buckets=CHECKPOINT_BUCKETS, registry=registry)
+        self.checkpoint_pause = Histogram("stream_nb_checkpoint_pause_seconds",
+                                          "Time the loop stood still for a checkpoint (the state copy, "
+                                          "or the whole write when not in the background)",
+                                          buckets=PAUSE_BUCKETS, registry=registry)
         self.checkpoint_failures = Counter("stream_nb_checkpoint_failures", "Checkpoints that could not be written",
                                            registry=registry)
         self.checkpoint_bytes = Gauge("stream_nb_checkpoint_size_bytes", "Size of the newest checkpoint file",
                                       registry=registry)
         self.vocabulary = Gauge("stream_nb_vocabulary_size", "Distinct features (columns) of the model",
                                 registry=registry)
+        self.evicted = Counter("stream_nb_features_evicted", "Features dropped by the feature budget "
+                               "([model] max_features)", registry=registry)
         self.classes = Gauge("stream_nb_classes", "Classes the model knows", registry=registry)
         self.lag = Gauge("stream_nb_consumer_lag", "Records not yet read, per partition",
                          ["topic", "partition"], registry=registry)

@@ -19,6 +19,7 @@ from worker_support import (
     produce,
     read_topic,
     reference_digest_events,
+    reference_model,
     set_client_quota,
     unlabeled_event,
     wait_until,
@@ -109,3 +110,39 @@ def test_metrics_count_what_was_sent_and_readiness_waits_for_the_labeled_backlog
     assert scraped[("stream_nb_classes", ())] == 2 and scraped[("stream_nb_vocabulary_size", ())] > 10_000
     assert scraped[("stream_nb_rewinds_total", ())] == 0
     assert 0.9 < scraped[("stream_nb_prequential_accuracy", ())] < 1.0
+
+
+def test_metrics_of_the_budget_and_of_background_checkpoints(kafka_broker, tmp_path, sms, transport):
+    """spam.toml with a feature budget and a checkpoint every 500 learned events (written in the
+    background): the evictions counted equal the definition's, every written checkpoint was a
+    short pause of the loop, and the vocabulary gauge is the definition's."""
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("metrics-budget")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    labeled = [{"text": text, "label": label} for label, text in sms[:3_000]]
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", e["text"], e["label"]), f"l{i}".encode())
+                        for i, e in enumerate(labeled)])
+    budget = {"max_features": 4_000, "evict_every": 100}
+    port = free_port()
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               model=budget, checkpoint={"every_events": 500}, worker={"metrics_port": port},
+                               transport=transport)
+    reference = reference_model(labeled, model=budget)
+    worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=None)
+    try:
+        wait_until(lambda: get(port, "/readyz")[0] == 200, 120, "/readyz", worker)
+        wait_until(lambda: samples(port).get(("stream_nb_features_evicted_total", ())) == reference.features_evicted,
+                   30, "the evictions counted", worker)
+        scraped = samples(port)
+    finally:
+        worker.process.terminate()
+        assert worker.wait(60) == 0, worker.log_tail()
+        worker.kill()
+    assert reference.features_evicted > 10_000  # the budget was at work
+    assert scraped[("stream_nb_vocabulary_size", ())] == reference.n_features
+    assert scraped[("stream_nb_events_learned_total", ())] == reference.events_learned
+    written = scraped[("stream_nb_checkpoint_duration_seconds_count", ())]
+    # while a write is under way the next waits (they coalesce in a fast catch-up): at least one
+    assert written >= 1
+    assert scraped[("stream_nb_checkpoint_pause_seconds_count", ())] >= written
+    assert scraped[("stream_nb_checkpoint_failures_total", ())] == 0
