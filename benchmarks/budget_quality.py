@@ -4,10 +4,10 @@ max_features at 100%, 50% and 20% of the vocabulary an unbounded run ends with.
 
 Each stream is replayed as `stream-nb replay` does (predict each message, then learn it under
 thick-threshold training, batches of 1,000): first without a budget, which gives the unbounded
-vocabulary V; then with max_features = 0.5 V and 0.2 V (evict_every as configured, default 100
-labeled events). Printed per run: accuracy, spam F1, log loss, events learned, the largest
-vocabulary (sampled between batches of 1,000, so up to a batch below the true peak), the final
-one, and replay speed (a single run; speed is not what this measures).
+vocabulary V; then with max_features = 0.5 V and 0.2 V (evict_every as configured: spam.toml's
+1,000 labeled events, at which it also decays). Printed per run: accuracy, spam F1, log loss,
+events learned, the largest vocabulary (sampled between batches of 1,000, so up to a batch below
+the true peak), the final one, and replay speed (a single run; speed is not what this measures).
 
 Streams: the SMS Spam Collection in file order (5,574), and Enron-Spam's six mailboxes one after
 another (33,716 mails). Exit status 0 when the runs complete, 2 when a corpus is missing.

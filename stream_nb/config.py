@@ -164,6 +164,8 @@ class Config:
 
     def build_model(self):
         options = {key: value for key, value in self.model.items() if key not in ("kind", "max_classes")}
+        if options.get("half_life") == 0 and type(options["half_life"]) in (int, float):
+            del options["half_life"]  # 0: no forgetting (how --set turns off a configuration's half_life)
         try:
             return build_model(self.model.get("kind", "multinomial"), options)
         except (TypeError, ValueError) as error:
@@ -215,9 +217,24 @@ class Config:
         return resolved
 
     @property
+    def order_dependence(self) -> tuple[str, str] | None:
+        """(why, remedy) when what the model learns depends on the order of the labeled events,
+        else None. An order-dependent training mode decides each event by what came before; a
+        feature budget's evictions and forgetting's decay run on the labeled-event clock, so
+        which events fall before the n-th labeled event changes the state."""
+        if self.training["mode"] in ORDER_DEPENDENT_MODES:
+            return "training.mode is order-dependent", 'training.mode = "all"'
+        if self.model.get("max_features") is not None:
+            return ("model.max_features evicts on the labeled-event clock",
+                    "feature hashing (model.n_hash_buckets) instead of a feature budget")
+        if self.model.get("half_life") not in (None, 0):
+            return "model.half_life decays on the labeled-event clock", "model.half_life = 0"
+        return None
+
+    @property
     def order_dependent(self) -> bool:
         """Whether what the model learns depends on the order of the labeled events."""
-        return self.training["mode"] in ORDER_DEPENDENT_MODES
+        return self.order_dependence is not None
 
     def instance_id(self) -> str:
         """This worker's stable identity in the group: [worker] instance_id, else the host name."""

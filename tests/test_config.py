@@ -18,6 +18,7 @@ def test_shipped_configs_load_and_build():
     spam = load_config(CONFIGS / "spam.toml")
     model = spam.build_model()
     assert isinstance(model, MultinomialNB) and model.alpha == 0.2 and model.unknown == "ignore"
+    assert model.half_life == 10000 and model.evict_every == 1000
     featurizer = spam.build_featurizer()
     assert featurizer.max_tokens == 5000 and featurizer.binary and featurizer.ngram_range == (1, 2)
     assert featurizer.subject_features
@@ -81,6 +82,36 @@ def test_fingerprint_ignores_spelled_out_defaults_but_not_real_changes():
     changed = load_config(CONFIGS / "spam.toml", ["model.alpha=0.5"])
     assert config_fingerprint(plain.resolved()) == config_fingerprint(spelled.resolved())
     assert config_fingerprint(plain.resolved()) != config_fingerprint(changed.resolved())
+
+
+def test_half_life_zero_turns_a_configurations_forgetting_off():
+    from stream_nb.checkpoint import config_fingerprint
+
+    off = load_config(CONFIGS / "spam.toml", ["model.half_life=0"])
+    assert off.build_model().half_life is None
+    assert "half_life" not in off.resolved()["model"] and "half_life" in load_config(CONFIGS / "spam.toml").resolved()["model"]
+    # 0 is "none", the same configuration as leaving it out: a checkpoint taken without it still loads
+    river = load_config(CONFIGS / "river_like.toml")
+    assert config_fingerprint(load_config(CONFIGS / "river_like.toml", ["model.half_life=0"]).resolved()) \
+        == config_fingerprint(river.resolved())
+    with pytest.raises(ConfigError, match="half_life must be a positive number"):
+        load_config(CONFIGS / "spam.toml", ["model.half_life=-5"]).build_model()
+    with pytest.raises(ConfigError, match="half_life must be a positive number"):
+        load_config(CONFIGS / "spam.toml", ["model.half_life=false"]).build_model()
+
+
+@pytest.mark.parametrize("overrides, why", [
+    ([], "training.mode is order-dependent"),
+    (['training.mode="all"'], "model.half_life decays on the labeled-event clock"),
+    (['training.mode="all"', "model.half_life=0", "model.max_features=1000"],
+     "model.max_features evicts on the labeled-event clock"),
+    (['training.mode="all"', "model.half_life=0", "model.n_hash_buckets=1024"], None),
+    (['training.mode="all"', "model.half_life=0"], None),
+])
+def test_what_makes_the_state_depend_on_the_order_of_the_labeled_events(overrides, why):
+    config = load_config(CONFIGS / "spam.toml", overrides)
+    assert (config.order_dependence or (None,))[0] == why
+    assert config.order_dependent is (why is not None)
 
 
 def test_the_transport_is_kafka_python_unless_chosen(tmp_path):

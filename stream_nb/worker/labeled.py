@@ -26,7 +26,8 @@ class LabeledLogError(RuntimeError):
 
 
 class LabeledLog:
-    def __init__(self, consumer, topics: list[str], *, one_order: bool, on_lost_position: str) -> None:
+    def __init__(self, consumer, topics: list[str], *, one_order: tuple[str, str] | None,
+                 on_lost_position: str) -> None:
         self.consumer = consumer
         self.topics = list(topics)
         self.one_order = one_order
@@ -92,12 +93,13 @@ class LabeledLog:
                 partitions.extend(tp for tp in self.partitions if tp.topic == topic)  # keep what we had
                 continue
             partitions.extend(TopicPartition(topic, number) for number in sorted(numbers))
-        if self.one_order and len(partitions) > 1:
+        if self.one_order is not None and len(partitions) > 1:
+            why, remedy = self.one_order
             listing = ", ".join(f"{topic} ({sum(tp.topic == topic for tp in partitions)})" for topic in self.topics)
             raise LabeledLogError(
-                f"kafka.labeled_topics: {len(partitions)} labeled partitions ({listing}), but training.mode is "
-                f"order-dependent and needs one partition in total, so that every worker learns the labeled "
-                f"events in the same order; use one labeled topic of one partition, or training.mode = \"all\"")
+                f"kafka.labeled_topics: {len(partitions)} labeled partitions ({listing}), but {why} and needs "
+                f"one partition in total, so that every worker learns the labeled events in the same order; "
+                f"use one labeled topic of one partition, or {remedy}")
         return partitions
 
     # ---- reading -----------------------------------------------------------------------------

@@ -236,7 +236,7 @@ class Worker:
         saved = self._restored if self._restored is not None else {
             "offsets": dict(self.labeled.positions), "topic_ids": dict(self.labeled.ids)}
         self.labeled = LabeledLog(make_labeled_reader(self.kafka, client), sorted(self.labeled_topics),
-                                  one_order=self.config.order_dependent,
+                                  one_order=self.config.order_dependence,
                                   on_lost_position=self.kafka["on_lost_position"])
         self.labeled.start(saved["offsets"], saved["topic_ids"])
         self._restored = None

@@ -252,17 +252,27 @@ def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_outp
 # One order: several labeled partitions are refused where the order matters, fine where it doesn't
 
 
-def test_several_labeled_partitions_are_refused_under_an_order_dependent_mode(kafka_broker, tmp_path, transport):
+@pytest.mark.parametrize("training, model, why, remedy", [
+    # configs/spam.toml as shipped: thick-threshold training
+    (None, None, "training.mode is order-dependent", 'training.mode = "all"'),
+    # learning every event, but spam.toml's forgetting decays at every 1,000th labeled event
+    ({"mode": "all"}, None, "model.half_life decays on the labeled-event clock", "model.half_life = 0"),
+    ({"mode": "all"}, {"half_life": 0, "max_features": 20_000}, "model.max_features evicts on the labeled-event clock",
+     "feature hashing (model.n_hash_buckets)"),
+], ids=["thick-threshold", "forgetting", "budget"])
+def test_several_labeled_partitions_are_refused_where_the_order_changes_the_state(kafka_broker, tmp_path, transport,
+                                                                                  training, model, why, remedy):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("order")
     create_topics(bootstrap, [topics.labeled], partitions=3)
-    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", transport=transport)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               training=training, model=model, transport=transport)
     result = run_cli("run", "--config", str(config_path), "--stop-when-idle", "1")
     assert result.returncode == 2
     line = error_line(result.stderr)
     assert line.startswith(f"stream-nb run: kafka.labeled_topics: 3 labeled partitions ({topics.labeled} (3)), "
-                           f"but training.mode is order-dependent and needs one partition in total")
-    assert 'training.mode = "all"' in line
+                           f"but {why} and needs one partition in total")
+    assert remedy in line
     assert not list((tmp_path / "checkpoints").glob("checkpoint-*"))
 
 
@@ -276,8 +286,10 @@ def test_three_workers_on_three_labeled_partitions_end_with_one_digest_under_mod
     produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", e["text"], e["label"]), f"l{i}".encode())
                         for i, e in enumerate(labeled)])
     unlabeled = {f"u{i}": text for i, (_, text) in enumerate(sms[3_000:3_600])}
+    # counts commute only without forgetting (spam.toml's half_life decays on the labeled-event clock)
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused",
-                               training={"mode": "all"}, client=FAST_CLIENT, transport=transport)
+                               training={"mode": "all"}, model={"half_life": 0}, client=FAST_CLIENT,
+                               transport=transport)
     workers = [WorkerProcess(config_path, tmp_path / f"{name}.log", stop_when_idle=5,
                              overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"'))
                for name in ("a", "b", "c")]
@@ -290,7 +302,7 @@ def test_three_workers_on_three_labeled_partitions_end_with_one_digest_under_mod
     finally:
         for worker in workers:
             worker.kill()
-    expected = reference_digest_events(labeled, {"mode": "all"})
+    expected = reference_digest_events(labeled, {"mode": "all"}, {"half_life": 0})
     summaries = [latest_summary(tmp_path / name) for name in ("a", "b", "c")]
     assert {(s.digest, s.events_learned) for s in summaries} == {expected}
     assert all(sum(s.offsets.values()) == 3_000 and len(s.offsets) == 3 for s in summaries)

@@ -24,6 +24,7 @@ from kafka.errors import KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, read_checkpoint, state_digest
 from stream_nb.config import Config, load_config
+from stream_nb.model.registry import model_from_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPAM_CONFIG = REPO_ROOT / "configs" / "spam.toml"
@@ -321,7 +322,7 @@ def newest_position(directory: Path) -> tuple[int, dict]:
             checkpoint = read_checkpoint(path)
         except (CheckpointError, OSError):
             continue
-        return int(round(float(checkpoint.model_state["arrays"]["class_counts"].sum()))), dict(checkpoint.offsets)
+        return summary_of(checkpoint).events_learned, dict(checkpoint.offsets)
     return 0, {}
 
 
@@ -348,7 +349,9 @@ def latest_summary(directory: Path) -> Summary:
 
 
 def summary_of(checkpoint) -> Summary:
-    learned = int(round(float(sum(checkpoint.model_state["arrays"]["class_counts"]))))
+    # the model's own count: N_c decays when the model forgets (spam.toml's half_life), the events
+    # learned do not
+    learned = int(round(float(model_from_state(checkpoint.model_state).events_learned)))
     return Summary(learned, state_digest(checkpoint.model_state), dict(checkpoint.offsets), checkpoint.id)
 
 
