@@ -29,6 +29,8 @@ token pattern), so they survive any configuration.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -39,6 +41,15 @@ from typing import Any, Callable
 import numpy as np
 
 from stream_nb.model.base import SparseBatch
+
+try:  # the optional C extension (setup.py); without it the Python path below runs, same results
+    from stream_nb.features import _native
+except ImportError:
+    _native = None
+
+# STREAM_NB_NATIVE=0 in the environment keeps the C extension out (read by each TextFeaturizer
+# as it is made): the Python path is the definition, to compare against or to fall back on.
+NATIVE_ENV = "STREAM_NB_NATIVE"
 
 __all__ = [
     "CHAR_NGRAM_PREFIX",
@@ -196,6 +207,33 @@ def _check_range(name: str, value: Any) -> tuple[int, int]:
     return (low, high)
 
 
+# The native featuriser's character tables, over the 256 Latin-1 codes (texts stored one byte per
+# character): its lowercase, and its class as the spam token pattern sees it.
+_NATIVE_WORD, _NATIVE_SIGN, _NATIVE_FOREIGN = 1, 2, 4  # as CH_* in _native.c
+
+
+@functools.cache
+def _native_tables() -> tuple[bytes, bytes]:
+    """(lowercase, classes) for _native.c, taken from str.lower and `re` themselves so that they
+    agree with the Python path by construction. A code whose lowercase is not one Latin-1
+    character on the same side of ASCII is foreign: texts holding one go to the Python path."""
+    word = re.compile(r"(?u)\w")
+    sign = re.compile(r"[£$€]")
+    lower, classes = bytearray(256), bytearray(256)
+    for code in range(256):
+        low = chr(code).lower()
+        if len(low) != 1 or ord(low) > 255 or (ord(low) < 128) != (code < 128):
+            lower[code], classes[code] = code, _NATIVE_FOREIGN
+            continue
+        lower[code] = ord(low)
+        # classes[] is read at lowercased characters (WORD, SIGN), at original ones (FOREIGN)
+        if word.fullmatch(chr(code)):
+            classes[code] |= _NATIVE_WORD
+        elif sign.fullmatch(chr(code)):
+            classes[code] |= _NATIVE_SIGN
+    return bytes(lower), bytes(classes)
+
+
 FINDALL_SPAN = 8  # characters per token under which findall + slice beats a bounded finditer
 
 
@@ -328,6 +366,7 @@ class TextFeaturizer:
         self._feature_list: Callable[[str], list[str]] = (
             self._build_plain_feature_list() if plain else self._build_general_feature_list()
         )
+        self._native_plan = self._build_native_plan()
 
     # ----------------------------------------------------------------------------------------
     # Public API
@@ -361,14 +400,29 @@ class TextFeaturizer:
             append(featurize(text))
         return results
 
-    def transform_sparse(self, texts: Iterable[str]) -> SparseBatch:
+    def transform_sparse(self, texts: Iterable[str], vocabulary=None) -> SparseBatch:
         """The features of every text as one SparseBatch, for the models' batch methods.
 
         Names come in token order with repeats kept (the model adds them up), so no dict is
         built per message; the model's answers equal those for `transform_many(texts)` exactly.
+
+        With the C extension and a configuration it takes, the names are made in C (the same
+        names: see `_native_plan`); given the model's exact `vocabulary` too, their columns are
+        looked up as they are made and remembered in the batch (`SparseBatch.columns_in`).
         """
+        plan = self._native_plan
+        if plan is not None:
+            texts = texts if type(texts) is list else list(texts)
+            column_of = None if vocabulary is None or vocabulary.hashed else vocabulary.mapping()
+            names, lengths, columns, ranks, unknown = _native.featurize(
+                texts, plan, self._special_spans, self._feature_list, column_of)
+            batch = SparseBatch(names, np.frombuffer(lengths, dtype=np.int64), distinct=self.binary)
+            if columns is not None:
+                batch.remember_columns(vocabulary, np.frombuffer(columns, dtype=np.int64),
+                                       np.frombuffer(ranks, dtype=np.int64), unknown)
+            return batch
         feature_list = self._feature_list
-        names: list[str] = []
+        names = []
         extend = names.extend
         lengths: list[int] = []
         append = lengths.append
@@ -427,6 +481,46 @@ class TextFeaturizer:
 
     # ----------------------------------------------------------------------------------------
     # Implementation
+
+    def _build_native_plan(self) -> tuple | None:
+        """The C extension's settings (see _native.c), or None where it does not apply: not
+        built, switched off (STREAM_NB_NATIVE=0), or options it does not implement. It implements
+        the spam token pattern on lowercased text, with unigrams or unigrams and bigrams, subject
+        features, URL and e-mail placeholders (their spans found by `_special_spans`),
+        max_tokens and binary; no accent stripping, stop words, character n-grams or numbers."""
+        if _native is None or os.environ.get(NATIVE_ENV, "1") == "0":
+            return None
+        if (
+            self.token_pattern != SPAM_TOKEN_PATTERN
+            or not self.lowercase
+            or self.strip_accents
+            or self.stop_words is not None
+            or self.char_ngrams is not None
+            or self.normalize_numbers
+            or self.ngram_range not in ((1, 1), (1, 2))
+        ):
+            return None
+        lower, classes = _native_tables()
+        return (lower, classes, self.ngram_range == (1, 2), self.binary, self.subject_features,
+                -1 if self.max_tokens is None else self.max_tokens, self.normalize_emails, self.normalize_urls)
+
+    def _special_spans(self, text: str) -> list[tuple[int, int, str, str | None]]:
+        """(start, end, placeholder, URL domain feature or None) of each special match of a
+        lowercased text, as `_tokens_with_placeholders` reads them: for the C extension, which
+        calls it for the segments that hold an anchor."""
+        spans = []
+        for match in self._special_matches(text):
+            kind = match.lastgroup
+            domain = None
+            if kind == "url":
+                placeholder = URL_TOKEN
+                if self.url_domains:
+                    host = _url_domain(match.group())
+                    domain = URL_DOMAIN_PREFIX + host if host else None
+            else:
+                placeholder = EMAIL_TOKEN if kind == "email" else NUMBER_TOKEN
+            spans.append((match.start(), match.end(), placeholder, domain))
+        return spans
 
     def _normalize(self, text: str) -> str:
         if self.strip_accents:

@@ -59,6 +59,7 @@ class SparseBatch:
     values: np.ndarray | None = None
     distinct: bool = False  # no name repeats within an event (a featuriser that deduplicates says so)
     _columns: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    _unknown: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -75,6 +76,28 @@ class SparseBatch:
         self._columns = (vocabulary, len(vocabulary), columns)
         return columns
 
+    def remember_columns(self, vocabulary, columns: np.ndarray, ranks: np.ndarray | None = None,
+                         unknown: list | None = None) -> None:
+        """Take `columns` as `vocabulary.lookup(self.names)` at the vocabulary's present length
+        (the featuriser looked them up as it made the names); with `ranks` and `unknown`, the
+        names not in the vocabulary numbered by first appearance (`unknown_in`)."""
+        if len(columns) != len(self.names) or (ranks is not None and len(ranks) != len(self.names)):
+            raise ValueError(f"{len(columns)} columns for {len(self.names)} names")
+        columns.flags.writeable = False
+        self._columns = (vocabulary, len(vocabulary), columns)
+        if ranks is not None:
+            ranks.flags.writeable = False
+            self._unknown = (vocabulary, len(vocabulary), ranks, unknown)
+
+    def unknown_in(self, vocabulary) -> tuple[np.ndarray, list] | None:
+        """(ranks, unknown) while the vocabulary stays as it was, else None: unknown[ranks[i]]
+        is name i when it is not in the vocabulary (ranks[i] = -1 when it is), unknown in order
+        of first appearance in the batch, and every rank up to the largest one occurs."""
+        remembered = self._unknown
+        if remembered is not None and remembered[0] is vocabulary and remembered[1] == len(vocabulary):
+            return remembered[2], remembered[3]
+        return None
+
     def __getitem__(self, events: slice) -> SparseBatch:
         if not isinstance(events, slice) or events.step not in (None, 1):
             raise TypeError("a SparseBatch is sliced by a contiguous range of events")
@@ -82,7 +105,14 @@ class SparseBatch:
         offsets = np.concatenate(([0], np.cumsum(self.lengths)))
         lo, hi = int(offsets[start]), int(offsets[max(stop, start)])
         values = None if self.values is None else self.values[lo:hi]
-        return SparseBatch(self.names[lo:hi], self.lengths[start:stop], values, self.distinct)
+        part = SparseBatch(self.names[lo:hi], self.lengths[start:stop], values, self.distinct)
+        if self._columns is not None:  # a look-up remembered holds for the part (same names)
+            vocabulary, size, columns = self._columns
+            part._columns = (vocabulary, size, columns[lo:hi])
+        if self._unknown is not None and lo == 0:  # a prefix meets the first unknown names first
+            vocabulary, size, ranks, unknown = self._unknown
+            part._unknown = (vocabulary, size, ranks[:hi], unknown)
+        return part
 
     def to_dicts(self) -> list[dict]:
         if self.distinct and self.values is None:
@@ -353,7 +383,19 @@ class NaiveBayes(river_base.Classifier):
                 is_labeled = np.zeros(n, dtype=bool)
                 is_labeled[labeled_rows] = True
                 learned_missing = missing[is_labeled[event[missing]]]
-            if len(learned_missing):
+            fresh = X.unknown_in(self._vocabulary) if sparse and len(labeled_rows) == n else None
+            if len(learned_missing) and fresh is not None:
+                # every event is learned: the new names in order of first appearance are those
+                # the featuriser numbered, up to the largest rank (a batch's prefix has them all)
+                size = len(self._vocabulary)
+                ranks = fresh[0][missing]
+                new_names = fresh[1][: int(ranks.max()) + 1]
+                if pending:
+                    pending_names = new_names
+                else:
+                    self._vocabulary.add_unknown(new_names)
+                column[missing] = size + ranks
+            elif len(learned_missing):
                 name_at = names.__getitem__
                 new_names = map(name_at, learned_missing.tolist())  # in order of first appearance
                 if pending:

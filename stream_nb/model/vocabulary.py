@@ -58,6 +58,11 @@ class Vocabulary:
     def names(self) -> list:
         return list(self._column_of)
 
+    def mapping(self) -> dict:
+        """The {name: column} dict itself, for look-ups made elsewhere (the C featuriser's);
+        read it, never change it."""
+        return self._column_of
+
     def to_state(self) -> dict:
         return {"kind": "exact", "names": self.names()}
 

@@ -40,7 +40,9 @@ class Contender:
     def featurise(self, events: list[dict]):
         if self.reads_text and (self.event_featurizer is None
                                 or all(event.get("features") is None for event in events)):
-            return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events])
+            # the model's vocabulary: the C featuriser looks the names up as it makes them
+            return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events],
+                                                         vocabulary=getattr(self.model, "_vocabulary", None))
         return self.event_featurizer.transform_many(
             [{"text": event.get("text"), "features": event.get("features")} for event in events])
 

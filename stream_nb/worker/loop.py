@@ -588,8 +588,9 @@ class Worker:
 
     def _featurise(self, events: list[Event]):
         if self.config.reads_text and all(event.features is None for event in events):
-            # text only: no dict per message
-            return self.text_featurizer.transform_sparse([event.text or "" for event in events])
+            # text only: no dict per message; the C featuriser looks the names up in the model's vocabulary
+            return self.text_featurizer.transform_sparse([event.text or "" for event in events],
+                                                         vocabulary=getattr(self.model, "_vocabulary", None))
         return self.event_featurizer.transform_many(
             [{"text": event.text, "features": event.features} for event in events])
 
