@@ -35,3 +35,15 @@ def load_sms_spam() -> list[tuple[str, str]]:
     from stream_nb.replay.corpora import sms_spam
 
     return [(event["label"], event["text"]) for event in sms_spam(sms_spam_path())]
+
+
+def enron_spam_path() -> Path:
+    """Path of the Enron-Spam archive (enron1..6, one message per file)."""
+    return _require(SHARED_DATA / "enron_spam.tar.gz", "Enron-Spam")
+
+
+def load_enron_texts() -> list[str]:
+    """The texts of all of Enron-Spam, the six subsets one after another in arrival order."""
+    from stream_nb.replay.corpora import enron_spam
+
+    return [event["text"] for event in enron_spam(enron_spam_path())]

@@ -1,0 +1,245 @@
+"""The C featuriser (stream_nb.features._native) against the Python definition in text.py.
+
+The extension is optional: where it is not built these tests skip (under CI=true, where
+`pip install -e .` builds it with the machine's compiler, they fail instead). Equality is checked
+name for name on both corpora and on generated texts that hit the edge cases, with the Python
+fallback watched so that a text meant for C does not pass by going to Python.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corpora import load_enron_texts, load_sms_spam
+from stream_nb.checkpoint.digest import state_digest
+from stream_nb.config import load_config
+from stream_nb.features import text as text_module
+from stream_nb.features.text import SPAM_TOKEN_PATTERN, TextFeaturizer
+from stream_nb.model.vocabulary import Vocabulary
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _require_native() -> None:
+    if text_module._native is not None:
+        return
+    reason = "the C extension stream_nb.features._native is not built (pip install -e . builds it)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def spam_featurizer() -> TextFeaturizer:
+    _require_native()
+    featurizer = load_config(REPO / "configs" / "spam.toml", []).build_featurizer()
+    assert featurizer._native_plan is not None, "configs/spam.toml should take the native path"
+    return featurizer
+
+
+def native_lists(featurizer: TextFeaturizer, texts: list[str], fallback=None) -> list[list[str]]:
+    """Each text's feature list as the extension makes it (`fallback`: what takes the texts it
+    passes on; by default the Python feature list)."""
+    names, lengths, *_ = text_module._native.featurize(
+        texts, featurizer._native_plan, featurizer._special_spans, fallback or featurizer._feature_list, None)
+    bounds = np.concatenate(([0], np.cumsum(np.frombuffer(lengths, dtype=np.int64)))).tolist()
+    return [names[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+
+
+def assert_same_lists(featurizer: TextFeaturizer, texts: list[str], *, native_only: bool) -> int:
+    """Native lists equal the Python ones; returns how many texts went to the Python fallback
+    (none allowed with native_only)."""
+    passed_on = []
+
+    def fallback(text: str) -> list[str]:
+        if native_only:
+            raise AssertionError(f"went to the Python path: {text!r}")
+        passed_on.append(text)
+        return featurizer._feature_list(text)
+
+    got = native_lists(featurizer, texts, fallback)
+    for text, native in zip(texts, got):
+        assert native == featurizer._feature_list(text), text
+    return len(passed_on)
+
+
+def one_byte_per_character(text: str) -> bool:
+    return max(map(ord, text), default=0) < 256
+
+
+def test_sms_corpus_every_message():
+    featurizer = spam_featurizer()
+    texts = [text for _, text in load_sms_spam()]
+    passed_on = assert_same_lists(featurizer, texts, native_only=False)
+    # only texts with a character beyond Latin-1 go to Python
+    assert passed_on == sum(not one_byte_per_character(text) for text in texts)
+
+
+def test_enron_corpus_every_message():
+    featurizer = spam_featurizer()
+    texts = load_enron_texts()
+    passed_on = assert_same_lists(featurizer, texts, native_only=False)
+    assert passed_on == sum(not one_byte_per_character(text) for text in texts)
+
+
+PIECES = [
+    "word", "Word", "WORD", "a", "I", "u", "2", "42", "3.14", "1,000", "10:30", "_", "__init__", "snake_case",
+    "x_1", "$", "$5", "5$", "$$", "£", "£10", "café", "Ünïcödé", "ß", "µ", "ÿ", "ª", "²", "½", "\xa0", "\x85",
+    " ", "  ", "\t", "\n", "\r\n", "\n\n", ".", ",", "!", "?", "...", "-", "--", "'", '"', "(", ")", "<", ">",
+    "[", "]", "{", "}", "/", "\\", ":", ";", "#", "#url", "#s:x", "@", "@@", "a@b", "://", "www.", "WWW.",
+    "wWw.", "www", "http://example.com", "HTTP://Example.COM:8080/Path?q=1&r=2#frag", "https://a.b/c.",
+    "ftp://files.example.org/x,y", "www.Foo.org", "WWW.BAR.CO.UK/x!", "(www.paren.com)", "<http://angle.net>",
+    "http://user:pw@host.example.com:99/p", "http://", "www.", "john.doe+tag@mail.example.com",
+    "Jane-Doe@Sub.Example.co.uk", "x@y", "first.last@host", "<me@there.org>", "a.b@c.d.e", "e-mail@x-y.z",
+    "mailto:who@where.com", "see:http://x.y", "Subject:", "subject:", "SUBJECT:", "SuBjEcT:",
+]
+
+
+def generated_texts(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = ["", " ", "\n", "Subject:", "Subject:\n", "SUBJECT: Hi\nthere", "subject:no newline $5",
+             "Subject: a www.x.com b\nbody http://y.org/z c@d.ef", "Subject:\nSubject: twice\nbody"]
+    for _ in range(count):
+        n = rng.randint(0, 40)
+        parts = [rng.choice(PIECES) for _ in range(n)]
+        joiners = [rng.choice(["", " ", " ", "\n", ",", "  "]) for _ in range(n)]
+        text = "".join(part + joiner for part, joiner in zip(parts, joiners))
+        if rng.random() < 0.3:
+            text = rng.choice(["Subject:", "subject: ", "SUBJECT:", "Subject: re:"]) + text
+        texts.append(text)
+    return texts
+
+
+FUZZ_OPTIONS = [
+    {},  # configs/spam.toml (below)
+    {"max_tokens": 1},
+    {"max_tokens": 3},
+    {"max_tokens": 7},
+    {"binary": False},
+    {"binary": False, "max_tokens": 4},
+    {"ngram_range": (1, 1)},
+    {"ngram_range": (1, 1), "max_tokens": None, "subject_features": False},  # the plain path
+    {"subject_features": False},
+    {"url_domains": False},
+    {"normalize_urls": False},
+    {"normalize_emails": False},
+    {"normalize_urls": False, "normalize_emails": False},
+]
+
+
+@pytest.mark.parametrize("options", FUZZ_OPTIONS, ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "spam.toml")
+def test_generated_texts(options):
+    base = spam_featurizer().to_config()
+    featurizer = TextFeaturizer.from_config({**base, **options})
+    assert featurizer._native_plan is not None
+    texts = generated_texts(seed=8, count=3000)
+    assert_same_lists(featurizer, texts, native_only=True)  # every one of them is Latin-1
+
+
+def test_max_tokens_with_placeholders_in_play():
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), "max_tokens": 3})
+    cases = [
+        "a b http://x.com/1 c d",    # the URL is the third token
+        "a b c http://x.com/1",      # the URL is beyond the cap: no #url, no domain
+        "a http://x.com b@c.de d",   # placeholders count as tokens
+        "http://a.com http://b.com http://c.com http://d.com",
+        "Subject: one two three four\nfive six seven eight",  # subject and body capped apart
+    ]
+    assert_same_lists(featurizer, cases, native_only=True)
+    assert featurizer._feature_list("a b c http://x.com/1") == ["a", "b", "c", "a b", "b c"]
+
+
+def test_beyond_latin1_goes_to_python_with_the_same_result():
+    featurizer = spam_featurizer()
+    texts = ["pay 10€ now", "it’s free", "naïve café £5", "日本語 text", "emoji 😀 http://x.y"]
+    assert assert_same_lists(featurizer, texts, native_only=False) == 4  # "naïve café" is Latin-1
+
+
+def test_str_subclass_and_wrong_types():
+    featurizer = spam_featurizer()
+
+    class Text(str):
+        pass
+
+    assert native_lists(featurizer, [Text("Hello World")]) == [["hello", "world", "hello world"]]
+    for bad in (None, b"bytes", 3):
+        with pytest.raises(TypeError, match=f"TextFeaturizer expects a str, got {type(bad).__name__}"):
+            featurizer.transform_sparse(["fine", bad])
+        python = TextFeaturizer.from_config(featurizer.to_config())
+        python._native_plan = None
+        with pytest.raises(TypeError, match=f"TextFeaturizer expects a str, got {type(bad).__name__}"):
+            python.transform_sparse(["fine", bad])
+
+
+def test_look_ups_equal_the_vocabulary_s():
+    featurizer = spam_featurizer()
+    texts = [text for _, text in load_sms_spam()]
+    vocabulary = Vocabulary()
+    vocabulary.add(featurizer.transform_sparse(texts[:2000]).names)
+    batch = featurizer.transform_sparse(texts[2000:3000], vocabulary=vocabulary)
+    assert np.array_equal(batch.columns_in(vocabulary), vocabulary.lookup(batch.names))
+    ranks, unknown = batch.unknown_in(vocabulary)
+    assert unknown == list(vocabulary.number_unknown(name for name in batch.names if name not in vocabulary.mapping()))
+    assert all((rank < 0) == (name in vocabulary.mapping()) for name, rank in zip(batch.names, ranks.tolist()))
+    assert [unknown[rank] for rank in ranks.tolist() if rank >= 0] == [n for n in batch.names if n not in vocabulary.mapping()]
+    # a prefix of the batch keeps the numbering, another part drops it; a grown vocabulary too
+    assert batch[:10].unknown_in(vocabulary) is not None and batch[10:].unknown_in(vocabulary) is None
+    vocabulary.add(["a name never seen before"])
+    assert batch.unknown_in(vocabulary) is None
+
+
+def _replay(texts_labels, native: bool, unlabeled_every: int | None, mode: str):
+    from stream_nb.replay.prequential import Contender, replay_contenders
+
+    config = load_config(REPO / "configs" / "spam.toml", [f'training.mode="{mode}"'])
+    featurizer = config.build_featurizer()
+    if not native:
+        featurizer._native_plan = None
+    contender = Contender("spam.toml", config.build_model(), featurizer, config.build_event_featurizer(),
+                          training=dict(config.training))
+    predictions = []
+    contender.on_unlabeled = lambda event, probabilities: predictions.append(probabilities)
+    events = [{"id": i, "text": text, "label": label} for i, (label, text) in enumerate(texts_labels)]
+    if unlabeled_every:  # batches that mix learned and predicted-only events
+        for event in events[unlabeled_every - 1 :: unlabeled_every]:
+            event["label"] = None
+    replay_contenders(events, [contender], batch_size=700)
+    model = contender.model
+    return (predictions, contender.metrics.accuracy, contender.learned, state_digest(model.to_state()),
+            model._vocabulary.names(), model._counts.tolist())
+
+
+@pytest.mark.parametrize("mode", ["thick_threshold", "all"])
+@pytest.mark.parametrize("unlabeled_every", [None, 5])
+def test_replay_is_the_same_with_the_extension_off(unlabeled_every, mode):
+    spam_featurizer()
+    rows = load_sms_spam()
+    on = _replay(rows, True, unlabeled_every, mode)
+    off = _replay(rows, False, unlabeled_every, mode)
+    assert on[2] and (on[0] or not unlabeled_every)  # events learned, predictions made
+    for part_on, part_off in zip(on, off):  # vocabulary columns in the same order too
+        assert part_on == part_off
+
+
+def test_environment_switches_it_off():
+    code = ("from stream_nb.features.text import TextFeaturizer, SPAM_TOKEN_PATTERN;"
+            "print(TextFeaturizer(token_pattern=SPAM_TOKEN_PATTERN, ngram_range=(1, 2))._native_plan is None)")
+    env = {**os.environ, "STREAM_NB_NATIVE": "0", "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_options_it_does_not_implement_keep_the_python_path():
+    _require_native()
+    assert TextFeaturizer()._native_plan is None  # the default token pattern
+    assert TextFeaturizer.river_compatible()._native_plan is None
+    for options in ({"strip_accents": True}, {"lowercase": False}, {"stop_words": ["a"]}, {"char_ngrams": (2, 3)},
+                    {"normalize_numbers": True}, {"ngram_range": (1, 3)}):
+        assert TextFeaturizer(token_pattern=SPAM_TOKEN_PATTERN, **options)._native_plan is None, options
+    assert TextFeaturizer(token_pattern=SPAM_TOKEN_PATTERN, ngram_range=(1, 2))._native_plan is not None
