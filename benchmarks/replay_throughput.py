@@ -13,8 +13,9 @@ Streams
   enron      Enron-Spam, the six subsets one after another, arrival order (33,716 mails)
 
 Also printed for ours: featurising alone (spam.toml's TextFeaturizer.transform_sparse over the
-stream), the floor under any model; and the same replay learning every event
-(training.mode = "all"), what thick-threshold training costs.
+stream), the floor under any model, with the C extension and without when it is built (names
+only: the replay's featurising also looks them up in the vocabulary); and the same replay
+learning every event (training.mode = "all"), what thick-threshold training costs.
 
 Target (issue 8): ours >= 10x River on each stream. The exit status is 0 when the run completes
 (FAIL is printed when a target is missed), 2 when a corpus is missing.
@@ -73,8 +74,10 @@ def run_ours(events: list[dict], batch_size: int, overrides: list[str]) -> tuple
     return time.perf_counter() - started, contender
 
 
-def run_featurising(events: list[dict], batch_size: int) -> float:
+def run_featurising(events: list[dict], batch_size: int, native: bool = True) -> float:
     featurizer = load_config(SHIPPED_CONFIG, []).build_featurizer()
+    if not native:
+        featurizer._native_plan = None  # the Python path, the definition
     texts = [event["text"] for event in events]
     started = time.perf_counter()
     for start in range(0, len(texts), batch_size):
@@ -102,8 +105,14 @@ def measure(name: str, events: list[dict], args) -> bool:
     print(f"  ours  spam.toml, mode all           {n / all_s:10,.0f} ev/s   accuracy "
           f"{everything.metrics.accuracy:.4f}", flush=True)
     featurise_s, _ = timed(args.repeats, lambda: (run_featurising(events, args.batch_size), None))
-    print(f"  ours  featurising alone             {n / featurise_s:10,.0f} ev/s   "
+    native = load_config(SHIPPED_CONFIG, []).build_featurizer()._native_plan is not None
+    print(f"  ours  featurising alone ({'C' if native else 'Python'})         {n / featurise_s:10,.0f} ev/s   "
           f"({1e6 * featurise_s / n:.1f} us per event)", flush=True)
+    if native:
+        python_s, _ = timed(args.repeats, lambda: (run_featurising(events, args.batch_size, native=False), None))
+        print(f"  ours  featurising alone (Python)    {n / python_s:10,.0f} ev/s   "
+              f"({1e6 * python_s / n:.1f} us per event; the C extension is {python_s / featurise_s:.2f}x that)",
+              flush=True)
     if args.no_river:
         return True
     river_s, river_metrics = timed(args.river_repeats, lambda: run_river(events))
