@@ -106,7 +106,8 @@ def measure(name: str, events: list[dict], args) -> bool:
           f"{everything.metrics.accuracy:.4f}", flush=True)
     featurise_s, _ = timed(args.repeats, lambda: (run_featurising(events, args.batch_size), None))
     native = load_config(SHIPPED_CONFIG, []).build_featurizer()._native_plan is not None
-    print(f"  ours  featurising alone ({'C' if native else 'Python'})         {n / featurise_s:10,.0f} ev/s   "
+    label = f"featurising alone ({'C' if native else 'Python'})"
+    print(f"  ours  {label:<30s}{n / featurise_s:10,.0f} ev/s   "
           f"({1e6 * featurise_s / n:.1f} us per event)", flush=True)
     if native:
         python_s, _ = timed(args.repeats, lambda: (run_featurising(events, args.batch_size, native=False), None))
