@@ -653,3 +653,9 @@ def test_specials_found_from_their_anchors_are_those_of_the_whole_text(options):
         assert [(m.span(), m.lastgroup) for m in featurizer._special_matches(text)] == whole, repr(text)
         found += len(whole)
     assert found > 10_000
+
+
+def test_repr_names_the_options_that_differ_from_the_defaults():
+    assert repr(TextFeaturizer()) == "TextFeaturizer()"
+    spam = TextFeaturizer(subject_features=True, ngram_range=(1, 2), binary=True)
+    assert repr(spam) == "TextFeaturizer(ngram_range=[1, 2], binary=True, subject_features=True)"

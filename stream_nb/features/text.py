@@ -476,7 +476,7 @@ class TextFeaturizer:
 
     def __repr__(self) -> str:
         defaults = TextFeaturizer().to_config()
-        changed = {k: v for k, v in self.to_config().items() if defaults[k] != v}
+        changed = {k: v for k, v in self.to_config().items() if defaults.get(k) != v}  # subject_features: only when set
         return f"TextFeaturizer({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
     # ----------------------------------------------------------------------------------------
