@@ -16,6 +16,29 @@ def prequential_loop(model, X, y) -> list[dict]:
     return predictions
 
 
+def maintained_loop(model, X, y, mode: str, margin: float) -> list[dict]:
+    """The per-event meaning of a model's maintenance, which every batch path must equal:
+    predict; if labeled, decide under the training mode, learn, and after every evict_every-th
+    labeled event decay by 2^(-evict_every / half_life) (when it forgets), then evict down to
+    90% of max_features if over it (when it has a budget)."""
+    from stream_nb.model.training import should_learn
+
+    out = []
+    for x, label in zip(X, y):
+        out.append(model.predict_proba_one(x))
+        if label is None:
+            continue
+        if should_learn(model.joint_log_likelihood(x), label, mode, margin):
+            model._learn_labeled(x, label)
+        model.labeled_seen += 1
+        if model.labeled_seen % model.evict_every == 0:
+            if model.half_life is not None:
+                model.decay(0.5 ** (model.evict_every / model.half_life))
+            if model.max_features is not None and model.n_features > model.max_features:
+                model.evict_features(int(model.max_features * 0.9))
+    return out
+
+
 def text_stream(seed: int, n_events: int, n_classes: int = 3, vocabulary: int = 300,
                 labeled_fraction: float = 0.6, max_count: int = 3) -> tuple[list[dict], list]:
     """Word-count events whose word distribution depends on the class; some unlabeled."""

@@ -14,9 +14,9 @@ from stream_nb.checkpoint.digest import state_digest
 from stream_nb.config import load_config
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.registry import model_from_state
-from stream_nb.model.training import predict_learn, should_learn
+from stream_nb.model.training import predict_learn
 from corpora import load_sms_spam
-from streams import SEED_004_TRAIN, text_stream, word_counts
+from streams import SEED_004_TRAIN, maintained_loop, text_stream, word_counts
 
 QUERY = {"predictable": 1, "with": 1, "no": 1, "fun": 1}
 
@@ -55,22 +55,6 @@ def test_the_budget_checks_every_evict_every_labeled_events_and_evicts_to_nine_t
     assert model.labeled_seen == 5 and model.events_learned == 5
 
 
-def definition(model, X, y, mode: str, margin: float) -> list[dict]:
-    """The per-event meaning of a budget: predict; if labeled, decide, learn, and at every
-    evict_every-th labeled event evict down to 90% of max_features if over it."""
-    out = []
-    for x, label in zip(X, y):
-        out.append(model.predict_proba_one(x))
-        if label is None:
-            continue
-        if should_learn(model.joint_log_likelihood(x), label, mode, margin):
-            model._learn_labeled(x, label)
-        model.labeled_seen += 1
-        if model.labeled_seen % model.evict_every == 0 and model.n_features > model.max_features:
-            model.evict_features(int(model.max_features * 0.9))
-    return out
-
-
 def run_in_batches(model, X, y, size: int, mode: str, margin: float) -> list[dict]:
     out = []
     for start in range(0, len(y), size):
@@ -83,7 +67,7 @@ def run_in_batches(model, X, y, size: int, mode: str, margin: float) -> list[dic
 def test_batches_of_any_size_equal_the_per_event_definition(cls, mode, margin):
     X, y = text_stream(seed=7, n_events=1500, vocabulary=900, labeled_fraction=0.7)
     reference = cls(alpha=0.5, max_features=300, evict_every=25)
-    expected = definition(reference, X, y, mode, margin)
+    expected = maintained_loop(reference, X, y, mode, margin)
     assert reference.n_features <= 300 + 25 * max(map(len, X))
     evictions_happened = reference.n_features < len({w for x, label in zip(X, y) if label is not None for w in x})
     assert evictions_happened

@@ -12,8 +12,8 @@ import pytest
 from stream_nb import BernoulliNB, ComplementNB, MultinomialNB
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.model.registry import model_from_state
-from stream_nb.model.training import predict_learn, should_learn
-from streams import SEED_004_TRAIN, text_stream, word_counts
+from stream_nb.model.training import predict_learn
+from streams import SEED_004_TRAIN, maintained_loop, text_stream, word_counts
 
 QUERY = {"predictable": 1, "with": 1, "no": 1, "fun": 1}
 
@@ -64,24 +64,6 @@ def test_decay_equals_learning_older_events_with_smaller_weights(cls):
             assert got[label] == pytest.approx(want[label], rel=1e-5, abs=1e-12)
 
 
-def definition(model, X, y, mode: str, margin: float) -> list[dict]:
-    """The per-event meaning: predict; if labeled, decide, learn, and after every evict_every-th
-    labeled event decay by 2^(-evict_every / half_life), then evict if over a budget."""
-    out = []
-    for x, label in zip(X, y):
-        out.append(model.predict_proba_one(x))
-        if label is None:
-            continue
-        if should_learn(model.joint_log_likelihood(x), label, mode, margin):
-            model._learn_labeled(x, label)
-        model.labeled_seen += 1
-        if model.labeled_seen % model.evict_every == 0:
-            model.decay(0.5 ** (model.evict_every / model.half_life))
-            if model.max_features is not None and model.n_features > model.max_features:
-                model.evict_features(int(model.max_features * 0.9))
-    return out
-
-
 @pytest.mark.parametrize("cls", [MultinomialNB, ComplementNB, BernoulliNB])
 @pytest.mark.parametrize("mode, margin", [("all", 0.0), ("thick_threshold", 5.0), ("on_error", 0.0)])
 @pytest.mark.parametrize("budget", [None, 300])
@@ -89,7 +71,7 @@ def test_batches_of_any_size_equal_the_per_event_definition(cls, mode, margin, b
     X, y = text_stream(seed=5, n_events=1200, vocabulary=900, labeled_fraction=0.7)
     options = dict(alpha=0.5, half_life=120.0, evict_every=25, max_features=budget)
     reference = cls(**options)
-    expected = definition(reference, X, y, mode, margin)
+    expected = maintained_loop(reference, X, y, mode, margin)
     assert sum(reference._class_counts) < sum(label is not None for label in y) / 2  # forgetting happened
     for size in (1, 13, 1000):
         model = cls(**options)
@@ -140,7 +122,7 @@ def test_events_learned_counts_the_events_not_the_decayed_class_counts():
     X, y = text_stream(seed=4, n_events=500, vocabulary=200, labeled_fraction=1.0)
     model = MultinomialNB(half_life=50, evict_every=10)
     predict_learn(model, X, y, mode="thick_threshold", margin=3.0)
-    decisions = definition(MultinomialNB(half_life=50, evict_every=10), X, y, "thick_threshold", 3.0)
+    decisions = maintained_loop(MultinomialNB(half_life=50, evict_every=10), X, y, "thick_threshold", 3.0)
     assert len(decisions) == 500
     learned = model.events_learned
     assert learned == int(learned) and 100 < learned < 500  # thick-threshold skips some
