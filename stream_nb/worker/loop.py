@@ -843,8 +843,7 @@ class Worker:
         self.saver.submit(model_state, offsets, self.fingerprint, extra, self.model.events_learned)
         self.telemetry.checkpoint_pause.observe(time.perf_counter() - started)
         self._changed_since_checkpoint = False
-        self._learned_since_checkpoint = 0
-        self._last_checkpoint = time.monotonic()
+        self._restart_checkpoint_schedule()
 
     def _collect_checkpoint(self, wait: bool = False) -> None:
         """Take note of a background write that has completed (with `wait`, of the one under way)."""
@@ -862,6 +861,10 @@ class Worker:
     def _checkpoint_failed(self, error: CheckpointError) -> None:
         self.telemetry.checkpoint_failures.inc()
         log.error("%s; going on, the next checkpoint is tried in due course", error)
+        self._restart_checkpoint_schedule()
+
+    def _restart_checkpoint_schedule(self) -> None:
+        """The next scheduled checkpoint falls every_events learned events or interval_s seconds from now."""
         self._learned_since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
 
@@ -879,8 +882,7 @@ class Worker:
         seconds = time.perf_counter() - started
         self.telemetry.checkpoint_pause.observe(seconds)
         self._changed_since_checkpoint = False
-        self._learned_since_checkpoint = 0
-        self._last_checkpoint = time.monotonic()
+        self._restart_checkpoint_schedule()
         self._checkpoint_written(SavedCheckpoint(checkpoint, seconds, events_learned))
 
     def _checkpoint_copy(self) -> tuple[dict, dict, dict]:
