@@ -162,10 +162,16 @@ class Config:
         aside (dead-lettered by the worker, refused by replay) instead of growing the model."""
         return self.model.get("max_classes", DEFAULT_MAX_CLASSES)
 
-    def build_model(self):
+    def _model_options(self) -> dict:
+        """[model] as the model's constructor takes it; half_life = 0 is no forgetting (how --set
+        turns off a configuration's half_life)."""
         options = {key: value for key, value in self.model.items() if key not in ("kind", "max_classes")}
         if options.get("half_life") == 0 and type(options["half_life"]) in (int, float):
-            del options["half_life"]  # 0: no forgetting (how --set turns off a configuration's half_life)
+            del options["half_life"]
+        return options
+
+    def build_model(self):
+        options = self._model_options()
         try:
             return build_model(self.model.get("kind", "multinomial"), options)
         except (TypeError, ValueError) as error:
@@ -224,10 +230,11 @@ class Config:
         which events fall before the n-th labeled event changes the state."""
         if self.training["mode"] in ORDER_DEPENDENT_MODES:
             return "training.mode is order-dependent", 'training.mode = "all"'
-        if self.model.get("max_features") is not None:
+        options = self._model_options()
+        if options.get("max_features") is not None:
             return ("model.max_features evicts on the labeled-event clock",
                     "feature hashing (model.n_hash_buckets) instead of a feature budget")
-        if self.model.get("half_life") not in (None, 0):
+        if options.get("half_life") is not None:
             return "model.half_life decays on the labeled-event clock", "model.half_life = 0"
         return None
 
