@@ -288,10 +288,14 @@ class CountingNB(NaiveBayes):
         label = batch.label[features.event[learning]]
         np.add.at(self._feature_counts, (features.column[learning], label),
                   features.learned[learning, label])
-        labeled = np.flatnonzero(batch.labeled)
-        np.add.at(self._class_counts, batch.label[labeled], batch.weight[labeled])
-        self._learned_weight += float(batch.weight[labeled].sum())
+        self._add_labeled(batch, np.flatnonzero(batch.labeled))
         self._features_seen += len(features.newly_seen_at)
+
+    def _add_labeled(self, batch: EncodedBatch, labeled: np.ndarray) -> None:
+        """N_c += w for the batch's events `labeled`, and the weight learned (which never decays)."""
+        weights = batch.weight[labeled]
+        np.add.at(self._class_counts, batch.label[labeled], weights)
+        self._learned_weight += float(weights.sum())
 
     def _add_totals(self, batch: EncodedBatch, totals_added: np.ndarray) -> None:
         if self._batch_is_exact(batch):  # whole numbers: any order of addition is exact
@@ -577,9 +581,7 @@ class MultinomialNB(CountingNB):
             learning = np.flatnonzero(features.learned[:m].any(axis=1))
             label = batch.label[features.event[learning]]
             np.add.at(self._feature_counts, (features.column[learning], label), features.learned[learning, label])
-            labeled = np.flatnonzero(batch.labeled[:h])
-            np.add.at(self._class_counts, batch.label[labeled], batch.weight[labeled])
-            self._learned_weight += float(batch.weight[labeled].sum())
+            self._add_labeled(batch, np.flatnonzero(batch.labeled[:h]))
             self._features_seen += int(np.searchsorted(features.newly_seen_at, h))
             self._class_totals += totals_added[:h].sum(axis=0)
 
