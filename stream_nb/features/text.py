@@ -33,7 +33,7 @@ import functools
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Callable
@@ -504,11 +504,11 @@ class TextFeaturizer:
         return (lower, classes, self.ngram_range == (1, 2), self.binary, self.subject_features,
                 -1 if self.max_tokens is None else self.max_tokens, self.normalize_emails, self.normalize_urls)
 
-    def _special_spans(self, text: str) -> list[tuple[int, int, str, str | None]]:
+    def _special_spans(self, text: str) -> Iterator[tuple[int, int, str, str | None]]:
         """(start, end, placeholder, URL domain feature or None) of each special match of a
-        lowercased text, as `_tokens_with_placeholders` reads them: for the C extension, which
-        calls it for the segments that hold an anchor."""
-        spans = []
+        lowercased text, in order: what `_tokens_with_placeholders` reads, and what the C
+        extension asks for the segments that hold an anchor. Lazy, so a token cap reached early
+        takes no domain beyond it."""
         for match in self._special_matches(text):
             kind = match.lastgroup
             domain = None
@@ -519,8 +519,7 @@ class TextFeaturizer:
                     domain = URL_DOMAIN_PREFIX + host if host else None
             else:
                 placeholder = EMAIL_TOKEN if kind == "email" else NUMBER_TOKEN
-            spans.append((match.start(), match.end(), placeholder, domain))
-        return spans
+            yield match.start(), match.end(), placeholder, domain
 
     def _normalize(self, text: str) -> str:
         if self.strip_accents:
@@ -600,25 +599,16 @@ class TextFeaturizer:
         tokens: list[str] = []
         domains: list[str] = []
         position = 0
-        for match in self._special_matches(text):
-            start = match.start()
+        for start, end, placeholder, domain in self._special_spans(text):
             if start > position:
                 remaining = None if limit is None else limit - len(tokens)
                 tokens.extend(self._tokenize(text[position:start], remaining))
             if limit is not None and len(tokens) >= limit:
                 return tokens[:limit], domains
-            kind = match.lastgroup
-            if kind == "url":
-                tokens.append(URL_TOKEN)
-                if self.url_domains:
-                    domain = _url_domain(match.group())
-                    if domain:
-                        domains.append(URL_DOMAIN_PREFIX + domain)
-            elif kind == "email":
-                tokens.append(EMAIL_TOKEN)
-            else:
-                tokens.append(NUMBER_TOKEN)
-            position = match.end()
+            tokens.append(placeholder)
+            if domain is not None:
+                domains.append(domain)
+            position = end
         remaining = None if limit is None else limit - len(tokens)
         if remaining is None or remaining > 0:
             tokens.extend(self._tokenize(text[position:], remaining))
