@@ -49,10 +49,28 @@ class LargestVocabulary:
         contender.predict_learn = predict_learn
 
 
-def replay(events: list[dict], overrides: list[str]) -> dict:
+def shipped_contender(overrides: list[str]) -> Contender:
+    """configs/spam.toml with `overrides` (--set syntax) as a replay contender, as `stream-nb replay` runs it."""
     config = load_config(SHIPPED_CONFIG, overrides)
-    contender = Contender("spam.toml", config.build_model(), config.build_featurizer(),
-                          config.build_event_featurizer(), training=dict(config.training))
+    return Contender("spam.toml", config.build_model(), config.build_featurizer(),
+                     config.build_event_featurizer(), training=dict(config.training))
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sms", type=Path, default=SHARED / "sms_spam_collection" / "SMSSpamCollection")
+    parser.add_argument("--enron", type=Path, default=SHARED / "enron_spam.tar.gz")
+
+
+def corpora_missing(args) -> bool:
+    """Whether --sms or --enron is missing (said on stderr)."""
+    missing = [path for path in (args.sms, args.enron) if not path.exists()]
+    if missing:
+        print(f"corpus missing: {', '.join(map(str, missing))} (see ../shared/data/README)", file=sys.stderr)
+    return bool(missing)
+
+
+def replay(events: list[dict], overrides: list[str]) -> dict:
+    contender = shipped_contender(overrides)
     largest = LargestVocabulary(contender)
     started = time.perf_counter()
     replay_contenders(events, [contender], batch_size=1000)
@@ -80,12 +98,9 @@ def measure(name: str, events: list[dict]) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sms", type=Path, default=SHARED / "sms_spam_collection" / "SMSSpamCollection")
-    parser.add_argument("--enron", type=Path, default=SHARED / "enron_spam.tar.gz")
+    add_corpus_arguments(parser)
     args = parser.parse_args(argv)
-    missing = [path for path in (args.sms, args.enron) if not path.exists()]
-    if missing:
-        print(f"corpus missing: {', '.join(map(str, missing))} (see ../shared/data/README)", file=sys.stderr)
+    if corpora_missing(args):
         return 2
     measure("SMS Spam Collection", list(sms_spam(args.sms)))
     measure("Enron-Spam " + "+".join(ENRON_SUBSETS), list(enron_spam(args.enron, ENRON_SUBSETS)))

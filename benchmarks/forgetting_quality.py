@@ -26,22 +26,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stream_nb.config import load_config  # noqa: E402
+import budget_quality as budget  # noqa: E402  (the shipped contender, the corpus arguments)
 from stream_nb.replay.corpora import ENRON_SUBSETS, enron_spam, sms_spam  # noqa: E402
 from stream_nb.replay.metrics import PrequentialMetrics  # noqa: E402
-from stream_nb.replay.prequential import Contender, replay_contenders  # noqa: E402
+from stream_nb.replay.prequential import replay_contenders  # noqa: E402
 
-SHARED = REPO.parent / "shared" / "data"
-SHIPPED_CONFIG = REPO / "configs" / "spam.toml"
 HALF_LIVES = (5000, 10000, 20000)
 
 
 def replay_segments(segments: list[list[dict]], overrides: list[str]) -> dict:
     """One contender through the segments in order; (events, correct, log loss) per segment."""
-    config = load_config(SHIPPED_CONFIG, overrides)
-    contender = Contender("spam.toml", config.build_model(), config.build_featurizer(),
-                          config.build_event_featurizer(), training=dict(config.training))
+    contender = budget.shipped_contender(overrides)
     per_segment = []
     for events in segments:
         contender.metrics = PrequentialMetrics()
@@ -72,15 +69,12 @@ def measure(name: str, segments: list[list[dict]], segment_names: list[str], hal
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sms", type=Path, default=SHARED / "sms_spam_collection" / "SMSSpamCollection")
-    parser.add_argument("--enron", type=Path, default=SHARED / "enron_spam.tar.gz")
+    budget.add_corpus_arguments(parser)
     parser.add_argument("--half-lives", type=int, nargs="+", default=list(HALF_LIVES))
     parser.add_argument("--evict-every", type=int, default=None,
                         help="labeled events between decay points (default: the configuration's)")
     args = parser.parse_args(argv)
-    missing = [path for path in (args.sms, args.enron) if not path.exists()]
-    if missing:
-        print(f"corpus missing: {', '.join(map(str, missing))} (see ../shared/data/README)", file=sys.stderr)
+    if budget.corpora_missing(args):
         return 2
     mailboxes = [list(enron_spam(args.enron, [subset])) for subset in ENRON_SUBSETS]
     measure("Enron-Spam, the six mailboxes in turn", mailboxes, list(ENRON_SUBSETS), args.half_lives, args.evict_every)
