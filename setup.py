@@ -1,19 +1,31 @@
-"""Build of the optional C extension; everything else is in pyproject.toml.
+"""Build of the optional C extensions; everything else is in pyproject.toml.
 
-stream_nb.features._native computes TextFeaturizer's feature lists in C for the configurations
-it takes (see stream_nb/features/text.py, which stays the definition). It is optional: when it
-cannot be compiled (no C compiler), the install goes on and the Python path runs, with the same
-results.
+- stream_nb.features._native computes TextFeaturizer's feature lists in C for the configurations
+  it takes (stream_nb/features/text.py stays the definition).
+- stream_nb.model._kernel runs MultinomialNB's prequential loop (score, decide, learn) in C for
+  batches whose counts are exact (stream_nb/model/counting.py stays the definition). It calls
+  numpy's own log loop, so it compiles against numpy's headers (a build requirement).
+
+Both are optional: when one cannot be compiled (no C compiler), the install goes on and the
+Python path runs, with the same results.
 """
 
 from setuptools import Extension, setup
 
-setup(
-    ext_modules=[
-        Extension(
-            "stream_nb.features._native",
-            sources=["stream_nb/features/_native.c"],
-            optional=True,
-        )
-    ]
-)
+try:
+    import numpy
+except ImportError:  # a build without numpy: the kernel is left out, the Python path runs
+    numpy = None
+
+# No fused multiply-add: the kernels repeat numpy's operations one rounding at a time.
+STRICT_FLOATS = ["-ffp-contract=off"]
+
+extensions = [
+    Extension("stream_nb.features._native", sources=["stream_nb/features/_native.c"], optional=True),
+]
+if numpy is not None:
+    extensions.append(Extension("stream_nb.model._kernel", sources=["stream_nb/model/_kernel.c"],
+                                include_dirs=[numpy.get_include()], extra_compile_args=STRICT_FLOATS,
+                                optional=True))
+
+setup(ext_modules=extensions)

@@ -13,6 +13,7 @@ last bit.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,23 @@ from stream_nb.model.base import (
     _check_smoothing,
     _check_unknown,
 )
+from stream_nb.model.training import learn_decisions
 from stream_nb.model.vocabulary import HashedVocabulary, Vocabulary, vocabulary_from_state
+
+try:  # the multinomial's prequential loop in C (setup.py builds it when it can; optional)
+    from stream_nb.model import _kernel as _native_kernel
+except ImportError:
+    _native_kernel = None
+
+NATIVE_ENV = "STREAM_NB_NATIVE"  # "0": the C extensions stay out (the Python paths run)
+_MODE_NUMBERS = {"all": 0, "on_error": 1, "thick_threshold": 2}  # as _kernel.c numbers them
+
+
+def native_kernel():
+    """The C kernel module, or None: not built, or switched off (STREAM_NB_NATIVE=0)."""
+    if _native_kernel is None or os.environ.get(NATIVE_ENV, "1") == "0":
+        return None
+    return _native_kernel
 
 
 DEFAULT_EVICT_EVERY = 100  # labeled events between maintenance points (budget checks, decay)
@@ -315,7 +332,7 @@ class CountingNB(NaiveBayes):
     def _settle_in_windows(self, X, y, decide, guessing) -> tuple[list, list] | None:
         """predict, decide, learn if decided: event by event in meaning, a window at a time in
         work; (probabilities, learned flags). `decide(scores, active, labels)` gives the learn
-        flag of every row of a window (training.learn_decisions). None (nothing changed) when
+        flag of every row of a window (a training.LearnRule: its mode and margin). None (nothing changed) when
         prefix sums would not be exact; every label must be a class learned.
 
         A window is scored in one kernel pass under a guess of which of its labeled events are
@@ -554,7 +571,16 @@ class MultinomialNB(CountingNB):
         ]
         return scores, active, log_prior
 
+    _native = True  # its kernel has a C twin (_kernel.c); ComplementNB scores otherwise
+
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
+        if (learn or not batch.labeled.any()) and self._takes_native(batch):
+            scores, active, log_prior, _ = self._settle_natively(batch, "all", 0.0, predict)
+            return (scores, active, log_prior) if predict else None
+        return self._array_kernel(batch, predict, learn)
+
+    def _array_kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
+        """The kernel in array passes over prefix sums: the definition the C kernel repeats."""
         classes = self._class_prefix(batch)
         features = self._feature_prefix(batch)
         totals_before, totals_added = self._token_totals_prefix(batch, features)
@@ -565,6 +591,65 @@ class MultinomialNB(CountingNB):
             self._learn_counts(batch, features, classes)
             self._add_totals(batch, totals_added)
         return result
+
+    # ---- the C kernel -----------------------------------------------------------------
+
+    def _takes_native(self, batch: EncodedBatch) -> bool:
+        """Whether the C kernel may run the batch: built and on, this variant's scores, a class
+        to score, and exact counts (the state's, and the batch's if it learns) so that no sum
+        depends on its order of addition."""
+        if not self._native or native_kernel() is None or not self._classes:
+            return False
+        if batch.labeled.any():
+            exact = self._batch_is_exact(batch)
+        else:
+            exact = self._integral or (self._on_grid and self._count_mass() < GRID_LIMIT)
+        return exact and self._feature_counts.flags.c_contiguous
+
+    def _settle_natively(self, batch: EncodedBatch, mode: str, margin: float, predict: bool):
+        """Predict (if predict), decide by the training mode and learn, event after event, in C
+        (_kernel.c repeats `_array_kernel` for a batch of one); (scores, active, log_prior,
+        learned). A labeled event whose active scores are not all finite is decided here by
+        the definition (learn_decisions hands such rows to should_learn), and the C loop goes
+        on after it."""
+        n, n_classes = batch.n_events, len(self._classes)
+        scores, log_prior = np.zeros((n, n_classes)), np.zeros((n, n_classes))
+        active, learned = np.zeros((n, n_classes), dtype=bool), np.zeros(n, dtype=bool)
+        arrays = (np.ascontiguousarray(batch.event, dtype=np.int64), np.ascontiguousarray(batch.column, dtype=np.int64),
+                  np.ascontiguousarray(batch.value, dtype=np.float64), np.ascontiguousarray(batch.label, dtype=np.int64),
+                  np.ascontiguousarray(batch.weight, dtype=np.float64))
+        log_alpha = math.log(self.alpha) if self.unknown == "smooth" else None  # as _evidence takes it
+        start = 0
+        while True:
+            settings = (self._features_seen, float(self.alpha), float(self.prior_alpha), log_alpha,
+                        _MODE_NUMBERS[mode], float(margin), predict)
+            stop, self._features_seen, weight = native_kernel().settle(
+                start, *arrays, self._feature_counts, self._class_counts, self._class_totals, settings,
+                scores, active, log_prior, learned)
+            self._learned_weight += weight
+            if stop == n:
+                return scores, active, log_prior, learned
+            one = _event_range(batch, stop, stop + 1)
+            row_scores, row_active, row_prior = self._array_kernel(one, predict=True, learn=False)
+            scores[stop], active[stop], log_prior[stop] = row_scores[0], row_active[0], row_prior[0]
+            learned[stop] = learn_decisions(row_scores, row_active, one.label, mode, margin)[0]
+            if learned[stop]:
+                self._array_kernel(one, predict=False, learn=True)
+            start = stop + 1
+
+    def _settle_in_windows(self, X, y, decide, guessing):
+        """The window path's results (see CountingNB), from the C kernel when it runs: event by
+        event in work too, so no guess and no pass is ever repeated."""
+        if not self._native or native_kernel() is None:
+            return super()._settle_in_windows(X, y, decide, guessing)
+        size = len(self._vocabulary)
+        batch = self._encode(X, y, pending=True)
+        if not self._takes_native(batch):
+            return None
+        scores, active, log_prior, learned = self._settle_natively(batch, decide.mode, decide.margin, predict=True)
+        learned_flags = learned.tolist()
+        self._order_new_features(size, X, batch, learned_flags)
+        return self._probabilities(scores, active, log_prior), learned_flags
 
     def _score_run(self, batch: EncodedBatch):
         classes = self._class_prefix(batch)
@@ -635,6 +720,8 @@ class ComplementNB(MultinomialNB):
     With alpha = 0 a feature never seen outside c gives score_c = +inf (certain); a class whose
     complement has no tokens yet scores 0 (no evidence either way).
     """
+
+    _native = False  # _kernel.c scores the multinomial only
 
     def _numerator_counts(self, counts_before: np.ndarray) -> np.ndarray:
         return row_sums(counts_before)[:, None] - counts_before  # N_~c,f

@@ -8,6 +8,7 @@ skipping it keeps frequent, easy messages from swamping the counts.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -82,6 +83,17 @@ def learn_decisions(scores: np.ndarray, active: np.ndarray, labels: np.ndarray, 
     return learn
 
 
+@dataclass(frozen=True)
+class LearnRule:
+    """A training mode and margin as a function of a window's rows: `learn_decisions`."""
+
+    mode: str
+    margin: float
+
+    def __call__(self, scores: np.ndarray, active: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        return learn_decisions(scores, active, labels, self.mode, self.margin)
+
+
 def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[list[dict], list[bool]]:
     """Prequential batch under a training regime: P(c | x) for each event with the state so far,
     and whether each event was learned.
@@ -141,8 +153,7 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) 
     guess = getattr(model, "_run_guess", None) or WindowGuess()
     model._run_guess = guess  # the learn rate carries over from batch to batch (not model state)
 
-    def decide(scores: np.ndarray, active: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        return learn_decisions(scores, active, labels, mode, margin)
+    decide = LearnRule(mode, margin)
 
     def one_by_one(lo: int, hi: int) -> None:
         events = X[lo:hi].to_dicts() if isinstance(X, SparseBatch) else X[lo:hi]  # one pass over the names

@@ -1,0 +1,246 @@
+"""The C kernel (stream_nb.model._kernel) against the definition in counting.py and training.py.
+
+MultinomialNB runs its prequential loop in C when the extension is built and the counts are
+exact. These tests hold it to the per-event loop (predict_proba_one, should_learn, learn_one,
+one event at a time) and to the array kernel, bit for bit: probabilities, learn decisions and
+state, on the SMS corpus with configs/spam.toml as shipped and on generated streams that reach
+the edge cases (alpha = 0 and its infinite scores, unknown="smooth", a Lidstone prior, several
+classes, weights, counts above 1, forgetting's fractional counts). A spy on the C entry point
+makes sure the C path is the one being compared. Where the extension is not built these tests
+skip (under CI=true they fail).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corpora import load_sms_spam
+from stream_nb.checkpoint.digest import state_digest
+from stream_nb.config import load_config
+from stream_nb.model import counting
+from stream_nb.model.counting import ComplementNB, MultinomialNB
+from stream_nb.model.training import predict_learn
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class SettleSpy:
+    """Stands in for the extension module: counts the calls and the events handed back."""
+
+    def __init__(self, module) -> None:
+        self.module = module
+        self.calls = 0
+        self.events = 0
+        self.handed_back = 0  # labeled events with scores that are not finite, left to Python
+
+    def settle(self, start, event, column, value, label, *rest):
+        stop, seen, weight = self.module.settle(start, event, column, value, label, *rest)
+        self.calls += 1
+        self.events += stop - start
+        self.handed_back += stop < len(label)
+        return stop, seen, weight
+
+
+@pytest.fixture
+def spy(monkeypatch) -> SettleSpy:
+    if counting._native_kernel is None:
+        reason = "the C extension stream_nb.model._kernel is not built (pip install -e . builds it)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    spy = SettleSpy(counting._native_kernel)
+    monkeypatch.setattr(counting, "_native_kernel", spy)
+    monkeypatch.delenv(counting.NATIVE_ENV, raising=False)
+    return spy
+
+
+def kernel_off(monkeypatch) -> None:
+    monkeypatch.setattr(counting, "_native_kernel", None)
+
+
+def state_of(model) -> tuple:
+    """Everything the state holds, exactly (vocabulary order included)."""
+    return (state_digest(model.to_state()), model._vocabulary.names(), model._counts.tolist(),
+            model._class_counts.tolist(), model._class_totals.tolist(), model._features_seen,
+            model._learned_weight)
+
+
+# ---- the SMS corpus with the shipped configuration ------------------------------------------
+
+
+def _replay_sms(rows, mode: str, unlabeled_every: int | None, batch_size: int):
+    from stream_nb.replay.prequential import Contender, replay_contenders
+
+    config = load_config(REPO / "configs" / "spam.toml", [f'training.mode="{mode}"'])
+    contender = Contender("spam.toml", config.build_model(), config.build_featurizer(),
+                          config.build_event_featurizer(), training=dict(config.training))
+    predictions = []
+    contender.on_unlabeled = lambda event, probabilities: predictions.append(probabilities)
+    events = [{"id": i, "text": text, "label": label} for i, (label, text) in enumerate(rows)]
+    if unlabeled_every:
+        for event in events[unlabeled_every - 1 :: unlabeled_every]:
+            event["label"] = None
+    replay_contenders(events, [contender], batch_size=batch_size)
+    return predictions, contender.metrics.accuracy, contender.metrics.log_loss, contender.learned, state_of(contender.model)
+
+
+@pytest.mark.parametrize("mode", ["thick_threshold", "on_error", "all"])
+@pytest.mark.parametrize("unlabeled_every", [None, 4])
+def test_sms_replay_equals_the_array_kernel(spy, monkeypatch, mode, unlabeled_every):
+    rows = load_sms_spam()
+    native = _replay_sms(rows, mode, unlabeled_every, 700)
+    assert spy.events >= len(rows) - 5  # all but a class's first events (those go one by one)
+    kernel_off(monkeypatch)
+    arrays = _replay_sms(rows, mode, unlabeled_every, 700)
+    assert native[3] > 0 and (native[0] or not unlabeled_every)
+    if mode != "all":
+        assert native[3] < len(rows) * 0.95  # the selective modes skip some events
+    for got, expected in zip(native, arrays):
+        assert got == expected
+
+
+def test_sms_replay_equals_the_per_event_loop(spy, monkeypatch):
+    """spam.toml as shipped (thick-threshold, forgetting): batches in C against batches of one,
+    which are the definition (predict_proba_one, should_learn, learn_one)."""
+    rows = load_sms_spam()[:2500]
+    native = _replay_sms(rows, "thick_threshold", 6, 500)
+    kernel_off(monkeypatch)
+    one_by_one = _replay_sms(rows, "thick_threshold", 6, 1)
+    assert native == one_by_one
+    assert not all(float(n).is_integer() for n in native[4][3])  # forgetting made the counts fractional
+
+
+# ---- generated streams: the edge cases -------------------------------------------------------
+
+
+def generated_stream(seed: int, n: int, classes: list, vocabulary: int = 60, counts: bool = False,
+                     weights: bool = False, unlabeled: float = 0.2):
+    rng = random.Random(seed)
+    X, y, w = [], [], []
+    for _ in range(n):
+        names = rng.sample(range(vocabulary), rng.randint(1, 8))
+        cls = rng.choice(classes)
+        # each class leans on its own part of the vocabulary, so scores separate and the
+        # selective modes skip events
+        shift = classes.index(cls) * 7
+        X.append({f"w{(name + shift) % vocabulary}": (rng.randint(1, 3) if counts else 1) for name in names})
+        y.append(None if rng.random() < unlabeled else cls)
+        w.append(float(rng.choice([1, 2, 3])) if weights else 1.0)
+    return X, y, w
+
+
+MODELS = {
+    "laplace": dict(alpha=1.0),
+    "lidstone and a prior": dict(alpha=0.3, prior_alpha=1.0),
+    "mle (alpha = 0)": dict(alpha=0.0),
+    "smooth unknowns": dict(alpha=0.5, unknown="smooth"),
+    "forgetting": dict(alpha=0.2, half_life=40, evict_every=10),
+    "budget": dict(alpha=0.2, max_features=30, evict_every=10),
+}
+
+
+def run_stream(options: dict, X, y, mode: str, margin: float, batch_size: int):
+    model = MultinomialNB(**options)
+    probabilities, learned = [], []
+    for start in range(0, len(X), batch_size):
+        p, flags = predict_learn(model, X[start : start + batch_size], y[start : start + batch_size], mode, margin)
+        probabilities.extend(p)
+        learned.extend(flags)
+    return probabilities, learned, state_of(model)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("mode, margin", [("thick_threshold", 3.0), ("on_error", 0.0), ("all", 0.0)])
+@pytest.mark.parametrize("classes", [["ham", "spam"], [3, 1, 2, 0]])
+def test_generated_streams_equal_the_per_event_loop(spy, monkeypatch, name, mode, margin, classes):
+    X, y, _ = generated_stream(7, 600, classes, counts=True)
+    native = run_stream(MODELS[name], X, y, mode, margin, 128)
+    assert spy.events > 0
+    kernel_off(monkeypatch)
+    assert native == run_stream(MODELS[name], X, y, mode, margin, 1)
+    assert native == run_stream(MODELS[name], X, y, mode, margin, 128)
+    if mode != "all":
+        assert 0 < sum(native[1]) < sum(label is not None for label in y)
+
+
+def test_infinite_scores_are_decided_by_the_definition(spy, monkeypatch):
+    """With alpha = 0 a feature unseen in a class gives it -inf: such labeled events go back to
+    Python's should_learn, and the loop in C goes on after them."""
+    X, y, _ = generated_stream(3, 400, ["a", "b", "c"], unlabeled=0.1)
+    native = run_stream({"alpha": 0.0}, X, y, "thick_threshold", 2.0, 200)
+    assert spy.handed_back > 10
+    kernel_off(monkeypatch)
+    assert native == run_stream({"alpha": 0.0}, X, y, "thick_threshold", 2.0, 1)
+
+
+def test_weights_and_the_batch_protocol(spy, monkeypatch):
+    """learn_many with whole-number weights, predict_learn_many and predict_proba_many (mode
+    "all", through MultinomialNB._kernel) against learn_one and predict_proba_one."""
+    X, y, w = generated_stream(11, 500, ["ham", "spam"], counts=True, weights=True, unlabeled=0.0)
+    native = MultinomialNB(alpha=0.5, prior_alpha=0.5)
+    native.learn_many(X[:300], y[:300], w[:300])
+    learned_in_c = spy.events
+    mixed = [None if i % 3 == 0 else label for i, label in enumerate(y[300:])]
+    native_prequential = native.predict_learn_many(X[300:], mixed)
+    native_proba = native.predict_proba_many(X[:50])
+    assert learned_in_c >= 300 and spy.events >= learned_in_c + 200 + 50
+    kernel_off(monkeypatch)
+    reference = MultinomialNB(alpha=0.5, prior_alpha=0.5)
+    for x, label, weight in zip(X[:300], y[:300], w[:300]):
+        reference.learn_one(x, label, weight)
+    prequential = []
+    for x, label in zip(X[300:], mixed):
+        prequential.append(reference.predict_proba_one(x))
+        if label is not None:
+            reference.learn_one(x, label)
+    assert native_prequential == prequential
+    assert native_proba == [reference.predict_proba_one(x) for x in X[:50]]
+    assert state_of(native) == state_of(reference)
+
+
+def test_inexact_counts_and_complement_stay_in_python(spy):
+    X, y, _ = generated_stream(5, 100, ["ham", "spam"], unlabeled=0.0)
+    fractional = MultinomialNB()
+    fractional.learn_many(X, y, [0.5] * len(X))  # fractional weights: sums depend on their order
+    fractional.predict_proba_many(X)
+    predict_learn(fractional, X, y, "thick_threshold", 5.0)
+    complement = ComplementNB()
+    predict_learn(complement, X, y, "thick_threshold", 5.0)
+    assert spy.calls == 0
+
+
+def test_environment_switches_it_off():
+    code = "from stream_nb.model.counting import native_kernel; print(native_kernel() is None)"
+    env = {**os.environ, "STREAM_NB_NATIVE": "0", "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_bad_arguments_are_refused(spy):
+    settle = spy.module.settle
+    event = np.zeros(2, dtype=np.int64)
+    column = np.array([0, 5], dtype=np.int64)
+    value = np.ones(2)
+    label, weight = np.array([1], dtype=np.int64), np.ones(1)
+    counts, class_counts, class_totals = np.zeros((4, 2)), np.ones(2), np.ones(2)
+    outputs = (np.zeros((1, 2)), np.zeros((1, 2), dtype=bool), np.zeros((1, 2)), np.zeros(1, dtype=bool))
+    settings = (0, 1.0, 0.0, None, 2, 1.0, True)
+    with pytest.raises(ValueError, match="beyond the 4 rows"):
+        settle(0, event, column, value, label, weight, counts, class_counts, class_totals, settings, *outputs)
+    with pytest.raises(ValueError, match="beyond the 2 classes"):
+        settle(0, event[:1].copy(), column[:1].copy(), value[:1].copy(), np.array([2]), weight, counts,
+               class_counts, class_totals, settings, *outputs)
+    with pytest.raises(ValueError, match="value has 8 bytes"):
+        settle(0, event, column, value[:1].copy(), label, weight, counts, class_counts, class_totals, settings,
+               *outputs)
+    with pytest.raises(ValueError, match="without predicting"):
+        settle(0, event, column, value, label, weight, counts, class_counts, class_totals,
+               settings[:4] + (1, 1.0, False), *outputs)
+    assert counts.tolist() == np.zeros((4, 2)).tolist()  # refused: nothing learned
