@@ -414,8 +414,116 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(clues_doc,
+"clues(names, bounds, columns, best, runner_up, counts, denominators, alpha, top) -> list\n\n"
+"explain.strongest_clues_many's lists: for each event i with best[i] >= 0, its `top` learned\n"
+"features (names[bounds[i]:bounds[i+1]], columns likewise: int64, -1 never learned) by evidence\n"
+"log((N_fc + alpha) / D_c) - log((N_fk + alpha) / D_k) for c = best[i], k = runner_up[i]\n"
+"(math.log's libm log), largest first, ties in the event's order, as [(name, evidence rounded\n"
+"as np.round(., 6))]; None for the others. alpha, D_c and D_k must be positive.");
+
+static PyObject *
+clues(PyObject *module, PyObject *args)
+{
+    PyObject *names;
+    Py_buffer bounds, columns, best, runner_up, counts, denominators;
+    double alpha;
+    Py_ssize_t top;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*y*y*y*dn:clues", &PyList_Type, &names, &bounds, &columns, &best,
+                          &runner_up, &counts, &denominators, &alpha, &top))
+        return NULL;
+    Py_buffer *buffers[] = {&bounds, &columns, &best, &runner_up, &counts, &denominators};
+    PyObject *result = NULL;
+    double *evidence = NULL;
+    Py_ssize_t *chosen = NULL;
+    const Py_ssize_t n = best.len / 8, C = denominators.len / 8, m = columns.len / 8;
+    if (C < 1 || check_size(&bounds, "bounds", 8, n + 1) < 0 || check_size(&runner_up, "runner_up", 8, n) < 0
+        || check_size(&columns, "columns", 8, PyList_GET_SIZE(names)) < 0
+        || check_size(&counts, "counts", 8 * C, counts.len / (8 * C)) < 0)
+        goto done;
+    const int64_t *bound = bounds.buf, *column = columns.buf, *first = best.buf, *second = runner_up.buf;
+    const double *count = counts.buf, *denominator = denominators.buf;
+    const Py_ssize_t n_rows = counts.len / (8 * C);
+    if (top < 0)
+        top = 0;
+    evidence = PyMem_Malloc(sizeof(double) * (size_t)(top + 1));
+    chosen = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(top + 1));
+    result = PyList_New(n);
+    if (evidence == NULL || chosen == NULL || result == NULL) {
+        Py_CLEAR(result);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t c = first[i], k = second[i];
+        if (c < 0) {
+            PyList_SET_ITEM(result, i, Py_NewRef(Py_None));
+            continue;
+        }
+        if (c >= C || k < 0 || k >= C || bound[i] < 0 || bound[i] > bound[i + 1] || bound[i + 1] > m
+            || !(alpha > 0 && denominator[c] > 0 && denominator[k] > 0)) {
+            PyErr_Format(PyExc_ValueError,
+                         "clues: event %zd has classes or bounds out of range, or a non-positive alpha or denominator", i);
+            Py_CLEAR(result);
+            goto done;
+        }
+        Py_ssize_t kept = 0;
+        for (Py_ssize_t o = bound[i]; o < bound[i + 1]; o++) {
+            const int64_t col = column[o];
+            if (col < 0)
+                continue;
+            if (col >= n_rows) {
+                PyErr_Format(PyExc_ValueError, "clues: column %lld beyond the %zd rows of counts", (long long)col, n_rows);
+                Py_CLEAR(result);
+                goto done;
+            }
+            const double *row = count + col * C;
+            int learned = 0;
+            for (Py_ssize_t j = 0; j < C; j++)
+                learned |= row[j] != 0;
+            if (!learned || top == 0)
+                continue;
+            /* the ratio, then its log: as numpy divides and math.log takes the log */
+            const double e = log((row[c] + alpha) / denominator[c]) - log((row[k] + alpha) / denominator[k]);
+            if (kept == top && !(e > evidence[top - 1]))
+                continue; /* ties keep the earlier feature */
+            Py_ssize_t j = kept < top ? kept : top - 1;
+            for (; j > 0 && evidence[j - 1] < e; j--) {
+                evidence[j] = evidence[j - 1];
+                chosen[j] = chosen[j - 1];
+            }
+            evidence[j] = e;
+            chosen[j] = o;
+            if (kept < top)
+                kept++;
+        }
+        PyObject *list = PyList_New(kept);
+        if (list == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, list);
+        for (Py_ssize_t j = 0; j < kept; j++) {
+            PyObject *pair = Py_BuildValue("(Od)", PyList_GET_ITEM(names, chosen[j]), rint(evidence[j] * 1e6) / 1e6);
+            if (pair == NULL) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            PyList_SET_ITEM(list, j, pair);
+        }
+    }
+done:
+    PyMem_Free(evidence);
+    PyMem_Free(chosen);
+    for (size_t b = 0; b < sizeof(buffers) / sizeof(buffers[0]); b++)
+        PyBuffer_Release(buffers[b]);
+    return result;
+}
+
 static PyMethodDef kernel_methods[] = {
     {"settle", settle, METH_VARARGS, settle_doc},
+    {"clues", clues, METH_VARARGS, clues_doc},
     {NULL, NULL, 0, NULL},
 };
 

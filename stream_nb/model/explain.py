@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from stream_nb.model.base import SparseBatch
-from stream_nb.model.counting import BernoulliNB, CountingNB
+from stream_nb.model.counting import BernoulliNB, CountingNB, native_kernel
 
 
 def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None = None) -> list[tuple[str, float]]:
@@ -165,8 +165,17 @@ def strongest_clues_many(model: CountingNB, X: SparseBatch, probabilities: list,
         for i in one_by_one:
             x = dict.fromkeys(names[bounds[i] : bounds[i + 1]], 1.0)
             results[i] = strongest_clues(model, x, top, probabilities[i])
-    event = np.repeat(np.arange(n, dtype=np.int64), X.lengths)
     columns = X.columns_in(model._vocabulary)  # as the prediction looked them up, unless learning added names since
+    kernel = native_kernel()
+    if kernel is not None and model._feature_counts.flags.c_contiguous:  # the same lists, made in C
+        bounds = np.concatenate(([0], np.cumsum(X.lengths, dtype=np.int64)))
+        made = kernel.clues(X.names, bounds, np.ascontiguousarray(columns, dtype=np.int64), best, runner_up,
+                            model._feature_counts, np.ascontiguousarray(denominators, dtype=np.float64),
+                            float(alpha), top)
+        for i in np.flatnonzero(best >= 0).tolist():
+            results[i] = made[i]
+        return results
+    event = np.repeat(np.arange(n, dtype=np.int64), X.lengths)
     occurrence = np.flatnonzero((columns >= 0) & (best[event] >= 0))
     counts = model._feature_counts[columns[occurrence]]
     learned = counts.any(axis=1)
