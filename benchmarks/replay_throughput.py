@@ -37,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from stream_nb.cli import tune_garbage_collector  # noqa: E402
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.replay.corpora import ENRON_SUBSETS, enron_spam, sms_spam  # noqa: E402
 from stream_nb.replay.metrics import PrequentialMetrics  # noqa: E402
@@ -138,6 +139,7 @@ def main(argv=None) -> int:
     parser.add_argument("--enron", type=Path, default=DEFAULT_ENRON)
     parser.add_argument("--streams", default="sms-x10,enron", help="comma-separated: sms-x10, enron")
     args = parser.parse_args(argv)
+    tune_garbage_collector()  # as `stream-nb replay` runs (both sides)
     if args.quick:
         args.repeats = args.river_repeats = 1
     missing = [path for path in (args.sms, args.enron) if not path.exists()]

@@ -250,3 +250,20 @@ def test_labels_beyond_max_classes_are_refused_and_counted(tmp_path):
     assert "label 'd' would be class 4; [model] max_classes = 3" in report["refused_by_model"]
     bad = replay("--input", str(tmp_path / "l.jsonl"), "--set", "model.max_classes=1", "--report", str(tmp_path / "x"))
     assert bad.returncode == 2 and "model.max_classes: must be a whole number >= 2, got 1" in bad.stderr
+
+
+def test_the_command_line_collects_the_young_generation_less_often():
+    import gc
+
+    from stream_nb.cli import YOUNG_GENERATION_THRESHOLD, tune_garbage_collector
+
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        tune_garbage_collector()
+        assert gc.get_threshold() == (YOUNG_GENERATION_THRESHOLD, 10, 10)
+        gc.set_threshold(0, 10, 10)  # collection switched off by the user: left off
+        tune_garbage_collector()
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*saved)
