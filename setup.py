@@ -2,6 +2,8 @@
 
 - stream_nb.features._native computes TextFeaturizer's feature lists in C for the configurations
   it takes (stream_nb/features/text.py stays the definition).
+- stream_nb.events._codec writes the worker's prediction messages in C for the contract's common
+  shape (stream_nb/events/codec.py stays the definition).
 - stream_nb.model._kernel runs MultinomialNB's prequential loop (score, decide, learn) in C for
   batches whose counts are exact (stream_nb/model/counting.py stays the definition). It calls
   numpy's own log loop, so it compiles against numpy's headers (a build requirement).
@@ -22,6 +24,7 @@ STRICT_FLOATS = ["-ffp-contract=off"]
 
 extensions = [
     Extension("stream_nb.features._native", sources=["stream_nb/features/_native.c"], optional=True),
+    Extension("stream_nb.events._codec", sources=["stream_nb/events/_codec.c"], optional=True),
 ]
 if numpy is not None:
     extensions.append(Extension("stream_nb.model._kernel", sources=["stream_nb/model/_kernel.c"],

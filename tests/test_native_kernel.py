@@ -27,6 +27,7 @@ from stream_nb.config import load_config
 from stream_nb.model import counting
 from stream_nb.model.counting import ComplementNB, MultinomialNB
 from stream_nb.model.training import predict_learn
+from stream_nb.native import NATIVE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,7 +58,7 @@ def spy(monkeypatch) -> SettleSpy:
         pytest.skip(reason)
     spy = SettleSpy(counting._native_kernel)
     monkeypatch.setattr(counting, "_native_kernel", spy)
-    monkeypatch.delenv(counting.NATIVE_ENV, raising=False)
+    monkeypatch.delenv(NATIVE_ENV, raising=False)
     return spy
 
 

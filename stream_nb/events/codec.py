@@ -94,6 +94,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from stream_nb.native import native_allowed
+
+try:  # the optional C extension (setup.py): the common predictions' bytes, as encode writes them
+    from stream_nb.events import _codec as _native_codec
+except ImportError:
+    _native_codec = None
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "REASONS",
@@ -516,6 +523,30 @@ class PredictionEncoder:
             parts += [',"clues":[', ",".join([f"[{string(name)},{weight!r}]" for name, weight in clues]), "]"]
         parts.append("}")
         return event.id.encode("utf-8"), "".join(parts).encode("utf-8")
+
+    def encode_many(self, events: list[Event], probabilities: list, verdicts: list | None = None,
+                    clues: list | None = None) -> list:
+        """`encode` for each event (None where probabilities[i] is None): its (key, value), or the
+        TypeError or ValueError `encode` raises for it. The messages of the common shape are
+        written by the C extension (_codec.c, the same bytes), the others here."""
+        made = None
+        if _native_codec is not None and native_allowed():
+            made = _native_codec.encode_predictions(
+                events if type(events) is list else list(events), probabilities if type(probabilities) is list
+                else list(probabilities), self._model_json, verdicts, clues)
+        results: list = []
+        for i, (event, proba) in enumerate(zip(events, probabilities)):
+            if made is not None and made[i] is not None:
+                results.append(made[i])
+            elif proba is None:
+                results.append(None)
+            else:
+                try:
+                    results.append(self.encode(event, proba, verdict=None if verdicts is None else verdicts[i],
+                                               clues=None if clues is None else clues[i]))
+                except (TypeError, ValueError) as error:
+                    results.append(error)
+        return results
 
     def _encode_generic(self, event, best, proba, verdict, clues) -> tuple[bytes, bytes]:
         """The message through the json module: for values the direct path does not write

@@ -30,7 +30,6 @@ token pattern), so they survive any configuration.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
@@ -41,15 +40,13 @@ from typing import Any, Callable
 import numpy as np
 
 from stream_nb.model.base import SparseBatch
+from stream_nb.native import native_allowed
 
 try:  # the optional C extension (setup.py); without it the Python path below runs, same results
     from stream_nb.features import _native
 except ImportError:
     _native = None
 
-# STREAM_NB_NATIVE=0 in the environment keeps the C extension out (read by each TextFeaturizer
-# as it is made): the Python path is the definition, to compare against or to fall back on.
-NATIVE_ENV = "STREAM_NB_NATIVE"
 
 __all__ = [
     "CHAR_NGRAM_PREFIX",
@@ -488,7 +485,7 @@ class TextFeaturizer:
         the spam token pattern on lowercased text, with unigrams or unigrams and bigrams, subject
         features, URL and e-mail placeholders (their spans found by `_special_spans`),
         max_tokens and binary; no accent stripping, stop words, character n-grams or numbers."""
-        if _native is None or os.environ.get(NATIVE_ENV, "1") == "0":
+        if _native is None or not native_allowed():  # read by each TextFeaturizer as it is made
             return None
         if (
             self.token_pattern != SPAM_TOKEN_PATTERN

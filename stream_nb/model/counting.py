@@ -8,12 +8,15 @@ A single event (learn_one, predict_proba_one) takes a shorter path with no prefi
 is the table as it is. It repeats the kernel's floating point operations for a batch of one
 on Python floats (`_score_event`, `_learn_event`; see base.py), so both paths agree to the
 last bit.
+
+The multinomial's batches whose counts are exact run in C when the optional extension is built
+(_kernel.c: event after event, the same operations as the kernel for a batch of one), which is
+what makes order-dependent training (thick-threshold, train on error) as fast as learning all.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,19 +43,19 @@ from stream_nb.model.base import (
 )
 from stream_nb.model.training import learn_decisions
 from stream_nb.model.vocabulary import HashedVocabulary, Vocabulary, vocabulary_from_state
+from stream_nb.native import native_allowed
 
 try:  # the multinomial's prequential loop in C (setup.py builds it when it can; optional)
     from stream_nb.model import _kernel as _native_kernel
 except ImportError:
     _native_kernel = None
 
-NATIVE_ENV = "STREAM_NB_NATIVE"  # "0": the C extensions stay out (the Python paths run)
 _MODE_NUMBERS = {"all": 0, "on_error": 1, "thick_threshold": 2}  # as _kernel.c numbers them
 
 
 def native_kernel():
     """The C kernel module, or None: not built, or switched off (STREAM_NB_NATIVE=0)."""
-    if _native_kernel is None or os.environ.get(NATIVE_ENV, "1") == "0":
+    if _native_kernel is None or not native_allowed():
         return None
     return _native_kernel
 

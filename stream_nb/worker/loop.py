@@ -644,18 +644,18 @@ class Worker:
                            for x, proba in zip(X, probabilities)])
         encoder = PredictionEncoder(events_learned=learned, checkpoint=self.checkpoint_id,
                                     labeled_offsets=labeled_offsets)
+        verdicts = None if band is None else [verdict(proba, positive, band) if proba is not None else None
+                                              for proba in probabilities]
+        messages = encoder.encode_many(events, probabilities, verdicts, clues)
         # The latency histogram costs ~1 us a prediction: only when metrics are served.
         sent, timed = 0, self._metrics_server is not None
-        for i, (event, record, proba) in enumerate(zip(events, origin, probabilities)):
-            if proba is None:
+        for event, record, encoded in zip(events, origin, messages):
+            if encoded is None:
                 continue  # dead-lettered above
-            try:
-                key, value = encoder.encode(
-                    event, proba, verdict=None if band is None else verdict(proba, positive, band),
-                    clues=clues[i] if clues is not None else None)
-            except (TypeError, ValueError) as error:
-                self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(error), record))
+            if isinstance(encoded, Exception):
+                self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(encoded), record))
                 continue
+            key, value = encoded
             self._send(self.kafka["predictions_topic"], value, key, None)
             sent += 1
             if timed and record.timestamp and record.timestamp > 0:  # source append (or create) time, ms

@@ -1,0 +1,317 @@
+/*
+ * stream_nb.events._codec: the prediction messages of a batch, in C.
+ *
+ * codec.py stays the definition (PredictionEncoder.encode). This module writes the same bytes
+ * for the messages of the contract's common shape: an Event whose id and source topic are str
+ * and partition and offset int, classes that are all str, finite float probabilities, a str
+ * verdict or none, clues of (str, finite float). Strings are written as json's encoder writes
+ * them with ensure_ascii=False (`"`, `\`, \b \f \n \r \t escaped, other controls as \u00xx,
+ * everything else as is) and then UTF-8; floats as repr() writes them (CPython's own
+ * PyOS_double_to_string, 'r'). Any other message, and one that UTF-8 cannot hold (a lone
+ * surrogate), is declined (None): the caller encodes it in Python, which may refuse it.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Buffer;
+
+enum { WRITTEN = 0, FAILED = -1, DECLINED = 1 };
+
+static int
+reserve(Buffer *b, Py_ssize_t extra)
+{
+    if (b->len + extra <= b->cap)
+        return WRITTEN;
+    Py_ssize_t cap = b->cap ? b->cap : 512;
+    while (cap < b->len + extra)
+        cap *= 2;
+    char *data = PyMem_Realloc(b->data, (size_t)cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    b->data = data;
+    b->cap = cap;
+    return WRITTEN;
+}
+
+static int
+put(Buffer *b, const char *bytes, Py_ssize_t n)
+{
+    if (reserve(b, n) < 0)
+        return FAILED;
+    memcpy(b->data + b->len, bytes, (size_t)n);
+    b->len += n;
+    return WRITTEN;
+}
+
+#define PUT_LITERAL(b, literal) put((b), (literal), (Py_ssize_t)(sizeof(literal) - 1))
+
+/* A JSON string literal of the exact str `text`, as json.encoder.encode_basestring writes it. */
+static int
+put_string(Buffer *b, PyObject *text)
+{
+    if (!PyUnicode_CheckExact(text))
+        return DECLINED;
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    if (utf8 == NULL) { /* a lone surrogate: UTF-8 cannot hold it; Python's path refuses it */
+        PyErr_Clear();
+        return DECLINED;
+    }
+    if (reserve(b, 6 * n + 2) < 0)
+        return FAILED;
+    char *out = b->data + b->len;
+    *out++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)utf8[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *out++ = (char)c;
+            continue;
+        }
+        *out++ = '\\';
+        switch (c) {
+        case '"': *out++ = '"'; break;
+        case '\\': *out++ = '\\'; break;
+        case '\b': *out++ = 'b'; break;
+        case '\f': *out++ = 'f'; break;
+        case '\n': *out++ = 'n'; break;
+        case '\r': *out++ = 'r'; break;
+        case '\t': *out++ = 't'; break;
+        default: /* \u00xx, lowercase hex as json writes it */
+            *out++ = 'u';
+            *out++ = '0';
+            *out++ = '0';
+            *out++ = "0123456789abcdef"[c >> 4];
+            *out++ = "0123456789abcdef"[c & 15];
+        }
+    }
+    *out++ = '"';
+    b->len = out - b->data;
+    return WRITTEN;
+}
+
+/* repr() of a finite float. */
+static int
+put_float(Buffer *b, double value)
+{
+    char *repr = PyOS_double_to_string(value, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL)
+        return FAILED;
+    int outcome = put(b, repr, (Py_ssize_t)strlen(repr));
+    PyMem_Free(repr);
+    return outcome;
+}
+
+/* repr() of an exact int that fits in a long long. */
+static int
+put_int(Buffer *b, PyObject *number)
+{
+    if (!PyLong_CheckExact(number))
+        return DECLINED;
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(number, &overflow);
+    if (overflow || (value == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return DECLINED;
+    }
+    char digits[32];
+    int n = snprintf(digits, sizeof(digits), "%lld", value);
+    return put(b, digits, n);
+}
+
+#define STEP(call)                  \
+    do {                            \
+        int outcome_ = (call);      \
+        if (outcome_ != WRITTEN)    \
+            return outcome_;        \
+    } while (0)
+
+static PyObject *attribute_id, *attribute_source, *attribute_topic, *attribute_partition, *attribute_offset;
+
+/* Writes attribute `name` of `object` with `writer`. */
+static int
+put_attribute(Buffer *b, PyObject *object, PyObject *name, int (*writer)(Buffer *, PyObject *))
+{
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL)
+        return FAILED;
+    int outcome = writer(b, value);
+    Py_DECREF(value);
+    return outcome;
+}
+
+/* One message into b (emptied first): WRITTEN, DECLINED or FAILED. */
+static int
+message(Buffer *b, PyObject *event, PyObject *probabilities, PyObject *model_json, PyObject *verdict,
+        PyObject *clues)
+{
+    b->len = 0;
+    if (!PyDict_CheckExact(probabilities) || !PyUnicode_CheckExact(model_json)
+        || (verdict != Py_None && !PyUnicode_CheckExact(verdict)) || (clues != Py_None && !PyList_CheckExact(clues)))
+        return DECLINED;
+    /* the label: the first class of largest probability; every class a str, every p finite */
+    PyObject *best = NULL, *cls, *p;
+    double best_p = -1.0;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(probabilities, &position, &cls, &p)) {
+        if (!PyUnicode_CheckExact(cls) || !PyFloat_CheckExact(p) || !isfinite(PyFloat_AS_DOUBLE(p)))
+            return DECLINED;
+        if (best == NULL || PyFloat_AS_DOUBLE(p) > best_p) {
+            best = cls;
+            best_p = PyFloat_AS_DOUBLE(p);
+        }
+    }
+    STEP(PUT_LITERAL(b, "{\"id\":"));
+    STEP(put_attribute(b, event, attribute_id, put_string));
+    STEP(PUT_LITERAL(b, ",\"label\":"));
+    STEP(best == NULL ? PUT_LITERAL(b, "null") : put_string(b, best));
+    STEP(PUT_LITERAL(b, ",\"proba\":{"));
+    position = 0;
+    for (int first = 1; PyDict_Next(probabilities, &position, &cls, &p); first = 0) {
+        if (!first)
+            STEP(PUT_LITERAL(b, ","));
+        STEP(put_string(b, cls));
+        STEP(PUT_LITERAL(b, ":"));
+        STEP(put_float(b, PyFloat_AS_DOUBLE(p)));
+    }
+    STEP(PUT_LITERAL(b, "},\"model\":"));
+    Py_ssize_t n;
+    const char *model = PyUnicode_AsUTF8AndSize(model_json, &n);
+    if (model == NULL) {
+        PyErr_Clear();
+        return DECLINED;
+    }
+    STEP(put(b, model, n));
+    PyObject *source = PyObject_GetAttr(event, attribute_source);
+    if (source == NULL)
+        return FAILED;
+    int outcome = PUT_LITERAL(b, ",\"source\":{\"topic\":");
+    if (outcome == WRITTEN)
+        outcome = put_attribute(b, source, attribute_topic, put_string);
+    if (outcome == WRITTEN)
+        outcome = PUT_LITERAL(b, ",\"partition\":");
+    if (outcome == WRITTEN)
+        outcome = put_attribute(b, source, attribute_partition, put_int);
+    if (outcome == WRITTEN)
+        outcome = PUT_LITERAL(b, ",\"offset\":");
+    if (outcome == WRITTEN)
+        outcome = put_attribute(b, source, attribute_offset, put_int);
+    Py_DECREF(source);
+    STEP(outcome);
+    STEP(PUT_LITERAL(b, "}"));
+    if (verdict != Py_None) {
+        STEP(PUT_LITERAL(b, ",\"verdict\":"));
+        STEP(put_string(b, verdict));
+    }
+    if (clues != Py_None) {
+        STEP(PUT_LITERAL(b, ",\"clues\":["));
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(clues); j++) {
+            PyObject *clue = PyList_GET_ITEM(clues, j);
+            if (!PyTuple_CheckExact(clue) || PyTuple_GET_SIZE(clue) != 2)
+                return DECLINED;
+            PyObject *weight = PyTuple_GET_ITEM(clue, 1);
+            if (!PyFloat_CheckExact(weight) || !isfinite(PyFloat_AS_DOUBLE(weight)))
+                return DECLINED; /* infinite evidence is written as a string: Python's path */
+            if (j)
+                STEP(PUT_LITERAL(b, ","));
+            STEP(PUT_LITERAL(b, "["));
+            STEP(put_string(b, PyTuple_GET_ITEM(clue, 0)));
+            STEP(PUT_LITERAL(b, ","));
+            STEP(put_float(b, PyFloat_AS_DOUBLE(weight)));
+            STEP(PUT_LITERAL(b, "]"));
+        }
+        STEP(PUT_LITERAL(b, "]"));
+    }
+    return PUT_LITERAL(b, "}");
+}
+
+PyDoc_STRVAR(encode_predictions_doc,
+"encode_predictions(events, probabilities, model_json, verdicts, clues) -> list\n\n"
+"PredictionEncoder.encode's (key, value) for each event, byte for byte, where its message has\n"
+"the common shape (see the module's doc); None where it does not, or where probabilities[i]\n"
+"is None. model_json is the encoder's shared \"model\" part; verdicts and clues are lists (an\n"
+"item None: no field) or None.");
+
+static PyObject *
+encode_predictions(PyObject *module, PyObject *args)
+{
+    PyObject *events, *probabilities, *model_json, *verdicts, *clues;
+    if (!PyArg_ParseTuple(args, "O!O!UOO:encode_predictions", &PyList_Type, &events, &PyList_Type, &probabilities,
+                          &model_json, &verdicts, &clues))
+        return NULL;
+    const Py_ssize_t n = PyList_GET_SIZE(events);
+    if (PyList_GET_SIZE(probabilities) != n || (verdicts != Py_None && (!PyList_Check(verdicts) || PyList_GET_SIZE(verdicts) != n))
+        || (clues != Py_None && (!PyList_Check(clues) || PyList_GET_SIZE(clues) != n))) {
+        PyErr_SetString(PyExc_ValueError, "encode_predictions: events, probabilities, verdicts and clues differ in length");
+        return NULL;
+    }
+    PyObject *result = PyList_New(n);
+    if (result == NULL)
+        return NULL;
+    Buffer b = {NULL, 0, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *proba = PyList_GET_ITEM(probabilities, i), *item = NULL;
+        if (proba != Py_None) {
+            PyObject *event = PyList_GET_ITEM(events, i);
+            int outcome = message(&b, event, proba, model_json,
+                                  verdicts == Py_None ? Py_None : PyList_GET_ITEM(verdicts, i),
+                                  clues == Py_None ? Py_None : PyList_GET_ITEM(clues, i));
+            if (outcome == FAILED) {
+                Py_DECREF(result);
+                PyMem_Free(b.data);
+                return NULL;
+            }
+            if (outcome == WRITTEN) {
+                PyObject *id = PyObject_GetAttr(event, attribute_id);
+                PyObject *key = id ? PyUnicode_AsUTF8String(id) : NULL; /* the id was written: it encodes */
+                PyObject *value = key ? PyBytes_FromStringAndSize(b.data, b.len) : NULL;
+                item = value ? PyTuple_Pack(2, key, value) : NULL;
+                Py_XDECREF(id);
+                Py_XDECREF(key);
+                Py_XDECREF(value);
+                if (item == NULL) {
+                    Py_DECREF(result);
+                    PyMem_Free(b.data);
+                    return NULL;
+                }
+            }
+        }
+        PyList_SET_ITEM(result, i, item ? item : Py_NewRef(Py_None));
+    }
+    PyMem_Free(b.data);
+    return result;
+}
+
+static PyMethodDef codec_methods[] = {
+    {"encode_predictions", encode_predictions, METH_VARARGS, encode_predictions_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef codec_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "stream_nb.events._codec",
+    .m_doc = "Prediction messages in C (see codec.py, which stays the definition).",
+    .m_size = -1,
+    .m_methods = codec_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__codec(void)
+{
+    if ((attribute_id = PyUnicode_InternFromString("id")) == NULL
+        || (attribute_source = PyUnicode_InternFromString("source")) == NULL
+        || (attribute_topic = PyUnicode_InternFromString("topic")) == NULL
+        || (attribute_partition = PyUnicode_InternFromString("partition")) == NULL
+        || (attribute_offset = PyUnicode_InternFromString("offset")) == NULL)
+        return NULL;
+    return PyModule_Create(&codec_module);
+}
