@@ -8,11 +8,11 @@ optional: where it is not built these tests skip (under CI=true they fail).
 from __future__ import annotations
 
 import math
-import os
 import random
 
 import pytest
 
+from native import require_extension
 from stream_nb.events import codec
 from stream_nb.events.codec import Event, PredictionEncoder, SourcePosition
 
@@ -20,11 +20,7 @@ from stream_nb.events.codec import Event, PredictionEncoder, SourcePosition
 @pytest.fixture
 def made_in_c(monkeypatch) -> list:
     """Runs the C encoder and records what it wrote (None: declined) per call."""
-    if codec._native_codec is None:
-        reason = "the C extension stream_nb.events._codec is not built (pip install -e . builds it)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_extension(codec._native_codec, "stream_nb.events._codec")
     native = codec._native_codec
     calls: list = []
 

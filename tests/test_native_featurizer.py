@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from corpora import load_enron_texts, load_sms_spam
+from native import require_extension
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.config import load_config
 from stream_nb.features import text as text_module
@@ -28,12 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _require_native() -> None:
-    if text_module._native is not None:
-        return
-    reason = "the C extension stream_nb.features._native is not built (pip install -e . builds it)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    require_extension(text_module._native, "stream_nb.features._native")
 
 
 def spam_featurizer() -> TextFeaturizer:
@@ -192,6 +188,27 @@ def test_look_ups_equal_the_vocabulary_s():
     assert batch[:10].unknown_in(vocabulary) is not None and batch[10:].unknown_in(vocabulary) is None
     vocabulary.add(["a name never seen before"])
     assert batch.unknown_in(vocabulary) is None
+
+
+def test_look_ups_without_numbering_predict_the_same():
+    """A batch that only predicts (the worker's unlabeled poll) skips numbering the new names:
+    the same columns, no numbering remembered, the same probabilities and clues."""
+    from stream_nb.model.explain import strongest_clues_many
+
+    featurizer = spam_featurizer()
+    rows = load_sms_spam()
+    model = load_config(REPO / "configs" / "spam.toml", []).build_model()
+    model.learn_many(featurizer.transform_sparse([text for _, text in rows[:2000]]), [label for label, _ in rows[:2000]])
+    texts = [text for _, text in rows[2000:3000]]
+    numbered = featurizer.transform_sparse(texts, vocabulary=model._vocabulary)
+    plain = featurizer.transform_sparse(texts, vocabulary=model._vocabulary, number_unknown=False)
+    assert plain.names == numbered.names
+    assert np.array_equal(plain.columns_in(model._vocabulary), numbered.columns_in(model._vocabulary))
+    assert (plain.columns_in(model._vocabulary) < 0).sum() > 1000  # names the model never learned
+    assert plain.unknown_in(model._vocabulary) is None and numbered.unknown_in(model._vocabulary) is not None
+    probabilities = model.predict_proba_many(plain)
+    assert probabilities == model.predict_proba_many(numbered)
+    assert strongest_clues_many(model, plain, probabilities, 3) == strongest_clues_many(model, numbered, probabilities, 3)
 
 
 def _replay(texts_labels, native: bool, unlabeled_every: int | None, mode: str):

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from corpora import load_sms_spam
+from native import require_extension
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.config import load_config
 from stream_nb.model import counting
@@ -51,11 +52,7 @@ class SettleSpy:
 
 @pytest.fixture
 def spy(monkeypatch) -> SettleSpy:
-    if counting._native_kernel is None:
-        reason = "the C extension stream_nb.model._kernel is not built (pip install -e . builds it)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_extension(counting._native_kernel, "stream_nb.model._kernel")
     spy = SettleSpy(counting._native_kernel)
     monkeypatch.setattr(counting, "_native_kernel", spy)
     monkeypatch.delenv(NATIVE_ENV, raising=False)

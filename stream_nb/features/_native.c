@@ -440,6 +440,8 @@ emit(PyObject *name, PyObject *names, Lookups *lookups)
     }
     if (PyErr_Occurred())
         return -1;
+    if (lookups->unknown == NULL) /* not numbering the absent names */
+        return int_push(&lookups->columns, -1);
     int64_t rank;
     PyObject *known_rank = PyDict_GetItemWithError(lookups->unknown, name); /* borrowed */
     if (known_rank != NULL) {
@@ -481,14 +483,16 @@ int_list_to_bytearray(const IntList *list)
 }
 
 PyDoc_STRVAR(featurize_doc,
-"featurize(texts, plan, spans, fallback, column_of) -> (names, lengths, columns, ranks, unknown)\n\n"
+"featurize(texts, plan, spans, fallback, column_of, number_unknown=True)\n"
+"    -> (names, lengths, columns, ranks, unknown)\n\n"
 "The feature names of every text of the list `texts`, concatenated, with each text's number of\n"
 "names in `lengths` (a bytearray of native int64). `plan` is TextFeaturizer._native_plan;\n"
 "`spans(segment)` gives the special spans of a lowered segment; `fallback(text)` is the Python\n"
 "feature list, used for the texts this module does not take. With `column_of` (a dict name ->\n"
 "column), `columns` holds each name's column, -1 where absent, `ranks` each absent name's rank\n"
 "among the distinct absent names by first appearance (-1 for the others), and `unknown` those\n"
-"names in rank order (a list); without, the three are None.");
+"names in rank order (a list); without, the three are None. number_unknown=False: the columns\n"
+"only (ranks and unknown None), for a batch that only predicts.");
 
 static PyObject *
 featurize(PyObject *module, PyObject *args)
@@ -496,11 +500,11 @@ featurize(PyObject *module, PyObject *args)
     PyObject *texts, *spans, *fallback, *column_of;
     const unsigned char *lower, *classes;
     Py_ssize_t lower_len, classes_len;
-    int bigrams, binary, subject, emails, urls;
+    int bigrams, binary, subject, emails, urls, number_unknown = 1;
     Py_ssize_t max_tokens;
-    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
+    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO|p:featurize", &PyList_Type, &texts, &lower, &lower_len,
                           &classes, &classes_len, &bigrams, &binary, &subject, &max_tokens, &emails, &urls,
-                          &spans, &fallback, &column_of))
+                          &spans, &fallback, &column_of, &number_unknown))
         return NULL;
     if (lower_len != 256 || classes_len != 256) {
         PyErr_SetString(PyExc_ValueError, "the plan's tables must have 256 bytes each");
@@ -530,7 +534,7 @@ featurize(PyObject *module, PyObject *args)
     PyObject *names = PyList_New(0), *result = NULL;
     if (names == NULL)
         goto done;
-    if (column_of != NULL && (lookups.unknown = PyDict_New()) == NULL)
+    if (column_of != NULL && number_unknown && (lookups.unknown = PyDict_New()) == NULL)
         goto done;
 
     /* texts is held by the caller; an item is held while used (a callback may change the list) */
@@ -585,8 +589,14 @@ featurize(PyObject *module, PyObject *args)
     PyObject *column_bytes = NULL, *rank_bytes = NULL, *unknown = NULL;
     if (column_of != NULL) {
         column_bytes = int_list_to_bytearray(&lookups.columns);
-        rank_bytes = int_list_to_bytearray(&lookups.ranks);
-        unknown = PyDict_Keys(lookups.unknown); /* insertion order: rank order */
+        if (number_unknown) {
+            rank_bytes = int_list_to_bytearray(&lookups.ranks);
+            unknown = PyDict_Keys(lookups.unknown); /* insertion order: rank order */
+        }
+        else {
+            rank_bytes = Py_NewRef(Py_None);
+            unknown = Py_NewRef(Py_None);
+        }
     }
     else {
         column_bytes = Py_NewRef(Py_None);

@@ -397,7 +397,7 @@ class TextFeaturizer:
             append(featurize(text))
         return results
 
-    def transform_sparse(self, texts: Iterable[str], vocabulary=None) -> SparseBatch:
+    def transform_sparse(self, texts: Iterable[str], vocabulary=None, number_unknown: bool = True) -> SparseBatch:
         """The features of every text as one SparseBatch, for the models' batch methods.
 
         Names come in token order with repeats kept (the model adds them up), so no dict is
@@ -405,18 +405,20 @@ class TextFeaturizer:
 
         With the C extension and a configuration it takes, the names are made in C (the same
         names: see `_native_plan`); given the model's exact `vocabulary` too, their columns are
-        looked up as they are made and remembered in the batch (`SparseBatch.columns_in`).
+        looked up as they are made and remembered in the batch (`SparseBatch.columns_in`), and
+        the names not in it numbered (`SparseBatch.unknown_in`) unless `number_unknown` is
+        False (a batch that only predicts never adds them).
         """
         plan = self._native_plan
         if plan is not None:
             texts = texts if type(texts) is list else list(texts)
             column_of = None if vocabulary is None or vocabulary.hashed else vocabulary.mapping()
             names, lengths, columns, ranks, unknown = _native.featurize(
-                texts, plan, self._special_spans, self._feature_list, column_of)
+                texts, plan, self._special_spans, self._feature_list, column_of, number_unknown)
             batch = SparseBatch(names, np.frombuffer(lengths, dtype=np.int64), distinct=self.binary)
             if columns is not None:
                 batch.remember_columns(vocabulary, np.frombuffer(columns, dtype=np.int64),
-                                       np.frombuffer(ranks, dtype=np.int64), unknown)
+                                       None if ranks is None else np.frombuffer(ranks, dtype=np.int64), unknown)
             return batch
         feature_list = self._feature_list
         names = []

@@ -586,30 +586,33 @@ class Worker:
             kept_origin.append(record)
         return kept, kept_origin
 
-    def _featurise(self, events: list[Event]):
+    def _featurise(self, events: list[Event], learning: bool = True):
         if self.config.reads_text and all(event.features is None for event in events):
-            # text only: no dict per message; the C featuriser looks the names up in the model's vocabulary
+            # text only: no dict per message; the C featuriser looks the names up in the model's
+            # vocabulary (and numbers the new ones only for a batch that may learn them)
             return self.text_featurizer.transform_sparse([event.text or "" for event in events],
-                                                         vocabulary=getattr(self.model, "_vocabulary", None))
+                                                         vocabulary=getattr(self.model, "_vocabulary", None),
+                                                         number_unknown=learning)
         return self.event_featurizer.transform_many(
             [{"text": event.text, "features": event.features} for event in events])
 
-    def _featurise_or_reject(self, events: list[Event], origin: list, reject) -> tuple[list, list, object]:
+    def _featurise_or_reject(self, events: list[Event], origin: list, reject,
+                             learning: bool = True) -> tuple[list, list, object]:
         """(events, their records, their features): an event the featuriser refuses (text sent
         to a categorical or gaussian model, a string where a number is needed) goes to `reject`."""
         try:
-            return events, origin, self._featurise(events)
+            return events, origin, self._featurise(events, learning)
         except (TypeError, ValueError):
             kept, kept_origin = [], []
             for event, record in zip(events, origin):
                 try:
-                    self._featurise([event])
+                    self._featurise([event], learning)
                 except (TypeError, ValueError) as error:
                     reject(_rejected_by_us(event, "rejected_by_model", str(error), record))
                     continue
                 kept.append(event)
                 kept_origin.append(record)
-            return kept, kept_origin, self._featurise(kept) if kept else []
+            return kept, kept_origin, self._featurise(kept, learning) if kept else []
 
     # ---- predicting ----------------------------------------------------------------------------
 
@@ -625,7 +628,7 @@ class Worker:
         self._count_consumed(records)
         events, origin = self._decode(records, labeled=False, rejected=self._dead_letter)
         if events:
-            events, origin, X = self._featurise_or_reject(events, origin, self._dead_letter)
+            events, origin, X = self._featurise_or_reject(events, origin, self._dead_letter, learning=False)
         if events:
             probabilities = self._batch_or_one_by_one(events, origin, X, self._predict_only, self._dead_letter)
             self._publish_predictions(events, origin, probabilities, X)
