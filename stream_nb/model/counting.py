@@ -159,6 +159,12 @@ class CountingNB(NaiveBayes):
     def n_terms(self) -> int:
         return self._features_seen
 
+    @property
+    def vocabulary(self) -> Vocabulary | HashedVocabulary:
+        """Feature name -> column. Read it (a featuriser looks names up in it as it makes them);
+        only learning adds to it."""
+        return self._vocabulary
+
     def _insert_class_columns(self, insert_at: np.ndarray) -> None:
         self._feature_counts = np.insert(self._feature_counts, insert_at, 0.0, axis=1)
         self._class_totals = np.insert(self._class_totals, insert_at, 0.0)

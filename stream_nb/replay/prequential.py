@@ -42,7 +42,7 @@ class Contender:
                                 or all(event.get("features") is None for event in events)):
             # the model's vocabulary: the C featuriser looks the names up as it makes them
             return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events],
-                                                         vocabulary=getattr(self.model, "_vocabulary", None))
+                                                         vocabulary=getattr(self.model, "vocabulary", None))
         return self.event_featurizer.transform_many(
             [{"text": event.get("text"), "features": event.get("features")} for event in events])
 

@@ -591,7 +591,7 @@ class Worker:
             # text only: no dict per message; the C featuriser looks the names up in the model's
             # vocabulary (and numbers the new ones only for a batch that may learn them)
             return self.text_featurizer.transform_sparse([event.text or "" for event in events],
-                                                         vocabulary=getattr(self.model, "_vocabulary", None),
+                                                         vocabulary=getattr(self.model, "vocabulary", None),
                                                          number_unknown=learning)
         return self.event_featurizer.transform_many(
             [{"text": event.text, "features": event.features} for event in events])
