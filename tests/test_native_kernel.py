@@ -230,7 +230,7 @@ def test_bad_arguments_are_refused(spy):
     counts, class_counts, class_totals = np.zeros((4, 2)), np.ones(2), np.ones(2)
     outputs = (np.zeros((1, 2)), np.zeros((1, 2), dtype=bool), np.zeros((1, 2)), np.zeros(1, dtype=bool))
     settings = (0, 1.0, 0.0, None, 2, 1.0, True)
-    with pytest.raises(ValueError, match="beyond the 4 rows"):
+    with pytest.raises(ValueError, match="columns within the 4 rows"):
         settle(0, event, column, value, label, weight, counts, class_counts, class_totals, settings, *outputs)
     with pytest.raises(ValueError, match="beyond the 2 classes"):
         settle(0, event[:1].copy(), column[:1].copy(), value[:1].copy(), np.array([2]), weight, counts,
@@ -241,6 +241,10 @@ def test_bad_arguments_are_refused(spy):
     with pytest.raises(ValueError, match="without predicting"):
         settle(0, event, column, value, label, weight, counts, class_counts, class_totals,
                settings[:4] + (1, 1.0, False), *outputs)
+    with pytest.raises(ValueError, match="events must be in order"):
+        settle(0, np.array([0, 1, 0]), np.array([0, 1, 2]), np.ones(3), np.array([1, 0]), np.ones(2), counts,
+               class_counts, class_totals, settings, np.zeros((2, 2)), np.zeros((2, 2), dtype=bool), np.zeros((2, 2)),
+               np.zeros(2, dtype=bool))
     assert counts.tolist() == np.zeros((4, 2)).tolist()  # refused: nothing learned
 
 

@@ -124,7 +124,7 @@ typedef struct {
     Py_ssize_t stop;
     Py_ssize_t features_seen;
     double learned_weight;
-    int no_memory, bad_column;
+    int no_memory;
 } Outcome;
 
 /* learn_decisions for one row of finite active scores. */
@@ -183,12 +183,6 @@ run_events(const Run *r, Py_ssize_t start, Outcome *out)
         Py_ssize_t hi = lo;
         while (hi < r->n_occurrences && r->event[hi] == i)
             hi++;
-        for (Py_ssize_t o = lo; o < hi; o++) {
-            if (r->column[o] >= r->n_rows) {
-                out->bad_column = 1;
-                goto finish;
-            }
-        }
         const int64_t label = r->label[i];
         double *score = r->scores + i * C, *log_prior = r->log_prior + i * C;
         uint8_t *active = r->active + i * C;
@@ -374,6 +368,18 @@ settle(PyObject *module, PyObject *args)
             goto done;
         }
     }
+    /* every column and event index checked before anything is learned */
+    for (Py_ssize_t o = 0; o < r.n_occurrences; o++) {
+        int64_t column_o = ((const int64_t *)column.buf)[o], event_o = ((const int64_t *)event.buf)[o];
+        if (column_o >= r.n_rows || event_o < 0 || event_o >= r.n_events
+            || (o > 0 && event_o < ((const int64_t *)event.buf)[o - 1])) {
+            PyErr_Format(PyExc_ValueError,
+                         "settle: occurrence %zd names event %lld and column %lld: events must be in order "
+                         "within the batch and columns within the %zd rows of counts",
+                         o, (long long)event_o, (long long)column_o, r.n_rows);
+            goto done;
+        }
+    }
     r.event = event.buf;
     r.column = column.buf;
     r.value = value.buf;
@@ -396,16 +402,13 @@ settle(PyObject *module, PyObject *args)
     r.active = active.buf;
     r.learned = learned.buf;
 
-    Outcome out = {start, features_seen, 0.0, 0, 0};
+    Outcome out = {start, features_seen, 0.0, 0};
     Py_BEGIN_ALLOW_THREADS
     run_events(&r, start, &out);
     feclearexcept(FE_ALL_EXCEPT); /* log(0) = -inf on purpose; numpy reports its own ufuncs' flags */
     Py_END_ALLOW_THREADS
     if (out.no_memory)
         PyErr_NoMemory();
-    else if (out.bad_column)
-        PyErr_Format(PyExc_ValueError, "settle: event %zd names a column beyond the %zd rows of counts", out.stop,
-                     r.n_rows);
     else
         result = Py_BuildValue("nnd", out.stop, out.features_seen, out.learned_weight);
 done:
