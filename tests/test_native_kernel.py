@@ -281,6 +281,24 @@ def test_clues_equal_the_array_path_and_each_event_s(spy, monkeypatch, top):
     assert strongest_clues_many(model, X, probabilities, top=top) == native
 
 
+def test_clues_before_any_class_is_learned(spy, monkeypatch):
+    """A worker predicts before its first label: every prediction is {} and none has clues (the
+    C function then sees no class at all, which is fine while no event asks for clues)."""
+    from stream_nb.model.explain import strongest_clues_many
+
+    featurizer = load_config(REPO / "configs" / "spam.toml", []).build_featurizer()
+    model = MultinomialNB(alpha=0.2)
+    X = featurizer.transform_sparse(["win cash now", "see you at lunch", ""], vocabulary=model.vocabulary)
+    probabilities = model.predict_proba_many(X)
+    assert probabilities == [{}, {}, {}]
+    assert strongest_clues_many(model, X, probabilities, top=3) == [None, None, None]
+    no_class = (np.zeros((0, 0)), np.zeros(0))
+    bounds, columns = np.array([0, 2]), np.array([-1, -1])
+    assert spy.module.clues(["a", "b"], bounds, columns, np.array([-1]), np.array([-1]), *no_class, 0.2, 3) == [None]
+    with pytest.raises(ValueError, match="out of range"):
+        spy.module.clues(["a", "b"], bounds, columns, np.array([0]), np.array([1]), *no_class, 0.2, 3)
+
+
 def test_clues_refuse_what_they_cannot_compute(spy):
     names = ["a", "b"]
     bounds, columns = np.array([0, 2]), np.array([0, 1])

@@ -440,13 +440,14 @@ clues(PyObject *module, PyObject *args)
     double *evidence = NULL;
     Py_ssize_t *chosen = NULL;
     const Py_ssize_t n = best.len / 8, C = denominators.len / 8, m = columns.len / 8;
-    if (C < 1 || check_size(&bounds, "bounds", 8, n + 1) < 0 || check_size(&runner_up, "runner_up", 8, n) < 0
+    /* no class (C = 0) is fine while no event asks for clues: each is checked below */
+    if (check_size(&bounds, "bounds", 8, n + 1) < 0 || check_size(&runner_up, "runner_up", 8, n) < 0
         || check_size(&columns, "columns", 8, PyList_GET_SIZE(names)) < 0
-        || check_size(&counts, "counts", 8 * C, counts.len / (8 * C)) < 0)
+        || (C > 0 && check_size(&counts, "counts", 8 * C, counts.len / (8 * C)) < 0))
         goto done;
     const int64_t *bound = bounds.buf, *column = columns.buf, *first = best.buf, *second = runner_up.buf;
     const double *count = counts.buf, *denominator = denominators.buf;
-    const Py_ssize_t n_rows = counts.len / (8 * C);
+    const Py_ssize_t n_rows = C > 0 ? counts.len / (8 * C) : 0;
     if (top < 0)
         top = 0;
     evidence = PyMem_Malloc(sizeof(double) * (size_t)(top + 1));

@@ -167,7 +167,7 @@ def strongest_clues_many(model: CountingNB, X: SparseBatch, probabilities: list,
             results[i] = strongest_clues(model, x, top, probabilities[i])
     columns = X.columns_in(model._vocabulary)  # as the prediction looked them up, unless learning added names since
     kernel = native_kernel()
-    if kernel is not None and model._feature_counts.flags.c_contiguous:  # the same lists, made in C
+    if kernel is not None and model._feature_counts.flags.c_contiguous and (best >= 0).any():  # the same lists, in C
         bounds = np.concatenate(([0], np.cumsum(X.lengths, dtype=np.int64)))
         made = kernel.clues(X.names, bounds, np.ascontiguousarray(columns, dtype=np.int64), best, runner_up,
                             model._feature_counts, np.ascontiguousarray(denominators, dtype=np.float64),
