@@ -7,8 +7,11 @@ Where it is not built the test skips, with the reason; under CI (``CI=true``), w
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def require_extension(module, name: str) -> None:
@@ -19,3 +22,28 @@ def require_extension(module, name: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def replay_spam_toml(rows: list[tuple[str, str]], mode: str, unlabeled_every: int | None,
+                     batch_size: int, python_featurizer: bool = False):
+    """configs/spam.toml as shipped (training.mode set to `mode`) replayed over (label, text)
+    rows, every `unlabeled_every`-th event unlabeled (batches that mix learned and predicted-only
+    events); (the contender, the probabilities of the unlabeled events). With
+    `python_featurizer`, the featuriser's C extension stays out."""
+    from stream_nb.config import load_config
+    from stream_nb.replay.prequential import Contender, replay_contenders
+
+    config = load_config(REPO / "configs" / "spam.toml", [f'training.mode="{mode}"'])
+    featurizer = config.build_featurizer()
+    if python_featurizer:
+        featurizer._native_plan = None
+    contender = Contender("spam.toml", config.build_model(), featurizer, config.build_event_featurizer(),
+                          training=dict(config.training))
+    predictions = []
+    contender.on_unlabeled = lambda event, probabilities: predictions.append(probabilities)
+    events = [{"id": i, "text": text, "label": label} for i, (label, text) in enumerate(rows)]
+    if unlabeled_every:
+        for event in events[unlabeled_every - 1 :: unlabeled_every]:
+            event["label"] = None
+    replay_contenders(events, [contender], batch_size=batch_size)
+    return contender, predictions

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from corpora import load_enron_texts, load_sms_spam
-from native import require_extension
+from native import replay_spam_toml, require_extension
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.config import load_config
 from stream_nb.features import text as text_module
@@ -212,21 +212,7 @@ def test_look_ups_without_numbering_predict_the_same():
 
 
 def _replay(texts_labels, native: bool, unlabeled_every: int | None, mode: str):
-    from stream_nb.replay.prequential import Contender, replay_contenders
-
-    config = load_config(REPO / "configs" / "spam.toml", [f'training.mode="{mode}"'])
-    featurizer = config.build_featurizer()
-    if not native:
-        featurizer._native_plan = None
-    contender = Contender("spam.toml", config.build_model(), featurizer, config.build_event_featurizer(),
-                          training=dict(config.training))
-    predictions = []
-    contender.on_unlabeled = lambda event, probabilities: predictions.append(probabilities)
-    events = [{"id": i, "text": text, "label": label} for i, (label, text) in enumerate(texts_labels)]
-    if unlabeled_every:  # batches that mix learned and predicted-only events
-        for event in events[unlabeled_every - 1 :: unlabeled_every]:
-            event["label"] = None
-    replay_contenders(events, [contender], batch_size=700)
+    contender, predictions = replay_spam_toml(texts_labels, mode, unlabeled_every, 700, python_featurizer=not native)
     model = contender.model
     return (predictions, contender.metrics.accuracy, contender.learned, state_digest(model.to_state()),
             model._vocabulary.names(), model._counts.tolist())

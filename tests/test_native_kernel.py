@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from corpora import load_sms_spam
-from native import require_extension
+from native import replay_spam_toml, require_extension
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.config import load_config
 from stream_nb.model import counting
@@ -74,18 +74,7 @@ def state_of(model) -> tuple:
 
 
 def _replay_sms(rows, mode: str, unlabeled_every: int | None, batch_size: int):
-    from stream_nb.replay.prequential import Contender, replay_contenders
-
-    config = load_config(REPO / "configs" / "spam.toml", [f'training.mode="{mode}"'])
-    contender = Contender("spam.toml", config.build_model(), config.build_featurizer(),
-                          config.build_event_featurizer(), training=dict(config.training))
-    predictions = []
-    contender.on_unlabeled = lambda event, probabilities: predictions.append(probabilities)
-    events = [{"id": i, "text": text, "label": label} for i, (label, text) in enumerate(rows)]
-    if unlabeled_every:
-        for event in events[unlabeled_every - 1 :: unlabeled_every]:
-            event["label"] = None
-    replay_contenders(events, [contender], batch_size=batch_size)
+    contender, predictions = replay_spam_toml(rows, mode, unlabeled_every, batch_size)
     return predictions, contender.metrics.accuracy, contender.metrics.log_loss, contender.learned, state_of(contender.model)
 
 
