@@ -40,8 +40,10 @@ def maintained_loop(model, X, y, mode: str, margin: float) -> list[dict]:
 
 
 def text_stream(seed: int, n_events: int, n_classes: int = 3, vocabulary: int = 300,
-                labeled_fraction: float = 0.6, max_count: int = 3) -> tuple[list[dict], list]:
-    """Word-count events whose word distribution depends on the class; some unlabeled."""
+                labeled_fraction: float = 0.6, max_count: int = 3,
+                class_names: list | None = None) -> tuple[list[dict], list]:
+    """Word-count events whose word distribution depends on the class; some unlabeled. Class k
+    is called class_names[k] (default "class<k>")."""
     rng = random.Random(seed)
     words = [f"w{k}" for k in range(vocabulary)]
     X, y = [], []
@@ -56,7 +58,8 @@ def text_stream(seed: int, n_events: int, n_classes: int = 3, vocabulary: int = 
                 word = rng.choice(words)
             x[word] = x.get(word, 0) + rng.randint(1, max_count)
         X.append(x)
-        y.append(f"class{label}" if rng.random() < labeled_fraction else None)
+        name = f"class{label}" if class_names is None else class_names[label]
+        y.append(name if rng.random() < labeled_fraction else None)
     return X, y
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from corpora import load_sms_spam
 from native import replay_spam_toml, require_extension
+from streams import text_stream
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.config import load_config
 from stream_nb.model import counting
@@ -107,22 +108,6 @@ def test_sms_replay_equals_the_per_event_loop(spy, monkeypatch):
 # ---- generated streams: the edge cases -------------------------------------------------------
 
 
-def generated_stream(seed: int, n: int, classes: list, vocabulary: int = 60, counts: bool = False,
-                     weights: bool = False, unlabeled: float = 0.2):
-    rng = random.Random(seed)
-    X, y, w = [], [], []
-    for _ in range(n):
-        names = rng.sample(range(vocabulary), rng.randint(1, 8))
-        cls = rng.choice(classes)
-        # each class leans on its own part of the vocabulary, so scores separate and the
-        # selective modes skip events
-        shift = classes.index(cls) * 7
-        X.append({f"w{(name + shift) % vocabulary}": (rng.randint(1, 3) if counts else 1) for name in names})
-        y.append(None if rng.random() < unlabeled else cls)
-        w.append(float(rng.choice([1, 2, 3])) if weights else 1.0)
-    return X, y, w
-
-
 MODELS = {
     "laplace": dict(alpha=1.0),
     "lidstone and a prior": dict(alpha=0.3, prior_alpha=1.0),
@@ -147,7 +132,7 @@ def run_stream(options: dict, X, y, mode: str, margin: float, batch_size: int):
 @pytest.mark.parametrize("mode, margin", [("thick_threshold", 3.0), ("on_error", 0.0), ("all", 0.0)])
 @pytest.mark.parametrize("classes", [["ham", "spam"], [3, 1, 2, 0]])
 def test_generated_streams_equal_the_per_event_loop(spy, monkeypatch, name, mode, margin, classes):
-    X, y, _ = generated_stream(7, 600, classes, counts=True)
+    X, y = text_stream(7, 600, len(classes), labeled_fraction=0.8, class_names=classes)
     native = run_stream(MODELS[name], X, y, mode, margin, 128)
     assert spy.events > 0
     kernel_off(monkeypatch)
@@ -160,7 +145,7 @@ def test_generated_streams_equal_the_per_event_loop(spy, monkeypatch, name, mode
 def test_infinite_scores_are_decided_by_the_definition(spy, monkeypatch):
     """With alpha = 0 a feature unseen in a class gives it -inf: such labeled events go back to
     Python's should_learn, and the loop in C goes on after them."""
-    X, y, _ = generated_stream(3, 400, ["a", "b", "c"], unlabeled=0.1)
+    X, y = text_stream(3, 400, labeled_fraction=0.9, max_count=1, class_names=["a", "b", "c"])
     native = run_stream({"alpha": 0.0}, X, y, "thick_threshold", 2.0, 200)
     assert spy.handed_back > 10
     kernel_off(monkeypatch)
@@ -170,7 +155,9 @@ def test_infinite_scores_are_decided_by_the_definition(spy, monkeypatch):
 def test_weights_and_the_batch_protocol(spy, monkeypatch):
     """learn_many with whole-number weights, predict_learn_many and predict_proba_many (mode
     "all", through MultinomialNB._kernel) against learn_one and predict_proba_one."""
-    X, y, w = generated_stream(11, 500, ["ham", "spam"], counts=True, weights=True, unlabeled=0.0)
+    X, y = text_stream(11, 500, 2, labeled_fraction=1.0, class_names=["ham", "spam"])
+    rng = random.Random(11)
+    w = [float(rng.choice([1, 2, 3])) for _ in X]  # whole-number weights
     native = MultinomialNB(alpha=0.5, prior_alpha=0.5)
     native.learn_many(X[:300], y[:300], w[:300])
     learned_in_c = spy.events
@@ -193,7 +180,7 @@ def test_weights_and_the_batch_protocol(spy, monkeypatch):
 
 
 def test_inexact_counts_and_complement_stay_in_python(spy):
-    X, y, _ = generated_stream(5, 100, ["ham", "spam"], unlabeled=0.0)
+    X, y = text_stream(5, 100, 2, labeled_fraction=1.0, max_count=1, class_names=["ham", "spam"])
     fractional = MultinomialNB()
     fractional.learn_many(X, y, [0.5] * len(X))  # fractional weights: sums depend on their order
     fractional.predict_proba_many(X)
