@@ -46,6 +46,15 @@ def class_sort_key(label) -> tuple:
     raise TypeError(f"class labels must be str or int, got {type(label).__name__}: {label!r}")
 
 
+def _while_unchanged(remembered: tuple | None, vocabulary) -> tuple | None:
+    """The answer part of `remembered` = (vocabulary, its length then, *answer), while that
+    vocabulary stays as it was, else None: a vocabulary only ever appends names, so the same
+    object at the same length maps every name as before."""
+    if remembered is not None and remembered[0] is vocabulary and remembered[1] == len(vocabulary):
+        return remembered[2:]
+    return None
+
+
 @dataclass
 class SparseBatch:
     """Events in compressed form: event i's features are names[offset_i : offset_i + lengths[i]]
@@ -66,11 +75,10 @@ class SparseBatch:
 
     def columns_in(self, vocabulary) -> np.ndarray:
         """`vocabulary.lookup(self.names)` (read-only), remembered while the vocabulary stays as
-        it was: a vocabulary only ever appends names, so the same object at the same length maps
-        every name as before. A prediction and its clues look the batch up once."""
-        cached = self._columns
-        if cached is not None and cached[0] is vocabulary and cached[1] == len(vocabulary):
-            return cached[2]
+        it was (`_while_unchanged`). A prediction and its clues look the batch up once."""
+        remembered = _while_unchanged(self._columns, vocabulary)
+        if remembered is not None:
+            return remembered[0]
         columns = vocabulary.lookup(self.names)
         columns.flags.writeable = False
         self._columns = (vocabulary, len(vocabulary), columns)
@@ -93,10 +101,7 @@ class SparseBatch:
         """(ranks, unknown) while the vocabulary stays as it was, else None: unknown[ranks[i]]
         is name i when it is not in the vocabulary (ranks[i] = -1 when it is), unknown in order
         of first appearance in the batch, and every rank up to the largest one occurs."""
-        remembered = self._unknown
-        if remembered is not None and remembered[0] is vocabulary and remembered[1] == len(vocabulary):
-            return remembered[2], remembered[3]
-        return None
+        return _while_unchanged(self._unknown, vocabulary)
 
     def __getitem__(self, events: slice) -> SparseBatch:
         if not isinstance(events, slice) or events.step not in (None, 1):
