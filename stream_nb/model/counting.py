@@ -603,11 +603,15 @@ class MultinomialNB(CountingNB):
 
     # ---- the C kernel -----------------------------------------------------------------
 
+    def _native_on(self) -> bool:
+        """This variant's kernel has a C twin, built and not switched off."""
+        return self._native and native_kernel() is not None
+
     def _takes_native(self, batch: EncodedBatch) -> bool:
         """Whether the C kernel may run the batch: built and on, this variant's scores, a class
         to score, and exact counts (the state's, and the batch's if it learns) so that no sum
         depends on its order of addition."""
-        if not self._native or native_kernel() is None or not self._classes:
+        if not self._native_on() or not self._classes:
             return False
         if batch.labeled.any():
             exact = self._batch_is_exact(batch)
@@ -649,7 +653,7 @@ class MultinomialNB(CountingNB):
     def _settle_in_windows(self, X, y, decide, guessing):
         """The window path's results (see CountingNB), from the C kernel when it runs: event by
         event in work too, so no guess and no pass is ever repeated."""
-        if not self._native or native_kernel() is None:
+        if not self._native_on():
             return super()._settle_in_windows(X, y, decide, guessing)
         size = len(self._vocabulary)
         batch = self._encode(X, y, pending=True)
