@@ -421,7 +421,7 @@ class TextFeaturizer:
                                        None if ranks is None else np.frombuffer(ranks, dtype=np.int64), unknown)
             return batch
         feature_list = self._feature_list
-        names = []
+        names: list[str] = []
         extend = names.extend
         lengths: list[int] = []
         append = lengths.append
