@@ -659,3 +659,31 @@ def test_a_dataframe_gives_what_its_rows_as_dicts_give():
     from_rows.learn_many([{k: v for k, v in row.items() if v} for row in counts.to_dict(orient="records")], labels)
     assert state_digest(from_frame.to_state()) == state_digest(from_rows.to_state())
     assert list(from_frame.predict_many(counts)) == ["spam", "ham", "spam", "ham"]
+
+
+def test_column_names_read_as_the_list_they_stand_for():
+    from stream_nb.model.base import ColumnNames
+
+    by_column = ["spam", "ham", "eggs"]
+    names = ColumnNames(by_column, np.array([2, -1, 0, -1, 2]), np.array([-1, 0, -1, 1, -1]), ["new", "newer"])
+    assert list(names) == ["eggs", "new", "spam", "newer", "eggs"] and len(names) == 5
+    assert names[1] == "new" and names[-1] == "eggs" and names[-2] == "newer"
+    assert names[1:4] == ["new", "spam", "newer"] and isinstance(names[1:4], ColumnNames)
+    assert names == ColumnNames(by_column, np.array([2, -1, 0, -1, 2]), np.array([-1, 0, -1, 1, -1]), ["new", "newer"])
+    assert names != ["eggs"] and names != "eggs"
+    by_column.append("later")  # a vocabulary only appends: the names stay right
+    assert list(names[0:3]) == ["eggs", "new", "spam"]
+    with pytest.raises(ValueError, match="2 columns for 1 ranks"):
+        ColumnNames(by_column, np.array([0, 1]), np.array([-1]), [])
+
+
+def test_a_vocabulary_of_repeated_names_is_refused():
+    from stream_nb.model.vocabulary import Vocabulary
+
+    with pytest.raises(ValueError, match="distinct"):
+        Vocabulary.from_names(["a", "b", "a"])
+    vocabulary = Vocabulary.from_names(["a", "b"])
+    vocabulary.add(["c", "a", "d", "c"])
+    assert vocabulary.names() == vocabulary.by_column() == ["a", "b", "c", "d"]
+    assert vocabulary.add_unknown(["e", "f", "e"]) == {"e": 4, "f": 5}
+    assert vocabulary.by_column()[4:] == ["e", "f"] and vocabulary.lookup(["f", "x"]).tolist() == [5, -1]

@@ -246,3 +246,97 @@ def test_options_it_does_not_implement_keep_the_python_path():
                     {"normalize_numbers": True}, {"ngram_range": (1, 3)}):
         assert TextFeaturizer(token_pattern=SPAM_TOKEN_PATTERN, **options)._native_plan is None, options
     assert TextFeaturizer(token_pattern=SPAM_TOKEN_PATTERN, ngram_range=(1, 2))._native_plan is not None
+
+
+def _names_and_look_ups(featurizer: TextFeaturizer, texts: list[str], vocabulary: Vocabulary):
+    """(names as a list, columns, ranks, unknown) of a batch made with the vocabulary."""
+    batch = featurizer.transform_sparse(texts, vocabulary=vocabulary)
+    ranks, unknown = batch.unknown_in(vocabulary)
+    return list(batch.names), batch.columns_in(vocabulary).tolist(), ranks.tolist(), unknown
+
+
+def test_the_index_follows_the_vocabulary_as_it_grows_and_is_replaced():
+    """The C index of the vocabulary's names answers as the dict does after every change: names
+    added between calls, a vocabulary replaced (eviction, a restore), one that lacks names the
+    index held, and names stored beyond one byte a character (never made in C, so never indexed)."""
+    featurizer = spam_featurizer()
+    texts = [text for _, text in load_sms_spam()]
+    python = TextFeaturizer.from_config(featurizer.to_config())
+    python._native_plan = None
+
+    def check(batch_texts: list[str], vocabulary: Vocabulary) -> int:
+        names, columns, ranks, unknown = _names_and_look_ups(featurizer, batch_texts, vocabulary)
+        assert names == list(python.transform_sparse(batch_texts).names)
+        assert columns == vocabulary.lookup(names).tolist()
+        fresh = [name for name in names if name not in vocabulary.mapping()]
+        assert unknown == list(dict.fromkeys(fresh))
+        assert [unknown[rank] for rank in ranks if rank >= 0] == fresh
+        return sum(column >= 0 for column in columns)
+
+    vocabulary = Vocabulary()
+    assert check(texts[:300], vocabulary) == 0
+    known = []
+    for start in range(0, 1500, 300):  # grows between calls: the index takes the new names in
+        vocabulary.add(python.transform_sparse(texts[start : start + 300]).names)
+        known.append(check(texts[start + 150 : start + 450], vocabulary))
+    assert min(known) > 1000 and featurizer._name_index.indexed() == len(vocabulary)
+    # another vocabulary (as after an eviction): only its names, at its columns
+    smaller = Vocabulary.from_names(vocabulary.names()[::7])
+    assert check(texts[:600], smaller) > 0 and featurizer._name_index.indexed() == len(smaller)
+    assert check(texts[:600], vocabulary) > 0  # and back
+    # names beyond Latin-1 take columns too; the texts that make them go to the Python path
+    wide = Vocabulary.from_names(["žluťoučký", "kůň", "a", "žluťoučký kůň", "kůň a"])
+    assert check(["Žluťoučký kůň a kůň", "a kůň"], wide) == 7  # all but "a kůň"
+    assert featurizer._name_index.indexed() == 1  # "a" only
+
+
+def test_a_second_call_while_the_index_is_in_use_looks_names_up_in_the_dict():
+    """The index serves one call at a time. A call made while another holds it (here from the
+    special-span callback, as another thread could while a callback runs) gets the same answers
+    from the vocabulary's dict."""
+    featurizer = spam_featurizer()
+    texts = [text for _, text in load_sms_spam()]
+    vocabulary = Vocabulary()
+    vocabulary.add(featurizer.transform_sparse(texts[:2000]).names)
+    with_links = [text for text in texts[2000:] if "http" in text or "www." in text][:40]
+    assert len(with_links) >= 20
+    expected = _names_and_look_ups(featurizer, with_links, vocabulary)
+    inner_results = []
+    spans = featurizer._special_spans
+    inner = texts[2000:2100]
+
+    depth = [0]
+
+    def spans_calling_again(segment):
+        if depth[0] == 0:  # (not from the inner call's own links)
+            depth[0] += 1
+            try:
+                inner_results.append(_names_and_look_ups(featurizer, inner, vocabulary))
+            finally:
+                depth[0] -= 1
+        return spans(segment)
+
+    featurizer._special_spans = spans_calling_again
+    try:
+        assert _names_and_look_ups(featurizer, with_links, vocabulary) == expected
+    finally:
+        featurizer._special_spans = spans
+    assert len(inner_results) >= 20
+    assert all(result == _names_and_look_ups(featurizer, inner, vocabulary) for result in inner_results)
+
+
+def test_names_are_made_only_for_the_names_the_vocabulary_lacks():
+    """With an exact vocabulary the batch holds its names as columns (ColumnNames): the list,
+    its parts and single names are those of the Python path."""
+    from stream_nb.model.base import ColumnNames
+
+    featurizer = spam_featurizer()
+    texts = [text for _, text in load_sms_spam()]
+    vocabulary = Vocabulary()
+    vocabulary.add(featurizer.transform_sparse(texts[:1000]).names)
+    batch = featurizer.transform_sparse(texts[500:1500], vocabulary=vocabulary)
+    plain = featurizer.transform_sparse(texts[500:1500])
+    assert isinstance(batch.names, ColumnNames) and isinstance(plain.names, list)
+    assert batch.names == plain.names and len(batch.names) == len(plain.names)
+    assert [batch.names[i] for i in (0, 1, -1, len(plain.names) // 2)] == [plain.names[i] for i in (0, 1, -1, len(plain.names) // 2)]
+    assert isinstance(batch[100:200].names, ColumnNames) and batch[100:200].names == plain[100:200].names

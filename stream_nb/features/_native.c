@@ -11,7 +11,10 @@
  * only for a segment that holds an anchor ('@', '://', 'www.'), as the Python path does.
  *
  * With a vocabulary dict (name -> column), each name's column is looked up as the name is
- * made (-1 for a name not in it), saving the model a second pass over the names.
+ * made (-1 for a name not in it), saving the model a second pass over the names. Given also a
+ * NameIndex and the vocabulary's names in column order, the names this module makes are looked
+ * up in the index instead: a C hash table that mirrors that list, so a look-up costs one cache
+ * line and no Python object, and the look-ups of a text overlap (prefetched together).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -68,6 +71,8 @@ typedef struct {
     SpanList tokens, domains, subject_features, features;
     Py_ssize_t *slots; /* dedupe table: index + 1 of a feature, 0 for an empty slot */
     Py_ssize_t n_slots;
+    uint64_t *hashes; /* name_hash of each feature, once `hash_features` ran */
+    Py_ssize_t hashes_cap;
 } Work;
 
 static int
@@ -358,22 +363,49 @@ text_features(Work *w, PyObject *text)
     return segment_features(w, data + body, n - body, &w->features);
 }
 
-static uint64_t
-hash_bytes(const char *bytes, Py_ssize_t n)
+/* A name's 64-bit hash, for the tables below: eight bytes at a time, each step and the end
+ * mixed by multiply and xor-shift (MurmurHash3's finaliser), so every byte reaches the low bits
+ * that pick a slot. Only speed rests on it: a table compares the bytes of a name it finds. */
+static inline uint64_t
+name_hash(const char *bytes, Py_ssize_t n)
 {
-    uint64_t hash = 1469598103934665603ULL; /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        hash ^= (unsigned char)bytes[i];
-        hash *= 1099511628211ULL;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n, word;
+    for (; n >= 8; bytes += 8, n -= 8) {
+        memcpy(&word, bytes, 8);
+        h = (h ^ word) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
     }
-    return hash ^ (hash >> 29);
+    if (n > 0) {
+        word = 0;
+        memcpy(&word, bytes, (size_t)n);
+        h = (h ^ word) * 0xc4ceb9fe1a85ec53ULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
 }
 
-/* Keeps the first appearance of each feature (`list(dict.fromkeys(features))`), in place. */
+/* w->hashes[i] = name_hash of feature i, for every feature. */
+static int
+hash_features(Work *w)
+{
+    if (grow((void **)&w->hashes, &w->hashes_cap, w->features.len, sizeof(uint64_t)) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < w->features.len; i++)
+        w->hashes[i] = name_hash(w->arena.data + w->features.items[i].start, w->features.items[i].len);
+    return 0;
+}
+
+/* Keeps the first appearance of each feature (`list(dict.fromkeys(features))`), in place, and
+ * their hashes in w->hashes. */
 static int
 deduplicate(Work *w)
 {
     Py_ssize_t count = w->features.len;
+    if (hash_features(w) < 0)
+        return -1;
     if (count < 2)
         return 0;
     Py_ssize_t n_slots = 16;
@@ -394,7 +426,8 @@ deduplicate(Work *w)
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         Span feature = items[i];
-        size_t slot = (size_t)hash_bytes(arena + feature.start, feature.len) & (size_t)(n_slots - 1);
+        uint64_t hash = w->hashes[i];
+        size_t slot = (size_t)hash & (size_t)(n_slots - 1);
         int seen = 0;
         while (w->slots[slot]) {
             Span other = items[w->slots[slot] - 1];
@@ -407,6 +440,7 @@ deduplicate(Work *w)
         if (seen)
             continue;
         items[kept] = feature;
+        w->hashes[kept] = hash;
         w->slots[slot] = kept + 1;
         kept++;
     }
@@ -414,36 +448,184 @@ deduplicate(Work *w)
     return 0;
 }
 
+/* ---- NameTable: one-byte names -> a number, in C ------------------------------------------------
+ *
+ * Open addressing with linear probing, at most 3/4 full; a slot keeps the name's hash and, for a
+ * name of up to INLINE_BYTES bytes, the name itself, so that a look-up reads one cache line. */
+
+#define INLINE_BYTES 16
+
+typedef struct {
+    uint64_t hash;
+    int32_t value; /* -1: an empty slot */
+    uint32_t len;
+    union {
+        char bytes[INLINE_BYTES]; /* a name of at most INLINE_BYTES bytes, here */
+        uint64_t offset;          /* a longer one, in the arena */
+    } name;
+} TableSlot;
+
+typedef struct {
+    TableSlot *slots; /* NULL: empty */
+    size_t mask;      /* number of slots - 1 (a power of two) */
+    Py_ssize_t count;
+    Buffer arena;
+} NameTable;
+
+static inline int
+slot_holds(const NameTable *table, const TableSlot *slot, const char *bytes, Py_ssize_t len, uint64_t hash)
+{
+    if (slot->hash != hash || slot->len != (uint32_t)len)
+        return 0;
+    const char *name = slot->len <= INLINE_BYTES ? slot->name.bytes : table->arena.data + slot->name.offset;
+    return memcmp(name, bytes, (size_t)len) == 0;
+}
+
+/* The number of the name (bytes, len) whose name_hash is `hash`, -1 if absent. */
+static inline int64_t
+table_find(const NameTable *table, const char *bytes, Py_ssize_t len, uint64_t hash)
+{
+    if (table->slots == NULL)
+        return -1;
+    for (size_t at = (size_t)hash & table->mask;; at = (at + 1) & table->mask) {
+        const TableSlot *slot = &table->slots[at];
+        if (slot->value < 0)
+            return -1;
+        if (slot_holds(table, slot, bytes, len, hash))
+            return slot->value;
+    }
+}
+
+static inline void
+table_prefetch(const NameTable *table, uint64_t hash)
+{
+#if defined(__GNUC__)
+    if (table->slots != NULL)
+        __builtin_prefetch(&table->slots[(size_t)hash & table->mask]);
+#endif
+}
+
+/* Room for `more` names, rehashing into a larger table. */
+static int
+table_reserve(NameTable *table, Py_ssize_t more)
+{
+    size_t needed = (size_t)(table->count + more);
+    size_t size = table->slots ? table->mask + 1 : 0;
+    if (size && needed <= size / 4 * 3)
+        return 0;
+    size_t new_size = size ? size : 1024;
+    while (needed > new_size / 4 * 3) {
+        if (new_size > ((size_t)PY_SSIZE_T_MAX / sizeof(TableSlot)) / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        new_size *= 2;
+    }
+    TableSlot *slots = PyMem_Malloc(new_size * sizeof(TableSlot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < new_size; i++)
+        slots[i].value = -1;
+    for (size_t i = 0; i < size; i++) {
+        if (table->slots[i].value < 0)
+            continue;
+        size_t at = (size_t)table->slots[i].hash & (new_size - 1);
+        while (slots[at].value >= 0)
+            at = (at + 1) & (new_size - 1);
+        slots[at] = table->slots[i];
+    }
+    PyMem_Free(table->slots);
+    table->slots = slots;
+    table->mask = new_size - 1;
+    return 0;
+}
+
+/* Adds a name with its number (room reserved); a name already there keeps its first number. */
+static int
+table_add(NameTable *table, const char *bytes, Py_ssize_t len, uint64_t hash, int32_t value)
+{
+    size_t at = (size_t)hash & table->mask;
+    for (; table->slots[at].value >= 0; at = (at + 1) & table->mask)
+        if (slot_holds(table, &table->slots[at], bytes, len, hash))
+            return 0;
+    TableSlot *slot = &table->slots[at];
+    if (len <= INLINE_BYTES) {
+        memcpy(slot->name.bytes, bytes, (size_t)len);
+    }
+    else {
+        Py_ssize_t start;
+        if (grow((void **)&table->arena.data, &table->arena.cap, table->arena.len + len, 1) < 0)
+            return -1;
+        start = table->arena.len;
+        memcpy(table->arena.data + start, bytes, (size_t)len);
+        table->arena.len += len;
+        slot->name.offset = (uint64_t)start;
+    }
+    slot->hash = hash;
+    slot->len = (uint32_t)len;
+    slot->value = value;
+    table->count++;
+    return 0;
+}
+
+static void
+table_clear(NameTable *table)
+{
+    PyMem_Free(table->slots);
+    PyMem_Free(table->arena.data);
+    memset(table, 0, sizeof(*table));
+}
+
 /* What a call returns besides the names: with a vocabulary, each name's column (-1 if absent)
- * and, for an absent one, its rank among the batch's absent names by first appearance (else -1),
- * those names in `unknown` (a dict name -> rank, in rank order). */
+ * and, numbering, an absent one's rank among the batch's absent names by first appearance (else
+ * -1), and those names in rank order in `unknown` (a list). A one-byte name's rank is kept in
+ * `fresh`, any other's in `fresh_others` (a dict): the names this module makes need no str. */
 typedef struct {
     PyObject *column_of; /* borrowed; NULL: no look-ups */
-    PyObject *unknown;
+    PyObject *unknown;   /* NULL: not numbering */
+    PyObject *fresh_others;
+    NameTable fresh;
     IntList columns, ranks;
 } Lookups;
 
-/* Appends `name` to `names` and, with a vocabulary, its column and rank. */
+/* Records an absent name's rank, numbering it if new; `name` is made from the bytes if NULL. */
 static int
-emit(PyObject *name, PyObject *names, Lookups *lookups)
+record_absent(Lookups *lookups, PyObject *name, const char *bytes, Py_ssize_t len, uint64_t hash)
 {
-    if (PyList_Append(names, name) < 0)
-        return -1;
-    if (lookups->column_of == NULL)
-        return 0;
-    PyObject *column = PyDict_GetItemWithError(lookups->column_of, name); /* borrowed */
-    if (column != NULL) {
-        int64_t value = PyLong_AsLongLong(column);
-        if (value == -1 && PyErr_Occurred())
+    int64_t rank = table_find(&lookups->fresh, bytes, len, hash);
+    if (rank < 0) {
+        rank = PyList_GET_SIZE(lookups->unknown);
+        if (rank >= INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "featurize: too many new names in one batch");
             return -1;
-        return int_push(&lookups->columns, value) < 0 ? -1 : int_push(&lookups->ranks, -1);
+        }
+        PyObject *made = name ? Py_NewRef(name) : PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, bytes, len);
+        int added = made == NULL || PyList_Append(lookups->unknown, made) < 0 ? -1 : 0;
+        Py_XDECREF(made);
+        if (added < 0 || table_reserve(&lookups->fresh, 1) < 0 ||
+            table_add(&lookups->fresh, bytes, len, hash, (int32_t)rank) < 0)
+            return -1;
     }
-    if (PyErr_Occurred())
-        return -1;
+    return int_push(&lookups->columns, -1) < 0 ? -1 : int_push(&lookups->ranks, rank);
+}
+
+/* Records a name's column (-1: absent, and then, numbering, its rank). */
+static int
+record_column(PyObject *name, Lookups *lookups, int64_t column)
+{
+    if (column >= 0)
+        return int_push(&lookups->columns, column) < 0 ? -1 : int_push(&lookups->ranks, -1);
     if (lookups->unknown == NULL) /* not numbering the absent names */
         return int_push(&lookups->columns, -1);
+    if (PyUnicode_CheckExact(name) && PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND) {
+        const char *bytes = (const char *)PyUnicode_1BYTE_DATA(name);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+        return record_absent(lookups, name, bytes, len, name_hash(bytes, len));
+    }
     int64_t rank;
-    PyObject *known_rank = PyDict_GetItemWithError(lookups->unknown, name); /* borrowed */
+    PyObject *known_rank = PyDict_GetItemWithError(lookups->fresh_others, name); /* borrowed */
     if (known_rank != NULL) {
         rank = PyLong_AsLongLong(known_rank);
         if (rank == -1 && PyErr_Occurred())
@@ -452,17 +634,117 @@ emit(PyObject *name, PyObject *names, Lookups *lookups)
     else {
         if (PyErr_Occurred())
             return -1;
-        rank = PyDict_GET_SIZE(lookups->unknown);
+        rank = PyList_GET_SIZE(lookups->unknown);
         PyObject *boxed = PyLong_FromLongLong(rank);
         if (boxed == NULL)
             return -1;
-        int stored = PyDict_SetItem(lookups->unknown, name, boxed);
+        int stored = PyDict_SetItem(lookups->fresh_others, name, boxed);
         Py_DECREF(boxed);
-        if (stored < 0)
+        if (stored < 0 || PyList_Append(lookups->unknown, name) < 0)
             return -1;
     }
     return int_push(&lookups->columns, -1) < 0 ? -1 : int_push(&lookups->ranks, rank);
 }
+
+/* Appends `name` to `names` (unless NULL) and, with a vocabulary, its column and rank, looked
+ * up in the dict. */
+static int
+emit(PyObject *name, PyObject *names, Lookups *lookups)
+{
+    if (names != NULL && PyList_Append(names, name) < 0)
+        return -1;
+    if (lookups->column_of == NULL)
+        return 0;
+    if (READY(name) < 0)
+        return -1;
+    PyObject *column = PyDict_GetItemWithError(lookups->column_of, name); /* borrowed */
+    if (column == NULL)
+        return PyErr_Occurred() ? -1 : record_column(name, lookups, -1);
+    int64_t value = PyLong_AsLongLong(column);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    return record_column(name, lookups, value);
+}
+
+/* ---- NameIndex: the vocabulary's one-byte names -> column, mirrored in C ------------------------
+ *
+ * The index mirrors a list `by_column` (by_column[c] is column c's name) that only grows while it
+ * is the same object: a call first indexes the names appended since the last one, and starts over
+ * for another list or a shorter one. Names stored more than one byte per character are left out;
+ * this module never makes them, so a name it makes that the index lacks is in no column. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *bound; /* the list mirrored (held), or NULL */
+    Py_ssize_t synced; /* bound[:synced] is indexed */
+    NameTable table;
+    int busy; /* a call is using it (another thread may call while a callback runs) */
+} NameIndex;
+
+static void
+index_clear(NameIndex *index)
+{
+    Py_CLEAR(index->bound);
+    table_clear(&index->table);
+    index->synced = 0;
+}
+
+/* Brings the index in step with `by_column` (see above). 1: usable, 0: not (too many columns). */
+static int
+index_sync(NameIndex *index, PyObject *by_column)
+{
+    Py_ssize_t n = PyList_GET_SIZE(by_column);
+    if (index->bound != by_column || n < index->synced) {
+        index_clear(index);
+        index->bound = Py_NewRef(by_column);
+    }
+    if (n > INT32_MAX)
+        return 0;
+    if (n > index->synced && table_reserve(&index->table, n - index->synced) < 0)
+        return -1;
+    for (Py_ssize_t c = index->synced; c < n; c++) {
+        PyObject *name = PyList_GET_ITEM(by_column, c);
+        if (!PyUnicode_CheckExact(name) || READY(name) < 0 || PyUnicode_KIND(name) != PyUnicode_1BYTE_KIND) {
+            PyErr_Clear();
+            continue;
+        }
+        const char *bytes = (const char *)PyUnicode_1BYTE_DATA(name);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+        if (table_add(&index->table, bytes, len, name_hash(bytes, len), (int32_t)c) < 0)
+            return -1;
+    }
+    index->synced = n;
+    return 1;
+}
+
+static void
+name_index_dealloc(NameIndex *index)
+{
+    index_clear(index);
+    Py_TYPE(index)->tp_free((PyObject *)index);
+}
+
+static PyObject *
+name_index_len(NameIndex *index, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(index->table.count);
+}
+
+static PyMethodDef name_index_methods[] = {
+    {"indexed", (PyCFunction)name_index_len, METH_NOARGS, "How many names the index holds."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject NameIndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stream_nb.features._native.NameIndex",
+    .tp_basicsize = sizeof(NameIndex),
+    .tp_dealloc = (destructor)name_index_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "NameIndex(): a vocabulary's names -> columns in C, for featurize (see the module).",
+    .tp_new = PyType_GenericNew,
+    .tp_methods = name_index_methods,
+};
 
 static void
 work_free(Work *w)
@@ -473,6 +755,7 @@ work_free(Work *w)
     PyMem_Free(w->subject_features.items);
     PyMem_Free(w->features.items);
     PyMem_Free(w->slots);
+    PyMem_Free(w->hashes);
 }
 
 static PyObject *
@@ -483,7 +766,8 @@ int_list_to_bytearray(const IntList *list)
 }
 
 PyDoc_STRVAR(featurize_doc,
-"featurize(texts, plan, spans, fallback, column_of, number_unknown=True)\n"
+"featurize(texts, plan, spans, fallback, column_of, number_unknown=True, index=None, by_column=None,\n"
+"          names_wanted=True)\n"
 "    -> (names, lengths, columns, ranks, unknown)\n\n"
 "The feature names of every text of the list `texts`, concatenated, with each text's number of\n"
 "names in `lengths` (a bytearray of native int64). `plan` is TextFeaturizer._native_plan;\n"
@@ -492,19 +776,25 @@ PyDoc_STRVAR(featurize_doc,
 "column), `columns` holds each name's column, -1 where absent, `ranks` each absent name's rank\n"
 "among the distinct absent names by first appearance (-1 for the others), and `unknown` those\n"
 "names in rank order (a list); without, the three are None. number_unknown=False: the columns\n"
-"only (ranks and unknown None), for a batch that only predicts.");
+"only (ranks and unknown None), for a batch that only predicts. With a NameIndex `index` and\n"
+"`by_column` (the vocabulary's names in column order, by_column[column_of[name]] == name, a list\n"
+"that only grows), the names made here are looked up in the index, brought in step first; and\n"
+"with names_wanted=False too, `names` is None and no str is made for a name the index holds:\n"
+"name i is by_column[columns[i]], or unknown[ranks[i]] where the column is -1 (the absent names\n"
+"are numbered whatever number_unknown says). A call that cannot use the index makes every name.");
 
 static PyObject *
 featurize(PyObject *module, PyObject *args)
 {
-    PyObject *texts, *spans, *fallback, *column_of;
+    PyObject *texts, *spans, *fallback, *column_of, *index_arg = Py_None, *by_column = Py_None;
     const unsigned char *lower, *classes;
     Py_ssize_t lower_len, classes_len;
-    int bigrams, binary, subject, emails, urls, number_unknown = 1;
+    int bigrams, binary, subject, emails, urls, number_unknown = 1, names_wanted = 1;
     Py_ssize_t max_tokens;
-    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO|p:featurize", &PyList_Type, &texts, &lower, &lower_len,
+    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO|pOOp:featurize", &PyList_Type, &texts, &lower, &lower_len,
                           &classes, &classes_len, &bigrams, &binary, &subject, &max_tokens, &emails, &urls,
-                          &spans, &fallback, &column_of, &number_unknown))
+                          &spans, &fallback, &column_of, &number_unknown, &index_arg, &by_column,
+                          &names_wanted))
         return NULL;
     if (lower_len != 256 || classes_len != 256) {
         PyErr_SetString(PyExc_ValueError, "the plan's tables must have 256 bytes each");
@@ -516,6 +806,26 @@ featurize(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "column_of must be a dict or None");
         return NULL;
     }
+    if ((index_arg != Py_None && !PyObject_TypeCheck(index_arg, &NameIndexType)) ||
+        (by_column != Py_None && !PyList_CheckExact(by_column)) || ((index_arg == Py_None) != (by_column == Py_None))) {
+        PyErr_SetString(PyExc_TypeError, "index must be a NameIndex and by_column a list, both or neither");
+        return NULL;
+    }
+    /* the index serves one call at a time; a call that finds it busy looks names up in the dict */
+    NameIndex *index = NULL;
+    if (column_of != NULL && index_arg != Py_None && !((NameIndex *)index_arg)->busy) {
+        int usable = index_sync((NameIndex *)index_arg, by_column);
+        if (usable < 0)
+            return NULL;
+        if (usable) {
+            index = (NameIndex *)index_arg;
+            index->busy = 1;
+        }
+    }
+    if (index == NULL)
+        names_wanted = 1;
+    else if (!names_wanted)
+        number_unknown = 1; /* an absent name is known by its rank only */
 
     Work w;
     memset(&w, 0, sizeof(w));
@@ -530,11 +840,14 @@ featurize(PyObject *module, PyObject *args)
     w.spans = spans;
 
     IntList lengths = {NULL, 0, 0};
-    Lookups lookups = {column_of, NULL, {NULL, 0, 0}, {NULL, 0, 0}};
-    PyObject *names = PyList_New(0), *result = NULL;
-    if (names == NULL)
+    Lookups lookups;
+    memset(&lookups, 0, sizeof(lookups));
+    lookups.column_of = column_of;
+    PyObject *names = NULL, *result = NULL;
+    if (names_wanted && (names = PyList_New(0)) == NULL)
         goto done;
-    if (column_of != NULL && number_unknown && (lookups.unknown = PyDict_New()) == NULL)
+    if (column_of != NULL && number_unknown &&
+        ((lookups.unknown = PyList_New(0)) == NULL || (lookups.fresh_others = PyDict_New()) == NULL))
         goto done;
 
     /* texts is held by the caller; an item is held while used (a callback may change the list) */
@@ -550,12 +863,34 @@ featurize(PyObject *module, PyObject *args)
         int outcome = PyUnicode_CheckExact(text) ? text_features(&w, text) : FALL_BACK;
         if (outcome == DONE && binary)
             outcome = deduplicate(&w) < 0 ? FAILED : DONE;
+        if (outcome == DONE && index != NULL) {
+            /* every slot asked for first, so that the text's cache misses overlap */
+            if (!binary && hash_features(&w) < 0) /* (deduplicate hashed them) */
+                outcome = FAILED;
+            for (Py_ssize_t i = 0; outcome == DONE && i < w.features.len; i++)
+                table_prefetch(&index->table, w.hashes[i]);
+        }
         if (outcome == DONE) {
             for (Py_ssize_t i = 0; i < w.features.len; i++) {
                 Span feature = w.features.items[i];
+                int64_t column = index == NULL ? -1
+                    : table_find(&index->table, w.arena.data + feature.start, feature.len, w.hashes[i]);
+                if (!names_wanted) { /* by_column[column], or unknown[rank]: no str made for a known name */
+                    if ((column >= 0 ? record_column(NULL, &lookups, column)
+                                     : record_absent(&lookups, NULL, w.arena.data + feature.start, feature.len,
+                                                     w.hashes[i])) < 0) {
+                        outcome = FAILED;
+                        break;
+                    }
+                    continue;
+                }
                 PyObject *name = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, w.arena.data + feature.start,
                                                            feature.len);
-                if (name == NULL || emit(name, names, &lookups) < 0) {
+                int emitted = name == NULL ? -1
+                    : index == NULL ? emit(name, names, &lookups)
+                    : names != NULL && PyList_Append(names, name) < 0 ? -1
+                    : record_column(name, &lookups, column);
+                if (emitted < 0) {
                     Py_XDECREF(name);
                     outcome = FAILED;
                     break;
@@ -591,7 +926,7 @@ featurize(PyObject *module, PyObject *args)
         column_bytes = int_list_to_bytearray(&lookups.columns);
         if (number_unknown) {
             rank_bytes = int_list_to_bytearray(&lookups.ranks);
-            unknown = PyDict_Keys(lookups.unknown); /* insertion order: rank order */
+            unknown = Py_NewRef(lookups.unknown);
         }
         else {
             rank_bytes = Py_NewRef(Py_None);
@@ -604,14 +939,18 @@ featurize(PyObject *module, PyObject *args)
         unknown = Py_NewRef(Py_None);
     }
     if (length_bytes != NULL && column_bytes != NULL && rank_bytes != NULL && unknown != NULL)
-        result = PyTuple_Pack(5, names, length_bytes, column_bytes, rank_bytes, unknown);
+        result = PyTuple_Pack(5, names ? names : Py_None, length_bytes, column_bytes, rank_bytes, unknown);
     Py_XDECREF(length_bytes);
     Py_XDECREF(column_bytes);
     Py_XDECREF(rank_bytes);
     Py_XDECREF(unknown);
 done:
+    if (index != NULL)
+        index->busy = 0;
     Py_XDECREF(names);
     Py_XDECREF(lookups.unknown);
+    Py_XDECREF(lookups.fresh_others);
+    table_clear(&lookups.fresh);
     PyMem_Free(lengths.items);
     PyMem_Free(lookups.columns.items);
     PyMem_Free(lookups.ranks.items);
@@ -624,12 +963,26 @@ static PyMethodDef native_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static int
+native_exec(PyObject *module)
+{
+    if (PyType_Ready(&NameIndexType) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "NameIndex", (PyObject *)&NameIndexType);
+}
+
+static PyModuleDef_Slot native_slots[] = {
+    {Py_mod_exec, native_exec},
+    {0, NULL},
+};
+
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "stream_nb.features._native",
     .m_doc = "TextFeaturizer's feature lists in C (see text.py; the Python path is the definition).",
     .m_size = 0,
     .m_methods = native_methods,
+    .m_slots = native_slots,
 };
 
 PyMODINIT_FUNC

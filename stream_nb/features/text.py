@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from stream_nb.model.base import SparseBatch
+from stream_nb.model.base import ColumnNames, SparseBatch
 from stream_nb.native import native_allowed
 
 try:  # the optional C extension (setup.py); without it the Python path below runs, same results
@@ -364,6 +364,8 @@ class TextFeaturizer:
             self._build_plain_feature_list() if plain else self._build_general_feature_list()
         )
         self._native_plan = self._build_native_plan()
+        # the C featuriser's copy of one vocabulary's names (made at first use; see _native.c)
+        self._name_index = None
 
     # ----------------------------------------------------------------------------------------
     # Public API
@@ -407,18 +409,29 @@ class TextFeaturizer:
         names: see `_native_plan`); given the model's exact `vocabulary` too, their columns are
         looked up as they are made and remembered in the batch (`SparseBatch.columns_in`), and
         the names not in it numbered (`SparseBatch.unknown_in`) unless `number_unknown` is
-        False (a batch that only predicts never adds them).
+        False (a batch that only predicts never adds them). The look-ups go to a C index of the
+        vocabulary's names that this featuriser keeps in step with it, and the batch holds its
+        names as columns (`ColumnNames`): a str is made only for a name the vocabulary lacks.
         """
         plan = self._native_plan
         if plan is not None:
             texts = texts if type(texts) is list else list(texts)
-            column_of = None if vocabulary is None or vocabulary.hashed else vocabulary.mapping()
+            exact = vocabulary is not None and not vocabulary.hashed
+            column_of, index, by_column = None, None, None
+            if exact:
+                column_of, by_column = vocabulary.mapping(), vocabulary.by_column()
+                index = self._name_index = self._name_index or _native.NameIndex()
             names, lengths, columns, ranks, unknown = _native.featurize(
-                texts, plan, self._special_spans, self._feature_list, column_of, number_unknown)
-            batch = SparseBatch(names, np.frombuffer(lengths, dtype=np.int64), distinct=self.binary)
+                texts, plan, self._special_spans, self._feature_list, column_of, number_unknown, index, by_column,
+                not exact)
             if columns is not None:
-                batch.remember_columns(vocabulary, np.frombuffer(columns, dtype=np.int64),
-                                       None if ranks is None else np.frombuffer(ranks, dtype=np.int64), unknown)
+                columns = np.frombuffer(columns, dtype=np.int64)
+                ranks = None if ranks is None else np.frombuffer(ranks, dtype=np.int64)
+            if names is None:  # only the names the vocabulary lacks were made
+                names = ColumnNames(by_column, columns, ranks, unknown)
+            batch = SparseBatch(names, np.frombuffer(lengths, dtype=np.int64), distinct=self.binary)
+            if columns is not None:  # (ColumnNames numbers the new names even when not asked to)
+                batch.remember_columns(vocabulary, columns, ranks if number_unknown else None, unknown)
             return batch
         feature_list = self._feature_list
         names: list[str] = []

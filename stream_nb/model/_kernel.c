@@ -418,12 +418,14 @@ done:
 }
 
 PyDoc_STRVAR(clues_doc,
-"clues(names, bounds, columns, best, runner_up, counts, denominators, alpha, top) -> list\n\n"
+"clues(names, bounds, columns, best, runner_up, counts, denominators, alpha, top, by_column=False)\n"
+"    -> list\n\n"
 "explain.strongest_clues_many's lists: for each event i with best[i] >= 0, its `top` learned\n"
 "features (names[bounds[i]:bounds[i+1]], columns likewise: int64, -1 never learned) by evidence\n"
 "log((N_fc + alpha) / D_c) - log((N_fk + alpha) / D_k) for c = best[i], k = runner_up[i]\n"
 "(math.log's libm log), largest first, ties in the event's order, as [(name, evidence rounded\n"
-"as np.round(., 6))]; None for the others. alpha, D_c and D_k must be positive.");
+"as np.round(., 6))]; None for the others. alpha, D_c and D_k must be positive. by_column:\n"
+"`names` lists the vocabulary's names by column instead, feature o's name is names[columns[o]].");
 
 static PyObject *
 clues(PyObject *module, PyObject *args)
@@ -432,8 +434,9 @@ clues(PyObject *module, PyObject *args)
     Py_buffer bounds, columns, best, runner_up, counts, denominators;
     double alpha;
     Py_ssize_t top;
-    if (!PyArg_ParseTuple(args, "O!y*y*y*y*y*y*dn:clues", &PyList_Type, &names, &bounds, &columns, &best,
-                          &runner_up, &counts, &denominators, &alpha, &top))
+    int by_column = 0;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*y*y*y*dn|p:clues", &PyList_Type, &names, &bounds, &columns, &best,
+                          &runner_up, &counts, &denominators, &alpha, &top, &by_column))
         return NULL;
     Py_buffer *buffers[] = {&bounds, &columns, &best, &runner_up, &counts, &denominators};
     PyObject *result = NULL;
@@ -442,7 +445,7 @@ clues(PyObject *module, PyObject *args)
     const Py_ssize_t n = best.len / 8, C = denominators.len / 8, m = columns.len / 8;
     /* no class (C = 0) is fine while no event asks for clues: each is checked below */
     if (check_size(&bounds, "bounds", 8, n + 1) < 0 || check_size(&runner_up, "runner_up", 8, n) < 0
-        || check_size(&columns, "columns", 8, PyList_GET_SIZE(names)) < 0
+        || check_size(&columns, "columns", 8, by_column ? columns.len / 8 : PyList_GET_SIZE(names)) < 0
         || (C > 0 && check_size(&counts, "counts", 8 * C, counts.len / (8 * C)) < 0))
         goto done;
     const int64_t *bound = bounds.buf, *column = columns.buf, *first = best.buf, *second = runner_up.buf;
@@ -477,8 +480,9 @@ clues(PyObject *module, PyObject *args)
             const int64_t col = column[o];
             if (col < 0)
                 continue;
-            if (col >= n_rows) {
-                PyErr_Format(PyExc_ValueError, "clues: column %lld beyond the %zd rows of counts", (long long)col, n_rows);
+            if (col >= n_rows || (by_column && col >= PyList_GET_SIZE(names))) {
+                PyErr_Format(PyExc_ValueError, "clues: column %lld beyond the %zd rows of counts or the names",
+                             (long long)col, n_rows);
                 Py_CLEAR(result);
                 goto done;
             }
@@ -509,7 +513,8 @@ clues(PyObject *module, PyObject *args)
         }
         PyList_SET_ITEM(result, i, list);
         for (Py_ssize_t j = 0; j < kept; j++) {
-            PyObject *pair = Py_BuildValue("(Od)", PyList_GET_ITEM(names, chosen[j]), rint(evidence[j] * 1e6) / 1e6);
+            PyObject *name = PyList_GET_ITEM(names, by_column ? (Py_ssize_t)column[chosen[j]] : chosen[j]);
+            PyObject *pair = Py_BuildValue("(Od)", name, rint(evidence[j] * 1e6) / 1e6);
             if (pair == NULL) {
                 Py_CLEAR(result);
                 goto done;

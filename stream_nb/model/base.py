@@ -55,6 +55,52 @@ def _while_unchanged(remembered: tuple | None, vocabulary) -> tuple | None:
     return None
 
 
+class ColumnNames(Sequence):
+    """A batch's feature names kept as columns of a vocabulary: name i is by_column[columns[i]],
+    or unknown[ranks[i]] where columns[i] is -1. The C featuriser hands names over this way and
+    makes a str only for a name the vocabulary lacks; the list is made when somebody reads it.
+    `by_column` only grows (a vocabulary never renumbers in place), so the names stay right."""
+
+    __slots__ = ("_by_column", "_columns", "_ranks", "_unknown", "_list")
+
+    def __init__(self, by_column: list, columns: np.ndarray, ranks: np.ndarray, unknown: list) -> None:
+        if len(columns) != len(ranks):
+            raise ValueError(f"{len(columns)} columns for {len(ranks)} ranks")
+        self._by_column, self._columns, self._ranks, self._unknown = by_column, columns, ranks, unknown
+        self._list: list | None = None
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ColumnNames(self._by_column, self._columns[i], self._ranks[i], self._unknown)
+        if self._list is not None:
+            return self._list[i]
+        column = int(self._columns[i])
+        return self._by_column[column] if column >= 0 else self._unknown[int(self._ranks[i])]
+
+    def as_list(self) -> list:
+        if self._list is None:
+            by_column, unknown = self._by_column, self._unknown
+            self._list = [by_column[c] if c >= 0 else unknown[r]
+                          for c, r in zip(self._columns.tolist(), self._ranks.tolist())]
+        return self._list
+
+    def __iter__(self):
+        return iter(self.as_list())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ColumnNames):
+            other = other.as_list()
+        return isinstance(other, list) and self.as_list() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ColumnNames({self.as_list()!r})"
+
+
 @dataclass
 class SparseBatch:
     """Events in compressed form: event i's features are names[offset_i : offset_i + lengths[i]]
@@ -63,7 +109,7 @@ class SparseBatch:
     {name: summed value} with names in order of first appearance.
     """
 
-    names: list
+    names: list | ColumnNames
     lengths: np.ndarray
     values: np.ndarray | None = None
     distinct: bool = False  # no name repeats within an event (a featuriser that deduplicates says so)

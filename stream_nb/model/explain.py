@@ -169,9 +169,12 @@ def strongest_clues_many(model: CountingNB, X: SparseBatch, probabilities: list,
     kernel = native_kernel()
     if kernel is not None and model._feature_counts.flags.c_contiguous and (best >= 0).any():  # the same lists, in C
         bounds = np.concatenate(([0], np.cumsum(X.lengths, dtype=np.int64)))
-        made = kernel.clues(X.names, bounds, np.ascontiguousarray(columns, dtype=np.int64), best, runner_up,
+        # an exact vocabulary names a column itself (a batch's names may be columns only: ColumnNames)
+        by_column = not model._vocabulary.hashed
+        made = kernel.clues(model._vocabulary.by_column() if by_column else list(X.names), bounds,
+                            np.ascontiguousarray(columns, dtype=np.int64), best, runner_up,
                             model._feature_counts, np.ascontiguousarray(denominators, dtype=np.float64),
-                            float(alpha), top)
+                            float(alpha), top, by_column)
         for i in np.flatnonzero(best >= 0).tolist():
             results[i] = made[i]
         return results

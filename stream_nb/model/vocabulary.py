@@ -12,13 +12,15 @@ class Vocabulary:
     """Exact vocabulary: each distinct feature name gets the next column, forever.
 
     Column order is the order in which features were first learned; nothing downstream depends
-    on it (digests and comparisons sort by name).
+    on it (digests and comparisons sort by name). Columns are given once: the dict and the list
+    of names by column only grow, and a renumbering (the budget's eviction) makes a new object.
     """
 
     hashed = False
 
     def __init__(self) -> None:
         self._column_of: dict = {}
+        self._by_column: list = []  # _by_column[column] is its name
 
     def __len__(self) -> int:
         return len(self._column_of)
@@ -30,6 +32,7 @@ class Vocabulary:
         if not column_of.keys().isdisjoint(fresh):
             fresh = [name for name in fresh if name not in column_of]
         column_of.update(zip(fresh, range(len(column_of), len(column_of) + len(fresh))))
+        self._by_column.extend(fresh)
 
     def number_unknown(self, names) -> dict:
         """{name: the column it would get} for names none of which is in the vocabulary yet
@@ -43,6 +46,7 @@ class Vocabulary:
         {name: column}, a small dict that answers their look-ups faster than the vocabulary."""
         added = self.number_unknown(names)
         self._column_of.update(added)
+        self._by_column.extend(added)
         return added
 
     def lookup(self, names: list) -> np.ndarray:
@@ -56,12 +60,17 @@ class Vocabulary:
         return list(map(self._column_of.get, names, repeat(-1)))
 
     def names(self) -> list:
-        return list(self._column_of)
+        return list(self._by_column)
 
     def mapping(self) -> dict:
         """The {name: column} dict itself, for look-ups made elsewhere (the C featuriser's);
         read it, never change it."""
         return self._column_of
+
+    def by_column(self) -> list:
+        """The list of names by column itself (the C featuriser's index mirrors it as it grows);
+        read it, never change it."""
+        return self._by_column
 
     def to_state(self) -> dict:
         return {"kind": "exact", "names": self.names()}
@@ -70,6 +79,9 @@ class Vocabulary:
     def from_names(cls, names: list) -> Vocabulary:
         vocabulary = cls()
         vocabulary._column_of = {name: column for column, name in enumerate(names)}
+        if len(vocabulary._column_of) != len(names):
+            raise ValueError("a vocabulary's names must be distinct")
+        vocabulary._by_column = list(names)
         return vocabulary
 
 
