@@ -766,8 +766,7 @@ int_list_to_bytearray(const IntList *list)
 }
 
 PyDoc_STRVAR(featurize_doc,
-"featurize(texts, plan, spans, fallback, column_of, number_unknown=True, index=None, by_column=None,\n"
-"          names_wanted=True)\n"
+"featurize(texts, plan, spans, fallback, column_of, number_unknown=True, index=None, by_column=None)\n"
 "    -> (names, lengths, columns, ranks, unknown)\n\n"
 "The feature names of every text of the list `texts`, concatenated, with each text's number of\n"
 "names in `lengths` (a bytearray of native int64). `plan` is TextFeaturizer._native_plan;\n"
@@ -778,10 +777,10 @@ PyDoc_STRVAR(featurize_doc,
 "names in rank order (a list); without, the three are None. number_unknown=False: the columns\n"
 "only (ranks and unknown None), for a batch that only predicts. With a NameIndex `index` and\n"
 "`by_column` (the vocabulary's names in column order, by_column[column_of[name]] == name, a list\n"
-"that only grows), the names made here are looked up in the index, brought in step first; and\n"
-"with names_wanted=False too, `names` is None and no str is made for a name the index holds:\n"
-"name i is by_column[columns[i]], or unknown[ranks[i]] where the column is -1 (the absent names\n"
-"are numbered whatever number_unknown says). A call that cannot use the index makes every name.");
+"that only grows), the names made here are looked up in the index, brought in step first, and\n"
+"`names` is None: no str is made for a name the index holds. Name i is by_column[columns[i]], or\n"
+"unknown[ranks[i]] where the column is -1 (the absent names are numbered whatever number_unknown\n"
+"says). A call that cannot use the index (busy, or too many columns) makes every name.");
 
 static PyObject *
 featurize(PyObject *module, PyObject *args)
@@ -789,12 +788,11 @@ featurize(PyObject *module, PyObject *args)
     PyObject *texts, *spans, *fallback, *column_of, *index_arg = Py_None, *by_column = Py_None;
     const unsigned char *lower, *classes;
     Py_ssize_t lower_len, classes_len;
-    int bigrams, binary, subject, emails, urls, number_unknown = 1, names_wanted = 1;
+    int bigrams, binary, subject, emails, urls, number_unknown = 1;
     Py_ssize_t max_tokens;
-    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO|pOOp:featurize", &PyList_Type, &texts, &lower, &lower_len,
+    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO|pOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
                           &classes, &classes_len, &bigrams, &binary, &subject, &max_tokens, &emails, &urls,
-                          &spans, &fallback, &column_of, &number_unknown, &index_arg, &by_column,
-                          &names_wanted))
+                          &spans, &fallback, &column_of, &number_unknown, &index_arg, &by_column))
         return NULL;
     if (lower_len != 256 || classes_len != 256) {
         PyErr_SetString(PyExc_ValueError, "the plan's tables must have 256 bytes each");
@@ -822,10 +820,8 @@ featurize(PyObject *module, PyObject *args)
             index->busy = 1;
         }
     }
-    if (index == NULL)
-        names_wanted = 1;
-    else if (!names_wanted)
-        number_unknown = 1; /* an absent name is known by its rank only */
+    if (index != NULL)
+        number_unknown = 1; /* names are not listed: an absent name is known by its rank only */
 
     Work w;
     memset(&w, 0, sizeof(w));
@@ -844,7 +840,7 @@ featurize(PyObject *module, PyObject *args)
     memset(&lookups, 0, sizeof(lookups));
     lookups.column_of = column_of;
     PyObject *names = NULL, *result = NULL;
-    if (names_wanted && (names = PyList_New(0)) == NULL)
+    if (index == NULL && (names = PyList_New(0)) == NULL)
         goto done;
     if (column_of != NULL && number_unknown &&
         ((lookups.unknown = PyList_New(0)) == NULL || (lookups.fresh_others = PyDict_New()) == NULL))
@@ -873,12 +869,11 @@ featurize(PyObject *module, PyObject *args)
         if (outcome == DONE) {
             for (Py_ssize_t i = 0; i < w.features.len; i++) {
                 Span feature = w.features.items[i];
-                int64_t column = index == NULL ? -1
-                    : table_find(&index->table, w.arena.data + feature.start, feature.len, w.hashes[i]);
-                if (!names_wanted) { /* by_column[column], or unknown[rank]: no str made for a known name */
+                if (index != NULL) { /* by_column[column], or unknown[rank]: no str made for a known name */
+                    const char *bytes = w.arena.data + feature.start;
+                    int64_t column = table_find(&index->table, bytes, feature.len, w.hashes[i]);
                     if ((column >= 0 ? record_column(NULL, &lookups, column)
-                                     : record_absent(&lookups, NULL, w.arena.data + feature.start, feature.len,
-                                                     w.hashes[i])) < 0) {
+                                     : record_absent(&lookups, NULL, bytes, feature.len, w.hashes[i])) < 0) {
                         outcome = FAILED;
                         break;
                     }
@@ -886,11 +881,7 @@ featurize(PyObject *module, PyObject *args)
                 }
                 PyObject *name = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, w.arena.data + feature.start,
                                                            feature.len);
-                int emitted = name == NULL ? -1
-                    : index == NULL ? emit(name, names, &lookups)
-                    : names != NULL && PyList_Append(names, name) < 0 ? -1
-                    : record_column(name, &lookups, column);
-                if (emitted < 0) {
+                if (name == NULL || emit(name, names, &lookups) < 0) {
                     Py_XDECREF(name);
                     outcome = FAILED;
                     break;

@@ -422,8 +422,7 @@ class TextFeaturizer:
                 column_of, by_column = vocabulary.mapping(), vocabulary.by_column()
                 index = self._name_index = self._name_index or _native.NameIndex()
             names, lengths, columns, ranks, unknown = _native.featurize(
-                texts, plan, self._special_spans, self._feature_list, column_of, number_unknown, index, by_column,
-                not exact)
+                texts, plan, self._special_spans, self._feature_list, column_of, number_unknown, index, by_column)
             if columns is not None:
                 columns = np.frombuffer(columns, dtype=np.int64)
                 ranks = None if ranks is None else np.frombuffer(ranks, dtype=np.int64)
