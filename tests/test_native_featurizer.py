@@ -173,21 +173,37 @@ def test_str_subclass_and_wrong_types():
             python.transform_sparse(["fine", bad])
 
 
+def assert_look_ups_equal_the_vocabulary_s(batch, vocabulary):
+    names = list(batch.names)
+    assert np.array_equal(batch.columns_in(vocabulary), vocabulary.lookup(names))
+    ranks, unknown = batch.unknown_in(vocabulary)
+    absent = [name for name in names if name not in vocabulary.mapping()]
+    numbered = int(ranks.max()) + 1 if len(ranks) else 0  # a prefix keeps the whole batch's list
+    assert unknown[:numbered] == list(dict.fromkeys(absent))
+    assert [unknown[rank] for rank in ranks.tolist() if rank >= 0] == absent
+    assert all((rank < 0) == (name in vocabulary.mapping()) for name, rank in zip(names, ranks.tolist()))
+
+
 def test_look_ups_equal_the_vocabulary_s():
     featurizer = spam_featurizer()
     texts = [text for _, text in load_sms_spam()]
     vocabulary = Vocabulary()
     vocabulary.add(featurizer.transform_sparse(texts[:2000]).names)
     batch = featurizer.transform_sparse(texts[2000:3000], vocabulary=vocabulary)
-    assert np.array_equal(batch.columns_in(vocabulary), vocabulary.lookup(batch.names))
-    ranks, unknown = batch.unknown_in(vocabulary)
-    assert unknown == list(vocabulary.number_unknown(name for name in batch.names if name not in vocabulary.mapping()))
-    assert all((rank < 0) == (name in vocabulary.mapping()) for name, rank in zip(batch.names, ranks.tolist()))
-    assert [unknown[rank] for rank in ranks.tolist() if rank >= 0] == [n for n in batch.names if n not in vocabulary.mapping()]
-    # a prefix of the batch keeps the numbering, another part drops it; a grown vocabulary too
-    assert batch[:10].unknown_in(vocabulary) is not None and batch[10:].unknown_in(vocabulary) is None
-    vocabulary.add(["a name never seen before"])
-    assert batch.unknown_in(vocabulary) is None
+    assert_look_ups_equal_the_vocabulary_s(batch, vocabulary)
+    # a prefix keeps the numbering; another part numbers its own names by first appearance
+    for part in (batch[:10], batch[10:], batch[400:600]):
+        assert_look_ups_equal_the_vocabulary_s(part, vocabulary)
+    # the vocabulary grows (learning between featurising and encoding): the batch catches up
+    later_part = batch[500:]
+    vocabulary.add(list(batch[:500].names)[::3] + ["a name never seen before"])
+    assert later_part._catch_up(vocabulary) is not None
+    assert_look_ups_equal_the_vocabulary_s(later_part, vocabulary)
+    assert_look_ups_equal_the_vocabulary_s(batch, vocabulary)
+    # another vocabulary (an eviction renumbers into a new one): looked up afresh, no numbering
+    other = Vocabulary.from_names(vocabulary.names()[::-1])
+    assert np.array_equal(batch.columns_in(other), other.lookup(list(batch.names)))
+    assert batch.unknown_in(other) is None
 
 
 def test_look_ups_without_numbering_predict_the_same():

@@ -55,6 +55,21 @@ def _while_unchanged(remembered: tuple | None, vocabulary) -> tuple | None:
     return None
 
 
+def _number_by_first_appearance(ranks: np.ndarray, unknown: list) -> tuple[np.ndarray, list]:
+    """(ranks, unknown) renumbered 0, 1, ... by first appearance in `ranks` (-1 stays -1), and
+    unknown cut to the names still numbered, in that order."""
+    absent = np.flatnonzero(ranks >= 0)
+    first_at = np.full(len(unknown), len(ranks), dtype=np.int64)
+    np.minimum.at(first_at, ranks[absent], absent)
+    order = np.argsort(first_at, kind="stable")[: int(np.count_nonzero(first_at < len(ranks)))]
+    new_rank = np.full(len(unknown), -1, dtype=np.int64)
+    new_rank[order] = np.arange(len(order))
+    renumbered = np.full(len(ranks), -1, dtype=np.int64)
+    renumbered[absent] = new_rank[ranks[absent]]
+    renumbered.flags.writeable = False
+    return renumbered, [unknown[r] for r in order.tolist()]
+
+
 class ColumnNames(Sequence):
     """A batch's feature names kept as columns of a vocabulary: name i is by_column[columns[i]],
     or unknown[ranks[i]] where columns[i] is -1. The C featuriser hands names over this way and
@@ -121,13 +136,15 @@ class SparseBatch:
 
     def columns_in(self, vocabulary) -> np.ndarray:
         """`vocabulary.lookup(self.names)` (read-only), remembered while the vocabulary stays as
-        it was (`_while_unchanged`). A prediction and its clues look the batch up once."""
-        remembered = _while_unchanged(self._columns, vocabulary)
+        it was (`_while_unchanged`), and brought up to date when it has only grown since
+        (`_catch_up`). A prediction and its clues look the batch up once."""
+        remembered = _while_unchanged(self._columns, vocabulary) or self._catch_up(vocabulary)
         if remembered is not None:
             return remembered[0]
         columns = vocabulary.lookup(self.names)
         columns.flags.writeable = False
         self._columns = (vocabulary, len(vocabulary), columns)
+        self._unknown = None
         return columns
 
     def remember_columns(self, vocabulary, columns: np.ndarray, ranks: np.ndarray | None = None,
@@ -139,15 +156,47 @@ class SparseBatch:
             raise ValueError(f"{len(columns)} columns for {len(self.names)} names")
         columns.flags.writeable = False
         self._columns = (vocabulary, len(vocabulary), columns)
+        self._unknown = None
         if ranks is not None:
             ranks.flags.writeable = False
-            self._unknown = (vocabulary, len(vocabulary), ranks, unknown)
+            self._unknown = (vocabulary, len(vocabulary), ranks, unknown, True)
 
     def unknown_in(self, vocabulary) -> tuple[np.ndarray, list] | None:
-        """(ranks, unknown) while the vocabulary stays as it was, else None: unknown[ranks[i]]
-        is name i when it is not in the vocabulary (ranks[i] = -1 when it is), unknown in order
-        of first appearance in the batch, and every rank up to the largest one occurs."""
-        return _while_unchanged(self._unknown, vocabulary)
+        """(ranks, unknown) while the vocabulary stays as it was or has only grown (then brought
+        up to date), else None: unknown[ranks[i]] is name i when it is not in the vocabulary
+        (ranks[i] = -1 when it is), unknown in order of first appearance in the batch, and every
+        rank up to the largest one occurs."""
+        remembered = _while_unchanged(self._unknown, vocabulary)
+        if remembered is not None and not remembered[2]:  # a part's ranks: number them afresh
+            ranks, unknown = _number_by_first_appearance(remembered[0], remembered[1])
+            self._unknown = (vocabulary, len(vocabulary), ranks, unknown, True)
+            return ranks, unknown
+        if remembered is None and self._catch_up(vocabulary) is None:
+            return None
+        return self._unknown[2:4]
+
+    def _catch_up(self, vocabulary) -> tuple | None:
+        """Bring the remembered look-up and numbering up to `vocabulary` when it is the same
+        object grown longer (learning in between added names), and return `_columns`' answer;
+        None when there is nothing to bring up. A vocabulary only appends, so a name it had
+        keeps its column: only the names it lacked then are looked up again, once each."""
+        remembered, numbered = self._columns, self._unknown
+        if (remembered is None or numbered is None or remembered[0] is not vocabulary
+                or numbered[0] is not vocabulary or remembered[1] != numbered[1]
+                or remembered[1] > len(vocabulary)):
+            return None
+        columns, ranks, unknown = remembered[2], numbered[2], numbered[3]
+        absent = np.flatnonzero(ranks >= 0)
+        column_of_rank = vocabulary.lookup(unknown)
+        columns = columns.copy()
+        columns[absent] = column_of_rank[ranks[absent]]
+        still = ranks.copy()
+        still[columns >= 0] = -1
+        still, unknown = _number_by_first_appearance(still, unknown)
+        columns.flags.writeable = False
+        self._columns = (vocabulary, len(vocabulary), columns)
+        self._unknown = (vocabulary, len(vocabulary), still, unknown, True)
+        return (columns,)
 
     def __getitem__(self, events: slice) -> SparseBatch:
         if not isinstance(events, slice) or events.step not in (None, 1):
@@ -160,9 +209,9 @@ class SparseBatch:
         if self._columns is not None:  # a look-up remembered holds for the part (same names)
             vocabulary, size, columns = self._columns
             part._columns = (vocabulary, size, columns[lo:hi])
-        if self._unknown is not None and lo == 0:  # a prefix meets the first unknown names first
-            vocabulary, size, ranks, unknown = self._unknown
-            part._unknown = (vocabulary, size, ranks[:hi], unknown)
+        if self._unknown is not None:  # a prefix keeps the numbering; another part numbers afresh
+            vocabulary, size, ranks, unknown, ordered = self._unknown
+            part._unknown = (vocabulary, size, ranks[lo:hi], unknown, ordered and lo == 0)
         return part
 
     def to_dicts(self) -> list[dict]:
