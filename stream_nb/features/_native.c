@@ -296,12 +296,20 @@ segment_features(Work *w, const Py_UCS1 *source, Py_ssize_t n, SpanList *out)
         for (Py_ssize_t i = 0; i + 1 < w->tokens.len; i++) {
             Span a = w->tokens.items[i], b = w->tokens.items[i + 1];
             Py_ssize_t length = a.len + 1 + b.len;
-            if (grow((void **)&w->arena.data, &w->arena.cap, w->arena.len + length, 1) < 0)
+            /* room for 16-byte copies past the end (and reads past a token, as long as it is in the arena) */
+            if (grow((void **)&w->arena.data, &w->arena.cap, w->arena.len + length + 32, 1) < 0)
                 return FAILED;
             char *at = w->arena.data + w->arena.len;
-            memcpy(at, w->arena.data + a.start, (size_t)a.len);
-            at[a.len] = ' ';
-            memcpy(at + a.len + 1, w->arena.data + b.start, (size_t)b.len);
+            if (a.len <= 16 && b.len <= 16) { /* fixed-size copies (inlined; a read may overlap the write) */
+                memmove(at, w->arena.data + a.start, 16);
+                at[a.len] = ' ';
+                memmove(at + a.len + 1, w->arena.data + b.start, 16);
+            }
+            else {
+                memcpy(at, w->arena.data + a.start, (size_t)a.len);
+                at[a.len] = ' ';
+                memcpy(at + a.len + 1, w->arena.data + b.start, (size_t)b.len);
+            }
             if (span_push(out, w->arena.len, length) < 0)
                 return FAILED;
             w->arena.len += length;
@@ -363,6 +371,39 @@ text_features(Work *w, PyObject *text)
     return segment_features(w, data + body, n - body, &w->features);
 }
 
+/* The last 1..7 bytes of a name as one word, read in at most two fixed-size loads (a call to
+ * memcpy for a handful of bytes costs more than the hash): for a given length, different bytes
+ * give different words. */
+static inline uint64_t
+tail_word(const char *bytes, Py_ssize_t n)
+{
+    if (n >= 4) {
+        uint32_t first, last;
+        memcpy(&first, bytes, 4);
+        memcpy(&last, bytes + n - 4, 4);
+        return (uint64_t)first | (uint64_t)last << 32;
+    }
+    return (uint64_t)(unsigned char)bytes[0] | (uint64_t)(unsigned char)bytes[n / 2] << 8 |
+           (uint64_t)(unsigned char)bytes[n - 1] << 16;
+}
+
+/* memcmp(a, b, n) == 0, in fixed-size loads for a name of up to 16 bytes. */
+static inline int
+same_bytes(const char *a, const char *b, Py_ssize_t n)
+{
+    uint64_t x1, y1, x2, y2;
+    if (n >= 8 && n <= 16) {
+        memcpy(&x1, a, 8);
+        memcpy(&y1, b, 8);
+        memcpy(&x2, a + n - 8, 8);
+        memcpy(&y2, b + n - 8, 8);
+        return ((x1 ^ y1) | (x2 ^ y2)) == 0;
+    }
+    if (n > 16)
+        return memcmp(a, b, (size_t)n) == 0;
+    return n == 0 || tail_word(a, n) == tail_word(b, n);
+}
+
 /* A name's 64-bit hash, for the tables below: eight bytes at a time, each step and the end
  * mixed by multiply and xor-shift (MurmurHash3's finaliser), so every byte reaches the low bits
  * that pick a slot. Only speed rests on it: a table compares the bytes of a name it finds. */
@@ -376,8 +417,7 @@ name_hash(const char *bytes, Py_ssize_t n)
         h ^= h >> 32;
     }
     if (n > 0) {
-        word = 0;
-        memcpy(&word, bytes, (size_t)n);
+        word = tail_word(bytes, n);
         h = (h ^ word) * 0xc4ceb9fe1a85ec53ULL;
     }
     h ^= h >> 33;
@@ -431,7 +471,8 @@ deduplicate(Work *w)
         int seen = 0;
         while (w->slots[slot]) {
             Span other = items[w->slots[slot] - 1];
-            if (other.len == feature.len && memcmp(arena + other.start, arena + feature.start, (size_t)feature.len) == 0) {
+            if (w->hashes[w->slots[slot] - 1] == hash && other.len == feature.len &&
+                same_bytes(arena + other.start, arena + feature.start, feature.len)) {
                 seen = 1;
                 break;
             }
@@ -454,6 +495,7 @@ deduplicate(Work *w)
  * name of up to INLINE_BYTES bytes, the name itself, so that a look-up reads one cache line. */
 
 #define INLINE_BYTES 16
+#define CACHE_LINE 64
 
 typedef struct {
     uint64_t hash;
@@ -466,7 +508,8 @@ typedef struct {
 } TableSlot;
 
 typedef struct {
-    TableSlot *slots; /* NULL: empty */
+    TableSlot *slots; /* NULL: empty; on a cache-line boundary, so that no slot spans two lines */
+    void *allocated;  /* the block `slots` lies in */
     size_t mask;      /* number of slots - 1 (a power of two) */
     Py_ssize_t count;
     Buffer arena;
@@ -478,7 +521,7 @@ slot_holds(const NameTable *table, const TableSlot *slot, const char *bytes, Py_
     if (slot->hash != hash || slot->len != (uint32_t)len)
         return 0;
     const char *name = slot->len <= INLINE_BYTES ? slot->name.bytes : table->arena.data + slot->name.offset;
-    return memcmp(name, bytes, (size_t)len) == 0;
+    return same_bytes(name, bytes, len);
 }
 
 /* The number of the name (bytes, len) whose name_hash is `hash`, -1 if absent. */
@@ -521,11 +564,12 @@ table_reserve(NameTable *table, Py_ssize_t more)
         }
         new_size *= 2;
     }
-    TableSlot *slots = PyMem_Malloc(new_size * sizeof(TableSlot));
-    if (slots == NULL) {
+    void *allocated = PyMem_Malloc(new_size * sizeof(TableSlot) + CACHE_LINE);
+    if (allocated == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    TableSlot *slots = (TableSlot *)(((uintptr_t)allocated + CACHE_LINE - 1) & ~(uintptr_t)(CACHE_LINE - 1));
     for (size_t i = 0; i < new_size; i++)
         slots[i].value = -1;
     for (size_t i = 0; i < size; i++) {
@@ -536,7 +580,8 @@ table_reserve(NameTable *table, Py_ssize_t more)
             at = (at + 1) & (new_size - 1);
         slots[at] = table->slots[i];
     }
-    PyMem_Free(table->slots);
+    PyMem_Free(table->allocated);
+    table->allocated = allocated;
     table->slots = slots;
     table->mask = new_size - 1;
     return 0;
@@ -573,7 +618,7 @@ table_add(NameTable *table, const char *bytes, Py_ssize_t len, uint64_t hash, in
 static void
 table_clear(NameTable *table)
 {
-    PyMem_Free(table->slots);
+    PyMem_Free(table->allocated);
     PyMem_Free(table->arena.data);
     memset(table, 0, sizeof(*table));
 }
