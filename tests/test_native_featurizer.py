@@ -356,3 +356,34 @@ def test_names_are_made_only_for_the_names_the_vocabulary_lacks():
     assert batch.names == plain.names and len(batch.names) == len(plain.names)
     assert [batch.names[i] for i in (0, 1, -1, len(plain.names) // 2)] == [plain.names[i] for i in (0, 1, -1, len(plain.names) // 2)]
     assert isinstance(batch[100:200].names, ColumnNames) and batch[100:200].names == plain[100:200].names
+
+
+def test_the_new_names_read_as_the_list_they_stand_for():
+    """The names a vocabulary lacks come back as NewNames, made into a str when first read:
+    in rank order, sliced into views, compared with lists, names from the Python fallback
+    (beyond Latin-1) kept as the str it made."""
+    featurizer = spam_featurizer()
+    vocabulary = Vocabulary.from_names(["hello", "world"])
+    texts = ["Hello brave new world", "new world order", "Привет world, hello café", "brave café"]
+    batch = featurizer.transform_sparse(texts, vocabulary=vocabulary)
+    ranks, unknown = batch.unknown_in(vocabulary)
+    expected = list(dict.fromkeys(name for text in texts for name in featurizer._feature_list(text)
+                                  if name not in ("hello", "world")))
+    assert type(unknown).__name__ == "NewNames" and len(unknown) == len(expected) == 13
+    assert list(unknown) == expected and unknown == expected and unknown != expected[1:]
+    assert unknown[0] == "brave" and unknown[-1] == "brave café" and unknown[expected.index("привет")] == "привет"
+    assert unknown[0] is unknown[0]  # made once
+    view = unknown[2:6]
+    assert type(view) is type(unknown) and view == expected[2:6] and view[-1] == expected[5] and len(view) == 4
+    assert view[1:] == expected[3:6] and unknown[::-2] == expected[::-2] and unknown[5:2] == []
+    assert [unknown[rank] for rank in ranks.tolist() if rank >= 0] == [
+        name for text in texts for name in featurizer._feature_list(text) if name not in ("hello", "world")]
+    with pytest.raises(IndexError):
+        unknown[13]
+    with pytest.raises(IndexError):
+        view[-5]
+    with pytest.raises(TypeError):
+        unknown["brave"]
+    assert repr(unknown[:2]) == "NewNames(['brave', 'new'])"
+    del unknown, batch  # a view keeps the names it shows
+    assert list(view) == expected[2:6]

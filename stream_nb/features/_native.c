@@ -11,7 +11,8 @@
  * only for a segment that holds an anchor ('@', '://', 'www.'), as the Python path does.
  *
  * With a vocabulary dict (name -> column), each name's column is looked up as the name is
- * made (-1 for a name not in it), saving the model a second pass over the names. Given also a
+ * made (-1 for a name not in it), saving the model a second pass over the names; the names not
+ * in it come back as NewNames, whose strs are made only for the names somebody reads. Given also a
  * NameIndex and the vocabulary's names in column order, the names this module makes are looked
  * up in the index instead: a C hash table that mirrors that list, so a look-up costs one cache
  * line and no Python object, and the look-ups of a text overlap (prefetched together).
@@ -623,33 +624,215 @@ table_clear(NameTable *table)
     memset(table, 0, sizeof(*table));
 }
 
+/* ---- NewNames: a batch's names the vocabulary lacks, made into strs only when read ------------
+ *
+ * Most of them are never learned (only learned events add theirs to the vocabulary), so a batch
+ * keeps their bytes and makes a name's str when it is first read; a name that came as a str is
+ * kept as it is. A slice with step 1 is a view of the same names. Read-only for Python. */
+
+typedef struct NewNames {
+    PyObject_HEAD
+    struct NewNames *root; /* a view: the names it shows (held); NULL: this object holds them */
+    Py_ssize_t start, len; /* a view shows root's names start .. start + len - 1 */
+    /* held by the root: */
+    Buffer bytes;     /* the names given as bytes, one after another */
+    Py_ssize_t *ends; /* name i's bytes are [ends[i - 1], ends[i]) (from 0 for i = 0) */
+    PyObject **made;  /* name i's str, once made or given; else NULL */
+    Py_ssize_t cap;
+} NewNames;
+
+static PyTypeObject NewNamesType;
+
+static NewNames *
+new_names_create(void)
+{
+    NewNames *names = PyObject_New(NewNames, &NewNamesType);
+    if (names == NULL)
+        return NULL;
+    names->root = NULL;
+    names->start = names->len = names->cap = 0;
+    memset(&names->bytes, 0, sizeof(names->bytes));
+    names->ends = NULL;
+    names->made = NULL;
+    return names;
+}
+
+/* Appends a name: `name` (a str, held) if not NULL, else the one-byte string (bytes, len). */
+static int
+new_names_push(NewNames *names, PyObject *name, const char *bytes, Py_ssize_t len)
+{
+    if (names->len == names->cap) {
+        Py_ssize_t cap = names->cap, made_cap = names->cap;
+        if (grow((void **)&names->ends, &cap, names->len + 1, sizeof(Py_ssize_t)) < 0 ||
+            grow((void **)&names->made, &made_cap, names->len + 1, sizeof(PyObject *)) < 0)
+            return -1;
+        names->cap = cap < made_cap ? cap : made_cap;
+    }
+    Py_ssize_t end = names->len ? names->ends[names->len - 1] : 0;
+    if (name == NULL) {
+        if (grow((void **)&names->bytes.data, &names->bytes.cap, end + len, 1) < 0)
+            return -1;
+        memcpy(names->bytes.data + end, bytes, (size_t)len);
+        end += len;
+    }
+    names->ends[names->len] = end;
+    names->made[names->len] = Py_XNewRef(name);
+    names->len++;
+    return 0;
+}
+
+static PyObject *
+new_names_item(NewNames *self, Py_ssize_t i)
+{
+    if (i < 0 || i >= self->len) {
+        PyErr_SetString(PyExc_IndexError, "NewNames index out of range");
+        return NULL;
+    }
+    NewNames *root = self->root ? self->root : self;
+    i += self->start;
+    if (root->made[i] == NULL) {
+        Py_ssize_t begin = i ? root->ends[i - 1] : 0;
+        root->made[i] = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, root->bytes.data + begin, root->ends[i] - begin);
+        if (root->made[i] == NULL)
+            return NULL;
+    }
+    return Py_NewRef(root->made[i]);
+}
+
+static Py_ssize_t
+new_names_length(NewNames *self)
+{
+    return self->len;
+}
+
+static PyObject *
+new_names_subscript(NewNames *self, PyObject *key)
+{
+    if (PyIndex_Check(key)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred())
+            return NULL;
+        return new_names_item(self, i < 0 ? i + self->len : i);
+    }
+    if (!PySlice_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "NewNames indices must be integers or slices, not %s", Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t start, stop, step;
+    if (PySlice_Unpack(key, &start, &stop, &step) < 0)
+        return NULL;
+    Py_ssize_t count = PySlice_AdjustIndices(self->len, &start, &stop, step);
+    if (step != 1) { /* a list of the names picked */
+        PyObject *picked = PyList_New(count);
+        for (Py_ssize_t k = 0; picked != NULL && k < count; k++) {
+            PyObject *name = new_names_item(self, start + k * step);
+            if (name == NULL)
+                Py_CLEAR(picked);
+            else
+                PyList_SET_ITEM(picked, k, name);
+        }
+        return picked;
+    }
+    NewNames *view = PyObject_New(NewNames, &NewNamesType);
+    if (view == NULL)
+        return NULL;
+    NewNames *root = self->root ? self->root : self;
+    view->root = (NewNames *)Py_NewRef(root);
+    view->start = self->start + start;
+    view->len = count;
+    memset(&view->bytes, 0, sizeof(view->bytes));
+    view->ends = NULL;
+    view->made = NULL;
+    view->cap = 0;
+    return (PyObject *)view;
+}
+
+static PyObject *
+new_names_richcompare(PyObject *self, PyObject *other, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) || !(PyList_Check(other) || PyObject_TypeCheck(other, &NewNamesType)))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *mine = PySequence_List(self), *theirs = PySequence_List(other);
+    PyObject *result = mine && theirs ? PyObject_RichCompare(mine, theirs, op) : NULL;
+    Py_XDECREF(mine);
+    Py_XDECREF(theirs);
+    return result;
+}
+
+static PyObject *
+new_names_repr(PyObject *self)
+{
+    PyObject *listed = PySequence_List(self);
+    PyObject *repr = listed ? PyUnicode_FromFormat("NewNames(%R)", listed) : NULL;
+    Py_XDECREF(listed);
+    return repr;
+}
+
+static void
+new_names_dealloc(NewNames *self)
+{
+    if (self->root != NULL) {
+        Py_DECREF(self->root);
+    }
+    else {
+        for (Py_ssize_t i = 0; i < self->len; i++)
+            Py_XDECREF(self->made[i]);
+        PyMem_Free(self->made);
+        PyMem_Free(self->ends);
+        PyMem_Free(self->bytes.data);
+    }
+    PyObject_Free(self);
+}
+
+static PySequenceMethods new_names_as_sequence = {
+    .sq_length = (lenfunc)new_names_length,
+    .sq_item = (ssizeargfunc)new_names_item,
+};
+
+static PyMappingMethods new_names_as_mapping = {
+    .mp_length = (lenfunc)new_names_length,
+    .mp_subscript = (binaryfunc)new_names_subscript,
+};
+
+static PyTypeObject NewNamesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stream_nb.features._native.NewNames",
+    .tp_basicsize = sizeof(NewNames),
+    .tp_dealloc = (destructor)new_names_dealloc,
+    .tp_repr = new_names_repr,
+    .tp_as_sequence = &new_names_as_sequence,
+    .tp_as_mapping = &new_names_as_mapping,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_SEQUENCE,
+    .tp_richcompare = new_names_richcompare,
+    .tp_doc = "A batch's names absent from the vocabulary, in rank order: a read-only sequence of str\n"
+              "that makes each str when it is first read (featurize's `unknown`).",
+};
+
 /* What a call returns besides the names: with a vocabulary, each name's column (-1 if absent)
  * and, numbering, an absent one's rank among the batch's absent names by first appearance (else
- * -1), and those names in rank order in `unknown` (a list). A one-byte name's rank is kept in
+ * -1), and those names in rank order in `unknown` (NewNames). A one-byte name's rank is kept in
  * `fresh`, any other's in `fresh_others` (a dict): the names this module makes need no str. */
 typedef struct {
     PyObject *column_of; /* borrowed; NULL: no look-ups */
-    PyObject *unknown;   /* NULL: not numbering */
+    NewNames *unknown;   /* NULL: not numbering */
     PyObject *fresh_others;
     NameTable fresh;
     IntList columns, ranks;
 } Lookups;
 
-/* Records an absent name's rank, numbering it if new; `name` is made from the bytes if NULL. */
+/* Records an absent name's rank, numbering it if new; `name` (a str) may be NULL, then the bytes
+ * are kept and the str made only if the name is read. */
 static int
 record_absent(Lookups *lookups, PyObject *name, const char *bytes, Py_ssize_t len, uint64_t hash)
 {
     int64_t rank = table_find(&lookups->fresh, bytes, len, hash);
     if (rank < 0) {
-        rank = PyList_GET_SIZE(lookups->unknown);
+        rank = lookups->unknown->len;
         if (rank >= INT32_MAX) {
             PyErr_SetString(PyExc_OverflowError, "featurize: too many new names in one batch");
             return -1;
         }
-        PyObject *made = name ? Py_NewRef(name) : PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, bytes, len);
-        int added = made == NULL || PyList_Append(lookups->unknown, made) < 0 ? -1 : 0;
-        Py_XDECREF(made);
-        if (added < 0 || table_reserve(&lookups->fresh, 1) < 0 ||
+        if (new_names_push(lookups->unknown, name, bytes, len) < 0 || table_reserve(&lookups->fresh, 1) < 0 ||
             table_add(&lookups->fresh, bytes, len, hash, (int32_t)rank) < 0)
             return -1;
     }
@@ -679,13 +862,13 @@ record_column(PyObject *name, Lookups *lookups, int64_t column)
     else {
         if (PyErr_Occurred())
             return -1;
-        rank = PyList_GET_SIZE(lookups->unknown);
+        rank = lookups->unknown->len;
         PyObject *boxed = PyLong_FromLongLong(rank);
         if (boxed == NULL)
             return -1;
         int stored = PyDict_SetItem(lookups->fresh_others, name, boxed);
         Py_DECREF(boxed);
-        if (stored < 0 || PyList_Append(lookups->unknown, name) < 0)
+        if (stored < 0 || new_names_push(lookups->unknown, name, NULL, 0) < 0)
             return -1;
     }
     return int_push(&lookups->columns, -1) < 0 ? -1 : int_push(&lookups->ranks, rank);
@@ -819,8 +1002,9 @@ PyDoc_STRVAR(featurize_doc,
 "feature list, used for the texts this module does not take. With `column_of` (a dict name ->\n"
 "column), `columns` holds each name's column, -1 where absent, `ranks` each absent name's rank\n"
 "among the distinct absent names by first appearance (-1 for the others), and `unknown` those\n"
-"names in rank order (a list); without, the three are None. number_unknown=False: the columns\n"
-"only (ranks and unknown None), for a batch that only predicts. With a NameIndex `index` and\n"
+"names in rank order (NewNames: a sequence whose strs are made as they are read); without, the\n"
+"three are None. number_unknown=False: the columns only (ranks and unknown None), for a batch\n"
+"that only predicts. With a NameIndex `index` and\n"
 "`by_column` (the vocabulary's names in column order, by_column[column_of[name]] == name, a list\n"
 "that only grows), the names made here are looked up in the index, brought in step first, and\n"
 "`names` is None: no str is made for a name the index holds. Name i is by_column[columns[i]], or\n"
@@ -888,7 +1072,7 @@ featurize(PyObject *module, PyObject *args)
     if (index == NULL && (names = PyList_New(0)) == NULL)
         goto done;
     if (column_of != NULL && number_unknown &&
-        ((lookups.unknown = PyList_New(0)) == NULL || (lookups.fresh_others = PyDict_New()) == NULL))
+        ((lookups.unknown = new_names_create()) == NULL || (lookups.fresh_others = PyDict_New()) == NULL))
         goto done;
 
     /* texts is held by the caller; an item is held while used (a callback may change the list) */
@@ -962,7 +1146,7 @@ featurize(PyObject *module, PyObject *args)
         column_bytes = int_list_to_bytearray(&lookups.columns);
         if (number_unknown) {
             rank_bytes = int_list_to_bytearray(&lookups.ranks);
-            unknown = Py_NewRef(lookups.unknown);
+            unknown = Py_NewRef((PyObject *)lookups.unknown);
         }
         else {
             rank_bytes = Py_NewRef(Py_None);
@@ -1002,7 +1186,8 @@ static PyMethodDef native_methods[] = {
 static int
 native_exec(PyObject *module)
 {
-    if (PyType_Ready(&NameIndexType) < 0)
+    if (PyType_Ready(&NameIndexType) < 0 || PyType_Ready(&NewNamesType) < 0 ||
+        PyModule_AddObjectRef(module, "NewNames", (PyObject *)&NewNamesType) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "NameIndex", (PyObject *)&NameIndexType);
 }

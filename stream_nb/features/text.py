@@ -411,7 +411,8 @@ class TextFeaturizer:
         the names not in it numbered (`SparseBatch.unknown_in`) unless `number_unknown` is
         False (a batch that only predicts never adds them). The look-ups go to a C index of the
         vocabulary's names that this featuriser keeps in step with it, and the batch holds its
-        names as columns (`ColumnNames`): a str is made only for a name the vocabulary lacks.
+        names as columns (`ColumnNames`): a str is made only for a name the vocabulary lacks, and
+        only when it is read (`NewNames`), as a new name that is learned is.
         """
         plan = self._native_plan
         if plan is not None:

@@ -55,7 +55,7 @@ def _while_unchanged(remembered: tuple | None, vocabulary) -> tuple | None:
     return None
 
 
-def _number_by_first_appearance(ranks: np.ndarray, unknown: list) -> tuple[np.ndarray, list]:
+def _number_by_first_appearance(ranks: np.ndarray, unknown: Sequence) -> tuple[np.ndarray, list]:
     """(ranks, unknown) renumbered 0, 1, ... by first appearance in `ranks` (-1 stays -1), and
     unknown cut to the names still numbered, in that order."""
     absent = np.flatnonzero(ranks >= 0)
@@ -72,13 +72,14 @@ def _number_by_first_appearance(ranks: np.ndarray, unknown: list) -> tuple[np.nd
 
 class ColumnNames(Sequence):
     """A batch's feature names kept as columns of a vocabulary: name i is by_column[columns[i]],
-    or unknown[ranks[i]] where columns[i] is -1. The C featuriser hands names over this way and
-    makes a str only for a name the vocabulary lacks; the list is made when somebody reads it.
+    or unknown[ranks[i]] where columns[i] is -1. The C featuriser hands names over this way, and
+    its `unknown` (NewNames) makes a name's str when it is read; the list is made when somebody
+    reads it.
     `by_column` only grows (a vocabulary never renumbers in place), so the names stay right."""
 
     __slots__ = ("_by_column", "_columns", "_ranks", "_unknown", "_list")
 
-    def __init__(self, by_column: list, columns: np.ndarray, ranks: np.ndarray, unknown: list) -> None:
+    def __init__(self, by_column: list, columns: np.ndarray, ranks: np.ndarray, unknown: Sequence) -> None:
         if len(columns) != len(ranks):
             raise ValueError(f"{len(columns)} columns for {len(ranks)} ranks")
         self._by_column, self._columns, self._ranks, self._unknown = by_column, columns, ranks, unknown
@@ -148,7 +149,7 @@ class SparseBatch:
         return columns
 
     def remember_columns(self, vocabulary, columns: np.ndarray, ranks: np.ndarray | None = None,
-                         unknown: list | None = None) -> None:
+                         unknown: Sequence | None = None) -> None:
         """Take `columns` as `vocabulary.lookup(self.names)` at the vocabulary's present length
         (the featuriser looked them up as it made the names); with `ranks` and `unknown`, the
         names not in the vocabulary numbered by first appearance (`unknown_in`)."""
@@ -161,7 +162,7 @@ class SparseBatch:
             ranks.flags.writeable = False
             self._unknown = (vocabulary, len(vocabulary), ranks, unknown, True)
 
-    def unknown_in(self, vocabulary) -> tuple[np.ndarray, list] | None:
+    def unknown_in(self, vocabulary) -> tuple[np.ndarray, Sequence] | None:
         """(ranks, unknown) while the vocabulary stays as it was or has only grown (then brought
         up to date), else None: unknown[ranks[i]] is name i when it is not in the vocabulary
         (ranks[i] = -1 when it is), unknown in order of first appearance in the batch, and every
