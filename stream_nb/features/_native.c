@@ -635,25 +635,27 @@ typedef struct NewNames {
     struct NewNames *root; /* a view: the names it shows (held); NULL: this object holds them */
     Py_ssize_t start, len; /* a view shows root's names start .. start + len - 1 */
     /* held by the root: */
-    Buffer bytes;     /* the names given as bytes, one after another */
-    Py_ssize_t *ends; /* name i's bytes are [ends[i - 1], ends[i]) (from 0 for i = 0) */
-    PyObject **made;  /* name i's str, once made or given; else NULL */
+    Buffer bytes;        /* the names given as bytes, one after another */
+    struct {
+        Py_ssize_t end;  /* name i's bytes are [entries[i - 1].end, end) (from 0 for i = 0) */
+        PyObject *made;  /* name i's str, once made or given; else NULL */
+    } *entries;
     Py_ssize_t cap;
 } NewNames;
 
 static PyTypeObject NewNamesType;
 
+/* An empty NewNames; a view of `root` (held) when root is not NULL. */
 static NewNames *
-new_names_create(void)
+new_names_create(NewNames *root)
 {
     NewNames *names = PyObject_New(NewNames, &NewNamesType);
     if (names == NULL)
         return NULL;
-    names->root = NULL;
+    names->root = (NewNames *)Py_XNewRef(root);
     names->start = names->len = names->cap = 0;
     memset(&names->bytes, 0, sizeof(names->bytes));
-    names->ends = NULL;
-    names->made = NULL;
+    names->entries = NULL;
     return names;
 }
 
@@ -661,22 +663,17 @@ new_names_create(void)
 static int
 new_names_push(NewNames *names, PyObject *name, const char *bytes, Py_ssize_t len)
 {
-    if (names->len == names->cap) {
-        Py_ssize_t cap = names->cap, made_cap = names->cap;
-        if (grow((void **)&names->ends, &cap, names->len + 1, sizeof(Py_ssize_t)) < 0 ||
-            grow((void **)&names->made, &made_cap, names->len + 1, sizeof(PyObject *)) < 0)
-            return -1;
-        names->cap = cap < made_cap ? cap : made_cap;
-    }
-    Py_ssize_t end = names->len ? names->ends[names->len - 1] : 0;
+    if (grow((void **)&names->entries, &names->cap, names->len + 1, sizeof(*names->entries)) < 0)
+        return -1;
+    Py_ssize_t end = names->len ? names->entries[names->len - 1].end : 0;
     if (name == NULL) {
         if (grow((void **)&names->bytes.data, &names->bytes.cap, end + len, 1) < 0)
             return -1;
         memcpy(names->bytes.data + end, bytes, (size_t)len);
         end += len;
     }
-    names->ends[names->len] = end;
-    names->made[names->len] = Py_XNewRef(name);
+    names->entries[names->len].end = end;
+    names->entries[names->len].made = Py_XNewRef(name);
     names->len++;
     return 0;
 }
@@ -690,13 +687,14 @@ new_names_item(NewNames *self, Py_ssize_t i)
     }
     NewNames *root = self->root ? self->root : self;
     i += self->start;
-    if (root->made[i] == NULL) {
-        Py_ssize_t begin = i ? root->ends[i - 1] : 0;
-        root->made[i] = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, root->bytes.data + begin, root->ends[i] - begin);
-        if (root->made[i] == NULL)
+    if (root->entries[i].made == NULL) {
+        Py_ssize_t begin = i ? root->entries[i - 1].end : 0;
+        root->entries[i].made = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, root->bytes.data + begin,
+                                                          root->entries[i].end - begin);
+        if (root->entries[i].made == NULL)
             return NULL;
     }
-    return Py_NewRef(root->made[i]);
+    return Py_NewRef(root->entries[i].made);
 }
 
 static Py_ssize_t
@@ -733,17 +731,11 @@ new_names_subscript(NewNames *self, PyObject *key)
         }
         return picked;
     }
-    NewNames *view = PyObject_New(NewNames, &NewNamesType);
+    NewNames *view = new_names_create(self->root ? self->root : self);
     if (view == NULL)
         return NULL;
-    NewNames *root = self->root ? self->root : self;
-    view->root = (NewNames *)Py_NewRef(root);
     view->start = self->start + start;
     view->len = count;
-    memset(&view->bytes, 0, sizeof(view->bytes));
-    view->ends = NULL;
-    view->made = NULL;
-    view->cap = 0;
     return (PyObject *)view;
 }
 
@@ -776,9 +768,8 @@ new_names_dealloc(NewNames *self)
     }
     else {
         for (Py_ssize_t i = 0; i < self->len; i++)
-            Py_XDECREF(self->made[i]);
-        PyMem_Free(self->made);
-        PyMem_Free(self->ends);
+            Py_XDECREF(self->entries[i].made);
+        PyMem_Free(self->entries);
         PyMem_Free(self->bytes.data);
     }
     PyObject_Free(self);
@@ -1072,7 +1063,7 @@ featurize(PyObject *module, PyObject *args)
     if (index == NULL && (names = PyList_New(0)) == NULL)
         goto done;
     if (column_of != NULL && number_unknown &&
-        ((lookups.unknown = new_names_create()) == NULL || (lookups.fresh_others = PyDict_New()) == NULL))
+        ((lookups.unknown = new_names_create(NULL)) == NULL || (lookups.fresh_others = PyDict_New()) == NULL))
         goto done;
 
     /* texts is held by the caller; an item is held while used (a callback may change the list) */
