@@ -173,15 +173,20 @@ def test_str_subclass_and_wrong_types():
             python.transform_sparse(["fine", bad])
 
 
-def assert_look_ups_equal_the_vocabulary_s(batch, vocabulary):
+def assert_look_ups_equal_the_vocabulary_s(batch, vocabulary, whole: bool = True) -> list[int]:
+    """The batch's columns are `vocabulary.lookup`'s, and its new names are numbered by first
+    appearance (whole=False: a prefix of a batch, whose list goes on with the rest's names).
+    Returns the columns."""
     names = list(batch.names)
-    assert np.array_equal(batch.columns_in(vocabulary), vocabulary.lookup(names))
+    columns = batch.columns_in(vocabulary)
+    assert np.array_equal(columns, vocabulary.lookup(names))
     ranks, unknown = batch.unknown_in(vocabulary)
     absent = [name for name in names if name not in vocabulary.mapping()]
-    numbered = int(ranks.max()) + 1 if len(ranks) else 0  # a prefix keeps the whole batch's list
-    assert unknown[:numbered] == list(dict.fromkeys(absent))
+    numbered = int(ranks.max()) + 1 if len(ranks) else 0
+    assert (unknown if whole else unknown[:numbered]) == list(dict.fromkeys(absent))
     assert [unknown[rank] for rank in ranks.tolist() if rank >= 0] == absent
     assert all((rank < 0) == (name in vocabulary.mapping()) for name, rank in zip(names, ranks.tolist()))
+    return columns.tolist()
 
 
 def test_look_ups_equal_the_vocabulary_s():
@@ -192,7 +197,8 @@ def test_look_ups_equal_the_vocabulary_s():
     batch = featurizer.transform_sparse(texts[2000:3000], vocabulary=vocabulary)
     assert_look_ups_equal_the_vocabulary_s(batch, vocabulary)
     # a prefix keeps the numbering; another part numbers its own names by first appearance
-    for part in (batch[:10], batch[10:], batch[400:600]):
+    assert_look_ups_equal_the_vocabulary_s(batch[:10], vocabulary, whole=False)
+    for part in (batch[10:], batch[400:600]):
         assert_look_ups_equal_the_vocabulary_s(part, vocabulary)
     # the vocabulary grows (learning between featurising and encoding): the batch catches up
     later_part = batch[500:]
@@ -281,13 +287,9 @@ def test_the_index_follows_the_vocabulary_as_it_grows_and_is_replaced():
     python._native_plan = None
 
     def check(batch_texts: list[str], vocabulary: Vocabulary) -> int:
-        names, columns, ranks, unknown = _names_and_look_ups(featurizer, batch_texts, vocabulary)
-        assert names == list(python.transform_sparse(batch_texts).names)
-        assert columns == vocabulary.lookup(names).tolist()
-        fresh = [name for name in names if name not in vocabulary.mapping()]
-        assert unknown == list(dict.fromkeys(fresh))
-        assert [unknown[rank] for rank in ranks if rank >= 0] == fresh
-        return sum(column >= 0 for column in columns)
+        batch = featurizer.transform_sparse(batch_texts, vocabulary=vocabulary)
+        assert list(batch.names) == list(python.transform_sparse(batch_texts).names)
+        return sum(column >= 0 for column in assert_look_ups_equal_the_vocabulary_s(batch, vocabulary))
 
     vocabulary = Vocabulary()
     assert check(texts[:300], vocabulary) == 0
@@ -367,8 +369,8 @@ def test_the_new_names_read_as_the_list_they_stand_for():
     texts = ["Hello brave new world", "new world order", "Привет world, hello café", "brave café"]
     batch = featurizer.transform_sparse(texts, vocabulary=vocabulary)
     ranks, unknown = batch.unknown_in(vocabulary)
-    expected = list(dict.fromkeys(name for text in texts for name in featurizer._feature_list(text)
-                                  if name not in ("hello", "world")))
+    absent = [name for text in texts for name in featurizer._feature_list(text) if name not in ("hello", "world")]
+    expected = list(dict.fromkeys(absent))
     assert type(unknown).__name__ == "NewNames" and len(unknown) == len(expected) == 13
     assert list(unknown) == expected and unknown == expected and unknown != expected[1:]
     assert unknown[0] == "brave" and unknown[-1] == "brave café" and unknown[expected.index("привет")] == "привет"
@@ -376,8 +378,7 @@ def test_the_new_names_read_as_the_list_they_stand_for():
     view = unknown[2:6]
     assert type(view) is type(unknown) and view == expected[2:6] and view[-1] == expected[5] and len(view) == 4
     assert view[1:] == expected[3:6] and unknown[::-2] == expected[::-2] and unknown[5:2] == []
-    assert [unknown[rank] for rank in ranks.tolist() if rank >= 0] == [
-        name for text in texts for name in featurizer._feature_list(text) if name not in ("hello", "world")]
+    assert [unknown[rank] for rank in ranks.tolist() if rank >= 0] == absent
     with pytest.raises(IndexError):
         unknown[13]
     with pytest.raises(IndexError):
