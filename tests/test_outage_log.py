@@ -44,6 +44,15 @@ def test_other_client_errors_pass_and_start_no_outage(outage, caplog):
     assert outage.since is None and caplog.records == []
 
 
+def test_a_fencing_over_a_connection_logger_passes_and_starts_no_outage(outage, caplog):
+    line = record("kafka.librdkafka", logging.ERROR, "%s",
+                  "TXNERR [rdkafka#producer-3] [thrd:main]: Current transaction failed in state InTransaction: "
+                  "Failed to commit offsets to transaction on broker 127.0.0.1:56425/1: t[0](Broker: Static "
+                  "consumer fenced by other consumer with same group.instance.id) (FENCED_INSTANCE_ID)")
+    assert outage.filter(line) is True
+    assert outage.since is None and caplog.records == []
+
+
 def test_client_lines_below_error_are_dropped_and_ours_pass(outage):
     assert outage.filter(record("kafka.cluster", logging.WARNING, "No node available")) is False
     assert outage.filter(record("stream_nb.worker", logging.INFO, "progress")) is True

@@ -18,7 +18,7 @@ from kafka.errors import (  # noqa: E402
     UnknownTopicOrPartitionError,
 )
 
-from stream_nb.kafka.confluent import kafka_error, librdkafka_config, topic_id_text  # noqa: E402
+from stream_nb.kafka.confluent import ends_the_producer, kafka_error, librdkafka_config, topic_id_text  # noqa: E402
 
 
 def test_kafka_python_option_names_become_librdkafka_properties():
@@ -64,6 +64,22 @@ def test_librdkafka_errors_become_the_kafka_python_errors_the_worker_handles(cod
     error = kafka_error(_raised(code, text, fatal), committing=committing)
     assert type(error) is expected
     assert text in str(error)
+
+
+@pytest.mark.parametrize("code, text, fatal, abortable, ends", [
+    # A static member with our instance id rejoined: the transaction must be aborted, the producer
+    # goes on (CI saw the replacement worker stop here when this counted as the producer's end).
+    (ck.KafkaError.FENCED_INSTANCE_ID, "Failed to commit offsets to transaction: Static consumer fenced", False,
+     True, False),
+    (ck.KafkaError._FATAL, "Static consumer fenced by other consumer with same group.instance.id", True, False, True),
+    (90, "Producer fenced by newer instance", True, False, True),
+    (ck.KafkaError.INVALID_PRODUCER_EPOCH, "old epoch", False, False, True),
+    (ck.KafkaError.ILLEGAL_GENERATION, "stale", False, True, False),
+    (ck.KafkaError._TRANSPORT, "down", False, False, False),
+])
+def test_only_a_fatal_or_fenced_producer_error_ends_the_producer(code, text, fatal, abortable, ends):
+    exception = ck.KafkaException(ck.KafkaError(code, text, fatal=fatal, txn_requires_abort=abortable))
+    assert ends_the_producer(exception, kafka_error(exception)) is ends
 
 
 def test_a_stale_generation_outside_a_commit_is_not_a_refused_commit():

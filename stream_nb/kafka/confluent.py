@@ -119,6 +119,17 @@ def librdkafka_config(options: dict) -> dict:
     return config
 
 
+def ends_the_producer(exception: BaseException, error: KafkaError) -> bool:
+    """Whether a producer call's failure leaves the producer unusable: librdkafka calls it fatal,
+    or a newer producer of our transactional id fenced it (a stale epoch included). Not a
+    FENCED_INSTANCE_ID from TxnOffsetCommit: that fences the group member whose metadata the
+    offsets carried, and librdkafka makes it an abortable error of the transaction; the worker
+    aborts, rejoins and lets the producer prove it is still the newest."""
+    rd = exception.args[0] if exception.args else None
+    fatal = isinstance(rd, ck.KafkaError) and (rd.fatal() or rd.code() == _RD._FATAL)
+    return fatal or isinstance(error, ProducerFencedError)
+
+
 def kafka_error(exception: BaseException, *, committing: bool = False) -> KafkaError:
     """A confluent-kafka exception as the kafka-python error of the same meaning."""
     error = exception.args[0] if exception.args and isinstance(exception.args[0], ck.KafkaError) else None
@@ -569,12 +580,10 @@ class Producer:
     # ---- transactions ---------------------------------------------------------------------------
 
     def _failed(self, exception: KafkaException, committing: bool = False) -> KafkaError:
-        """The kafka-python error for `exception`; a fatal one (fenced, or any error librdkafka
-        cannot go on from) is remembered: this producer is done (clients.transaction_lost)."""
+        """The kafka-python error for `exception`; one that ends this producer is remembered
+        (clients.transaction_lost)."""
         error = kafka_error(exception, committing=committing)
-        rd = exception.args[0] if exception.args else None
-        fatal = isinstance(rd, ck.KafkaError) and (rd.fatal() or rd.code() == _RD._FATAL)
-        if fatal or isinstance(error, (ProducerFencedError, FencedInstanceIdError)):
+        if ends_the_producer(exception, error):
             self.fatal_error = self.fatal_error or error
         return error
 

@@ -14,6 +14,9 @@ REMINDER_S = 60.0
 # logger ("Metadata refresh: failed KafkaConnectionError: 111 ECONNREFUSED"): an outage's retries.
 CONNECTION_LOGGERS = ("kafka.net.", "kafka.conn", "kafka.client", "kafka.librdkafka")
 CONNECTION_SIGNS = ("KafkaConnectionError", "ECONNREFUSED", "Connection refused", "Connect to ")
+# A fencing (librdkafka's "TXNERR ... Static consumer fenced by other consumer") comes over a
+# connection logger but is no outage: the line passes as it is.
+FENCING_SIGN = "fenced"
 # The errors a client request fails with when its connection is down or closes under it, by class
 # name (kafka-python's): "Metadata refresh: failed Cancelled" is a refresh in flight when the
 # broker went away.
@@ -37,6 +40,8 @@ class OutageLog(logging.Filter):
         if record.levelno < logging.ERROR:
             return False
         message = record.getMessage()
+        if FENCING_SIGN in message.lower():
+            return True  # not an outage: the worker says what it does about it
         if (record.name.startswith(CONNECTION_LOGGERS) or any(sign in message for sign in CONNECTION_SIGNS)
                 or _carries_connection_error(record)):
             self.begin(f"{record.name}: {message}")  # a broker that does not answer: our lines say it

@@ -509,6 +509,64 @@ def test_a_static_member_replaced_under_its_instance_id_is_told_so_on_its_next_p
                 consumer.close(autocommit=False)
 
 
+def test_offsets_of_a_fenced_member_abort_the_transaction_and_leave_the_producer_usable(kafka_broker, transport):
+    """The race behind a CI failure, made certain: another member joins under the worker's
+    instance id between the worker's poll and its commit, so the commit carries the fenced
+    member's metadata. The broker refuses those offsets (FENCED_INSTANCE_ID); the transaction is
+    aborted and the producer, which nobody fenced, goes on (the worker rejoins and confirms its
+    transactional id). librdkafka makes the refusal an abortable error, and a replacement worker
+    that took it for the end of its producer stopped (exit 3)."""
+    from kafka import TopicPartition
+    from kafka.errors import FencedInstanceIdError
+
+    from stream_nb.kafka.clients import (
+        abort_transaction,
+        close_producer,
+        commit_transaction,
+        make_group_consumer,
+        make_producer,
+        transaction_lost,
+    )
+
+    topics = Topics.new("member")
+    create_topics(kafka_broker.bootstrap, [topics.unlabeled, topics.predictions])
+    produce(kafka_broker.bootstrap, [Message(topics.unlabeled, unlabeled_event(f"m{i}", "text"), f"m{i}".encode())
+                                     for i in range(3)])
+    kafka = {"bootstrap_servers": kafka_broker.bootstrap, "group_id": f"{topics.unlabeled}-group", "transport": transport,
+             "poll_max_records": 100, "max_message_bytes": 1_048_576}
+    # heartbeats far apart: the old member learns of its fencing from the commit, not a heartbeat
+    client = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 3_000, "transaction_timeout_ms": 10_000}
+    partition = TopicPartition(topics.unlabeled, 0)
+    old = make_group_consumer(kafka, client, "same-instance")
+    new = producer = None
+    try:
+        old.subscribe([topics.unlabeled])
+        wait_until(lambda: old.poll(timeout_ms=200) is not None and old.assignment(), 60, "the first member's partition")
+        producer = make_producer(kafka, client, f"{topics.unlabeled}-worker")
+        producer.begin_transaction()
+        producer.send(topics.predictions, b"under the fenced member").get(timeout=30)
+        stale = old.group_metadata()
+        new = make_group_consumer(kafka, client, "same-instance")
+        new.subscribe([topics.unlabeled])
+        wait_until(lambda: new.poll(timeout_ms=200) is not None and new.assignment(), 60, "the second member's partition")
+        with pytest.raises(FencedInstanceIdError):
+            commit_transaction(producer, {partition: 2}, stale, timeout_s=30)
+        assert not transaction_lost(producer)
+        abort_transaction(producer, timeout_s=30)
+        producer.begin_transaction()
+        producer.send(topics.predictions, b"under the new member").get(timeout=30)
+        commit_transaction(producer, {partition: 3}, new.group_metadata(), timeout_s=30)
+    finally:
+        if producer is not None:
+            close_producer(producer, timeout_s=5)
+        for consumer in (old, new):
+            if consumer is not None:
+                consumer.close(autocommit=False)
+    assert [record.value for record in read_topic(kafka_broker.bootstrap, topics.predictions)] == [
+        b"under the new member"]
+    assert committed_offset(kafka_broker.bootstrap, kafka["group_id"], topics.unlabeled) == 3
+
+
 @pytest.mark.parametrize("transport", ["confluent-kafka"])
 def test_records_held_while_serving_a_rebalance_are_not_past_the_position_a_commit_takes(kafka_broker, transport):
     """librdkafka serves rebalances only inside consume: records read meanwhile wait for the
