@@ -9,6 +9,12 @@
  * everything else as is) and then UTF-8; floats as repr() writes them (CPython's own
  * PyOS_double_to_string, 'r'). Any other message, and one that UTF-8 cannot hold (a lone
  * surrogate), is declined (None): the caller encodes it in Python, which may refuse it.
+ *
+ * decode_event reads the other way, for the events of the common shape: a JSON object whose only
+ * keys are "id" and "text" (and "label" on the labeled topic), each once, with a non-empty str id,
+ * a str text, and a non-empty str or an integer of up to 18 digits as label. Anything else (an
+ * unknown key, a null, features, a float, a lone surrogate escape, bytes that are not UTF-8, a
+ * value past max_bytes) is declined: codec.py's decoder gives the Event or the refusal.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -291,8 +297,294 @@ encode_predictions(PyObject *module, PyObject *args)
     return result;
 }
 
+
+/* ---- decode_event ------------------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+} Cursor;
+
+static inline void
+skip_space(Cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static int
+hex4(const unsigned char *p, unsigned int *out)
+{
+    unsigned int value = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char ch = p[i];
+        value <<= 4;
+        if (ch >= '0' && ch <= '9')
+            value |= (unsigned int)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f')
+            value |= (unsigned int)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F')
+            value |= (unsigned int)(ch - 'A' + 10);
+        else
+            return 0;
+    }
+    *out = value;
+    return 1;
+}
+
+static int
+put_utf8(Buffer *b, unsigned int code)
+{
+    STEP(reserve(b, 4));
+    char *out = b->data + b->len;
+    if (code < 0x80) {
+        out[0] = (char)code;
+        b->len += 1;
+    } else if (code < 0x800) {
+        out[0] = (char)(0xC0 | (code >> 6));
+        out[1] = (char)(0x80 | (code & 0x3F));
+        b->len += 2;
+    } else if (code < 0x10000) {
+        out[0] = (char)(0xE0 | (code >> 12));
+        out[1] = (char)(0x80 | ((code >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (code & 0x3F));
+        b->len += 3;
+    } else {
+        out[0] = (char)(0xF0 | (code >> 18));
+        out[1] = (char)(0x80 | ((code >> 12) & 0x3F));
+        out[2] = (char)(0x80 | ((code >> 6) & 0x3F));
+        out[3] = (char)(0x80 | (code & 0x3F));
+        b->len += 4;
+    }
+    return WRITTEN;
+}
+
+/* A JSON string at c->p (its opening quote) as a str in *out: WRITTEN, DECLINED (a raw control
+ * character, a bad or lone-surrogate escape, bytes that are not UTF-8, no closing quote) or
+ * FAILED. Escapes are written out as UTF-8 into `scratch`, then decoded strictly, as
+ * bytes.decode("utf-8") and json would. */
+static int
+read_string(Cursor *c, Buffer *scratch, PyObject **out)
+{
+    const unsigned char *start = ++c->p, *p = start, *end = c->end;
+    while (p < end && *p != '"' && *p != '\\' && *p >= 0x20)
+        p++;
+    if (p >= end || *p < 0x20)
+        return DECLINED;
+    if (*p == '"') { /* no escapes: the bytes as they are */
+        c->p = p + 1;
+        *out = PyUnicode_DecodeUTF8((const char *)start, p - start, NULL);
+        if (*out == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                return FAILED;
+            PyErr_Clear();
+            return DECLINED;
+        }
+        return WRITTEN;
+    }
+    scratch->len = 0;
+    const unsigned char *run = start;
+    for (;;) {
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20)
+            p++;
+        if (p >= end || *p < 0x20)
+            return DECLINED;
+        STEP(reserve(scratch, p - run));
+        memcpy(scratch->data + scratch->len, run, (size_t)(p - run));
+        scratch->len += p - run;
+        if (*p == '"')
+            break;
+        if (end - p < 2)
+            return DECLINED;
+        unsigned int code;
+        switch (p[1]) {
+        case '"': code = '"'; break;
+        case '\\': code = '\\'; break;
+        case '/': code = '/'; break;
+        case 'b': code = '\b'; break;
+        case 'f': code = '\f'; break;
+        case 'n': code = '\n'; break;
+        case 'r': code = '\r'; break;
+        case 't': code = '\t'; break;
+        case 'u':
+            if (end - p < 6 || !hex4(p + 2, &code))
+                return DECLINED;
+            if (code >= 0xDC00 && code <= 0xDFFF)
+                return DECLINED; /* a lone low surrogate */
+            if (code >= 0xD800 && code <= 0xDBFF) {
+                unsigned int low;
+                if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || !hex4(p + 8, &low) || low < 0xDC00 || low > 0xDFFF)
+                    return DECLINED; /* a lone high surrogate */
+                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                p += 6;
+            }
+            p += 4;
+            break;
+        default:
+            return DECLINED;
+        }
+        STEP(put_utf8(scratch, code));
+        p += 2;
+        run = p;
+    }
+    c->p = p + 1;
+    *out = PyUnicode_DecodeUTF8(scratch->data, scratch->len, NULL);
+    if (*out == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return FAILED;
+        PyErr_Clear();
+        return DECLINED;
+    }
+    return WRITTEN;
+}
+
+/* An integer label as json reads it ("-0" is 0; no leading zeros, fraction or exponent), up to
+ * 18 digits so that it fits a long long. */
+static int
+read_integer(Cursor *c, PyObject **out)
+{
+    const unsigned char *p = c->p;
+    int negative = 0;
+    if (p < c->end && *p == '-') {
+        negative = 1;
+        p++;
+    }
+    const unsigned char *digits = p;
+    long long value = 0;
+    while (p < c->end && *p >= '0' && *p <= '9') {
+        value = value * 10 + (*p - '0');
+        p++;
+        if (p - digits > 18)
+            return DECLINED;
+    }
+    if (p == digits || (p - digits > 1 && *digits == '0'))
+        return DECLINED;
+    if (p < c->end && (*p == '.' || *p == 'e' || *p == 'E'))
+        return DECLINED;
+    c->p = p;
+    *out = PyLong_FromLongLong(negative ? -value : value);
+    return *out == NULL ? FAILED : WRITTEN;
+}
+
+enum { FIELD_ID, FIELD_TEXT, FIELD_LABEL, FIELDS };
+
+/* The object's fields into fields[]; WRITTEN, DECLINED or FAILED (fields[] then holds
+ * references for the caller to drop). */
+static int
+read_event(Cursor *c, Buffer *scratch, int labeled, PyObject **fields)
+{
+    skip_space(c);
+    if (c->p >= c->end || *c->p != '{')
+        return DECLINED;
+    c->p++;
+    for (;;) {
+        skip_space(c);
+        if (c->p >= c->end || *c->p != '"')
+            return DECLINED; /* {} and a trailing comma alike: json refuses or codec.py decides */
+        /* the key, compared as raw bytes: an escaped spelling of a name is declined */
+        const unsigned char *key = c->p + 1, *q = key;
+        while (q < c->end && *q != '"' && *q != '\\')
+            q++;
+        if (q >= c->end || *q != '"')
+            return DECLINED;
+        int field;
+        if (q - key == 2 && memcmp(key, "id", 2) == 0)
+            field = FIELD_ID;
+        else if (q - key == 4 && memcmp(key, "text", 4) == 0)
+            field = FIELD_TEXT;
+        else if (labeled && q - key == 5 && memcmp(key, "label", 5) == 0)
+            field = FIELD_LABEL;
+        else
+            return DECLINED;
+        if (fields[field] != NULL)
+            return DECLINED; /* a duplicate key: refused by codec.py */
+        c->p = q + 1;
+        skip_space(c);
+        if (c->p >= c->end || *c->p != ':')
+            return DECLINED;
+        c->p++;
+        skip_space(c);
+        if (c->p >= c->end)
+            return DECLINED;
+        if (*c->p == '"')
+            STEP(read_string(c, scratch, &fields[field]));
+        else if (field == FIELD_LABEL)
+            STEP(read_integer(c, &fields[field]));
+        else
+            return DECLINED;
+        skip_space(c);
+        if (c->p >= c->end)
+            return DECLINED;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (*c->p != '}')
+            return DECLINED;
+        c->p++;
+        skip_space(c);
+        return c->p == c->end ? WRITTEN : DECLINED;
+    }
+}
+
+static PyObject *attribute_text, *attribute_features, *attribute_label;
+
+PyDoc_STRVAR(decode_event_doc,
+"decode_event(value, labeled, max_bytes, source, event_type) -> Event | None\n\n"
+"The Event codec.py's decoder makes of `value` when the value has the common shape (see the\n"
+"module's doc), made as event_type(id, text, None, label or None, source); None for any other\n"
+"value, valid or not: codec.py decides it.");
+
+static PyObject *
+decode_event(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyType_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "decode_event(value, labeled, max_bytes, source, event_type)");
+        return NULL;
+    }
+    PyObject *value = args[0], *source = args[3];
+    PyTypeObject *event_type = (PyTypeObject *)args[4];
+    int labeled = PyObject_IsTrue(args[1]);
+    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[2]);
+    if (labeled < 0 || (max_bytes == -1 && PyErr_Occurred()))
+        return NULL;
+    if (!PyBytes_CheckExact(value) || PyBytes_GET_SIZE(value) == 0 || PyBytes_GET_SIZE(value) > max_bytes)
+        Py_RETURN_NONE;
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(value);
+    Cursor c = {data, data + PyBytes_GET_SIZE(value)};
+    Buffer scratch = {NULL, 0, 0};
+    PyObject *fields[FIELDS] = {NULL, NULL, NULL};
+    int outcome = read_event(&c, &scratch, labeled, fields);
+    PyMem_Free(scratch.data);
+    PyObject *event = NULL;
+    if (outcome == WRITTEN) {
+        PyObject *id = fields[FIELD_ID], *text = fields[FIELD_TEXT], *label = fields[FIELD_LABEL];
+        if (id == NULL || PyUnicode_GET_LENGTH(id) == 0 || text == NULL || (labeled && label == NULL)
+            || (label != NULL && PyUnicode_Check(label) && PyUnicode_GET_LENGTH(label) == 0))
+            outcome = DECLINED;
+    }
+    if (outcome == WRITTEN) {
+        /* the frozen dataclass's __init__ sets its slots with object.__setattr__: so does this */
+        event = event_type->tp_alloc(event_type, 0);
+        if (event == NULL
+            || PyObject_GenericSetAttr(event, attribute_id, fields[FIELD_ID]) < 0
+            || PyObject_GenericSetAttr(event, attribute_text, fields[FIELD_TEXT]) < 0
+            || PyObject_GenericSetAttr(event, attribute_features, Py_None) < 0
+            || PyObject_GenericSetAttr(event, attribute_label, fields[FIELD_LABEL] ? fields[FIELD_LABEL] : Py_None) < 0
+            || PyObject_GenericSetAttr(event, attribute_source, source) < 0)
+            Py_CLEAR(event);
+    }
+    for (int i = 0; i < FIELDS; i++)
+        Py_XDECREF(fields[i]);
+    if (outcome == FAILED)
+        return NULL;
+    if (outcome == DECLINED)
+        Py_RETURN_NONE;
+    return event;
+}
+
 static PyMethodDef codec_methods[] = {
     {"encode_predictions", encode_predictions, METH_VARARGS, encode_predictions_doc},
+    {"decode_event", (PyCFunction)(void (*)(void))decode_event, METH_FASTCALL, decode_event_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -311,7 +603,10 @@ PyInit__codec(void)
         || (attribute_source = PyUnicode_InternFromString("source")) == NULL
         || (attribute_topic = PyUnicode_InternFromString("topic")) == NULL
         || (attribute_partition = PyUnicode_InternFromString("partition")) == NULL
-        || (attribute_offset = PyUnicode_InternFromString("offset")) == NULL)
+        || (attribute_offset = PyUnicode_InternFromString("offset")) == NULL
+        || (attribute_text = PyUnicode_InternFromString("text")) == NULL
+        || (attribute_features = PyUnicode_InternFromString("features")) == NULL
+        || (attribute_label = PyUnicode_InternFromString("label")) == NULL)
         return NULL;
     return PyModule_Create(&codec_module);
 }

@@ -31,7 +31,7 @@ from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_finger
 from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
 from stream_nb.config import Config, ConfigError, beyond_max_classes
 from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
-                              decode_record)
+                              record_decoder)
 from stream_nb.kafka.clients import (
     close_producer,
     ensure_topics,
@@ -554,12 +554,11 @@ class Worker:
     def _decode(self, records: list, labeled: bool, rejected) -> tuple[list[Event], list]:
         """(events, their records); each message that is not a valid event goes to `rejected`."""
         events, origin = [], []
-        max_bytes = self.kafka["max_message_bytes"]
+        decode = record_decoder(labeled=labeled, max_bytes=self.kafka["max_message_bytes"])
         for record in records:
-            source = SourcePosition(record.topic, record.partition, record.offset)
-            decoded = decode_record(record.value, record.key, record.headers or (), source,
-                                    labeled=labeled, max_bytes=max_bytes)
-            if isinstance(decoded, Rejected):
+            decoded = decode(record.value, record.key, record.headers or (),
+                             SourcePosition(record.topic, record.partition, record.offset))
+            if type(decoded) is Rejected:
                 rejected(decoded)
             else:
                 events.append(decoded)
