@@ -358,6 +358,19 @@ put_utf8(Buffer *b, unsigned int code)
     return WRITTEN;
 }
 
+/* Bytes decoded strictly as UTF-8 into a str: WRITTEN, DECLINED (not UTF-8) or FAILED. */
+static int
+utf8_string(const char *data, Py_ssize_t len, PyObject **out)
+{
+    *out = PyUnicode_DecodeUTF8(data, len, NULL);
+    if (*out != NULL)
+        return WRITTEN;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return FAILED;
+    PyErr_Clear();
+    return DECLINED;
+}
+
 /* A JSON string at c->p (its opening quote) as a str in *out: WRITTEN, DECLINED (a raw control
  * character, a bad or lone-surrogate escape, bytes that are not UTF-8, no closing quote) or
  * FAILED. Escapes are written out as UTF-8 into `scratch`, then decoded strictly, as
@@ -372,14 +385,7 @@ read_string(Cursor *c, Buffer *scratch, PyObject **out)
         return DECLINED;
     if (*p == '"') { /* no escapes: the bytes as they are */
         c->p = p + 1;
-        *out = PyUnicode_DecodeUTF8((const char *)start, p - start, NULL);
-        if (*out == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-                return FAILED;
-            PyErr_Clear();
-            return DECLINED;
-        }
-        return WRITTEN;
+        return utf8_string((const char *)start, p - start, out);
     }
     scratch->len = 0;
     const unsigned char *run = start;
@@ -427,14 +433,7 @@ read_string(Cursor *c, Buffer *scratch, PyObject **out)
         run = p;
     }
     c->p = p + 1;
-    *out = PyUnicode_DecodeUTF8(scratch->data, scratch->len, NULL);
-    if (*out == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-            return FAILED;
-        PyErr_Clear();
-        return DECLINED;
-    }
-    return WRITTEN;
+    return utf8_string(scratch->data, scratch->len, out);
 }
 
 /* An integer label as json reads it ("-0" is 0; no leading zeros, fraction or exponent), up to
