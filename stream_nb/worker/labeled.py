@@ -107,19 +107,38 @@ class LabeledLog:
     def poll(self, timeout_ms: int, max_records: int) -> list:
         """The next records in one order: each partition in offset order, several partitions
         merged by timestamp (the order matters only under mode "all", where it cannot change the
-        state)."""
+        state). A record below a partition's position is already in the model: it is dropped,
+        whatever the client did to deliver it, and the consumer is sent back to the position."""
         polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
         if not polled:
             return []
-        if len(polled) == 1:
-            return next(iter(polled.values()))
-        return list(heapq.merge(*polled.values(), key=lambda record: record.timestamp))
+        batches = []
+        for tp, batch in polled.items():
+            position = self.positions.get((tp.topic, tp.partition))
+            if position is not None and batch and batch[0].offset < position:
+                batch = self._without_learned(tp, batch, position)
+            if batch:
+                batches.append(batch)
+        if len(batches) <= 1:
+            return batches[0] if batches else []
+        return list(heapq.merge(*batches, key=lambda record: record.timestamp))
+
+    def _without_learned(self, tp: TopicPartition, batch: list, position: int) -> list:
+        kept = [record for record in batch if record.offset >= position]
+        log.warning("the labeled reader returned %d records of %s[%d] below offset %d, which the model has "
+                    "learned (offsets %d..%d): dropped, not learned twice", len(batch) - len(kept), tp.topic,
+                    tp.partition, position, batch[0].offset, batch[len(batch) - len(kept) - 1].offset)
+        if not kept:
+            self.consumer.seek(tp, position)
+        return kept
 
     def advance(self) -> None:
         """Positions after the records of the last poll were learned; the consumer's own position
-        also steps over transaction markers, which are no records."""
+        also steps over transaction markers, which are no records. A position never moves back:
+        what is below it is in the model."""
         for tp in self.partitions:
-            self.positions[(tp.topic, tp.partition)] = self.consumer.position(tp)
+            key = (tp.topic, tp.partition)
+            self.positions[key] = max(self.positions.get(key, 0), self.consumer.position(tp))
 
     def end_offsets(self) -> dict[tuple[str, int], int]:
         """The last stable offset of each labeled partition (read_committed)."""
