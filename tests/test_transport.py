@@ -102,3 +102,96 @@ def test_every_client_option_a_config_accepts_has_a_librdkafka_meaning_but_one()
         except ValueError:
             refused.append(key)
     assert refused == ["sasl_kerberos_domain_name"]  # librdkafka has no such setting
+
+
+class _Message:
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self._where = (topic, partition, offset)
+
+    def error(self):
+        return None
+
+    def topic(self):
+        return self._where[0]
+
+    def partition(self):
+        return self._where[1]
+
+    def offset(self):
+        return self._where[2]
+
+    def key(self):
+        return None
+
+    def value(self):
+        return b"v"
+
+    def headers(self):
+        return None
+
+    def timestamp(self):
+        return (1, 1_000)
+
+
+class _ScriptedLibrdkafka:
+    """The librdkafka consumer calls the seam's reader makes, with consume() scripted."""
+
+    def __init__(self, batches) -> None:
+        self.batches = list(batches)
+        self.assigned: list = []
+
+    def assignment(self):
+        return list(self.assigned)
+
+    def incremental_assign(self, partitions):
+        self.assigned += partitions
+
+    def incremental_unassign(self, partitions):
+        gone = {(p.topic, p.partition) for p in partitions}
+        self.assigned = [p for p in self.assigned if (p.topic, p.partition) not in gone]
+
+    def seek(self, partition):
+        pass
+
+    def consume(self, limit, timeout):
+        return self.batches.pop(0) if self.batches else []
+
+
+def _scripted_reader(batches):
+    from stream_nb.kafka.confluent import Consumer
+
+    reader = Consumer.__new__(Consumer)  # no broker: the seam's own bookkeeping around librdkafka
+    reader._consumer = _ScriptedLibrdkafka(batches)
+    reader._reader, reader._listener, reader._max_records = True, None, 500
+    reader._positions, reader._floors, reader._buffered, reader._partitions = {}, {}, [], {}
+    return reader
+
+
+def test_records_fetched_before_a_seek_and_delivered_after_it_are_dropped():
+    """Seen in the scale-out test: a reader assigned at the beginning, then sought to its
+    checkpoint's offset, got a batch from offset 0 after records past the seek; the worker then
+    learned those records a second time."""
+    from kafka import TopicPartition
+
+    tp = TopicPartition("labeled", 0)
+    reader = _scripted_reader([
+        [_Message("labeled", 0, offset) for offset in (1501, 1502)],
+        [_Message("labeled", 0, offset) for offset in (0, 1, 2)],
+        [_Message("labeled", 0, offset) for offset in (998, 999, 1503)],
+    ])
+    reader.assign([tp])
+    reader.seek(tp, 1501)
+    got = [[record.offset for record in batch] for _ in range(3) for batch in reader.poll(0).values()]
+    assert got == [[1501, 1502], [1503]]
+
+
+def test_a_partition_given_up_and_assigned_again_is_read_from_its_new_start():
+    from kafka import TopicPartition
+
+    tp = TopicPartition("labeled", 0)
+    reader = _scripted_reader([[_Message("labeled", 0, offset) for offset in (0, 1)]])
+    reader.assign([tp])
+    reader.seek(tp, 1501)
+    reader.assign([])
+    reader.assign([tp])  # at the beginning: no floor from the seek before
+    assert [record.offset for batch in reader.poll(0).values() for record in batch] == [0, 1]

@@ -202,6 +202,8 @@ class Consumer:
         self._max_records = max_poll_records
         self._consumer = ck.Consumer(config)
         self._positions: dict[TopicPartition, int] = {}  # set by seek, until librdkafka knows
+        # The offset each partition was last sought to: no record below it is handed on (see poll)
+        self._floors: dict[tuple[str, int], int] = {}
         self._buffered: list = []  # records read while only serving a rebalance
         self._partitions: dict[tuple, TopicPartition] = {}
         self._listener = None
@@ -301,6 +303,7 @@ class Consumer:
         if gone:
             self._consumer.incremental_unassign([RdPartition(tp.topic, tp.partition) for tp in gone])
             self._forget(gone)
+            self._drop_floors(gone)
         if new:
             start = ck.OFFSET_BEGINNING if self._reader else ck.OFFSET_INVALID  # invalid: the group's
             self._consumer.incremental_assign([RdPartition(tp.topic, tp.partition, start) for tp in new])
@@ -310,12 +313,12 @@ class Consumer:
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._move(tp, offset)
-        self._positions[tp] = offset
+        self._positions[tp] = self._floors[(tp.topic, tp.partition)] = offset
 
     def seek_to_beginning(self, *partitions) -> None:
         for tp in partitions or self.assignment():
             self._move(tp, ck.OFFSET_BEGINNING)
-            self._positions[tp] = self.beginning_offsets([tp])[tp]
+            self._positions[tp] = self._floors[(tp.topic, tp.partition)] = self.beginning_offsets([tp])[tp]
 
     def _move(self, tp: TopicPartition, offset: int) -> None:
         self._forget((tp,))
@@ -346,6 +349,11 @@ class Consumer:
         self._consumer.pause([RdPartition(tp.topic, tp.partition) for tp in partitions])
         self._forget(partitions)
 
+    def _drop_floors(self, partitions) -> None:
+        """A partition given up is read anew from wherever its next assignment starts."""
+        for tp in partitions:
+            self._floors.pop((tp.topic, tp.partition), None)
+
     def _forget(self, partitions) -> None:
         dropped = {(tp.topic, tp.partition) for tp in partitions}
         for tp in partitions:
@@ -372,7 +380,8 @@ class Consumer:
             except KafkaException as error:
                 raise kafka_error(error) from None
         polled: dict[TopicPartition, list[Record]] = {}
-        partitions = self._partitions
+        partitions, floors = self._partitions, self._floors
+        stale = 0
         for message in messages:
             error = message.error()
             if error is not None:
@@ -383,6 +392,12 @@ class Consumer:
                 log.warning("kafka (librdkafka): %s", error.str())
                 continue
             topic, number = message.topic(), message.partition()
+            if floors and message.offset() < floors.get((topic, number), -1):
+                # Fetched before a seek and delivered after it (seen on a reader assigned at the
+                # beginning, then sought: a batch from offset 0 after records past the seek).
+                # kafka-python discards such a fetch; so does this.
+                stale += 1
+                continue
             tp = partitions.get((topic, number))
             if tp is None:
                 tp = partitions[(topic, number)] = TopicPartition(topic, number)
@@ -393,6 +408,8 @@ class Consumer:
                                 message.headers(), message.timestamp()[1]))
         for tp, batch in polled.items():
             self._positions.pop(tp, None)
+        if stale:
+            log.debug("dropped %d records fetched before a seek", stale)
         return polled
 
     # ---- the group ----------------------------------------------------------------------------------
@@ -424,6 +441,7 @@ class Consumer:
             getattr(self._listener, callback)(tps)
         consumer.incremental_unassign(partitions)
         self._forget(tps)
+        self._drop_floors(tps)
 
     def group_metadata(self) -> GroupMetadata:
         return GroupMetadata(self._rebalances, self._consumer.memberid() or "", self._consumer.consumer_group_metadata())
