@@ -637,6 +637,60 @@ def test_a_checkpoint_travels_as_a_snapshot_and_parses_to_the_same_state():
     assert state_digest(checkpoint.model_state) == state_digest(model.to_state())
 
 
+def test_a_snapshot_read_back_takes_each_keys_newest_offset_whatever_the_order_of_arrival(monkeypatch):
+    """librdkafka was seen to deliver a fetch made before a seek after newer records: a reader
+    that kept the last value to arrive would assemble chunks of an older snapshot into the newer
+    one's and refuse it (the worker then learns the whole labeled log instead)."""
+    from collections import namedtuple
+
+    from kafka import TopicPartition
+
+    from stream_nb.checkpoint.snapshot import snapshot_records
+    from stream_nb.checkpoint.store import encode_checkpoint
+    from stream_nb.worker import snapshots
+
+    model = MultinomialNB(alpha=0.5)
+    model.learn_many([{"win": 2, "cash": 1}, {"lunch": 1}], ["spam", "ham"])
+    old_header, old_body, _ = encode_checkpoint("1-a", model.to_state(), {("labeled", 0): 2}, "fp")
+    model.learn_many([{"cash": 3}], ["spam"])
+    new_header, new_body, _ = encode_checkpoint("2-a", model.to_state(), {("labeled", 0): 3}, "fp")
+    Record = namedtuple("Record", "key value offset")
+    log = [Record(key, value, offset) for offset, (key, value) in enumerate(
+        snapshot_records(old_header + old_body, "1-a", chunk_bytes=300)
+        + snapshot_records(new_header + new_body, "2-a", chunk_bytes=300))]
+    half = len(log) // 2
+    tp = TopicPartition("snapshots", 0)
+
+    class ScriptedReader:  # the whole topic, then its older half again (fetched before the seek)
+        batches = [log, log[:half]]
+
+        def partitions_for_topic(self, topic):
+            return {0}
+
+        def assign(self, partitions):
+            pass
+
+        def seek_to_beginning(self, *partitions):
+            pass
+
+        def end_offsets(self, partitions):
+            return {tp: len(log)}
+
+        def position(self, partition):
+            return len(log) if not self.batches else 0
+
+        def poll(self, timeout_ms):
+            return {tp: self.batches.pop(0)}
+
+        def close(self, autocommit):
+            pass
+
+    monkeypatch.setattr(snapshots, "make_reader", lambda kafka, client: ScriptedReader())
+    checkpoint, manifest = snapshots.load_snapshot({}, {}, "snapshots")
+    assert (checkpoint.id, manifest["id"], checkpoint.offsets) == ("2-a", "2-a", {("labeled", 0): 3})
+    assert state_digest(checkpoint.model_state) == state_digest(model.to_state())
+
+
 # ---- written in the background ------------------------------------------------------------------
 
 

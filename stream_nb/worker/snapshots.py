@@ -31,18 +31,23 @@ def load_snapshot(kafka: dict, client: dict, topic: str) -> tuple[Checkpoint, di
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         ends = consumer.end_offsets(partitions)
-        latest: dict[bytes, bytes | None] = {}
+        # the newest value of each key by offset, not by arrival: a client may deliver a fetch
+        # made before its seek after newer records (a key keeps its partition, so offsets compare)
+        newest: dict[bytes, tuple[int, bytes | None]] = {}
         deadline = time.monotonic() + READ_TIMEOUT_S
         while any(consumer.position(tp) < end for tp, end in ends.items()):
             if time.monotonic() > deadline:
                 raise CheckpointError(f"snapshot topic {topic}: not read to its end in {READ_TIMEOUT_S:.0f} s")
             for batch in consumer.poll(timeout_ms=500).values():
                 for record in batch:
-                    latest[record.key] = record.value
+                    seen = newest.get(record.key)
+                    if seen is None or record.offset > seen[0]:
+                        newest[record.key] = (record.offset, record.value)
     finally:
         consumer.close(autocommit=False)
-    if not latest:
+    if not newest:
         return None
+    latest = {key: value for key, (_, value) in newest.items()}
     try:
         manifest, data = assemble_snapshot(latest)
     except SnapshotError as error:
