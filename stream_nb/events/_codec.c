@@ -394,11 +394,8 @@ read_string(Cursor *c, Buffer *scratch, PyObject **out)
             p++;
         if (p >= end || *p < 0x20)
             return DECLINED;
-        if (p > run) { /* (memcpy wants a buffer even for no bytes) */
-            STEP(reserve(scratch, p - run));
-            memcpy(scratch->data + scratch->len, run, (size_t)(p - run));
-            scratch->len += p - run;
-        }
+        if (p > run) /* (memcpy wants a buffer even for no bytes) */
+            STEP(put(scratch, (const char *)run, p - run));
         if (*p == '"')
             break;
         if (end - p < 2)
