@@ -413,11 +413,7 @@ def decode_record(
     `labeled` says which topic the message came from (labeled: label required; unlabeled:
     label forbidden). `max_bytes` bounds the value's length before decoding.
     """
-    if _native_codec is not None and native_allowed():
-        event = _native_codec.decode_event(value, labeled, max_bytes, source, Event)
-        if event is not None:
-            return event
-    return _decode_or_reject(value, key, headers, source, labeled, max_bytes)
+    return record_decoder(labeled=labeled, max_bytes=max_bytes)(value, key, headers, source)
 
 
 def _decode_or_reject(
