@@ -637,7 +637,7 @@ def test_subject_features_count_the_subject_line_twice_and_leave_other_texts_alo
 def test_specials_found_from_their_anchors_are_those_of_the_whole_text(options):
     import random
 
-    from stream_nb.features.text import ANCHORED_SPECIALS_FROM
+    from stream_nb.features.specials import ANCHORED_FROM as ANCHORED_SPECIALS_FROM
 
     featurizer = TextFeaturizer(**options)
     rng = random.Random(3)
@@ -649,8 +649,8 @@ def test_specials_found_from_their_anchors_are_those_of_the_whole_text(options):
     assert all(len(text) >= ANCHORED_SPECIALS_FROM for text in texts[:100])
     found = 0
     for text in texts:
-        whole = [(m.span(), m.lastgroup) for m in featurizer._special.finditer(text)]
-        assert [(m.span(), m.lastgroup) for m in featurizer._special_matches(text)] == whole, repr(text)
+        whole = [(m.start(), m.end(), m.lastgroup) for m in featurizer._specials.definition.finditer(text)]
+        assert featurizer._specials.find(text) == whole, repr(text)
         found += len(whole)
     assert found > 10_000
 
@@ -659,3 +659,4 @@ def test_repr_names_the_options_that_differ_from_the_defaults():
     assert repr(TextFeaturizer()) == "TextFeaturizer()"
     spam = TextFeaturizer(subject_features=True, ngram_range=(1, 2), binary=True)
     assert repr(spam) == "TextFeaturizer(ngram_range=[1, 2], binary=True, subject_features=True)"
+
