@@ -138,6 +138,16 @@ def test_generated_texts(options):
     assert_same_lists(featurizer, texts, native_only=True)  # every one of them is Latin-1
 
 
+@pytest.mark.parametrize("options", FUZZ_OPTIONS[:3], ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "spam.toml")
+def test_hostile_texts_give_the_python_lists(options):
+    from hostile import FAMILIES
+
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), **options})
+    texts = [make_text(n) for make_text in FAMILIES.values() for n in (7, 90, 400, 20_000)]
+    passed_on = assert_same_lists(featurizer, texts, native_only=False)
+    assert passed_on == sum(not one_byte_per_character(text) for text in texts)  # "ā": beyond Latin-1
+
+
 def test_max_tokens_with_placeholders_in_play():
     featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), "max_tokens": 3})
     cases = [
@@ -258,6 +268,21 @@ def test_environment_switches_it_off():
     env = {**os.environ, "STREAM_NB_NATIVE": "0", "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_the_tables_hash_is_seeded_anew_in_every_process():
+    """Names written to fall in one run of a table's slots need the hash: it is not the same twice."""
+    _require_native()
+    names = [b"", b"a", b"free", b"#url:example.com", b"a name longer than sixteen bytes"]
+    code = ("from stream_nb.features import _native;"
+            f"print([_native._name_hash(name) for name in {names!r}])")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            for _ in range(3)]
+    assert len(set(runs)) == 3, runs
+    here = [text_module._native._name_hash(name) for name in names]
+    assert here == [text_module._native._name_hash(name) for name in names]  # one process, one seed
+    assert len(set(here)) == len(names)
 
 
 def test_options_it_does_not_implement_keep_the_python_path():

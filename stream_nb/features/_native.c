@@ -405,13 +405,18 @@ same_bytes(const char *a, const char *b, Py_ssize_t n)
     return n == 0 || tail_word(a, n) == tail_word(b, n);
 }
 
+/* The hashes' seed, drawn once per process from os.urandom when the module loads: without it, a
+ * message could be written whose names all fall in one run of a table's slots (hash flooding),
+ * and each look-up would walk them all. CPython seeds its str hashes for the same reason. */
+static uint64_t hash_seed;
+
 /* A name's 64-bit hash, for the tables below: eight bytes at a time, each step and the end
  * mixed by multiply and xor-shift (MurmurHash3's finaliser), so every byte reaches the low bits
  * that pick a slot. Only speed rests on it: a table compares the bytes of a name it finds. */
 static inline uint64_t
 name_hash(const char *bytes, Py_ssize_t n)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n, word;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ hash_seed ^ (uint64_t)n, word;
     for (; n >= 8; bytes += 8, n -= 8) {
         memcpy(&word, bytes, 8);
         h = (h ^ word) * 0xff51afd7ed558ccdULL;
@@ -1169,14 +1174,38 @@ done:
     return result;
 }
 
+/* _name_hash(b): the tables' hash of the bytes b, for the tests of its seed. */
+static PyObject *
+native_name_hash(PyObject *module, PyObject *arg)
+{
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "_name_hash takes bytes");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(name_hash(PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg)));
+}
+
 static PyMethodDef native_methods[] = {
     {"featurize", featurize, METH_VARARGS, featurize_doc},
+    {"_name_hash", native_name_hash, METH_O, "The tables' (seeded) hash of some bytes; for tests."},
     {NULL, NULL, 0, NULL},
 };
 
 static int
 native_exec(PyObject *module)
 {
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *seed = os == NULL ? NULL : PyObject_CallMethod(os, "urandom", "n", (Py_ssize_t)sizeof hash_seed);
+    Py_XDECREF(os);
+    if (seed == NULL)
+        return -1;
+    if (!PyBytes_Check(seed) || PyBytes_GET_SIZE(seed) != (Py_ssize_t)sizeof hash_seed) {
+        Py_DECREF(seed);
+        PyErr_SetString(PyExc_RuntimeError, "os.urandom gave no seed for the name hash");
+        return -1;
+    }
+    memcpy(&hash_seed, PyBytes_AS_STRING(seed), sizeof hash_seed);
+    Py_DECREF(seed);
     if (PyType_Ready(&NameIndexType) < 0 || PyType_Ready(&NewNamesType) < 0 ||
         PyModule_AddObjectRef(module, "NewNames", (PyObject *)&NewNamesType) < 0)
         return -1;
