@@ -660,3 +660,23 @@ def test_repr_names_the_options_that_differ_from_the_defaults():
     spam = TextFeaturizer(subject_features=True, ngram_range=(1, 2), binary=True)
     assert repr(spam) == "TextFeaturizer(ngram_range=[1, 2], binary=True, subject_features=True)"
 
+
+def test_the_featurizer_drops_into_a_river_pipeline_and_predicts_as_river_does():
+    from river import feature_extraction, naive_bayes
+
+    from stream_nb.model import MultinomialNB
+
+    ours = TextFeaturizer.river_compatible() | MultinomialNB(alpha=1.0, unknown="smooth")
+    theirs = feature_extraction.BagOfWords() | naive_bayes.MultinomialNB(alpha=1.0)
+    rows = load_sms_spam()[:400]
+    for label, text in rows[:300]:
+        ours.learn_one(text, label)
+        theirs.learn_one(text, label)
+    for _, text in rows[300:]:
+        expected = theirs.predict_proba_one(text)
+        got = ours.predict_proba_one(text)
+        assert got.keys() == expected.keys()
+        assert all(math.isclose(got[c], expected[c], rel_tol=1e-9, abs_tol=1e-12) for c in got), text
+        assert ours.predict_one(text) == theirs.predict_one(text)
+    assert TextFeaturizer()._supervised is False
+    assert TextFeaturizer().learn_one("anything") is None  # stateless: River's transformer protocol

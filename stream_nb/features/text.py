@@ -38,6 +38,7 @@ from itertools import islice
 from typing import Any, Callable
 
 import numpy as np
+from river import base as river_base
 
 from stream_nb.features.specials import SpecialSpans
 from stream_nb.model.base import ColumnNames, SparseBatch
@@ -221,7 +222,7 @@ def _native_tables() -> tuple[bytes, bytes]:
 FINDALL_SPAN = 8  # characters per token under which findall + slice beats a bounded finditer
 
 
-class TextFeaturizer:
+class TextFeaturizer(river_base.Transformer):
     """Turns a text into a dict of feature counts (words, word n-grams, character n-grams).
 
     Parameters
