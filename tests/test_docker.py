@@ -59,3 +59,22 @@ def test_the_dockerfile_does_not_offer_a_demo_that_needs_java():
     text = (DOCKER / "Dockerfile").read_text()
     assert "demo --no-kafka" in text
     assert not re.search(r"docker run --rm stream-nb demo(?! --no-kafka)", text)
+
+
+def dockerfile_instruction(name: str) -> str:
+    """The argument of one instruction of the Dockerfile, continuation lines joined."""
+    text = (DOCKER / "Dockerfile").read_text().replace("\\\n", " ")
+    return re.search(rf"^{name} (.*)$", text, re.MULTILINE).group(1)
+
+
+def test_the_default_command_keeps_checkpoints_per_container_in_the_declared_volume():
+    command = json.loads(dockerfile_instruction("CMD"))
+    parsed = build_parser().parse_args(command)
+    assert parsed.command == "run"
+    config, bootstrap = with_bootstrap(REPO / "configs" / Path(parsed.config).name, parsed.set, parsed.bootstrap)
+    assert bootstrap.servers == "kafka:9092"
+    # as compose.yaml and docker/README say: one directory per container, under the volume
+    assert config.checkpoint["dir"] == "/data/checkpoints/{instance_id}"
+    assert 'checkpoint.dir="/data/checkpoints/{instance_id}"' in service("worker")
+    assert "`/data/checkpoints/<host name>`" in (DOCKER / "README.md").read_text()
+    assert json.loads(dockerfile_instruction("VOLUME")) == ["/data"]
