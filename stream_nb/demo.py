@@ -45,27 +45,31 @@ def register(subparsers) -> None:
     demo.set_defaults(func=run_demo)
 
 
-def _events(args) -> list[dict]:
+def _events(args, rejected) -> list[dict]:
+    """The stream: the generated one, or the file's events; its bad lines are counted in
+    `rejected` (Rejections) and skipped, as replay --input does."""
     from stream_nb.replay.generator import spam_ham_stream
     from stream_nb.replay.sources import read_events
 
     if args.data is not None:  # the demo hides a share of the labels itself; unlabeled events are predicted
-        return list(islice(read_events(args.data, **field_options(args), labels="optional"), args.events))
+        return list(islice(read_events(args.data, **field_options(args), labels="optional", rejected=rejected),
+                           args.events))
     return list(spam_ham_stream(args.events))
 
 
 def run_demo(args) -> int:
     from stream_nb.config import ConfigError, load_config
-    from stream_nb.replay.sources import SourceError
+    from stream_nb.replay.sources import Rejections, SourceError
 
     config_path = args.config if args.config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+    rejected = Rejections()
     try:
-        events = _events(args)
+        events = _events(args, rejected)
         if args.no_kafka:
             from stream_nb.replay.cli import run_in_process_demo
 
-            return run_in_process_demo(events, load_config(config_path, args.set), args)
-        return _run_on_kafka(events, config_path, args)
+            return run_in_process_demo(events, load_config(config_path, args.set), args, rejected)
+        return _run_on_kafka(events, config_path, args, rejected)
     except (ConfigError, SourceError, ValueError) as error:
         print(f"stream-nb demo: {error}", file=sys.stderr)
         return 2
@@ -74,7 +78,7 @@ def run_demo(args) -> int:
         return 130
 
 
-def _run_on_kafka(events: list[dict], config_path, args) -> int:
+def _run_on_kafka(events: list[dict], config_path, args, rejected) -> int:
     from kafka import KafkaConsumer
 
     from stream_nb.config import load_config
@@ -122,7 +126,7 @@ def _run_on_kafka(events: list[dict], config_path, args) -> int:
         thread.join(timeout=60)
         predictions = _read_predictions(KafkaConsumer, broker.bootstrap, topics["predictions"])
         ctrl_c.check()
-        _summary(events, truth, predictions, worker, seconds, config, args.report, config_path)
+        _summary(events, truth, predictions, worker, seconds, config, args.report, config_path, rejected)
         return 0
     finally:
         ctrl_c.restore()
@@ -237,9 +241,9 @@ def _read_predictions(consumer_class, bootstrap: str, topic: str, timeout_s: flo
 
 
 def _summary(events, truth: dict, predictions: dict, worker, seconds: float, config, report_dir: Path,
-             config_path) -> None:
+             config_path, rejected) -> None:
     from stream_nb.model.explain import clue_text, strongest_clues
-    from stream_nb.replay.cli import event_in_one_line
+    from stream_nb.replay.cli import event_in_one_line, print_rejected
     from stream_nb.replay.evaluation import binary_measures_of, evaluate, rolling_series
     from stream_nb.replay.plots import plot_curve, plot_roc
 
@@ -250,6 +254,7 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
     correct = sum(predictions[event_id]["label"] == label for event_id, label in known.items() if event_id in predictions)
     report.update({"events": len(events), "events_per_s": len(events) / seconds,
                    "predictions": len(predictions), "prediction_accuracy": correct / max(len(known), 1),
+                   "rejected_messages": dict(rejected), "rejected_first": dict(rejected.first),
                    "configuration": {"source": str(config_path), **config.resolved()}})
     if skipped is not None:
         report["binary_measures_skipped"] = skipped
@@ -271,6 +276,7 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
         shown = str(prediction.get("verdict", prediction["label"]))
         print(f"  {shown:6s} p={prediction['proba'][str(prediction['label'])]:.3f}  {event_in_one_line(event)}")
         print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
+    print_rejected(report["rejected_messages"], rejected.first)
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n",
                                             encoding="utf-8")

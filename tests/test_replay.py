@@ -32,7 +32,7 @@ def test_tsv_csv_and_jsonl_give_the_same_events(tmp_path):
 @pytest.mark.parametrize(
     "name, content, message",
     [
-        ("bad.tsv", "no tab here\n", "bad.tsv:1: expected 'label<TAB>text'"),
+        ("bad.tsv", "no tab here\n", "bad.tsv:1: not a valid event: missing_tab (expected 'label<TAB>text'"),
         ("bad.jsonl", '{"text": "a", "label": "x"}\n{oops\n', "bad.jsonl:2: not a valid event: invalid_json"),
         ("bad.jsonl", '["a"]\n', "bad.jsonl:1: not a valid event: not_an_object (top level is array"),
         ("bad.jsonl", '{"label": "x"}\n', "bad.jsonl:1: not a valid event: no_text_or_features"),
@@ -170,11 +170,53 @@ def test_replay_command_reports_the_sms_corpus(tmp_path):
     assert report["accuracy"] > 0.975
 
 
-def test_replay_command_fails_with_one_clear_line_on_a_bad_file(tmp_path):
-    (tmp_path / "bad.tsv").write_text("ham\thello\nno tab\n", encoding="utf-8")
-    done = run_cli("replay", "--input", str(tmp_path / "bad.tsv"), "--report", str(tmp_path / "r"))
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == f"stream-nb replay: {tmp_path / 'bad.tsv'}:2: expected 'label<TAB>text'"
+# One bad line among good ones, in every format read_events reads: (file name, its bytes, the
+# reason the bad line is counted under, and the start of the first one's detail)
+GOOD = [("ham", "see you at lunch"), ("spam", "WIN a cash prize now"), ("ham", "call me later"),
+        ("spam", "free entry txt WIN")]
+BAD_LINE_FILES = [
+    ("latin1.tsv", b"ham\tsee you at lunch\nspam\tWIN a cash prize now\nham\tcaf\xe9 at noon\n"
+                   b"ham\tcall me later\nspam\tfree entry txt WIN\n", "invalid_utf8", ":3: invalid UTF-8 at byte 7"),
+    ("no_tab.tsv", b"ham\tsee you at lunch\nspam\tWIN a cash prize now\nno tab on this line\n"
+                   b"ham\tcall me later\nspam\tfree entry txt WIN\n", "missing_tab", ":3: expected 'label<TAB>text'"),
+    ("latin1.txt", b"ham\tsee you at lunch\nspam\tWIN a cash prize now\nham\tna\xefve\n"
+                   b"ham\tcall me later\nspam\tfree entry txt WIN\n", "invalid_utf8", ":3: invalid UTF-8 at byte 6"),
+    ("latin1.csv", b"label,text\nham,see you at lunch\nspam,WIN a cash prize now\nham,caf\xe9 at noon\n"
+                   b"ham,call me later\nspam,\"free entry txt WIN\"\n", "invalid_utf8",
+     ":4: column 'text': invalid UTF-8 at byte 3"),
+    ("huge_cell.csv", b"label,text\nham,see you at lunch\nspam,WIN a cash prize now\nham,\"" + b"x" * 1_000_001
+                      + b"\"\nham,call me later\nspam,free entry txt WIN\n", "too_large", ":4: field larger than field limit"),
+    ("latin1.jsonl", b'{"label": "ham", "text": "see you at lunch"}\n{"label": "spam", "text": "WIN a cash prize now"}\n'
+                     b'{"label": "ham", "text": "caf\xe9"}\n{"label": "ham", "text": "call me later"}\n'
+                     b'{"label": "spam", "text": "free entry txt WIN"}\n', "invalid_utf8", ":3: invalid UTF-8 at byte 29"),
+    ("latin1.json", b'{"label": "ham", "text": "see you at lunch"}\n{"label": "spam", "text": "WIN a cash prize now"}\n'
+                    b'{"label": "ham", "text": "na\xefve"}\n{"label": "ham", "text": "call me later"}\n'
+                    b'{"label": "spam", "text": "free entry txt WIN"}\n', "invalid_utf8", ":3: invalid UTF-8 at byte 28"),
+]
+
+
+@pytest.mark.parametrize("name, content, reason, first", BAD_LINE_FILES, ids=[case[0] for case in BAD_LINE_FILES])
+def test_one_bad_line_is_counted_under_its_reason_and_every_good_one_is_replayed(tmp_path, name, content, reason,
+                                                                                  first):
+    (tmp_path / name).write_bytes(content)
+    done = run_cli("replay", "--input", str(tmp_path / name), "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["events"] == len(GOOD)  # every good line, before and after the bad one
+    assert report["labeled_events_scored"] == len(GOOD) - 1  # the first is predicted by an empty model
+    assert sum(scores["support"] for scores in report["per_class"].values()) == len(GOOD) - 1
+    assert report["rejected_messages"] == {reason: 1}
+    assert report["rejected_first"][reason].startswith(f"{tmp_path / name}{first}")
+    # and the summary says so, not only report.json
+    assert "rejected         1 skipped, as a worker dead-letters them" in done.stdout
+    assert f"  {reason:24s} 1  first: {tmp_path / name}{first}" in done.stdout
+
+
+def test_without_a_rejected_counter_a_line_that_is_not_utf8_is_an_error_naming_line_and_reason(tmp_path):
+    # publish (no `rejected` counter) refuses the file instead, naming line and reason
+    (tmp_path / "latin1.tsv").write_bytes(BAD_LINE_FILES[0][1])
+    with pytest.raises(SourceError, match=r"latin1.tsv:3: not a valid event: invalid_utf8 \(invalid UTF-8 at byte 7"):
+        list(read_events(tmp_path / "latin1.tsv"))
 
 
 def test_strongest_clues_are_the_per_word_log_likelihood_ratios_of_seed_004():

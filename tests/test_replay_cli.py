@@ -236,6 +236,23 @@ def test_the_demo_without_kafka_takes_features_only_events(tmp_path):
     assert '{"cash":' in done.stdout  # its last predictions, shown by their features
 
 
+def test_the_demo_with_a_file_counts_its_bad_lines_and_replays_the_others_with_spam_toml(tmp_path):
+    # the probe: one Latin-1 line ended `demo --data` with "'utf-8' codec can't decode byte 0xe9"
+    good = [f"{event['label']}\t{event['text']}".encode() for event in spam_ham_stream(200)]
+    lines = good[:50] + [b"ham\tcaf\xe9 at noon", b"a line without a tab"] + good[50:]
+    (tmp_path / "mixed.tsv").write_bytes(b"\n".join(lines) + b"\n")
+    done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "demo", "--no-kafka", "--config", SPAM_TOML,
+                           "--data", str(tmp_path / "mixed.tsv"), "--report", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["events"] == 200 and report["labeled_events_scored"] == 199
+    assert report["rejected_messages"] == {"invalid_utf8": 1, "missing_tab": 1}
+    assert report["rejected_first"]["missing_tab"] == f"{tmp_path / 'mixed.tsv'}:52: expected 'label<TAB>text'"
+    assert "rejected         2 skipped" in done.stdout
+    assert f"  invalid_utf8             1  first: {tmp_path / 'mixed.tsv'}:51: invalid UTF-8 at byte 7" in done.stdout
+
+
 def test_labels_beyond_max_classes_are_refused_and_counted(tmp_path):
     # The probe: 1,000 labels grew a 117 MB checkpoint and 34 KB predictions. Beyond [model]
     # max_classes a new label is set aside; known labels go on being learned.

@@ -6,7 +6,6 @@ import json
 import signal
 import sys
 import time
-from collections import Counter
 from itertools import islice
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.kafka.discovery import NoBroker
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
-from stream_nb.replay.sources import SourceError, add_field_options, field_options, read_events
+from stream_nb.replay.sources import Rejections, SourceError, add_field_options, field_options, read_events
 
 
 def register(subparsers) -> None:
@@ -114,7 +113,20 @@ def event_in_one_line(event: dict, width: int = 60) -> str:
     return shown if len(shown) <= width else shown[: width - 4] + "...'"
 
 
-def _summary(model, featurise_one, result: PrequentialResult, report: Path | None, notes=()) -> None:
+def print_rejected(rejected: dict, first: dict) -> None:
+    """The events skipped, by reason, with where the first of each was: what report.json's
+    rejected_messages holds, on stdout too."""
+    if not rejected:
+        return
+    print(f"rejected         {sum(rejected.values()):,} skipped, as a worker dead-letters them "
+          "(report.json: rejected_messages)")
+    for reason, count in sorted(rejected.items()):
+        where = f"  first: {first[reason]}" if reason in first else ""
+        print(f"  {reason:24s} {count:,}{where}")
+
+
+def _summary(model, featurise_one, result: PrequentialResult, report: dict, report_path: Path | None,
+             first_rejected: dict) -> None:
     """The replay's figures on stdout. `featurise_one(event)` gives the model's features of one
     event (for the clues of the last predictions)."""
     metrics = result.metrics
@@ -134,13 +146,14 @@ def _summary(model, featurise_one, result: PrequentialResult, report: Path | Non
         clues = strongest_clues(model, featurise_one(event), top=3)
         print(f"  {str(label):5s} p={probabilities[label]:.3f}  {event_in_one_line(event)}")
         print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
-    for note in notes:
+    print_rejected(report["rejected_messages"], first_rejected)
+    for note in _notes(report):
         print(f"note             {note}")
-    if report is not None:
-        print(f"report           {report}")
+    if report_path is not None:
+        print(f"report           {report_path}")
 
 
-def _events_of(args, config: Config, rejected: Counter):
+def _events_of(args, config: Config, rejected: Rejections):
     if args.input is not None:
         # events without a label are predicted, not scored; bad ones are counted by reason and
         # skipped, as a worker dead-letters them and replay --topic skips them
@@ -191,7 +204,7 @@ class _PredictionsFile:
 
 def replay_and_report(events, named_configs: list[tuple[str, Config]], report_dir: Path, *, batch_size: int,
                       delay: int = 0, scores: bool = False, source: dict | None = None,
-                      rejected: Counter | None = None, total: int | None = None):
+                      rejected: Rejections | None = None, total: int | None = None):
     """Replay events through every configuration at once and write the report (report.json with
     the first configuration's figures and the others under "compared", curve.png, roc.png,
     predictions.jsonl when some events are unlabeled and, if asked, scores.csv). Returns
@@ -211,14 +224,14 @@ def replay_and_report(events, named_configs: list[tuple[str, Config]], report_di
         progress.close()
         predictions.close()
     configs = [config for _, config in named_configs]
-    reports = [_full_report(contender, config, result, rejected or Counter(), source or {}, delay)
+    reports = [_full_report(contender, config, result, rejected or Rejections(), source or {}, delay)
                for contender, config in zip(contenders, configs)]
     _write_full_reports(report_dir, reports, contenders, configs, scores)
     return result, contenders, reports
 
 
 def run_replay(args) -> int:
-    rejected: Counter = Counter()
+    rejected = Rejections()
     try:
         config = load_config(args.config, args.set)
         named = [(str(args.config or "defaults"), config)]
@@ -231,8 +244,8 @@ def run_replay(args) -> int:
     except (SourceError, ConfigError, NoBroker, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2
-    _summary(contenders[0].model, contenders[0].featurise_one, result, args.report / "report.json",
-             _notes(reports[0]))
+    _summary(contenders[0].model, contenders[0].featurise_one, result, reports[0], args.report / "report.json",
+             rejected.first)
     if len(contenders) > 1:
         _compare_table(reports)
     return EXIT_INTERRUPTED if result.stopped_early else 0
@@ -245,7 +258,7 @@ def _notes(report: dict) -> list[str]:
     return [note for note in (report.get("binary_measures_skipped"), report.get("refused_by_model")) if note]
 
 
-def _full_report(contender, config: Config, result, rejected: Counter, source: dict, delay: int) -> dict:
+def _full_report(contender, config: Config, result, rejected: Rejections, source: dict, delay: int) -> dict:
     from stream_nb.replay.evaluation import binary_measures_of, evaluate
 
     positive, skipped = binary_measures_of(contender.recorder.sorted_labels(), config.evaluation.get("positive"))
@@ -269,6 +282,7 @@ def _full_report(contender, config: Config, result, rejected: Counter, source: d
         "delay": delay,
         "source": source,
         "rejected_messages": dict(rejected + contender.refused),
+        "rejected_first": dict(rejected.first),  # reason -> where and why the first was refused
         "configuration": {"name": contender.name, **config.resolved()},
     })
     return report
@@ -312,12 +326,14 @@ def _compare_table(reports: list[dict]) -> None:
         print(f"  {name:40s} accuracy {report['accuracy']:.4f}  macro F1 {report.get('macro_f1', 0):.4f}")
 
 
-def run_in_process_demo(events: list[dict], config: Config, args) -> int:
-    """`stream-nb demo --no-kafka`: the stream replayed in-process, reported as `replay` does."""
+def run_in_process_demo(events: list[dict], config: Config, args, rejected: Rejections | None = None) -> int:
+    """`stream-nb demo --no-kafka`: the stream replayed in-process, reported as `replay` does;
+    `rejected`: the lines of the file that were skipped."""
+    rejected = rejected if rejected is not None else Rejections()
     print(f"stream-nb demo (in-process): {len(events):,} events, model {config.model['kind']} ({config.source})")
     result, contenders, reports = replay_and_report(events, [(config.source, config)], args.report,
                                               batch_size=args.batch_size, source={"demo": "--no-kafka"},
-                                              total=len(events))
-    _summary(contenders[0].model, contenders[0].featurise_one, result, args.report / "report.json",
-             _notes(reports[0]))
+                                              rejected=rejected, total=len(events))
+    _summary(contenders[0].model, contenders[0].featurise_one, result, reports[0], args.report / "report.json",
+             rejected.first)
     return EXIT_INTERRUPTED if result.stopped_early else 0

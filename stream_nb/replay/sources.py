@@ -8,18 +8,41 @@ reason code a worker would dead-letter it with.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from stream_nb.events import Rejected, SourcePosition, event_from_object, parse_json
+from stream_nb.events import DEFAULT_MAX_BYTES, Rejected, SourcePosition, event_from_object, parse_json
 
 LABELS = ("required", "optional", "dropped")
+
+# A line of a TSV file without a tab: no message a worker could receive, so a reason of its own.
+MISSING_TAB = "missing_tab"
+# A CSV record the csv module cannot parse (not one a worker could receive either).
+INVALID_CSV = "invalid_csv"
+# Bytes that are not UTF-8, read with errors="surrogateescape", become U+DC80..U+DCFF; valid
+# UTF-8 never decodes to them (strict UTF-8 refuses encoded surrogates, as the worker does).
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
 class SourceError(ValueError):
     """A file that cannot be read as a stream of events; the message names file and line."""
+
+
+class Rejections(Counter):
+    """Events refused and skipped, counted by reason, with where and why the first of each
+    reason was refused (`first[reason]`: "FILE:LINE: detail" or "TOPIC[PARTITION]@OFFSET: detail")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first: dict[str, str] = {}
+
+    def add(self, reason: str, where: str) -> None:
+        self[reason] += 1
+        self.first.setdefault(reason, where)
 
 
 def read_events(path: str | Path, *, text_field: str = "text", label_field: str = "label",
@@ -42,6 +65,9 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
 
     An event the contract refuses is a `SourceError` naming the line and the reason code, or,
     with `rejected` given, counted there by reason and skipped (as a worker dead-letters it).
+    So is a line that is not UTF-8 (`invalid_utf8`, as the worker's), a TSV line without a tab
+    (`missing_tab`) and a CSV record the csv module refuses (`invalid_csv`, or `too_large` for a
+    cell over the worker's 1 MB message limit): one bad line never ends the file.
     """
     if labels not in LABELS:
         raise ValueError(f"labels must be one of {', '.join(LABELS)}, got {labels!r}")
@@ -98,25 +124,77 @@ def field_options(args) -> dict:
 
 
 def _refuse(rejected_event: Rejected, path: Path, line_number: int, rejected: Counter | None) -> None:
+    where = f"{path}:{line_number}"
     if rejected is None:
-        raise SourceError(f"{path}:{line_number}: not a valid event: {rejected_event.reason} ({rejected_event.detail})")
-    rejected[rejected_event.reason] += 1
+        raise SourceError(f"{where}: not a valid event: {rejected_event.reason} ({rejected_event.detail})")
+    if isinstance(rejected, Rejections):
+        rejected.add(rejected_event.reason, f"{where}: {rejected_event.detail}")
+    else:
+        rejected[rejected_event.reason] += 1
+
+
+def _refused(reason: str, detail: str, path: Path, line_number: int) -> Rejected:
+    return Rejected(reason, detail, None, None, (), SourcePosition(str(path), 0, line_number))
+
+
+def _lines(path: Path):
+    """(line number, line) of a text file split on "\n" (as the SMS Spam Collection is), each
+    decoded on its own: a line that is not UTF-8 is a `Rejected` (invalid_utf8), not the end."""
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                yield line_number, raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                yield line_number, _refused("invalid_utf8", f"invalid UTF-8 at byte {error.start}: {error.reason}",
+                                            path, line_number)
 
 
 def _read_tsv(path: Path, fields: dict):
-    with path.open(encoding="utf-8", newline="") as lines:
-        for line_number, line in enumerate(lines, start=1):
-            line = line.rstrip("\r\n")
-            if not line:
-                continue
-            label, separator, text = line.partition("\t")
-            if not separator:
-                raise SourceError(f"{path}:{line_number}: expected 'label<TAB>text'")
-            yield line_number, {"label": label, "text": text}
+    for line_number, line in _lines(path):
+        if isinstance(line, Rejected):
+            yield line_number, line
+            continue
+        line = line.rstrip("\r\n")
+        if not line:
+            continue
+        label, separator, text = line.partition("\t")
+        if not separator:
+            yield line_number, _refused(MISSING_TAB, "expected 'label<TAB>text'", path, line_number)
+            continue
+        yield line_number, {"label": label, "text": text}
+
+
+def _invalid_utf8_cell(row: dict, path: Path, line_number: int) -> Rejected | None:
+    """invalid_utf8 when a cell of the row holds bytes that are not UTF-8 (see _ESCAPED_BYTE)."""
+    for name, cell in row.items():
+        if isinstance(cell, str) and _ESCAPED_BYTE.search(cell):
+            try:
+                cell.encode("utf-8", "surrogateescape").decode("utf-8")
+            except UnicodeDecodeError as error:
+                return _refused("invalid_utf8", f"column {name!r}: invalid UTF-8 at byte {error.start}: "
+                                                f"{error.reason}", path, line_number)
+    return None
+
+
+def _csv_rows(rows: csv.DictReader, path: Path):
+    """(line number, row or Rejected) of a CSV file, numbered as records (the header is line 1);
+    a record the csv module refuses is one too (the module reads on from the next line)."""
+    for line_number in itertools.count(2):
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            reason = "too_large" if "field limit" in str(error) else INVALID_CSV
+            yield line_number, _refused(reason, str(error), path, line_number)
+            continue
+        yield line_number, _invalid_utf8_cell(row, path, line_number) or row
 
 
 def _read_csv(path: Path, fields: dict):
-    with path.open(encoding="utf-8", newline="") as handle:
+    # a text cell may be as long as a message the worker takes (the csv module's default: 128 KB)
+    csv.field_size_limit(max(csv.field_size_limit(), DEFAULT_MAX_BYTES))
+    with path.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:
         rows = csv.DictReader(handle)
         if rows.fieldnames is None:
             raise SourceError(f"{path}: no header row")
@@ -133,7 +211,10 @@ def _read_csv(path: Path, fields: dict):
         if text_column is None and not columns:
             raise SourceError(f"{path}: the header has no {fields['text']!r} column (--text-field names it; "
                               "--feature-columns '*' reads the other columns as features)")
-        for line_number, row in enumerate(rows, start=2):
+        for line_number, row in _csv_rows(rows, path):
+            if isinstance(row, Rejected):
+                yield line_number, row
+                continue
             record = {"label": row.get(fields["label"]) or None, "id": row.get(fields["id"])}
             if text_column is not None:
                 record["text"] = row.get(text_column)
@@ -156,11 +237,13 @@ def _cell(text: str):
 
 
 def _read_jsonl(path: Path, fields: dict):
-    with path.open(encoding="utf-8") as lines:
-        for line_number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            record = parse_json(line, SourcePosition(str(path), 0, line_number))
-            if isinstance(record, dict):
-                record = {key: record.get(fields[key]) for key in ("text", "label", "id", "features")}
-            yield line_number, record
+    for line_number, line in _lines(path):
+        if isinstance(line, Rejected):
+            yield line_number, line
+            continue
+        if not line.strip():
+            continue
+        record = parse_json(line, SourcePosition(str(path), 0, line_number))
+        if isinstance(record, dict):
+            record = {key: record.get(fields[key]) for key in ("text", "label", "id", "features")}
+        yield line_number, record

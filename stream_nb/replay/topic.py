@@ -10,7 +10,7 @@ from kafka import TopicPartition
 
 from stream_nb.events import Rejected, SourcePosition, decode_record
 from stream_nb.kafka.clients import KafkaSetupError, make_reader
-from stream_nb.replay.sources import SourceError
+from stream_nb.replay.sources import Rejections, SourceError
 
 
 def parse_time(text: str) -> int:
@@ -83,7 +83,9 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
         if isinstance(event, Rejected) and event.reason == "missing_label":
             event = decode_record(record.value, record.key, record.headers or (), source, labeled=False)
         if isinstance(event, Rejected):
-            if rejected is not None:
+            if isinstance(rejected, Rejections):
+                rejected.add(event.reason, f"{record.topic}[{record.partition}]@{record.offset}: {event.detail}")
+            elif rejected is not None:
                 rejected[event.reason] += 1
             continue
         produced += 1

@@ -91,12 +91,16 @@ def test_the_demo_streams_a_file_of_features_with_unlabeled_events_in_it(tmp_pat
     lines = [{"id": f"e{i}", "features": {"cash": i % 3, "lunch": 2 - i % 3}, "label": "spam" if i % 3 else "ham"}
              for i in range(300)]
     lines += [{"id": f"u{i}", "features": {"cash": 2}} for i in range(20)]
-    (tmp_path / "f.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    encoded = [json.dumps(line).encode() for line in lines]
+    encoded.insert(150, b'{"id": "latin-1", "text": "caf\xe9", "label": "ham"}')  # skipped and counted, not the end
+    (tmp_path / "f.jsonl").write_bytes(b"\n".join(encoded) + b"\n")
     done = subprocess.run(demo(tmp_path, "--data", str(tmp_path / "f.jsonl"), "--events", "1000"),
                           capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["events"] == 320
+    assert report["rejected_messages"] == {"invalid_utf8": 1}
+    assert f"  invalid_utf8             1  first: {tmp_path / 'f.jsonl'}:151: invalid UTF-8" in done.stdout
     hidden = 320 - 20 - sum(scores["support"] for scores in report["per_class"].values()) - 1  # the first is unscored
     assert report["predictions"] == hidden + 20  # every event sent without its label is predicted
     assert "whose label the file has" in done.stdout
