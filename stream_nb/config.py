@@ -26,8 +26,8 @@ KAFKA_KEYS = {
     "group_id": ((str,), "stream-nb"),
     "labeled_topics": ((list,), []),
     "unlabeled_topics": ((list,), []),
-    "predictions_topic": ((str,), ...),
-    "dead_letter_topic": ((str,), ...),
+    "predictions_topic": ((str,), None),  # the worker's outputs: required by require_kafka, not by
+    "dead_letter_topic": ((str,), None),  # replay --topic, which reads one topic
     "create_topics": ((bool,), True),
     "partitions": ((int,), 1),  # of the topics the worker creates, but the labeled ones:
     "labeled_partitions": ((int,), 1),  # one labeled order (see training.mode)
@@ -255,6 +255,11 @@ class Config:
         if not self.kafka["bootstrap_servers"]:
             raise ConfigError("kafka.bootstrap_servers: not set (`stream-nb run` finds the broker: --bootstrap, "
                               "$STREAM_NB_BOOTSTRAP, or the one `stream-nb kafka start` runs in ./.kafka)")
+        for key in ("predictions_topic", "dead_letter_topic"):
+            if not self.kafka[key]:
+                raise ConfigError(f"kafka.{key}: required ({self.source})")
+        if not self.kafka["labeled_topics"] and not self.kafka["unlabeled_topics"]:
+            raise ConfigError("kafka.labeled_topics: no topic to read (labeled_topics and unlabeled_topics are empty)")
         return self.kafka
 
 
@@ -297,8 +302,6 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         for key in ("labeled_topics", "unlabeled_topics"):
             if not all(isinstance(topic, str) and topic for topic in kafka[key]):
                 raise ConfigError(f"kafka.{key}: must be a list of topic names")
-        if not kafka["labeled_topics"] and not kafka["unlabeled_topics"]:
-            raise ConfigError("kafka.labeled_topics: no topic to read (labeled_topics and unlabeled_topics are empty)")
         for key in ("partitions", "labeled_partitions", "replication_factor", "max_message_bytes", "poll_max_records", "poll_timeout_ms",
                     "commit_interval_ms"):
             if kafka[key] < 1:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from stream_nb.replay.generator import spam_ham_stream
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -284,3 +286,24 @@ def test_the_command_line_collects_the_young_generation_less_often():
         assert gc.get_threshold() == (0, 10, 10)
     finally:
         gc.set_threshold(*saved)
+
+
+def test_replay_of_a_topic_requires_only_the_kafka_keys_it_uses_and_the_worker_still_requires_its_own():
+    # The probe: `replay --topic T --set kafka.bootstrap_servers=...` without --config failed with
+    # "kafka.predictions_topic: required", a key replay does not use. Now it gets as far as the
+    # broker (none answers on port 9 here: one line saying so).
+    done = replay("--topic", "T", "--set", 'kafka.bootstrap_servers="127.0.0.1:9"', "--report", "unused")
+    assert done.returncode == 2
+    assert "predictions_topic" not in done.stderr and "127.0.0.1:9" in done.stderr.strip().splitlines()[-1]
+    from stream_nb.config import ConfigError, load_config
+
+    config = load_config(None, ['kafka.bootstrap_servers="127.0.0.1:9"', 'kafka.labeled_topics=["T"]'])
+    with pytest.raises(ConfigError, match=r"^kafka.predictions_topic: required \(defaults\)$"):
+        config.require_kafka()
+    config.kafka["predictions_topic"] = "p"
+    with pytest.raises(ConfigError, match=r"^kafka.dead_letter_topic: required"):
+        config.require_kafka()
+    config = load_config(None, ['kafka.bootstrap_servers="127.0.0.1:9"', 'kafka.predictions_topic="p"',
+                                'kafka.dead_letter_topic="d"'])
+    with pytest.raises(ConfigError, match="kafka.labeled_topics: no topic to read"):
+        config.require_kafka()
