@@ -10,6 +10,7 @@ from itertools import islice
 from pathlib import Path
 
 from stream_nb.config import Config, ConfigError, load_config
+from stream_nb.events import DEFAULT_MAX_BYTES
 from stream_nb.kafka.discovery import NoBroker
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
@@ -167,10 +168,33 @@ def _events_of(args, config: Config, rejected: Rejections):
     _, bootstrap = with_bootstrap(args.config, args.set, args.bootstrap)
     check_reachable(bootstrap)
     print(f"stream-nb replay: broker {bootstrap}", file=sys.stderr, flush=True)
+    labeled = topic_is_labeled(config, args.topic)
+    print(f"stream-nb replay: topic {args.topic}: {_TOPIC_RULES[labeled]}", file=sys.stderr, flush=True)
+    kafka = config.kafka or {}
     return read_topic(bootstrap.servers, args.topic, from_offset=args.from_offset,
                       from_time_ms=None if args.from_time is None else parse_time(args.from_time),
                       max_events=args.max_events, client=config.kafka_client, rejected=rejected,
-                      transport=(config.kafka or {}).get("transport", "kafka-python"))
+                      transport=kafka.get("transport", "kafka-python"), labeled=labeled,
+                      max_bytes=kafka.get("max_message_bytes", DEFAULT_MAX_BYTES))
+
+
+def topic_is_labeled(config: Config, topic: str) -> bool | None:
+    """The worker's rule: a topic of kafka.labeled_topics is labeled, one of unlabeled_topics is
+    not; None for a topic the configuration does not name (labeled and unlabeled events mixed)."""
+    kafka = config.kafka or {}
+    if topic in kafka.get("labeled_topics", ()):
+        return True
+    if topic in kafka.get("unlabeled_topics", ()):
+        return False
+    return None
+
+
+_TOPIC_RULES = {
+    True: "labeled (kafka.labeled_topics): an event without a label is rejected as missing_label, as the worker does",
+    False: "unlabeled (kafka.unlabeled_topics): every event is predicted; one with a label is rejected as "
+           "label_on_unlabeled_topic, as the worker does",
+    None: "not a topic of the configuration: events with a label are scored, events without one predicted",
+}
 
 
 def _contender(name: str, config: Config, recorder_class):

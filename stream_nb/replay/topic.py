@@ -8,7 +8,7 @@ from datetime import datetime
 
 from kafka import TopicPartition
 
-from stream_nb.events import Rejected, SourcePosition, decode_record
+from stream_nb.events import DEFAULT_MAX_BYTES, Rejected, SourcePosition, record_decoder
 from stream_nb.kafka.clients import KafkaSetupError, make_reader
 from stream_nb.replay.sources import Rejections, SourceError
 
@@ -28,15 +28,17 @@ def parse_time(text: str) -> int:
 
 def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = None, from_time_ms: int | None = None,
                max_events: int | None = None, client: dict | None = None, rejected: Counter | None = None,
-               transport: str = "kafka-python"):
+               transport: str = "kafka-python", labeled: bool | None = None, max_bytes: int = DEFAULT_MAX_BYTES):
     """Yield events {"id", "text", "features", "label"} of `topic`, in timestamp order.
 
     Reads every partition by assignment (no consumer group: nothing is committed, a running
     worker is undisturbed) from the beginning, from `from_offset` in every partition, or from
     the first record at or after `from_time_ms`, up to the end offsets seen at the start.
     Partitions are merged by record timestamp (ties: partition, then offset). Messages that are
-    not valid events are counted by reason in `rejected` and skipped. Labeled and unlabeled
-    events may be mixed.
+    not valid events are counted by reason in `rejected` and skipped, decided by the worker's
+    own decoder (`record_decoder`): `labeled` True is a labeled topic (an event without a label
+    is `missing_label`), False an unlabeled one (a label is `label_on_unlabeled_topic`), None a
+    topic of neither kind, where labeled and unlabeled events may be mixed.
     """
     # read_committed, as every downstream reader of a transactional producer (the worker's
     # outputs) must: records of open or aborted transactions are not events
@@ -74,14 +76,16 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     finally:
         consumer.close(autocommit=False)
     merged = heapq.merge(*records.values(), key=lambda r: (r.timestamp, r.partition, r.offset))
+    decode = record_decoder(labeled=labeled is not False, max_bytes=max_bytes)
+    decode_unlabeled = record_decoder(labeled=False, max_bytes=max_bytes) if labeled is None else None
     produced = 0
     for record in merged:
         if max_events is not None and produced >= max_events:
             return
         source = SourcePosition(record.topic, record.partition, record.offset)
-        event = decode_record(record.value, record.key, record.headers or (), source, labeled=True)
-        if isinstance(event, Rejected) and event.reason == "missing_label":
-            event = decode_record(record.value, record.key, record.headers or (), source, labeled=False)
+        event = decode(record.value, record.key, record.headers or (), source)
+        if decode_unlabeled is not None and isinstance(event, Rejected) and event.reason == "missing_label":
+            event = decode_unlabeled(record.value, record.key, record.headers or (), source)
         if isinstance(event, Rejected):
             if isinstance(rejected, Rejections):
                 rejected.add(event.reason, f"{record.topic}[{record.partition}]@{record.offset}: {event.detail}")

@@ -63,3 +63,44 @@ def test_topic_replay_and_file_replay_of_the_same_events_give_identical_reports(
                       "--set", f'kafka.transport="{transport}"')
     assert partial.returncode == 0, partial.stderr
     assert json.loads((tmp_path / "p" / "report.json").read_text())["events"] == 500
+
+
+def test_an_event_without_a_label_on_a_labeled_topic_is_rejected_as_the_worker_rejects_it(kafka_broker, tmp_path,
+                                                                                          transport):
+    # The probe: replay predicted such an event where the worker dead-letters it as missing_label.
+    from stream_nb.replay.generator import spam_ham_stream
+
+    topic = f"labels-{uuid.uuid4().hex[:8]}"
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+    unlabeled = 0
+    for i, event in enumerate(spam_ham_stream(300)):
+        producer.send(topic, value=json.dumps(event).encode(), key=event["id"].encode())
+        if i % 60 == 30:
+            producer.send(topic, value=json.dumps({"id": f"u{i}", "text": event["text"]}).encode())
+            unlabeled += 1
+    producer.flush()
+    producer.close()
+
+    def replay_topic(name, *settings):
+        done = run_cli("replay", "--topic", topic, "--report", str(tmp_path / name), "--set",
+                       f'kafka.bootstrap_servers="{kafka_broker.bootstrap}"', "--set", f'kafka.transport="{transport}"',
+                       *settings)
+        assert done.returncode == 0, done.stderr
+        return json.loads((tmp_path / name / "report.json").read_text()), done
+
+    # a labeled topic of the configuration, as shipped (spam.toml) and from plain settings (no
+    # --config: replay needs no predictions or dead-letter topic to read one)
+    for name, settings in (("shipped", ("--config", "configs/spam.toml")), ("plain", ())):
+        report, done = replay_topic(name, *settings, "--set", f'kafka.labeled_topics=["{topic}"]')
+        assert report["rejected_messages"] == {"missing_label": unlabeled}, name
+        assert report["events"] == 300 and not (tmp_path / name / "predictions.jsonl").exists()
+        assert f"topic {topic}: labeled (kafka.labeled_topics)" in done.stderr
+        assert f"  missing_label            {unlabeled}  first: {topic}[0]@" in done.stdout
+    # an unlabeled topic of the configuration: a label is the fault there, as for the worker
+    report, _ = replay_topic("unlabeled", "--set", f'kafka.unlabeled_topics=["{topic}"]')
+    assert report["rejected_messages"] == {"label_on_unlabeled_topic": 300} and report["events"] == unlabeled
+    # a topic the configuration does not name: both kinds, the unlabeled ones predicted
+    report, done = replay_topic("mixed")
+    assert report["rejected_messages"] == {} and report["events"] == 300 + unlabeled
+    assert len((tmp_path / "mixed" / "predictions.jsonl").read_text().splitlines()) == unlabeled
+    assert "not a topic of the configuration" in done.stderr
