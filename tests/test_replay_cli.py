@@ -4,6 +4,7 @@ compared configuration, Ctrl-C. The report is always written; nothing fails afte
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -307,3 +308,52 @@ def test_replay_of_a_topic_requires_only_the_kafka_keys_it_uses_and_the_worker_s
                                 'kafka.dead_letter_topic="d"'])
     with pytest.raises(ConfigError, match="kafka.labeled_topics: no topic to read"):
         config.require_kafka()
+
+
+def test_a_second_ctrl_c_stops_the_replay_at_once_with_one_line_and_no_traceback(tmp_path):
+    total, batch = 300_000, 100_000  # a batch takes a second or more: the second Ctrl-C lands in one
+    lines = [f"{event['label']}\t{event['text']}" for event in spam_ham_stream(total)]
+    (tmp_path / "big.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    process = subprocess.Popen([sys.executable, "-m", "stream_nb.cli", "replay", "--input", str(tmp_path / "big.tsv"),
+                                "--config", SPAM_TOML, "--batch-size", str(batch), "--report", str(tmp_path / "r")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        while not (seen and seen[-1].startswith("events ")):  # the progress line after the first batch
+            seen.append(process.stderr.readline())
+            assert seen[-1], "".join(seen)
+        process.send_signal(signal.SIGINT)
+        while "interrupted; finishing this batch" not in seen[-1]:  # the first one was taken
+            seen.append(process.stderr.readline())
+            assert seen[-1], "".join(seen)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=240)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    assert stderr.strip().splitlines()[-1] == "stream-nb replay: interrupted again; stopped at once, the report is not written"
+    assert not (tmp_path / "r" / "report.json").exists() and stdout == ""
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"], ids=["buffered", "unbuffered as in the docker image"])
+def test_a_reader_that_went_away_ends_the_replay_quietly_as_unix_tools_do(tmp_path, unbuffered):
+    # `stream-nb replay ... | head -1` ended in a BrokenPipeError traceback. Here the pipe's read end
+    # is closed before the replay writes a line, so every write to stdout fails.
+    (tmp_path / "ab.tsv").write_text(FOUR_EVENTS, encoding="utf-8")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = unbuffered
+    try:
+        done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "replay", "--input", str(tmp_path / "ab.tsv"),
+                               "--report", str(tmp_path / "r")], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              env=env, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141  # 128 + SIGPIPE, as a shell reports a tool that SIGPIPE ended
+    assert done.stderr.startswith("events 4  ")  # the progress line, and nothing after it:
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr  # nor "Exception ignored"
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["events"] == 4  # written before the summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -77,7 +78,8 @@ class _Progress:
 
 class _StopAtBatchEnd:
     """Ctrl-C (SIGINT) ends the replay after the batch under way, so the report of what was
-    replayed is still written (exit 130); a second Ctrl-C interrupts at once."""
+    replayed is still written (exit 130); a second Ctrl-C, while that batch ends or the report
+    is written, exits at once with one line (no traceback, no cleanup: the user asked twice)."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -92,7 +94,9 @@ class _StopAtBatchEnd:
 
     def _interrupt(self, *_signal) -> None:
         if self.requested:
-            raise KeyboardInterrupt
+            print("\nstream-nb replay: interrupted again; stopped at once, the report is not written",
+                  file=sys.stderr, flush=True)
+            os._exit(EXIT_INTERRUPTED)
         self.requested = True
         print("\nstream-nb replay: interrupted; finishing this batch and writing the report "
               "(Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
@@ -240,17 +244,17 @@ def replay_and_report(events, named_configs: list[tuple[str, Config]], report_di
     report_dir.mkdir(parents=True, exist_ok=True)
     predictions = _PredictionsFile(report_dir / "predictions.jsonl")
     contenders[0].on_unlabeled = predictions.write
-    try:
-        with _StopAtBatchEnd() as stop:
+    with _StopAtBatchEnd() as stop:  # until the report is written: a second Ctrl-C then stops at once
+        try:
             result = replay_contenders(events, contenders, batch_size=batch_size, delay=delay, on_batch=progress,
                                        should_stop=stop)
-    finally:
-        progress.close()
-        predictions.close()
-    configs = [config for _, config in named_configs]
-    reports = [_full_report(contender, config, result, rejected or Rejections(), source or {}, delay)
-               for contender, config in zip(contenders, configs)]
-    _write_full_reports(report_dir, reports, contenders, configs, scores)
+        finally:
+            progress.close()
+            predictions.close()
+        configs = [config for _, config in named_configs]
+        reports = [_full_report(contender, config, result, rejected or Rejections(), source or {}, delay)
+                   for contender, config in zip(contenders, configs)]
+        _write_full_reports(report_dir, reports, contenders, configs, scores)
     return result, contenders, reports
 
 
