@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 
 # Container allocations between collections of the young generation (CPython's default: 700).
@@ -53,6 +54,11 @@ def tune_garbage_collector() -> None:
         gc.set_threshold(YOUNG_GENERATION_THRESHOLD, middle, old)
 
 
+# How a shell reports a process ended by SIGPIPE (128 + 13): what `yes | head -1` gives `yes`.
+EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+
+
 def main(argv: list[str] | None = None) -> int:
     tune_garbage_collector()
     parser = build_parser()
@@ -60,7 +66,24 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader gone away is still ours to notice
+        return status
+    except BrokenPipeError:
+        # The reader of our output went away (`stream-nb replay ... | head -1`): stop writing and
+        # end quietly, as Unix tools do. Both streams point to /dev/null from now on, so the
+        # interpreter's own flush at exit finds no closed pipe to complain about.
+        null = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(null, stream.fileno())
+            except (OSError, ValueError):
+                pass
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        print(f"\nstream-nb {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
