@@ -117,10 +117,11 @@ def _run_on_kafka(events: list[dict], config_path, args, rejected) -> int:
             shutil.rmtree(checkpoints)
         worker = Worker(config, recorder=EvaluationRecorder())
         worker.start()
+        this_run = _ThisRun(worker)  # with --resume the worker's counts start at the last run's
         thread = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False}, daemon=True)
         thread.start()
-        truth, started = _stream(events, topics, broker.bootstrap, args.labeled_share, worker, ctrl_c)
-        _wait_until_processed(worker, len(events), started, ctrl_c)
+        truth, started = _stream(events, topics, broker.bootstrap, args.labeled_share, this_run, ctrl_c)
+        _wait_until_processed(this_run, len(events), started, ctrl_c)
         seconds = time.perf_counter() - started
         worker.request_stop()
         thread.join(timeout=60)
@@ -135,6 +136,25 @@ def _run_on_kafka(events: list[dict], config_path, args, rejected) -> int:
             thread.join(timeout=60)
         if started_here:
             broker.stop()
+
+
+class _ThisRun:
+    """The worker's progress in this run: what it processed and its prequential accuracy since
+    it started (a resumed worker restores its counts from the checkpoint of the last run)."""
+
+    def __init__(self, worker) -> None:
+        self.worker = worker
+        self.processed_before = worker._processed
+        self.scored_before, self.correct_before = worker.metrics.events, worker.metrics.correct
+
+    @property
+    def processed(self) -> int:
+        return self.worker._processed - self.processed_before
+
+    @property
+    def accuracy(self) -> float:
+        scored = self.worker.metrics.events - self.scored_before
+        return (self.worker.metrics.correct - self.correct_before) / scored if scored else 0.0
 
 
 class _CtrlC:
@@ -160,7 +180,7 @@ class _CtrlC:
             self._previous = None
 
 
-def _stream(events, topics, bootstrap, labeled_share: float, worker, ctrl_c: _CtrlC) -> tuple[dict, float]:
+def _stream(events, topics, bootstrap, labeled_share: float, this_run: _ThisRun, ctrl_c: _CtrlC) -> tuple[dict, float]:
     """Publish the stream: a labeled share with labels, the rest to be predicted; show progress."""
     from kafka import KafkaProducer
 
@@ -181,7 +201,7 @@ def _stream(events, topics, bootstrap, labeled_share: float, worker, ctrl_c: _Ct
             producer.send(topic, key=event["id"].encode(), value=encode_event(event, with_labels=labeled))
             if time.perf_counter() - last > 0.5:
                 ctrl_c.check()
-                _progress(worker, count, len(events), started)
+                _progress(this_run, count, len(events), started)
                 last = time.perf_counter()
         producer.flush()
         ctrl_c.check()
@@ -193,11 +213,12 @@ def _stream(events, topics, bootstrap, labeled_share: float, worker, ctrl_c: _Ct
 _last_plain_line = [0.0]
 
 
-def _progress(worker, published: int, total: int, started: float, final: bool = False) -> None:
+def _progress(this_run: _ThisRun, published: int, total: int, started: float, final: bool = False) -> None:
     """One rewritten line on a terminal; a plain line every 5 s (and the last) otherwise."""
     elapsed = max(time.perf_counter() - started, 1e-9)
-    text = (f"published {published:,}/{total:,}  processed {worker._processed:,} ({worker._processed / elapsed:,.0f}/s)"
-            f"  prequential accuracy {worker.metrics.accuracy:.4f}")
+    processed = this_run.processed
+    text = (f"published {published:,}/{total:,}  processed {processed:,} ({processed / elapsed:,.0f}/s)"
+            f"  prequential accuracy {this_run.accuracy:.4f}")
     if sys.stdout.isatty():
         print("\r" + text, end="\n" if final else "", flush=True)
     elif final or time.monotonic() - _last_plain_line[0] >= 5.0:
@@ -205,15 +226,16 @@ def _progress(worker, published: int, total: int, started: float, final: bool = 
         _last_plain_line[0] = time.monotonic()
 
 
-def _wait_until_processed(worker, total: int, started: float, ctrl_c: _CtrlC, timeout: float = 600.0) -> None:
+def _wait_until_processed(this_run: _ThisRun, total: int, started: float, ctrl_c: _CtrlC,
+                          timeout: float = 600.0) -> None:
     deadline = time.monotonic() + timeout
-    while worker._processed < total:
+    while this_run.processed < total:
         ctrl_c.check()
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the worker processed {worker._processed} of {total} events in {timeout:.0f} s")
+            raise RuntimeError(f"the worker processed {this_run.processed} of {total} events in {timeout:.0f} s")
         time.sleep(0.2)
-        _progress(worker, total, total, started)
-    _progress(worker, total, total, started, final=True)
+        _progress(this_run, total, total, started)
+    _progress(this_run, total, total, started, final=True)
 
 
 def _read_predictions(consumer_class, bootstrap: str, topic: str, timeout_s: float = 120.0) -> dict:
@@ -250,10 +272,16 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
     # every figure printed is the report's (this run's events only, also with --resume)
     positive, skipped = binary_measures_of(worker.recorder.sorted_labels(), config.evaluation.get("positive"))
     report = evaluate(worker.recorder, positive=positive, binary=skipped is None)
-    known = {event_id: label for event_id, label in truth.items() if label is not None}
-    correct = sum(predictions[event_id]["label"] == label for event_id, label in known.items() if event_id in predictions)
+    known = {event_id: label for event_id, label in truth.items() if label is not None and event_id in predictions}
+    correct = sum(predictions[event_id]["label"] == label for event_id, label in known.items())
+    # How many labels the worker had learned when it made each prediction: the labeled and the
+    # unlabeled topic are read side by side, so it depends on timing, and so does the share of
+    # predictions right (predictions made with the same labels learned are the same in every run).
+    learned = sorted(prediction["model"]["events_learned"] for prediction in predictions.values())
     report.update({"events": len(events), "events_per_s": len(events) / seconds,
                    "predictions": len(predictions), "prediction_accuracy": correct / max(len(known), 1),
+                   "prediction_labels_learned": {"min": learned[0], "median": learned[len(learned) // 2],
+                                                 "max": learned[-1]} if learned else None,
                    "rejected_messages": dict(rejected), "rejected_first": dict(rejected.first),
                    "configuration": {"source": str(config_path), **config.resolved()}})
     if skipped is not None:
@@ -261,8 +289,13 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
     print(f"events           {report['events']:,} ({len(events) - len(truth):,} labeled, {len(truth):,} to predict)")
     print(f"throughput       {report['events_per_s']:,.0f} events/s through Kafka (publish, learn/predict, publish)")
     print(f"accuracy         {report['accuracy']:.4f} prequential on the labeled events (predict, then learn)")
-    of_known = "" if len(known) == len(truth) else f" (of the {len(known):,} whose label the file has)"
+    of_known = "" if len(known) == len(predictions) else f" (of the {len(known):,} whose label the file has)"
     print(f"predictions      {report['predictions']:,} published; {report['prediction_accuracy']:.4f} of them right{of_known}")
+    if learned:
+        spread = report["prediction_labels_learned"]
+        print(f"                 made with {spread['min']:,} to {spread['max']:,} labels learned (median "
+              f"{spread['median']:,}): how many depends on timing, so this share varies from run to run "
+              "(the prequential accuracy does not)")
     featurizer = config.build_event_featurizer()
     by_id = {event["id"]: event for event in events}
     print("a few predictions, with their strongest clues:")

@@ -357,3 +357,23 @@ def test_a_reader_that_went_away_ends_the_replay_quietly_as_unix_tools_do(tmp_pa
     assert done.stderr.startswith("events 4  ")  # the progress line, and nothing after it:
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr  # nor "Exception ignored"
     assert json.loads((tmp_path / "r" / "report.json").read_text())["events"] == 4  # written before the summary
+
+
+def test_the_demo_counts_what_the_worker_did_in_this_run_not_what_it_restored():
+    # The probe: `demo --resume` waited on the count the worker restored from the last run's
+    # checkpoint ("processed 20,000 (202,107/s)") and read the predictions before they were made.
+    from types import SimpleNamespace
+
+    from stream_nb.demo import _ThisRun
+    from stream_nb.replay.metrics import PrequentialMetrics
+
+    metrics = PrequentialMetrics()
+    for _ in range(10):
+        metrics.update("spam", "ham", {"ham": 0.6, "spam": 0.4})  # the last run's: all wrong
+    worker = SimpleNamespace(_processed=20_000, metrics=metrics)
+    this_run = _ThisRun(worker)
+    assert (this_run.processed, this_run.accuracy) == (0, 0.0)
+    worker._processed += 300
+    for _ in range(4):
+        metrics.update("spam", "spam", {"spam": 0.9, "ham": 0.1})
+    assert (this_run.processed, this_run.accuracy) == (300, 1.0)
