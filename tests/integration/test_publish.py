@@ -163,7 +163,7 @@ def test_bootstrap_from_the_environment(kafka_broker, tmp_path):
 
 
 @pytest.mark.parametrize("name, content, message", [
-    ("bad.tsv", "ham\tfine\nno tab on this line\n", "bad.tsv:2: expected 'label<TAB>text'"),
+    ("bad.tsv", "ham\tfine\nno tab on this line\n", "bad.tsv:2: not a valid event: missing_tab (expected 'label<TAB>text')"),
     ("bad.jsonl", '{"id":"a","text":"x","label":"ham"}\n{"id": "b", "text": \n', "bad.jsonl:2: not a valid event: invalid_json"),
     ("bad.csv", "id,text,label\n1,hello,\n", "bad.csv:2: field 'label' is missing"),
     ("bool.jsonl", '{"id":"a","text":"x","label":true}\n', "bool.jsonl:1: not a valid event: label_type"),
