@@ -308,6 +308,12 @@ def test_replay_of_a_topic_requires_only_the_kafka_keys_it_uses_and_the_worker_s
                                 'kafka.dead_letter_topic="d"'])
     with pytest.raises(ConfigError, match="kafka.labeled_topics: no topic to read"):
         config.require_kafka()
+    # and `stream-nb run` says so before it looks for a broker
+    run = subprocess.run([sys.executable, "-m", "stream_nb.cli", "run", "--config", SPAM_TOML, "--set",
+                          'kafka.predictions_topic=""', "--bootstrap", "127.0.0.1:9"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == f"stream-nb run: kafka.predictions_topic: required ({SPAM_TOML})"
 
 
 def test_a_second_ctrl_c_stops_the_replay_at_once_with_one_line_and_no_traceback(tmp_path):
