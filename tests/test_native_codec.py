@@ -8,11 +8,14 @@ optional: where it is not built these tests skip (under CI=true they fail).
 from __future__ import annotations
 
 import math
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
-from native import require_extension
+from native import REPO, require_extension
 from stream_nb.events import codec
 from stream_nb.events.codec import Event, PredictionEncoder, SourcePosition
 
@@ -149,3 +152,46 @@ def test_switched_off_it_is_not_called(made_in_c, monkeypatch):
 def test_mismatched_lengths_are_refused(made_in_c):
     with pytest.raises(ValueError, match="differ in length"):
         codec._native_codec.encode_predictions([event(0)], [], "{}", None, None)
+
+
+HOSTILE_ID_PROPERTY = '''
+import sys
+from stream_nb.events import codec
+from stream_nb.events.codec import SourcePosition
+
+class Hostile:
+    """An event whose id property empties what the encoder is reading."""
+    source = SourcePosition("messages", 0, 1)
+
+    def __init__(self, probabilities, events):
+        self.probabilities, self.events = probabilities, events
+
+    @property
+    def id(self):
+        self.probabilities.clear()  # drops the last reference to the best class
+        self.events.clear()
+        return "e1"
+
+probabilities = {"".join(["spam", "-", "x"]): 0.75, "ham": 0.25}  # the dict holds the only "spam-x"
+events = []
+events.append(Hostile(probabilities, events))
+print(codec._native_codec.encode_predictions(events, [probabilities], "{}", None, None))
+events = []
+events += [Hostile({}, events), Hostile({}, events)]
+try:
+    codec._native_codec.encode_predictions(events, [{"a": 1.0}, {"b": 1.0}], "{}", None, None)
+except RuntimeError as error:
+    print(error)
+'''
+
+
+def test_an_id_property_that_drops_the_best_class_or_empties_the_lists_is_survived(made_in_c):
+    # PYTHONMALLOC=debug fills freed memory, so a borrowed reference to the dropped class reads
+    # garbage (and crashes) rather than a stale copy of it
+    done = subprocess.run([sys.executable, "-c", HOSTILE_ID_PROPERTY], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONMALLOC": "debug"}, cwd=str(REPO))
+    assert done.returncode == 0, done.stderr
+    written, refused = done.stdout.splitlines()
+    assert written == ("[(b'e1', b'{\"id\":\"e1\",\"label\":\"spam-x\",\"proba\":{},\"model\":{},"
+                       "\"source\":{\"topic\":\"messages\",\"partition\":0,\"offset\":1}}')]")
+    assert refused == "encode_predictions: a list changed size while it was encoded"

@@ -155,27 +155,15 @@ put_attribute(Buffer *b, PyObject *object, PyObject *name, int (*writer)(Buffer 
     return outcome;
 }
 
-/* One message into b (emptied first): WRITTEN, DECLINED or FAILED. */
+/* The message after its label is chosen. Getting an attribute of `event` can run any code (a
+ * property), which may change `probabilities` or drop its keys: `best` is a strong reference,
+ * and the probabilities are checked again as they are written. */
 static int
-message(Buffer *b, PyObject *event, PyObject *probabilities, PyObject *model_json, PyObject *verdict,
-        PyObject *clues)
+message_with_label(Buffer *b, PyObject *event, PyObject *best, PyObject *probabilities, PyObject *model_json,
+                   PyObject *verdict, PyObject *clues)
 {
-    b->len = 0;
-    if (!PyDict_CheckExact(probabilities) || !PyUnicode_CheckExact(model_json)
-        || (verdict != Py_None && !PyUnicode_CheckExact(verdict)) || (clues != Py_None && !PyList_CheckExact(clues)))
-        return DECLINED;
-    /* the label: the first class of largest probability; every class a str, every p finite */
-    PyObject *best = NULL, *cls, *p;
-    double best_p = -1.0;
-    Py_ssize_t position = 0;
-    while (PyDict_Next(probabilities, &position, &cls, &p)) {
-        if (!PyUnicode_CheckExact(cls) || !PyFloat_CheckExact(p) || !isfinite(PyFloat_AS_DOUBLE(p)))
-            return DECLINED;
-        if (best == NULL || PyFloat_AS_DOUBLE(p) > best_p) {
-            best = cls;
-            best_p = PyFloat_AS_DOUBLE(p);
-        }
-    }
+    PyObject *cls, *p;
+    Py_ssize_t position;
     STEP(PUT_LITERAL(b, "{\"id\":"));
     STEP(put_attribute(b, event, attribute_id, put_string));
     STEP(PUT_LITERAL(b, ",\"label\":"));
@@ -183,6 +171,8 @@ message(Buffer *b, PyObject *event, PyObject *probabilities, PyObject *model_jso
     STEP(PUT_LITERAL(b, ",\"proba\":{"));
     position = 0;
     for (int first = 1; PyDict_Next(probabilities, &position, &cls, &p); first = 0) {
+        if (!PyFloat_CheckExact(p) || !isfinite(PyFloat_AS_DOUBLE(p)))
+            return DECLINED;
         if (!first)
             STEP(PUT_LITERAL(b, ","));
         STEP(put_string(b, cls));
@@ -240,6 +230,33 @@ message(Buffer *b, PyObject *event, PyObject *probabilities, PyObject *model_jso
     return PUT_LITERAL(b, "}");
 }
 
+/* One message into b (emptied first): WRITTEN, DECLINED or FAILED. */
+static int
+message(Buffer *b, PyObject *event, PyObject *probabilities, PyObject *model_json, PyObject *verdict,
+        PyObject *clues)
+{
+    b->len = 0;
+    if (!PyDict_CheckExact(probabilities) || !PyUnicode_CheckExact(model_json)
+        || (verdict != Py_None && !PyUnicode_CheckExact(verdict)) || (clues != Py_None && !PyList_CheckExact(clues)))
+        return DECLINED;
+    /* the label: the first class of largest probability; every class a str, every p finite */
+    PyObject *best = NULL, *cls, *p;
+    double best_p = -1.0;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(probabilities, &position, &cls, &p)) {
+        if (!PyUnicode_CheckExact(cls) || !PyFloat_CheckExact(p) || !isfinite(PyFloat_AS_DOUBLE(p)))
+            return DECLINED;
+        if (best == NULL || PyFloat_AS_DOUBLE(p) > best_p) {
+            best = cls;
+            best_p = PyFloat_AS_DOUBLE(p);
+        }
+    }
+    Py_XINCREF(best);
+    int outcome = message_with_label(b, event, best, probabilities, model_json, verdict, clues);
+    Py_XDECREF(best);
+    return outcome;
+}
+
 PyDoc_STRVAR(encode_predictions_doc,
 "encode_predictions(events, probabilities, model_json, verdicts, clues) -> list\n\n"
 "PredictionEncoder.encode's (key, value) for each event, byte for byte, where its message has\n"
@@ -265,32 +282,54 @@ encode_predictions(PyObject *module, PyObject *args)
         return NULL;
     Buffer b = {NULL, 0, 0};
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *proba = PyList_GET_ITEM(probabilities, i), *item = NULL;
+        /* an event's attributes can run any code, which may empty these lists: the items are held */
+        if (i >= PyList_GET_SIZE(events) || i >= PyList_GET_SIZE(probabilities)
+            || (verdicts != Py_None && i >= PyList_GET_SIZE(verdicts)) || (clues != Py_None && i >= PyList_GET_SIZE(clues))) {
+            PyErr_SetString(PyExc_RuntimeError, "encode_predictions: a list changed size while it was encoded");
+            Py_DECREF(result);
+            PyMem_Free(b.data);
+            return NULL;
+        }
+        PyObject *proba = Py_NewRef(PyList_GET_ITEM(probabilities, i)), *item = NULL;
         if (proba != Py_None) {
-            PyObject *event = PyList_GET_ITEM(events, i);
-            int outcome = message(&b, event, proba, model_json,
-                                  verdicts == Py_None ? Py_None : PyList_GET_ITEM(verdicts, i),
-                                  clues == Py_None ? Py_None : PyList_GET_ITEM(clues, i));
+            PyObject *event = Py_NewRef(PyList_GET_ITEM(events, i));
+            PyObject *verdict = Py_NewRef(verdicts == Py_None ? Py_None : PyList_GET_ITEM(verdicts, i));
+            PyObject *clue_list = Py_NewRef(clues == Py_None ? Py_None : PyList_GET_ITEM(clues, i));
+            int outcome = message(&b, event, proba, model_json, verdict, clue_list);
+            Py_DECREF(verdict);
+            Py_DECREF(clue_list);
             if (outcome == FAILED) {
+                Py_DECREF(event);
+                Py_DECREF(proba);
                 Py_DECREF(result);
                 PyMem_Free(b.data);
                 return NULL;
             }
             if (outcome == WRITTEN) {
+                /* read again, so it may differ from the id written: one that is no str is declined */
                 PyObject *id = PyObject_GetAttr(event, attribute_id);
-                PyObject *key = id ? PyUnicode_AsUTF8String(id) : NULL; /* the id was written: it encodes */
+                int declined = id != NULL && !PyUnicode_CheckExact(id);
+                PyObject *key = id && !declined ? PyUnicode_AsUTF8String(id) : NULL;
+                if (key == NULL && id != NULL && !declined && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                    PyErr_Clear();
+                    declined = 1;
+                }
                 PyObject *value = key ? PyBytes_FromStringAndSize(b.data, b.len) : NULL;
                 item = value ? PyTuple_Pack(2, key, value) : NULL;
                 Py_XDECREF(id);
                 Py_XDECREF(key);
                 Py_XDECREF(value);
-                if (item == NULL) {
+                if (item == NULL && !declined) {
+                    Py_DECREF(event);
+                    Py_DECREF(proba);
                     Py_DECREF(result);
                     PyMem_Free(b.data);
                     return NULL;
                 }
             }
+            Py_DECREF(event);
         }
+        Py_DECREF(proba);
         PyList_SET_ITEM(result, i, item ? item : Py_NewRef(Py_None));
     }
     PyMem_Free(b.data);
