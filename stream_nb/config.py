@@ -5,6 +5,10 @@ plus `categorical`/`numeric` field lists for events' structured features), and f
 [kafka] (with [kafka.client] for security options passed through to kafka-python),
 [checkpoint] and [worker]. `--set section.key=value` overrides a key; the value is read as TOML
 (1, 0.5, true, "text", [1, 2]) and, failing that, taken as a string.
+
+Every size, count and interval has a lowest and a highest value (`BOUNDS`, with the reason for
+each highest), checked on load: a value outside is refused with one line naming the key, the
+value and the bound, instead of failing later in a client, a decoder or memory.
 """
 
 from __future__ import annotations
@@ -106,6 +110,65 @@ TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 # Every class costs a column of counts in the state, each checkpoint and every prediction's
 # probabilities: 1,000 labels made a 117 MB checkpoint and 34 KB predictions. A spam filter has 2.
 DEFAULT_MAX_CLASSES = 50
+
+INT32_MAX = 2**31 - 1
+TRANSACTION_TIMEOUT_MS = 60_000  # kafka-python's and librdkafka's default transaction_timeout_ms
+# librdkafka's message.max.bytes stops at 1,000,000,000, and the worker's producer asks for
+# 2 * max_message_bytes + 65,536 (a dead letter carries the original bytes: kafka/clients.py).
+# Kafka's own limit is an int32, the decoders' a Py_ssize_t: both hold more.
+MAX_MESSAGE_BYTES = (1_000_000_000 - 65_536) // 2
+
+# "section.key" -> (lowest, highest, why the highest): every size, count and interval, inclusive.
+# Limits of Kafka, librdkafka and the decoders where they exist; elsewhere a bound that stops a
+# typo (a day for a second, a million for a thousand) before it costs memory or a worker. For
+# [model] and [features] only values present and numeric are checked (their builders check types).
+BOUNDS = {
+    "kafka.partitions": (1, 10_000, "each partition costs the broker files and memory; more is a typo"),
+    "kafka.labeled_partitions": (1, 10_000, "each partition costs the broker files and memory; more is a typo"),
+    "kafka.replication_factor": (1, 32_767, "Kafka's replication factor is an int16"),
+    "kafka.max_message_bytes": (1, MAX_MESSAGE_BYTES, "a dead letter of twice it must fit librdkafka's "
+                                "message.max.bytes, 1,000,000,000"),
+    "kafka.poll_max_records": (1, 1_000_000, "librdkafka's consume() takes at most 1,000,000 messages"),
+    "kafka.poll_timeout_ms": (1, 30_000, "a poll holds up checkpoints and logs, and /healthz says stuck after 60 s"),
+    "kafka.commit_interval_ms": (1, 900_000, "the broker's default transaction.max.timeout.ms"),
+    "kafka.client.request_timeout_ms": (10, 300_000, "librdkafka's socket.timeout.ms"),
+    "kafka.client.bootstrap_timeout_ms": (1, INT32_MAX, "an int32 of milliseconds"),
+    "kafka.client.connections_max_idle_ms": (0, INT32_MAX, "librdkafka's connections.max.idle.ms"),
+    "kafka.client.reconnect_backoff_ms": (0, 3_600_000, "librdkafka's reconnect.backoff.ms"),
+    "kafka.client.reconnect_backoff_max_ms": (0, 3_600_000, "librdkafka's reconnect.backoff.max.ms"),
+    "kafka.client.metadata_max_age_ms": (1, 3_600_000, "librdkafka's topic.metadata.refresh.interval.ms"),
+    "kafka.client.buffer_memory": (1, INT32_MAX, "an int32 of bytes"),
+    "kafka.client.delivery_timeout_ms": (1, INT32_MAX, "librdkafka's delivery.timeout.ms"),
+    "kafka.client.max_block_ms": (0, INT32_MAX, "an int32 of milliseconds"),
+    "kafka.client.transaction_timeout_ms": (1_000, INT32_MAX, "librdkafka's transaction.timeout.ms"),
+    "kafka.client.linger_ms": (0, 900_000, "librdkafka's linger.ms"),
+    "kafka.client.batch_size": (1, INT32_MAX, "librdkafka's batch.size"),
+    "kafka.client.max_in_flight_requests_per_connection": (1, 5, "the worker's producers are idempotent"),
+    "kafka.client.session_timeout_ms": (1, 3_600_000, "librdkafka's session.timeout.ms"),
+    "kafka.client.heartbeat_interval_ms": (1, 3_600_000, "librdkafka's heartbeat.interval.ms"),
+    "kafka.client.max_poll_interval_ms": (1, 86_400_000, "librdkafka's max.poll.interval.ms"),
+    "kafka.client.fetch_max_bytes": (1, 2_147_483_135, "librdkafka's fetch.max.bytes"),
+    "kafka.client.fetch_max_wait_ms": (0, 300_000, "librdkafka's fetch.wait.max.ms"),
+    "kafka.client.fetch_min_bytes": (1, INT32_MAX, "librdkafka's fetch.min.bytes"),
+    "checkpoint.interval_s": (0, 86_400, "a day of labels re-read at a restart"),
+    "checkpoint.every_events": (0, 2**53, "float64 counts events exactly up to 2**53"),
+    "checkpoint.keep": (1, 1_000, "each kept checkpoint is a whole model on disk"),
+    "checkpoint.snapshot_interval_s": (0.1, 86_400, "a day of labels re-read by a new worker"),
+    "worker.log_interval_s": (0.1, 86_400, "a day without a progress line"),
+    "worker.clues": (0, 100, "every clue is written into every prediction"),
+    "worker.labels_first_wait_s": (0, 3_600, "predictions held back an hour are not live"),
+    "worker.metrics_port": (0, 65_535, "a TCP port (0: off)"),
+    "training.margin": (0, 1e6, "beyond the log-odds of any message: mode = \"all\" learns them all"),
+    "evaluation.window": (1, 1_000_000, "events per point of the rolling curves"),
+    "model.max_classes": (2, 10_000, "each class is a column in the state, each checkpoint and every prediction"),
+    "model.n_hash_buckets": (1, 2**26, "every bucket has its row from the start: 512 MiB of counts a class"),
+    "model.max_features": (2, 10**8, "800 MB of counts a class at the budget"),
+    "model.evict_every": (1, 10**9, "labeled events between maintenance points"),
+    "model.half_life": (0, 10**12, "labeled events; longer than any stream (0: no forgetting)"),
+    "features.max_tokens": (1, MAX_MESSAGE_BYTES, "a message holds no more tokens than bytes"),
+    "features.ngram_range": (1, 10, "each token starts max_n - min_n + 1 features"),
+    "features.char_ngrams": (1, 20, "each character starts max_n - min_n + 1 features"),
+}
 
 
 class ConfigError(ValueError):
@@ -302,10 +365,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         for key in ("labeled_topics", "unlabeled_topics"):
             if not all(isinstance(topic, str) and topic for topic in kafka[key]):
                 raise ConfigError(f"kafka.{key}: must be a list of topic names")
-        for key in ("partitions", "labeled_partitions", "replication_factor", "max_message_bytes", "poll_max_records", "poll_timeout_ms",
-                    "commit_interval_ms"):
-            if kafka[key] < 1:
-                raise ConfigError(f"kafka.{key}: must be >= 1, got {kafka[key]}")
+        check_bounds("kafka", kafka)
+        _check_client_numbers(kafka_client)
+        transaction_timeout_ms = kafka_client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS)
+        if kafka["processing_guarantee"] == "exactly_once" and kafka["commit_interval_ms"] >= transaction_timeout_ms:
+            raise ConfigError(f"kafka.commit_interval_ms: {kafka['commit_interval_ms']:,} must be below "
+                              f"kafka.client.transaction_timeout_ms ({transaction_timeout_ms:,}): a transaction "
+                              "open that long is aborted by the broker")
         problem = None if kafka["bootstrap_servers"] is None else bootstrap_problem(kafka["bootstrap_servers"])
         if problem is not None:
             raise ConfigError(f"kafka.bootstrap_servers: {problem}")
@@ -320,17 +386,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         if overlap:
             raise ConfigError(f"kafka.unlabeled_topics: {', '.join(sorted(overlap))} is also a labeled topic")
     checkpoint = _validated("checkpoint", dict(data.get("checkpoint", {})), CHECKPOINT_KEYS)
-    if checkpoint["keep"] < 1 or checkpoint["interval_s"] < 0 or checkpoint["every_events"] < 0:
-        raise ConfigError("checkpoint: keep must be >= 1, interval_s and every_events >= 0")
-    if checkpoint["snapshot_interval_s"] <= 0:
-        raise ConfigError(f"checkpoint.snapshot_interval_s: must be > 0, got {checkpoint['snapshot_interval_s']}")
+    check_bounds("checkpoint", checkpoint)
     worker = _validated("worker", dict(data.get("worker", {})), WORKER_KEYS)
     evaluation = _validated("evaluation", dict(data.get("evaluation", {})), EVALUATION_KEYS)
     training = _validated("training", dict(data.get("training", {})), TRAINING_KEYS)
+    for section, table in (("worker", worker), ("evaluation", evaluation), ("training", training)):
+        check_bounds(section, table)
     if training["mode"] not in ("all", "on_error", "thick_threshold"):
         raise ConfigError(f"training.mode: {training['mode']!r} is not one of all, on_error, thick_threshold")
-    if evaluation["window"] < 1:
-        raise ConfigError(f"evaluation.window: must be >= 1, got {evaluation['window']}")
     band = evaluation["unsure_band"]
     if band is not None:
         if (len(band) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in band)
@@ -338,14 +401,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError(f"evaluation.unsure_band: expected [low, high] with 0 <= low <= high <= 1, got {band!r}")
         if evaluation["positive"] is None:
             raise ConfigError("evaluation.unsure_band: needs evaluation.positive (the class the band is about)")
-    if worker["clues"] < 0:
-        raise ConfigError(f"worker.clues: must be >= 0, got {worker['clues']}")
     if worker["log_format"] not in ("text", "json"):
         raise ConfigError(f"worker.log_format: {worker['log_format']!r} is not one of text, json")
-    if not 0 <= worker["metrics_port"] <= 65535:
-        raise ConfigError(f"worker.metrics_port: must be a port from 1 to 65535 (0: off), got {worker['metrics_port']}")
-    if worker["labels_first_wait_s"] < 0:
-        raise ConfigError(f"worker.labels_first_wait_s: must be >= 0, got {worker['labels_first_wait_s']}")
     if worker["instance_id"] is not None and not worker["instance_id"].strip():
         raise ConfigError("worker.instance_id: must not be empty (leave it out to use the host name)")
     config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
@@ -357,7 +414,35 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     _check_features_fit_the_model(config)
     config.build_model()  # validates every option now, not at the first event
     config.build_event_featurizer()
+    check_bounds("model", config.model)  # after the builders, whose messages say what a type or sign must be
+    check_bounds("features", config.features)
     return config
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_bounds(section: str, table: dict) -> None:
+    """ConfigError naming the key, the value and the bound for a value of `section` ("kafka",
+    "kafka.client", ...) outside its BOUNDS; a pair (ngram_range) is checked item by item."""
+    prefix = f"{section}."
+    for key, (low, high, why) in BOUNDS.items():
+        if not key.startswith(prefix) or "." in key[len(prefix):] or key[len(prefix):] not in table:
+            continue
+        value = table[key[len(prefix):]]
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if _number(item) and not low <= item <= high:
+                raise ConfigError(f"{key}: {value!r} is outside {low:,} to {high:,} ({why})")
+
+
+def _check_client_numbers(kafka_client: dict) -> None:
+    """The [kafka.client] options with bounds are whole numbers within them."""
+    for key, value in kafka_client.items():
+        if f"kafka.client.{key}" in BOUNDS and not (isinstance(value, int) and not isinstance(value, bool)):
+            raise ConfigError(f"kafka.client.{key}: expected a whole number, got {type(value).__name__} {value!r}")
+    check_bounds("kafka.client", kafka_client)
 
 
 def bootstrap_problem(servers) -> str | None:

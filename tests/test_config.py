@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from stream_nb import ComplementNB, MultinomialNB
-from stream_nb.config import ConfigError, load_config
+from stream_nb.config import BOUNDS, MAX_MESSAGE_BYTES, ConfigError, load_config
 from stream_nb.features import TextFeaturizer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -167,3 +167,74 @@ def test_every_command_refuses_the_readmes_placeholder_port_in_one_line(tmp_path
         done = subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], capture_output=True, text=True,
                               timeout=60, cwd=tmp_path)
         assert (done.returncode, done.stderr.strip()) == (2, line), args
+
+
+def toml_with(key: str, value) -> str:
+    """A configuration with [kafka] (the worker's), and `key` ("section.key" or
+    "kafka.client.key") set to `value`."""
+    tables = {"kafka": {"bootstrap_servers": "h:9092", "predictions_topic": "p", "dead_letter_topic": "d",
+                        "unlabeled_topics": ["u"]}, "kafka.client": {}}
+    if key == "kafka.commit_interval_ms":  # exactly-once also keeps it below the transaction timeout
+        tables["kafka"]["processing_guarantee"] = "at_least_once"
+    section, name = key.rsplit(".", 1)
+    tables.setdefault(section, {})[name] = value
+    return "".join(f"[{section}]\n" + "".join(f"{name} = {toml_value(v)}\n" for name, v in table.items())
+                   for section, table in tables.items())
+
+
+def toml_value(value) -> str:
+    return f'"{value}"' if isinstance(value, str) else "[" + ", ".join(map(toml_value, value)) + "]" \
+        if isinstance(value, list) else repr(value)
+
+
+def with_item(key: str, value):
+    """A value of `key` whose (largest) number is `value`: [1, value] for the n-gram ranges."""
+    return [1, value] if key in ("features.ngram_range", "features.char_ngrams") else value
+
+
+@pytest.mark.parametrize("key", sorted(BOUNDS))
+def test_every_size_and_count_takes_its_bounds_and_refuses_beyond_them_naming_the_key(tmp_path, key):
+    low, high, why = BOUNDS[key]
+    path = tmp_path / "c.toml"
+    for accepted in (low, high):
+        path.write_text(toml_with(key, with_item(key, accepted)), encoding="utf-8")
+        load_config(path)
+    path.write_text(toml_with(key, with_item(key, high + 1)), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert str(refused.value) == f"{key}: {with_item(key, high + 1)!r} is outside {low:,} to {high:,} ({why})"
+    if not (key.startswith("features.") and low == 1):  # [1, 0] is the featuriser's own refusal
+        path.write_text(toml_with(key, with_item(key, low - 1)), encoding="utf-8")
+        with pytest.raises(ConfigError, match=key.rsplit(".", 1)[1]):
+            load_config(path)
+
+
+def test_a_message_size_beyond_what_librdkafka_takes_is_refused_and_the_bound_decodes_in_c():
+    from native import require_extension
+    from stream_nb.events import SourcePosition, codec, record_decoder
+
+    with pytest.raises(ConfigError, match=r"^kafka.max_message_bytes: 9223372036854775808 is outside 1 to 499,967,232 "):
+        load_config(CONFIGS / "spam.toml", ["kafka.max_message_bytes=9223372036854775808"])
+    require_extension(codec._native_codec, "stream_nb.events._codec")
+    decode = record_decoder(labeled=False, max_bytes=MAX_MESSAGE_BYTES)
+    event = decode(b'{"id": "a", "text": "t"}', None, None, SourcePosition("u", 0, 1))
+    assert (event.id, event.text) == ("a", "t")  # no OverflowError: the bound fits a Py_ssize_t
+    assert 2 * MAX_MESSAGE_BYTES + 65_536 <= 1_000_000_000  # the producer's request size, for librdkafka
+
+
+def test_client_options_with_bounds_are_whole_numbers(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(toml_with("kafka.client.linger_ms", "20"), encoding="utf-8")
+    with pytest.raises(ConfigError, match="^kafka.client.linger_ms: expected a whole number, got str '20'$"):
+        load_config(path)
+
+
+def test_exactly_once_refuses_a_commit_interval_the_transaction_timeout_would_abort(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(KAFKA + "commit_interval_ms = 60000\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^kafka.commit_interval_ms: 60,000 must be below "
+                                          r"kafka.client.transaction_timeout_ms \(60,000\)"):
+        load_config(path)
+    path.write_text(KAFKA + "commit_interval_ms = 60000\n[kafka.client]\ntransaction_timeout_ms = 60001\n",
+                    encoding="utf-8")
+    assert load_config(path).kafka["commit_interval_ms"] == 60_000
