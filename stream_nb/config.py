@@ -501,7 +501,7 @@ def _apply_override(data: dict, override: str) -> None:
 def with_bootstrap(config_path, overrides: list[str], command_line: str | None):
     """(config, Bootstrap): the configuration with the broker every command finds the same way
     (stream_nb.kafka.discovery: --bootstrap or --set kafka.bootstrap_servers, then
-    $STREAM_NB_BOOTSTRAP, then ./.kafka, then the configuration) written into
+    $STREAM_NB_BOOTSTRAP, then the configuration, then ./.kafka) written into
     kafka.bootstrap_servers. ConfigError for a malformed address; NoBroker when none is found."""
     from stream_nb.kafka.discovery import find_bootstrap
 

@@ -4,8 +4,11 @@ Order (the first that gives an address wins):
 
 1. ``--bootstrap HOST:PORT[,...]`` (or ``--set kafka.bootstrap_servers=...``) on the command line;
 2. ``$STREAM_NB_BOOTSTRAP``;
-3. the broker ``stream-nb kafka start`` left running in ``./.kafka``;
-4. ``kafka.bootstrap_servers`` of the configuration.
+3. ``kafka.bootstrap_servers`` of the configuration;
+4. the broker ``stream-nb kafka start`` left running in ``./.kafka``.
+
+An address someone wrote down wins over the development broker: a production configuration run
+from a checkout talks to its own cluster, and its start line says which local broker it passed over.
 
 Each command prints the address and where it came from at start, and checks that something
 listens there (a TCP connection to any of the servers) before it does anything else, so an
@@ -46,11 +49,12 @@ def find_bootstrap(command_line: str | None = None, configured: str | list | Non
     if from_env := os.environ.get(BOOTSTRAP_ENV, "").strip():
         return Bootstrap(from_env, f"${BOOTSTRAP_ENV}")
     local = _local_broker(local_dir)
-    if local is not None:
-        return Bootstrap(local, f"the broker `stream-nb kafka start` runs in {local_dir}")
     if configured:
         servers = configured if isinstance(configured, str) else ",".join(configured)
-        return Bootstrap(servers, f"kafka.bootstrap_servers in {config_source}")
+        passed_over = f"; not the local broker at {local} in {local_dir}" if local not in (None, servers) else ""
+        return Bootstrap(servers, f"kafka.bootstrap_servers in {config_source}{passed_over}")
+    if local is not None:
+        return Bootstrap(local, f"the broker `stream-nb kafka start` runs in {local_dir}")
     raise NoBroker(f"no Kafka broker named: pass --bootstrap HOST:PORT, set ${BOOTSTRAP_ENV}, start one with "
                    "`stream-nb kafka start`, or set kafka.bootstrap_servers in the configuration")
 

@@ -33,8 +33,8 @@ def register(subparsers) -> None:
     replay.add_argument("--delay", type=int, default=0, metavar="N",
                         help="learn each label N events after its prediction (labels arrive late)")
     replay.add_argument("--bootstrap", metavar="HOST:PORT[,...]",
-                        help="(topic) the broker (default: $STREAM_NB_BOOTSTRAP, else the one `stream-nb kafka "
-                             "start` runs in ./.kafka, else kafka.bootstrap_servers)")
+                        help="(topic) the broker (default: $STREAM_NB_BOOTSTRAP, else kafka.bootstrap_servers, else "
+                             "the one `stream-nb kafka start` runs in ./.kafka)")
     replay.add_argument("--compare", type=Path, nargs="+", default=[], metavar="OTHER.toml",
                         help="replay once through these configurations too, and report side by side")
     replay.add_argument("--scores", action="store_true", help="also write the per-event scores as scores.csv")

@@ -24,8 +24,8 @@ def register(subparsers) -> None:
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                      help="override one configuration key (repeatable)")
     run.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",
-                     help="the broker (default: $STREAM_NB_BOOTSTRAP, else the one `stream-nb kafka start` runs "
-                          "in ./.kafka, else kafka.bootstrap_servers)")
+                     help="the broker (default: $STREAM_NB_BOOTSTRAP, else kafka.bootstrap_servers, else the one "
+                          "`stream-nb kafka start` runs in ./.kafka)")
     run.add_argument("--stop-when-idle", type=float, default=None, metavar="SECONDS",
                      help="checkpoint and exit once caught up and this long without a message (catch-up runs, tests)")
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
