@@ -183,6 +183,25 @@ def beyond_max_classes(label, known, max_classes: int) -> str | None:
     return f"label {label!r} would be class {len(known) + 1}; [model] max_classes = {max_classes}"
 
 
+def _check_declared_classes(config: Config) -> None:
+    """[model] classes: at least two labels as events carry them (a non-empty str or an int),
+    no two with one JSON name (1 and "1"), no more than max_classes."""
+    declared = config.model.get("classes")
+    if declared is None:
+        return
+    if not isinstance(declared, list) or not all(
+            (isinstance(label, str) and label) or (isinstance(label, int) and not isinstance(label, bool))
+            for label in declared):
+        raise ConfigError(f"model.classes: expected a list of labels (non-empty strings or integers), got {declared!r}")
+    names = [str(label) for label in declared]
+    if len(set(names)) != len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise ConfigError(f"model.classes: {twice!r} is declared twice (1 and \"1\" are one class name), got {declared!r}")
+    if not 2 <= len(declared) <= config.max_classes:
+        raise ConfigError(f"model.classes: {len(declared)} classes, expected from 2 to model.max_classes "
+                          f"({config.max_classes})")
+
+
 def _text_refusal(kind: str, reads: str) -> str:
     return (f"the event has text, but model.kind = {kind!r} reads the event's features as {reads} only: "
             f"send features, or choose a text model ({', '.join(TEXT_MODEL_KINDS)})")
@@ -220,6 +239,14 @@ class Config:
     source: str = "defaults"
 
     @property
+    def classes(self) -> frozenset | None:
+        """[model] classes: the labels a labeled event may carry (any other is refused as
+        undeclared_label by the event decoder, for the worker and replay alike); None: classes
+        appear as they are learned."""
+        declared = self.model.get("classes")
+        return None if declared is None else frozenset(declared)
+
+    @property
     def max_classes(self) -> int:
         """[model] max_classes: a labeled event whose label would be a class beyond it is set
         aside (dead-lettered by the worker, refused by replay) instead of growing the model."""
@@ -228,7 +255,7 @@ class Config:
     def _model_options(self) -> dict:
         """[model] as the model's constructor takes it; half_life = 0 is no forgetting (how --set
         turns off a configuration's half_life)."""
-        options = {key: value for key, value in self.model.items() if key not in ("kind", "max_classes")}
+        options = {key: value for key, value in self.model.items() if key not in ("kind", "max_classes", "classes")}
         if options.get("half_life") == 0 and type(options["half_life"]) in (int, float):
             del options["half_life"]
         return options
@@ -281,6 +308,8 @@ class Config:
                     "features": self.build_event_featurizer().to_config()}
         if self.max_classes != DEFAULT_MAX_CLASSES:  # only then, so fingerprints of before stay as they were
             resolved["model"]["max_classes"] = self.max_classes
+        if self.classes is not None:  # likewise; the order they are written in does not matter
+            resolved["model"]["classes"] = sorted(self.classes, key=lambda label: (type(label) is str, label))
         if self.training["mode"] != "all":  # only then, so fingerprints of before stay as they were
             resolved["training"] = dict(self.training)
         return resolved
@@ -411,6 +440,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     max_classes = config.model.get("max_classes", DEFAULT_MAX_CLASSES)
     if isinstance(max_classes, bool) or not isinstance(max_classes, int) or max_classes < 2:
         raise ConfigError(f"model.max_classes: must be a whole number >= 2, got {max_classes!r}")
+    _check_declared_classes(config)
     _check_features_fit_the_model(config)
     config.build_model()  # validates every option now, not at the first event
     config.build_event_featurizer()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -165,7 +166,7 @@ def test_every_command_refuses_the_readmes_placeholder_port_in_one_line(tmp_path
     }
     for args, line in commands.items():
         done = subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], capture_output=True, text=True,
-                              timeout=60, cwd=tmp_path)
+                              timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(CONFIGS.parent)})
         assert (done.returncode, done.stderr.strip()) == (2, line), args
 
 
@@ -238,3 +239,40 @@ def test_exactly_once_refuses_a_commit_interval_the_transaction_timeout_would_ab
     path.write_text(KAFKA + "commit_interval_ms = 60000\n[kafka.client]\ntransaction_timeout_ms = 60001\n",
                     encoding="utf-8")
     assert load_config(path).kafka["commit_interval_ms"] == 60_000
+
+
+def test_the_spam_filter_declares_ham_and_spam_and_a_configuration_without_classes_learns_any():
+    assert load_config(CONFIGS / "spam.toml").classes == frozenset({"ham", "spam"})
+    assert load_config(CONFIGS / "river_like.toml").classes is None
+    assert load_config(CONFIGS / "spam.toml", ["model.classes=[0, 1]"]).classes == frozenset({0, 1})
+
+
+@pytest.mark.parametrize("declared, message", [
+    ('["ham"]', "model.classes: 1 classes, expected from 2 to model.max_classes \\(50\\)"),
+    ('["ham", "ham"]', "model.classes: 'ham' is declared twice"),
+    ('[1, "1"]', "model.classes: '1' is declared twice \\(1 and \"1\" are one class name\\)"),
+    ('["ham", ""]', "model.classes: expected a list of labels \\(non-empty strings or integers\\)"),
+    ('["ham", true]', "model.classes: expected a list of labels"),
+    ('["ham", 1.5]', "model.classes: expected a list of labels"),
+    ('"ham"', "model.classes: expected a list of labels"),
+])
+def test_declared_classes_are_checked_on_load(declared, message):
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        load_config(CONFIGS / "spam.toml", [f"model.classes={declared}"])
+
+
+def test_declaring_classes_is_part_of_the_fingerprint_and_leaves_the_others_as_they_were(tmp_path):
+    from stream_nb.checkpoint import config_fingerprint
+
+    # river_like.toml declares none: its fingerprint is the one checkpoints were taken under before
+    river = load_config(CONFIGS / "river_like.toml")
+    assert "classes" not in river.resolved()["model"]
+    assert config_fingerprint(river.resolved()) == "37b762f2b4371f5af443934c3e1d505bef798171fec589267f4468e768dbfbab"
+    undeclared = tmp_path / "spam_any_label.toml"
+    undeclared.write_text((CONFIGS / "spam.toml").read_text(encoding="utf-8").replace('classes = ["ham", "spam"]', ""),
+                          encoding="utf-8")
+    assert config_fingerprint(load_config(undeclared).resolved()) == \
+        "0f78ad8f2180819b8dd76bc854b9161dee771a7b41c4f7a77b5ea7c3ac3911aa"  # spam.toml's before it declared them
+    spam = config_fingerprint(load_config(CONFIGS / "spam.toml").resolved())
+    assert spam != config_fingerprint(load_config(undeclared).resolved())
+    assert spam == config_fingerprint(load_config(CONFIGS / "spam.toml", ['model.classes=["spam", "ham"]']).resolved())

@@ -144,7 +144,8 @@ def test_reachable_means_something_listens(listening):
 def test_every_command_says_in_one_line_that_nobody_answers(tmp_path):
     (tmp_path / "a.tsv").write_text("ham\thello\n", encoding="utf-8")
     address = f"127.0.0.1:{free_port()}"
-    environment = {**os.environ, "STREAM_NB_BOOTSTRAP": address}  # found the way a user would set it
+    environment = {**os.environ, "STREAM_NB_BOOTSTRAP": address,  # found the way a user would set it
+                   "PYTHONPATH": str(Path(SPAM).parents[1])}  # this checkout's stream_nb
     for args in (("run", "--config", SPAM),
                  ("replay", "--topic", "t", "--config", SPAM, "--report", str(tmp_path / "r")),
                  ("publish", str(tmp_path / "a.tsv"), "--topic", "t")):

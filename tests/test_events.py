@@ -17,6 +17,7 @@ from stream_nb.events import (
     dead_letter_headers,
     decode_record,
     decode_records,
+    event_from_object,
     encode_prediction,
 )
 from stream_nb.events import codec
@@ -279,7 +280,8 @@ def test_the_first_failing_check_names_the_reason():
 
 
 def test_every_reason_code_is_tested_and_documented():
-    assert {reason for *_, reason in _BAD} | {"too_large"} == set(REASONS)
+    # too_large and undeclared_label need an argument (max_bytes, classes): tested on their own
+    assert {reason for *_, reason in _BAD} | {"too_large", "undeclared_label"} == set(REASONS)
     assert len(set(REASONS)) == len(REASONS)
     table = set(re.findall(r"^``([a-z0-9_]+)``  ", codec.__doc__, flags=re.MULTILINE))
     assert table == set(REASONS)
@@ -565,3 +567,41 @@ def test_infinite_clues_of_alpha_zero_are_json_strings_and_read_back():
     assert clue_text("see", float("-inf")) == "see (never seen in the predicted class)"
     with pytest.raises(ValueError, match="not a number"):
         encode_prediction(event, proba, events_learned=2, checkpoint=None, clues=[("win", float("nan"))])
+
+
+# ------------------------------------------------------------------------------------------
+# Declared classes ([model] classes)
+
+HAM_SPAM = frozenset({"ham", "spam"})
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_label_that_is_not_a_declared_class_is_refused_as_undeclared_label(native, monkeypatch):
+    monkeypatch.setenv("STREAM_NB_NATIVE", native)
+    stray = b'{"id":"x","text":"t","label":1}'  # the common shape: the C decoder takes it
+    refused = decode(stray, classes=HAM_SPAM)
+    assert type(refused) is Rejected and refused.value is stray and refused.key == b"key"
+    assert (refused.reason, refused.detail) == ("undeclared_label", "label 1 is not a declared class ('ham', 'spam')")
+    assert decode(b'{"id":"x","text":"t","label":"hma"}', classes=HAM_SPAM).reason == "undeclared_label"
+    assert decode(b'{"id":"x","text":"t","label":"1"}', classes=frozenset({1, 2})).reason == "undeclared_label"
+    assert decode(b'{"id":"x","text":"t","label":"spam"}', classes=HAM_SPAM).label == "spam"
+    assert decode(b'{"id":"x","text":"t","label":2}', classes=frozenset({1, 2})).label == 2
+    assert decode(stray).label == 1  # no classes declared: any label, a class as it is learned
+    events, rejected = decode_records([(stray, None, None, SRC), (b'{"id":"y","text":"t","label":"ham"}', None, None,
+                                                                  SRC)], labeled=True, classes=HAM_SPAM)
+    assert [e.id for e in events] == ["y"] and [r.reason for r in rejected] == ["undeclared_label"]
+
+
+def test_declared_classes_leave_unlabeled_events_and_the_earlier_label_checks_alone():
+    assert decode(b'{"id":"x","text":"t"}', labeled=False, classes=HAM_SPAM).label is None
+    assert decode(b'{"id":"x","text":"t","label":"eggs"}', labeled=False, classes=HAM_SPAM).reason == \
+        "label_on_unlabeled_topic"
+    assert decode(b'{"id":"x","text":"t","label":1.0}', classes=HAM_SPAM).reason == "label_type"
+    assert decode(b'{"id":"x","text":"t","label":""}', classes=HAM_SPAM).reason == "empty_label"
+    assert decode(b'{"id":"x","text":"t"}', classes=HAM_SPAM).reason == "missing_label"
+
+
+def test_a_parsed_event_from_a_file_follows_the_same_rule():
+    refused = event_from_object({"id": "x", "text": "t", "label": 1}, SRC, labeled=True, classes=HAM_SPAM)
+    assert (refused.reason, refused.detail) == ("undeclared_label", "label 1 is not a declared class ('ham', 'spam')")
+    assert event_from_object({"id": "x", "text": "t", "label": "ham"}, SRC, labeled=True, classes=HAM_SPAM).label == "ham"

@@ -18,6 +18,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 SPAM_TOML = str(CONFIGS / "spam.toml")
 # spam.toml names "spam" the positive class; these labels are not spam and ham
 FOUR_EVENTS = "a\thello there friend\nb\twin cash now\na\tlunch later?\nb\tfree cash prize\n"
+# spam.toml declares its classes, ham and spam: these tests declare theirs
+AB = ("--set", 'model.classes=["a", "b"]')
 SKIPPED = ("positive class 'spam' is not among the labels ['a', 'b']: the binary measures (TREC, the positive "
            "class's ROC and F1) are skipped; name the positive class with [evaluation] positive")
 
@@ -29,7 +31,7 @@ def replay(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_labels_other_than_the_configured_positive_class_still_give_the_report(tmp_path):
     (tmp_path / "ab.tsv").write_text(FOUR_EVENTS, encoding="utf-8")
-    done = replay("--input", str(tmp_path / "ab.tsv"), "--config", SPAM_TOML, "--report", str(tmp_path / "r"))
+    done = replay("--input", str(tmp_path / "ab.tsv"), "--config", SPAM_TOML, *AB, "--report", str(tmp_path / "r"))
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     # 1st event: no class yet (unscored); 2nd: only "a" known, wrong; 3rd: every word unknown,
@@ -43,7 +45,7 @@ def test_labels_other_than_the_configured_positive_class_still_give_the_report(t
     assert f"note             {SKIPPED}" in done.stdout.splitlines()
     assert (tmp_path / "r" / "curve.png").stat().st_size > 0 and (tmp_path / "r" / "roc.png").stat().st_size > 0
 
-    named = replay("--input", str(tmp_path / "ab.tsv"), "--config", SPAM_TOML, "--set", 'evaluation.positive="b"',
+    named = replay("--input", str(tmp_path / "ab.tsv"), "--config", SPAM_TOML, *AB, "--set", 'evaluation.positive="b"',
                    "--report", str(tmp_path / "named"))
     assert named.returncode == 0, named.stderr
     report = json.loads((tmp_path / "named" / "report.json").read_text())
@@ -383,3 +385,16 @@ def test_the_demo_counts_what_the_worker_did_in_this_run_not_what_it_restored():
     for _ in range(4):
         metrics.update("spam", "spam", {"spam": 0.9, "ham": 0.1})
     assert (this_run.processed, this_run.accuracy) == (300, 1.0)
+def test_a_stray_label_is_counted_as_undeclared_label_and_makes_no_class(tmp_path):
+    # spam.toml declares ham and spam: the label 1 is refused, as a worker dead-letters it
+    lines = [{"id": "h", "text": "lunch at noon", "label": "ham"}, {"id": "x", "text": "t", "label": 1},
+             {"id": "s", "text": "win cash now", "label": "spam"}, {"id": "y", "text": "hello", "label": "eggs"},
+             {"id": "u", "text": "free cash"}]
+    (tmp_path / "stray.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    done = replay("--input", str(tmp_path / "stray.jsonl"), "--config", SPAM_TOML, "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["rejected_messages"] == {"undeclared_label": 2}
+    assert report["events_learned"] == 2 and set(report["per_class"]) == {"ham", "spam"}
+    predicted = [json.loads(line) for line in (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()]
+    assert [(p["id"], set(p["proba"])) for p in predicted] == [("u", {"ham", "spam"})]

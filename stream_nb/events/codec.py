@@ -46,6 +46,9 @@ code                            meaning
 ``label_type``                  labeled topic, ``label`` not a string or int (bool, float,
                                 array and object are refused)
 ``empty_label``                 labeled topic, ``label`` is ``""``
+``undeclared_label``            labeled topic, the configuration declares its classes
+                                (``[model] classes``) and ``label`` is none of them (exact
+                                value and type: ``1`` is not ``"1"``)
 ``label_on_unlabeled_topic``    unlabeled topic, ``label`` present and not null
 ``lone_surrogate``              ``id``, ``text``, a string label, a feature name or a string
                                 feature value holds an unpaired ``\\uD800``-``\\uDFFF``
@@ -144,6 +147,7 @@ REASONS: tuple[str, ...] = (
     "missing_label",
     "label_type",
     "empty_label",
+    "undeclared_label",
     "label_on_unlabeled_topic",
     "lone_surrogate",
 )
@@ -298,7 +302,8 @@ def parse_json(raw: str, source: SourcePosition) -> Any:
         return Rejected(refused.reason, refused.detail, None, None, (), source)
 
 
-def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_bytes: int) -> Event:
+def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_bytes: int,
+            classes: frozenset | None = None) -> Event:
     """The checks of the module table, in order; raises `_Refused` at the first failure."""
     if not value:
         raise _Refused("empty_value", "null value (tombstone)" if value is None else "empty value")
@@ -313,11 +318,18 @@ def _decode(value: bytes | None, source: SourcePosition, labeled: bool, max_byte
     obj = _parsed(raw)
     # A lone surrogate can only come from a \uD800-\uDFFF escape (strict UTF-8 refuses encoded
     # ones), so two substring scans let almost every message skip the per-string check.
-    return _checked(obj, source, labeled, surrogates_possible="\\ud" in raw or "\\uD" in raw)
+    return _checked(obj, source, labeled, surrogates_possible="\\ud" in raw or "\\uD" in raw, classes=classes)
 
 
-def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possible: bool) -> Event:
-    """The field checks of the module table (from ``not_an_object`` on) on a parsed value."""
+def _undeclared(label: Label, classes: frozenset) -> _Refused:
+    declared = ", ".join(sorted(map(repr, classes)))
+    return _Refused("undeclared_label", _short(f"label {label!r} is not a declared class ({declared})"))
+
+
+def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possible: bool,
+             classes: frozenset | None = None) -> Event:
+    """The field checks of the module table (from ``not_an_object`` on) on a parsed value;
+    `classes`: the labels a labeled event may carry (None: any)."""
     # Exact type tests: the parser only ever builds these exact types.
     if type(obj) is not dict:
         raise _Refused("not_an_object", f"top level is {_type_name(obj)}, expected an object")
@@ -378,6 +390,8 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
             raise _Refused(
                 "label_type", f"label is {_type_name(label)}, expected string or integer"
             )
+        if classes is not None and label not in classes:
+            raise _undeclared(label, classes)
     elif label is not None:
         raise _Refused("label_on_unlabeled_topic", "label present on the unlabeled topic")
 
@@ -387,13 +401,14 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
     return Event(id_, text, features, label, source)
 
 
-def event_from_object(obj: Any, source: SourcePosition, *, labeled: bool) -> Event | Rejected:
+def event_from_object(obj: Any, source: SourcePosition, *, labeled: bool,
+                      classes: frozenset | None = None) -> Event | Rejected:
     """An already parsed JSON value (a line of a JSONL file, a row of a CSV file) checked by
     the same rules as a Kafka message, from ``not_an_object`` on: the `Event`, or `Rejected`
     with the same reason code a worker would dead-letter the message with. The value, key and
     headers of a `Rejected` are None / empty (there is no message)."""
     try:
-        return _checked(obj, source, labeled, surrogates_possible=True)
+        return _checked(obj, source, labeled, surrogates_possible=True, classes=classes)
     except _Refused as refused:
         return Rejected(refused.reason, refused.detail, None, None, (), source)
 
@@ -406,14 +421,16 @@ def decode_record(
     *,
     labeled: bool,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    classes: frozenset | None = None,
 ) -> Event | Rejected:
     """One Kafka message -> `Event`, or `Rejected` with the first failing reason of the module
     table and the original value, key and headers. Never raises on any value, key or headers.
 
     `labeled` says which topic the message came from (labeled: label required; unlabeled:
-    label forbidden). `max_bytes` bounds the value's length before decoding.
+    label forbidden). `max_bytes` bounds the value's length before decoding. `classes`, when
+    given, are the only labels a labeled event may carry.
     """
-    return record_decoder(labeled=labeled, max_bytes=max_bytes)(value, key, headers, source)
+    return record_decoder(labeled=labeled, max_bytes=max_bytes, classes=classes)(value, key, headers, source)
 
 
 def _decode_or_reject(
@@ -423,9 +440,10 @@ def _decode_or_reject(
     source: SourcePosition,
     labeled: bool,
     max_bytes: int,
+    classes: frozenset | None = None,
 ) -> Event | Rejected:
     try:
-        return _decode(value, source, labeled, max_bytes)
+        return _decode(value, source, labeled, max_bytes, classes)
     except _Refused as refused:
         return Rejected(
             refused.reason,
@@ -438,12 +456,13 @@ def _decode_or_reject(
 
 
 def record_decoder(
-    *, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES
+    *, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, classes: frozenset | None = None
 ) -> Callable[[bytes | None, bytes | None, Iterable[Header] | None, SourcePosition], Event | Rejected]:
-    """`decode_record` with `labeled` and `max_bytes` bound, for the records of one batch: the C
-    extension's switch is read once. Its decoder takes the values of the common shape (a str id
-    and text, and a label on the labeled topic: _codec.c) and makes the same Event; any other
-    value, valid or not, is decided here."""
+    """`decode_record` with `labeled`, `max_bytes` and `classes` bound, for the records of one
+    batch: the C extension's switch is read once. Its decoder takes the values of the common
+    shape (a str id and text, and a label on the labeled topic: _codec.c) and makes the same
+    Event; any other value, valid or not, and an undeclared label, is decided here."""
+    classes = classes if labeled else None
     native = _native_codec.decode_event if _native_codec is not None and native_allowed() else None
 
     def decode(
@@ -451,9 +470,9 @@ def record_decoder(
     ) -> Event | Rejected:
         if native is not None:
             event = native(value, labeled, max_bytes, source, Event)
-            if event is not None:
+            if event is not None and (classes is None or event.label in classes):
                 return event
-        return _decode_or_reject(value, key, headers, source, labeled, max_bytes)
+        return _decode_or_reject(value, key, headers, source, labeled, max_bytes, classes)
 
     return decode
 
@@ -463,12 +482,13 @@ def decode_records(
     *,
     labeled: bool,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    classes: frozenset | None = None,
 ) -> tuple[list[Event], list[Rejected]]:
     """`decode_record` over (value, key, headers, source) tuples. Returns (events, rejected),
     each in input order; every record lands in exactly one of the two lists."""
     events: list[Event] = []
     rejected: list[Rejected] = []
-    decode = record_decoder(labeled=labeled, max_bytes=max_bytes)
+    decode = record_decoder(labeled=labeled, max_bytes=max_bytes, classes=classes)
     for value, key, headers, source in records:
         decoded = decode(value, key, headers, source)
         (rejected if type(decoded) is Rejected else events).append(decoded)

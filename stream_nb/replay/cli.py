@@ -162,7 +162,8 @@ def _events_of(args, config: Config, rejected: Rejections):
     if args.input is not None:
         # events without a label are predicted, not scored; bad ones are counted by reason and
         # skipped, as a worker dead-letters them and replay --topic skips them
-        events = read_events(args.input, **field_options(args), labels="optional", rejected=rejected)
+        events = read_events(args.input, **field_options(args), labels="optional", rejected=rejected,
+                             classes=config.classes)
         return events if args.max_events is None else islice(events, args.max_events)
     from stream_nb.replay.topic import parse_time, read_topic
 
@@ -179,7 +180,7 @@ def _events_of(args, config: Config, rejected: Rejections):
                       from_time_ms=None if args.from_time is None else parse_time(args.from_time),
                       max_events=args.max_events, client=config.kafka_client, rejected=rejected,
                       transport=kafka.get("transport", "kafka-python"), labeled=labeled,
-                      max_bytes=kafka.get("max_message_bytes", DEFAULT_MAX_BYTES))
+                      max_bytes=kafka.get("max_message_bytes", DEFAULT_MAX_BYTES), classes=config.classes)
 
 
 def topic_is_labeled(config: Config, topic: str) -> bool | None:

@@ -48,7 +48,8 @@ class Rejections(Counter):
 def read_events(path: str | Path, *, text_field: str = "text", label_field: str = "label",
                 id_field: str = "id", features_field: str = "features", feature_columns: str | None = None,
                 file_format: str | None = None,
-                labels: str = "required", rejected: Counter | None = None) -> Iterator[dict]:
+                labels: str = "required", rejected: Counter | None = None,
+                classes: frozenset | None = None) -> Iterator[dict]:
     """Yield events {"id", "text", "features", "label"} from a file, in file order.
 
     Formats (by extension unless `file_format` says):
@@ -68,6 +69,7 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
     So is a line that is not UTF-8 (`invalid_utf8`, as the worker's), a TSV line without a tab
     (`missing_tab`) and a CSV record the csv module refuses (`invalid_csv`, or `too_large` for a
     cell over the worker's 1 MB message limit): one bad line never ends the file.
+    `classes`: the only labels an event may carry ([model] classes; None: any).
     """
     if labels not in LABELS:
         raise ValueError(f"labels must be one of {', '.join(LABELS)}, got {labels!r}")
@@ -96,7 +98,7 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
         elif labels == "required" and record.get("label") in (None, ""):
             raise SourceError(f"{path}:{line_number}: field {label_field!r} is missing")
         labeled = record.get("label") is not None
-        event = event_from_object(record, source, labeled=labeled)
+        event = event_from_object(record, source, labeled=labeled, classes=classes)
         if isinstance(event, Rejected):
             _refuse(event, path, line_number, rejected)
             continue

@@ -28,7 +28,8 @@ def parse_time(text: str) -> int:
 
 def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = None, from_time_ms: int | None = None,
                max_events: int | None = None, client: dict | None = None, rejected: Counter | None = None,
-               transport: str = "kafka-python", labeled: bool | None = None, max_bytes: int = DEFAULT_MAX_BYTES):
+               transport: str = "kafka-python", labeled: bool | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+               classes: frozenset | None = None):
     """Yield events {"id", "text", "features", "label"} of `topic`, in timestamp order.
 
     Reads every partition by assignment (no consumer group: nothing is committed, a running
@@ -39,6 +40,7 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     own decoder (`record_decoder`): `labeled` True is a labeled topic (an event without a label
     is `missing_label`), False an unlabeled one (a label is `label_on_unlabeled_topic`), None a
     topic of neither kind, where labeled and unlabeled events may be mixed.
+    Labels beyond `classes` ([model] classes; None: any) are rejected as `undeclared_label`.
     """
     # read_committed, as every downstream reader of a transactional producer (the worker's
     # outputs) must: records of open or aborted transactions are not events
@@ -76,7 +78,7 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     finally:
         consumer.close(autocommit=False)
     merged = heapq.merge(*records.values(), key=lambda r: (r.timestamp, r.partition, r.offset))
-    decode = record_decoder(labeled=labeled is not False, max_bytes=max_bytes)
+    decode = record_decoder(labeled=labeled is not False, max_bytes=max_bytes, classes=classes)
     decode_unlabeled = record_decoder(labeled=False, max_bytes=max_bytes) if labeled is None else None
     produced = 0
     for record in merged:

@@ -554,7 +554,7 @@ class Worker:
     def _decode(self, records: list, labeled: bool, rejected) -> tuple[list[Event], list]:
         """(events, their records); each message that is not a valid event goes to `rejected`."""
         events, origin = [], []
-        decode = record_decoder(labeled=labeled, max_bytes=self.kafka["max_message_bytes"])
+        decode = record_decoder(labeled=labeled, max_bytes=self.kafka["max_message_bytes"], classes=self.config.classes)
         for record in records:
             decoded = decode(record.value, record.key, record.headers or (),
                              SourcePosition(record.topic, record.partition, record.offset))
