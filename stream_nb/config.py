@@ -158,7 +158,7 @@ BOUNDS = {
     "worker.clues": (0, 100, "every clue is written into every prediction"),
     "worker.labels_first_wait_s": (0, 3_600, "predictions held back an hour are not live"),
     "worker.metrics_port": (0, 65_535, "a TCP port (0: off)"),
-    "training.margin": (0, 1e6, "beyond the log-odds of any message: mode = \"all\" learns them all"),
+    "training.margin": (0, 1e6, "nats of log-odds, far beyond a message's: to learn every event, mode = \"all\""),
     "evaluation.window": (1, 1_000_000, "events per point of the rolling curves"),
     "model.max_classes": (2, 10_000, "each class is a column in the state, each checkpoint and every prediction"),
     "model.n_hash_buckets": (1, 2**26, "every bucket has its row from the start: 512 MiB of counts a class"),

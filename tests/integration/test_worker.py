@@ -350,6 +350,10 @@ MAX_BYTES = 16_384  # --set kafka.max_message_bytes: small, so "too large" costs
 
 # (topic: "L" labeled / "U" unlabeled, value, expected reason). Every decode reason appears, most
 # more than once, plus the worker's own label_type_conflict and rejected_by_model.
+# spam.toml's [model] without its declared classes: for the tests of labels beyond ham and spam
+SPAM_MODEL_ANY_LABEL = {key: value for key, value in tomllib.loads(SPAM_CONFIG.read_text())["model"].items()
+                        if key != "classes"}
+
 MALFORMED: list[tuple[str, bytes | None, str]] = [
     ("L", None, "empty_value"),  # a tombstone
     ("U", b"", "empty_value"),
@@ -463,9 +467,9 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     produce(bootstrap, messages)
 
     # every label before any prediction, however slowly they are read (the classes asserted below)
-    any_label = {key: value for key, value in tomllib.loads(SPAM_CONFIG.read_text())["model"].items() if key != "classes"}
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
-                               worker={"labels_first_wait_s": 600}, transport=transport, replace={"model": any_label})
+                               worker={"labels_first_wait_s": 600}, transport=transport,
+                               replace={"model": SPAM_MODEL_ANY_LABEL})
     worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=2,
                            overrides=(f"kafka.max_message_bytes={MAX_BYTES}",))
     try:
@@ -775,7 +779,8 @@ def test_labels_beyond_max_classes_are_dead_lettered_with_their_reason(kafka_bro
                         for i, label in enumerate(labels)]
             + [Message(topics.unlabeled, unlabeled_event("u0", "text number 3"), b"u0")])
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
-                               model={"max_classes": 3}, worker={"labels_first_wait_s": 600})
+                               replace={"model": {**SPAM_MODEL_ANY_LABEL, "max_classes": 3}},
+                               worker={"labels_first_wait_s": 600})
     run_in_process(config_path)
     dead = read_topic(bootstrap, topics.dead_letters)
     assert sorted((record.key, dict(record.headers)["stream-nb-reason"]) for record in dead) == [
