@@ -200,6 +200,31 @@ def make_producer(kafka: dict, client: dict, transactional_id: str | None = None
     return producer
 
 
+class _NullKey:
+    """Stands for the null key of a record with neither key nor value, past kafka-python's
+    `Need at least one: key or value` check (Kafka itself takes such a record, and a dead letter
+    copies the original's null key and value); it serialises to None."""
+
+    def serialize(self, topic, headers, data):
+        return None if data is self else data
+
+
+_NULL_KEY = _NullKey()
+
+
+def send_null_record(producer, topic: str, headers, partition: int | None):
+    """Send a record with a null key and a null value (only its headers carry anything), as
+    confluent-kafka does; returns the send's future."""
+    if _is_confluent(producer):
+        return producer.send(topic, value=None, key=None, headers=headers, partition=partition)
+    kept = producer.config["key_serializer"]
+    producer.config["key_serializer"] = _NULL_KEY  # for this one send (the worker sends from one thread)
+    try:
+        return producer.send(topic, value=None, key=_NULL_KEY, headers=headers, partition=partition)
+    finally:
+        producer.config["key_serializer"] = kept
+
+
 def _stale_epoch_means_fenced(producer: KafkaProducer) -> None:
     """A write refused for a stale producer epoch stops the producer; it never bumps the epoch.
 

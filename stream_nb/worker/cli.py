@@ -58,7 +58,7 @@ def _configure_logging(level: str, log_format: str) -> None:
 
 
 def run_worker(args) -> int:
-    from stream_nb.worker.loop import Worker  # imports kafka-python only when needed
+    from stream_nb.worker.loop import ModelStateUnknown, Worker  # imports kafka-python only when needed
 
     from stream_nb.worker.labeled import LabeledLogError
     from stream_nb.worker.outputs import Fenced
@@ -78,7 +78,7 @@ def run_worker(args) -> int:
         return 2
     try:
         worker.run(stop_when_idle_s=args.stop_when_idle)
-    except (LabeledLogError, CheckpointError) as error:  # a partition added under thick-threshold; the last checkpoint
+    except (LabeledLogError, CheckpointError, ModelStateUnknown) as error:  # a partition added under thick-threshold; the last checkpoint
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
     except Fenced as error:

@@ -67,10 +67,31 @@ TRANSACTION_TIMEOUT_MS = 60_000  # kafka-python's and librdkafka's default trans
 SESSION_TIMEOUT_MS = 10_000  # kafka-python's default session_timeout_ms (librdkafka's is longer)
 
 
+# One event's decoding, featurising or scoring that raises anything but these is that event's
+# failure alone: it is dead-lettered and the worker goes on. These stop the step instead: no
+# memory left, and Kafka's errors (a fenced transaction among them), which _recover or the
+# caller handles. (KeyboardInterrupt and SystemExit are no Exception: they always propagate.)
+NOT_ONE_EVENTS_FAILURE = (MemoryError, KafkaError, Fenced)
+
+
+class ModelStateUnknown(RuntimeError):
+    """A labeled batch raised after part of it was learned: the model no longer matches its
+    labeled offsets; the worker stops (its checkpoint and the log restore it)."""
+
+
 def _rejected_by_us(event: Event, reason: str, detail: str, record) -> Rejected:
     """A decoded event the model cannot take (e.g. a negative count), for the dead-letter topic."""
     return Rejected(reason=reason, detail=detail[:200], value=record.value, key=record.key,
                     headers=tuple(record.headers or ()), source=event.source)
+
+
+def _refusal(event: Event, error: Exception, stage: str, record) -> Rejected:
+    """The dead letter of an event whose `stage` raised `error`: a TypeError or ValueError is
+    the model refusing the event (rejected_by_model); anything else is processing_failed, the
+    exception named (e.g. an IndexError of an inconsistent model)."""
+    if isinstance(error, (TypeError, ValueError)):
+        return _rejected_by_us(event, "rejected_by_model", str(error), record)
+    return _rejected_by_us(event, "processing_failed", f"{stage} raised {type(error).__name__}: {error}", record)
 
 
 class _PauseLabeled(ConsumerRebalanceListener):
@@ -510,7 +531,7 @@ class Worker:
         if events:
             learned_now = 0
             results = self._batch_or_one_by_one(events, origin, X, self._predict_then_learn,
-                                                self.labeled_rejections.append)
+                                                self.labeled_rejections.append, "learning")
             for event, result in zip(events, results):
                 if result is None:
                     continue  # refused by the model: a labeled dead letter
@@ -533,21 +554,36 @@ class Worker:
     def _predict_only(self, events: list[Event], X) -> list[dict]:
         return self.model.predict_proba_many(X)
 
-    @staticmethod
-    def _batch_or_one_by_one(events: list[Event], origin: list, X, compute, reject) -> list:
+    def _batch_or_one_by_one(self, events: list[Event], origin: list, X, compute, reject, stage: str) -> list:
         """compute(events, their features X), one result per event. One bad event makes the
         model refuse the whole batch before anything is learned (in every training mode), so on
-        a refusal the events go one at a time: each refused one goes to `reject` (its result is
-        None), the others get the results the batch would have given."""
+        a refusal, or any failure of one event (NOT_ONE_EVENTS_FAILURE aside), the events go
+        one at a time: each failing one goes to `reject` (its result is None), the others get
+        the results the batch would have given. A batch that failed after learning part of
+        itself cannot be redone event by event (those would be learned twice): ModelStateUnknown."""
+        learned_before = self.model.events_learned
         try:
             return compute(events, X)
-        except (TypeError, ValueError):
+        except NOT_ONE_EVENTS_FAILURE:
+            raise
+        except Exception as batch_error:
+            if self.model.events_learned != learned_before:
+                raise ModelStateUnknown(f"{stage} of a batch raised {type(batch_error).__name__}: {batch_error} after "
+                                        f"learning part of it; stopping (a restart resumes from the last "
+                                        f"checkpoint)") from batch_error
             results = []
             for i, (event, record) in enumerate(zip(events, origin)):
+                learned_before = self.model.events_learned
                 try:
                     results.extend(compute([event], X[i : i + 1]))
-                except (TypeError, ValueError) as error:
-                    reject(_rejected_by_us(event, "rejected_by_model", str(error), record))
+                except NOT_ONE_EVENTS_FAILURE:
+                    raise
+                except Exception as error:
+                    if self.model.events_learned != learned_before:
+                        raise ModelStateUnknown(f"{stage} of event {event.id!r} raised {type(error).__name__}: "
+                                                f"{error} after learning part of it; stopping (a restart resumes "
+                                                f"from the last checkpoint)") from error
+                    reject(_refusal(event, error, stage, record))
                     results.append(None)
             return results
 
@@ -556,8 +592,15 @@ class Worker:
         events, origin = [], []
         decode = record_decoder(labeled=labeled, max_bytes=self.kafka["max_message_bytes"], classes=self.config.classes)
         for record in records:
-            decoded = decode(record.value, record.key, record.headers or (),
-                             SourcePosition(record.topic, record.partition, record.offset))
+            source = SourcePosition(record.topic, record.partition, record.offset)
+            try:
+                decoded = decode(record.value, record.key, record.headers or (), source)
+            except NOT_ONE_EVENTS_FAILURE:
+                raise
+            except Exception as error:  # the decoder's own failure, not a verdict on the message
+                decoded = Rejected(reason="processing_failed", detail=f"decoding raised {type(error).__name__}: "
+                                   f"{error}"[:200], value=record.value, key=record.key,
+                                   headers=tuple(record.headers or ()), source=source)
             if type(decoded) is Rejected:
                 rejected(decoded)
             else:
@@ -598,16 +641,21 @@ class Worker:
     def _featurise_or_reject(self, events: list[Event], origin: list, reject,
                              learning: bool = True) -> tuple[list, list, object]:
         """(events, their records, their features): an event the featuriser refuses (text sent
-        to a categorical or gaussian model, a string where a number is needed) goes to `reject`."""
+        to a categorical or gaussian model, a string where a number is needed), or fails on,
+        goes to `reject`."""
         try:
             return events, origin, self._featurise(events, learning)
-        except (TypeError, ValueError):
+        except NOT_ONE_EVENTS_FAILURE:
+            raise
+        except Exception:
             kept, kept_origin = [], []
             for event, record in zip(events, origin):
                 try:
                     self._featurise([event], learning)
-                except (TypeError, ValueError) as error:
-                    reject(_rejected_by_us(event, "rejected_by_model", str(error), record))
+                except NOT_ONE_EVENTS_FAILURE:
+                    raise
+                except Exception as error:
+                    reject(_refusal(event, error, "featurising", record))
                     continue
                 kept.append(event)
                 kept_origin.append(record)
@@ -629,7 +677,8 @@ class Worker:
         if events:
             events, origin, X = self._featurise_or_reject(events, origin, self._dead_letter, learning=False)
         if events:
-            probabilities = self._batch_or_one_by_one(events, origin, X, self._predict_only, self._dead_letter)
+            probabilities = self._batch_or_one_by_one(events, origin, X, self._predict_only, self._dead_letter,
+                                                      "scoring")
             self._publish_predictions(events, origin, probabilities, X)
         self._processed += len(records)
 

@@ -27,7 +27,7 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
-from stream_nb.kafka.clients import abort_transaction, commit_transaction, transaction_lost
+from stream_nb.kafka.clients import abort_transaction, commit_transaction, send_null_record, transaction_lost
 
 log = logging.getLogger("stream_nb.worker")
 
@@ -98,7 +98,10 @@ class Outputs:
     def send(self, topic: str, value, key, headers, partition: int | None) -> None:
         if not self._open:
             raise RuntimeError("an output outside a transaction (begin() first)")
-        future = self.producer.send(topic, value=value, key=key, headers=headers, partition=partition)
+        if value is None and key is None:  # a dead letter of a record with neither
+            future = send_null_record(self.producer, topic, headers, partition)
+        else:
+            future = self.producer.send(topic, value=value, key=key, headers=headers, partition=partition)
         if not self.exactly_once:
             self._pending.append(future)
         self.sent += 1

@@ -146,6 +146,18 @@ def produce(bootstrap: str, messages: list[Message]) -> None:
         producer.close(timeout=10)
 
 
+def produce_null_record(bootstrap: str, topic: str, partition: int = 0) -> None:
+    """One record with neither key nor value (`kcat -K x -Z` of an empty line). kafka-python's
+    producer refuses to send one; confluent-kafka sends it as Kafka allows."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    failures = []
+    producer.produce(topic, None, None, partition=partition,
+                     on_delivery=lambda error, _message: error and failures.append(error))
+    assert producer.flush(30) == 0 and not failures, failures
+
+
 def read_topic(bootstrap: str, topic: str, timeout: float = 60.0, committed: bool = True) -> list:
     """Every record of every partition of `topic`, from the beginning to its current end offset,
     as a downstream reader sees them: read_committed (records of open or aborted transactions

@@ -1,0 +1,164 @@
+"""Poison pills against a real broker: a record with neither key nor value, and an event whose
+decoding, featurising or scoring raises, among normal traffic. Each bad one is dead-lettered
+with its reason, every normal prediction is published exactly once, and the worker never
+restarts or rewinds. Failures are injected through the worker's real seams (its decoder, its
+featuriser, its model), in this process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stream_nb.config import load_config
+
+from worker_support import (
+    Message,
+    Topics,
+    assert_predictions_reproduced,
+    create_topics,
+    labeled_event,
+    latest_summary,
+    predictions_by_id,
+    produce,
+    produce_null_record,
+    read_topic,
+    reference_digest_events,
+    unlabeled_event,
+    write_config,
+)
+
+pytestmark = pytest.mark.kafka
+
+SHIPPED, PLAIN = None, {"mode": "all"}  # configs/spam.toml's [training], or learn every event
+
+DECODE_FAILS, FEATURISE_FAILS, SCORE_FAILS = "zzdecodefails", "zzfeaturisefails", "zzscorefails"
+
+
+class DecoderFailingOn:
+    """record_decoder, whose decoder raises RuntimeError on a value holding `marker`."""
+
+    def __init__(self, record_decoder, marker: str) -> None:
+        self.record_decoder, self.marker = record_decoder, marker.encode()
+
+    def __call__(self, **options):
+        decode = self.record_decoder(**options)
+
+        def failing(value, *rest):
+            if value is not None and self.marker in value:
+                raise RuntimeError("the decoder tripped")
+            return decode(value, *rest)
+        return failing
+
+
+class FeaturizerFailingOn:
+    """The worker's text featuriser, raising IndexError on a batch with a text holding `marker`."""
+
+    def __init__(self, featurizer, marker: str) -> None:
+        self.featurizer, self.marker = featurizer, marker
+
+    def transform_sparse(self, texts, **options):
+        if any(self.marker in text for text in texts):
+            raise IndexError("featuriser index out of range")
+        return self.featurizer.transform_sparse(texts, **options)
+
+    def __getattr__(self, name):
+        return getattr(self.featurizer, name)
+
+
+class ModelFailingOn:
+    """The worker's model (an inconsistent one, say), raising IndexError when it scores a batch
+    with the feature `marker`; everything else is the model's own."""
+
+    def __init__(self, model, marker: str) -> None:
+        self.model, self.marker = model, marker
+
+    def predict_proba_many(self, X):
+        if any(self.marker in x for x in X.to_dicts()):
+            raise IndexError("index 7 is out of bounds for axis 0 with size 7")
+        return self.model.predict_proba_many(X)
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+
+@pytest.mark.parametrize("training", [SHIPPED, PLAIN], ids=["spam.toml", "mode-all"])
+def test_empty_records_and_events_whose_processing_raises_are_dead_lettered_and_the_worker_goes_on(
+        kafka_broker, tmp_path, sms, monkeypatch, training, transport):
+    import stream_nb.worker.loop as loop
+
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("poison")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    labeled, unlabeled = [], {}  # good events: {"text", "label", "offset"}; id -> text
+    offsets = {"L": 0, "U": 0}
+    expected_dead: dict[tuple[str, int], tuple[str, str]] = {}  # (topic, offset) -> (reason, detail start)
+    batches: list[list[Message]] = [[], []]
+
+    def add(kind: str, event_id: str, text: str, label=None, batch: int = 0) -> int:
+        topic = topics.labeled if kind == "L" else topics.unlabeled
+        value = labeled_event(event_id, text, label) if kind == "L" else unlabeled_event(event_id, text)
+        batches[batch].append(Message(topic, value, event_id.encode()))
+        offsets[kind] += 1
+        return offsets[kind] - 1
+
+    for i in range(300):
+        label, text = sms[i]
+        if i % 3 == 0:
+            labeled.append({"text": text, "label": label, "offset": add("L", f"l{i}", text, label)})
+        else:
+            unlabeled[f"u{i}"] = text
+            add("U", f"u{i}", text)
+    bad = [("U", "bad-decode", f"{DECODE_FAILS} now", "decoding raised RuntimeError: the decoder tripped"),
+           ("U", "bad-featurise", f"win {FEATURISE_FAILS}", "featurising raised IndexError"),
+           ("U", "bad-score", f"call {SCORE_FAILS} today", "scoring raised IndexError"),
+           ("L", "bad-featurise-labeled", f"{FEATURISE_FAILS} cash", "featurising raised IndexError")]
+    for kind, event_id, text, detail in bad:
+        offset = add(kind, event_id, text, "spam" if kind == "L" else None)
+        expected_dead[(topics.labeled if kind == "L" else topics.unlabeled, offset)] = ("processing_failed", detail)
+    produce(bootstrap, batches[0])
+    # a record with neither key nor value on each topic, then normal traffic after it
+    for kind, topic in (("L", topics.labeled), ("U", topics.unlabeled)):
+        produce_null_record(bootstrap, topic)
+        expected_dead[(topic, offsets[kind])] = ("empty_value", "null value")
+        offsets[kind] += 1
+    for i in range(300, 400):
+        label, text = sms[i]
+        if i % 3 == 0:
+            labeled.append({"text": text, "label": label, "offset": add("L", f"l{i}", text, label, batch=1)})
+        else:
+            unlabeled[f"u{i}"] = text
+            add("U", f"u{i}", text, batch=1)
+    produce(bootstrap, batches[1])
+
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               training=training, worker={"labels_first_wait_s": 600}, transport=transport)
+    assert load_config(config_path, []).kafka["processing_guarantee"] == "exactly_once"
+    monkeypatch.setattr(loop, "record_decoder", DecoderFailingOn(loop.record_decoder, DECODE_FAILS))
+    worker = loop.Worker(load_config(config_path, []))
+    worker.text_featurizer = FeaturizerFailingOn(worker.text_featurizer, FEATURISE_FAILS)
+    worker.model = ModelFailingOn(worker.model, SCORE_FAILS)
+    worker.run(stop_when_idle_s=1.5, install_signal_handlers=False)  # returns: never fenced, never stopped
+
+    assert worker.telemetry.rewinds._value.get() == 0  # nothing aborted and redone
+    dead = read_topic(bootstrap, topics.dead_letters)
+    found = {}
+    for record in dead:
+        headers = dict(record.headers)
+        source = (headers["stream-nb-source-topic"].decode(), int(headers["stream-nb-source-offset"]))
+        assert source not in found, source  # once each
+        found[source] = (headers["stream-nb-reason"].decode(), headers["stream-nb-detail"].decode())
+        if found[source][0] == "empty_value":
+            assert (record.key, record.value) == (None, None)  # the original, untouched
+    assert set(found) == set(expected_dead)
+    for source, (reason, detail) in expected_dead.items():
+        assert found[source][0] == reason and found[source][1].startswith(detail), (source, found[source])
+
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert set(predictions) == set(unlabeled) and len(unlabeled) == 266
+    assert all(len(copies) == 1 for copies in predictions.values())
+    once = {event_id: copies[0] for event_id, copies in predictions.items()}
+    assert assert_predictions_reproduced(once, labeled, unlabeled, topics.labeled, training) == 1
+    summary = latest_summary(tmp_path / "checkpoints")
+    assert (summary.digest, summary.events_learned) == reference_digest_events(labeled, training)
