@@ -7,8 +7,6 @@ featuriser, its model), in this process."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import pytest
 
 from stream_nb.config import load_config
@@ -16,6 +14,7 @@ from stream_nb.config import load_config
 from worker_support import (
     Message,
     Topics,
+    WorkerProcess,
     assert_predictions_reproduced,
     create_topics,
     labeled_event,
@@ -26,6 +25,7 @@ from worker_support import (
     read_topic,
     reference_digest_events,
     unlabeled_event,
+    wait_until,
     write_config,
 )
 
@@ -162,3 +162,57 @@ def test_empty_records_and_events_whose_processing_raises_are_dead_lettered_and_
     assert assert_predictions_reproduced(once, labeled, unlabeled, topics.labeled, training) == 1
     summary = latest_summary(tmp_path / "checkpoints")
     assert (summary.digest, summary.events_learned) == reference_digest_events(labeled, training)
+
+
+def test_a_hostile_message_among_normal_traffic_delays_no_prediction_and_forces_no_restart(kafka_broker, tmp_path, sms,
+                                                                                           transport):
+    # Issue 22: "a." * n + "~://" took time quadratic in n to featurise (the URL pattern retried
+    # at every word boundary): at 900 KB it held a worker for half an hour, its transaction
+    # outlived transaction_timeout_ms and the worker stopped as fenced, to read it again.
+    hostile_text = "a." * 450_000 + "~://"
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("hostile")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    hostile = unlabeled_event("hostile", hostile_text)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               transport=transport)
+    config = load_config(config_path, [])
+    # the whole message is within every limit on its way: the worker's, the broker's default
+    # message.max.bytes (1,048,588), the test producer's max_request_size (4 MB)
+    assert len(hostile) <= config.kafka["max_message_bytes"] < 1_048_588
+
+    labeled, unlabeled, messages = [], [], []
+    for i in range(650):
+        label, text = sms[i]
+        if i < 50 or i >= 600:  # labels before the traffic and after it
+            labeled.append({"text": text, "label": label})
+            messages.append(Message(topics.labeled, labeled_event(f"l{i}", text, label), f"l{i}".encode()))
+        else:
+            unlabeled.append(f"u{i}")
+            messages.append(Message(topics.unlabeled, unlabeled_event(f"u{i}", text), f"u{i}".encode()))
+        if i == 300:
+            messages.append(Message(topics.unlabeled, hostile, b"hostile"))
+    produce(bootstrap, messages)
+    assert len(unlabeled) == 550
+
+    worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=None)
+    try:
+        def every_prediction_published() -> bool:
+            return set(unlabeled) <= set(predictions_by_id(read_topic(bootstrap, topics.predictions)))
+        # generous for a loaded machine; the quadratic featuriser needed about half an hour
+        wait_until(every_prediction_published, 240, "every normal prediction", worker)
+        worker.process.terminate()
+        assert worker.wait(120) == 0  # it ran until told to stop (SIGTERM), then stopped cleanly
+    finally:
+        worker.kill()
+
+    log = worker.log_path.read_text()
+    assert "aborted and redone" not in log and "dropped and redone" not in log  # no rewind, no reconnect
+    assert "fenced" not in log and "Traceback" not in log
+    assert log.count("started: instance") == 1  # never restarted
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert all(len(predictions[event_id]) == 1 for event_id in unlabeled)  # exactly once each
+    dead = read_topic(bootstrap, topics.dead_letters)
+    assert len(predictions.get("hostile", ())) + len(dead) == 1  # the hostile one: predicted or dead-lettered, once
+    summary = latest_summary(tmp_path / "checkpoints")
+    assert (summary.digest, summary.events_learned) == reference_digest_events(labeled)
