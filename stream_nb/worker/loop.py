@@ -23,6 +23,7 @@ import base64
 import logging
 import signal
 import time
+from collections import Counter
 
 from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
@@ -147,6 +148,9 @@ class Worker:
         self._assignment_changed = False
         self._single_partition: dict[str, bool] = {}
         self._stopping = False
+        self._stop_reason = "asked to stop"
+        self._published: Counter = Counter()  # {topic: outputs committed} since start
+        self._checkpoint_path = None  # of the newest checkpoint this worker wrote or restored
         self._processed = 0
         self._learned_since_checkpoint = 0
         self._evicted_reported = 0  # of the model's features_evicted, already added to the counter
@@ -224,6 +228,7 @@ class Worker:
         self.model = model_from_state(checkpoint.model_state)
         self.metrics = _metrics_from(checkpoint.extra.get("metrics"))
         self.checkpoint_id = checkpoint.id
+        self._checkpoint_path = checkpoint.path  # a snapshot's: topic@id
         self._processed = int(checkpoint.extra.get("events_processed", 0))
         self.labeled_rejections = [_rejection_from(saved) for saved in checkpoint.extra.get("labeled_rejections", [])]
         # Checkpoints hold the labeled offsets only (older ones held every topic's).
@@ -265,7 +270,7 @@ class Worker:
         self.group = self._join_group()
         self.outputs = Outputs(self.producer, self.group, exactly_once=self.exactly_once,
                                commit_interval_s=self.kafka["commit_interval_ms"] / 1000,
-                               transactional_id=self.transactional_id)
+                               transactional_id=self.transactional_id, published=self._published)
         self._cursors = {}
         self._assignment_changed = True
         self._single_partition = {
@@ -292,7 +297,9 @@ class Worker:
         if self.labeled is not None:
             self.labeled.consumer = None
 
-    def request_stop(self, *_signal) -> None:
+    def request_stop(self, signum=None, _frame=None) -> None:
+        if signum is not None and not self._stopping:
+            self._stop_reason = signal.Signals(signum).name
         self._stopping = True
 
     def install_signal_handlers(self) -> None:
@@ -310,6 +317,7 @@ class Worker:
         if self.group is None:
             self.start()
         idle_since = time.monotonic()
+        processed_at_start, learned_at_start = self._processed, self.telemetry.learned._value.get()
         last_log, processed_at_log = time.monotonic(), self._processed
         last_telemetry = 0.0
         clean = False
@@ -326,6 +334,7 @@ class Worker:
                         idle_since = now
                     elif stop_when_idle_s is not None and now - idle_since >= stop_when_idle_s:
                         if self._caught_up():  # not merely waiting on a slow broker or the group
+                            self._stop_reason = f"idle for {stop_when_idle_s:g} s with nothing left to read"
                             break
                         idle_since = now
                     if now - last_log >= self.config.worker["log_interval_s"]:
@@ -342,6 +351,8 @@ class Worker:
                 idle_since = time.monotonic()
             self.checkpoint()
             clean = True
+            self._log_stop(self._processed - processed_at_start,
+                           int(self.telemetry.learned._value.get() - learned_at_start))
         finally:
             self._close_clients()
             if clean:  # a static member's close keeps its place in the group: leave it explicitly
@@ -352,6 +363,19 @@ class Worker:
             if self._metrics_server is not None:
                 self._metrics_server.close()
                 self._metrics_server = None
+
+    def _log_stop(self, processed: int, learned: int) -> None:
+        """The one line of a clean stop: why, what this run did, the final checkpoint."""
+        if self.checkpoint_id is None:
+            final = "no checkpoint (nothing learned)"
+        else:
+            where = f" in {self._checkpoint_path}" if self._checkpoint_path else ""
+            final = (f"final checkpoint {self.checkpoint_id}{where} at labeled offsets "
+                     + (", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets())
+                        or "none"))
+        log.info("stopped (%s): %d events read, %d learned, %d predictions and %d dead letters published; %s",
+                 self._stop_reason, processed, learned, self._published[self.kafka["predictions_topic"]],
+                 self._published[self.kafka["dead_letter_topic"]], final)
 
     def _final_commit(self) -> bool:
         """The last commit of a clean stop (retried once after a Kafka error). False when the
@@ -954,6 +978,7 @@ class Worker:
         except OSError:  # pruned by another look already; the size is only a gauge
             pass
         self.checkpoint_id = saved.checkpoint.id
+        self._checkpoint_path = saved.checkpoint.path
         log.info("checkpoint %s: %d events learned", saved.checkpoint.id, int(saved.events_learned))
 
     def _state_extra(self) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 
 from kafka import TopicPartition
 from kafka.errors import (
@@ -62,7 +63,7 @@ def fenced_by(error: BaseException, producer=None) -> bool:
 
 class Outputs:
     def __init__(self, producer, group_consumer, *, exactly_once: bool, commit_interval_s: float,
-                 transactional_id: str | None) -> None:
+                 transactional_id: str | None, published: Counter | None = None) -> None:
         self.producer = producer
         self.group = group_consumer
         self.exactly_once = exactly_once
@@ -73,6 +74,9 @@ class Outputs:
         self._opened_at = 0.0
         self._pending: list = []  # at_least_once: delivery futures since the last commit
         self.sent = 0
+        # {topic: outputs committed}: the caller's, so that it outlives a replaced Outputs
+        self.published = Counter() if published is None else published
+        self._uncommitted: Counter = Counter()
 
     @property
     def open(self) -> bool:
@@ -105,6 +109,7 @@ class Outputs:
         if not self.exactly_once:
             self._pending.append(future)
         self.sent += 1
+        self._uncommitted[topic] += 1
 
     def outlived(self, timeout_s: float) -> bool:
         """Whether the open transaction has been open for `timeout_s` (transaction_timeout_ms) or
@@ -128,6 +133,8 @@ class Outputs:
                 raise DeliveryError(f"{len(failed)} outputs were not delivered: {failed[0].exception}")
             if offsets:
                 self.group.commit({tp: OffsetAndMetadata(offset, "", -1) for tp, offset in offsets.items()})
+        self.published.update(self._uncommitted)
+        self._uncommitted.clear()
         self._pending = []
         self._open = False
 
@@ -143,5 +150,6 @@ class Outputs:
                 # aborts whatever it left open.
                 log.warning("could not abort the open transaction (%s); the producer will be replaced", error)
                 raise
+        self._uncommitted.clear()
         self._pending = []
         self._open = False
