@@ -20,7 +20,8 @@ import logging
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from kafka.errors import InvalidProducerEpochError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.errors import (FencedInstanceIdError, InvalidProducerEpochError, KafkaError, KafkaTimeoutError,
+                          TopicAlreadyExistsError)
 from kafka.structs import MemberState, OffsetAndMetadata
 
 from stream_nb.config import KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS
@@ -148,7 +149,37 @@ def make_group_consumer(kafka: dict, client: dict, instance_id: str):
                          isolation_level="read_committed", cooperative=True)
     if not _is_confluent(consumer):
         _finish_rebalances_left_pending(consumer)
+        _note_instance_fencing(consumer)
     return consumer
+
+
+def _note_instance_fencing(consumer: KafkaConsumer) -> None:
+    """Keep the FencedInstanceIdError of a heartbeat, for raise_if_fenced.
+
+    kafka-python 3.0.12's heartbeat thread logs it and stops heartbeating, and that is all: an
+    idle member whose instance id another process has taken goes on polling nothing, and learns
+    it is a zombie only when its next transaction is refused (49 s later in one trial, when a
+    message came). librdkafka raises it from the next poll."""
+    coordinator = consumer._coordinator
+    send_heartbeat = coordinator._send_heartbeat_request
+
+    async def noting_fencing():
+        try:
+            return await send_heartbeat()
+        except FencedInstanceIdError as error:
+            consumer.stream_nb_fenced = error
+            raise
+
+    consumer.stream_nb_fenced = None
+    coordinator._send_heartbeat_request = noting_fencing
+
+
+def raise_if_fenced(consumer) -> None:
+    """Raise the FencedInstanceIdError of a group consumer whose static instance id another
+    member has taken, as librdkafka's poll does (there a no-op)."""
+    error = getattr(consumer, "stream_nb_fenced", None)
+    if error is not None:
+        raise error
 
 
 def _finish_rebalances_left_pending(consumer: KafkaConsumer) -> None:
@@ -274,6 +305,7 @@ def take_part_in_rebalances(consumer: KafkaConsumer, join_wait_ms: int = 100) ->
     if _is_confluent(consumer):
         consumer.serve_rebalances()
         return
+    raise_if_fenced(consumer)
     consumer._coordinator.poll(timeout_ms=join_wait_ms if rebalance_pending(consumer) else 0)
 
 

@@ -42,6 +42,7 @@ from stream_nb.kafka.clients import (
     make_group_consumer,
     make_labeled_reader,
     make_producer,
+    raise_if_fenced,
     rebalance_pending,
     take_part_in_rebalances,
     transaction_lost,
@@ -485,6 +486,7 @@ class Worker:
         quick = learned and not rebalance_pending(self.group)
         polled = self.group.poll(timeout_ms=0 if quick else self.kafka["poll_timeout_ms"],
                                  max_records=self.kafka["poll_max_records"])
+        raise_if_fenced(self.group)  # kafka-python's poll does not say (an idle zombie polls on)
         if self._assignment_changed:
             self._on_assignment_change()
         now = self.group.group_metadata()

@@ -10,10 +10,13 @@ import signal
 
 import pytest
 
+from stream_nb.worker.cli import EXIT_FENCED
+
 from worker_support import (
     Message,
     Topics,
     WorkerProcess,
+    committed_offset,
     create_topics,
     labeled_event,
     latest_summary,
@@ -74,3 +77,47 @@ def test_a_clean_stop_says_why_what_was_done_and_which_checkpoint_was_written(ka
     assert line["path"] == str(tmp_path / "checkpoints" / f"checkpoint-{summary.checkpoint_id}.ckpt")
     assert line["offsets"] == f"{topics.labeled}[0]@101"
     assert summary.offsets == {(topics.labeled, 0): 101}
+
+
+def test_an_idle_worker_fenced_by_another_with_its_instance_id_stops_at_once(kafka_broker, tmp_path, sms, transport):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("zombie")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    produce(bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", text, label)) for i, (label, text) in
+                        enumerate(sms[:100])]
+            + [Message(topics.unlabeled, unlabeled_event(f"u{i}", text), f"u{i}".encode())
+               for i, (_, text) in enumerate(sms[100:150])])
+    group_id = f"group-{topics.labeled[:-8]}"
+    # the clients' own timeouts: the zombie must not wait for a session or transaction to expire
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused", group_id=group_id,
+                               transport=transport)
+
+    def start(directory: str) -> WorkerProcess:
+        return WorkerProcess(config_path, tmp_path / f"{directory}.log", stop_when_idle=None,
+                             overrides=('worker.instance_id="a"', f'checkpoint.dir="{tmp_path / directory}"'))
+
+    first = start("first")
+    second = None
+    try:
+        wait_until(lambda: committed_offset(bootstrap, group_id, topics.unlabeled) == 50, 120,
+                   "every prediction committed", (first,))
+        second = start("second")  # one instance id given to two workers: the second takes its place
+        wait_until(lambda: "assigns this worker" in (tmp_path / "second.log").read_text(), 60,
+                   "the second worker to join", (second,))
+        # a deadline on the condition, far below the 49 s the idle zombie went on until the next message
+        assert first.wait(25) == EXIT_FENCED, first.log_tail()
+        # the second goes on (the zombie's last rejoin may have fenced its consumer: it rejoins)
+        produce(bootstrap, [Message(topics.unlabeled, unlabeled_event(f"u{i}", text), f"u{i}".encode())
+                            for i, (_, text) in enumerate(sms[150:160], start=50)])
+        wait_until(lambda: committed_offset(bootstrap, group_id, topics.unlabeled) == 60, 120,
+                   "the second worker's predictions", (second,))
+        second.process.terminate()
+        assert second.wait(60) == 0, second.log_tail()
+    finally:
+        for worker in (first, second):
+            if worker is not None:
+                worker.kill()
+    assert (tmp_path / "first.log").read_text().splitlines()[-1].startswith("stream-nb run: fenced")
+    ids = [json.loads(record.value)["id"] for record in read_topic(bootstrap, topics.predictions)]
+    assert sorted(ids) == sorted(f"u{i}" for i in range(60))  # each once
+
