@@ -74,6 +74,7 @@ def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) ->
     admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
     try:
         existing = set(admin.list_topics())
+        _warn_of_fewer_partitions(admin, kafka, [topic for topic in kafka["unlabeled_topics"] if topic in existing])
         missing = [topic for topic in dict.fromkeys(wanted) if topic not in existing]
         if not missing:
             return
@@ -95,6 +96,27 @@ def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) ->
         raise KafkaSetupError(f"kafka: cannot create topics: {error}") from None
     finally:
         admin.close()
+
+
+def _warn_of_fewer_partitions(admin: KafkaAdminClient, kafka: dict, topics: list[str]) -> None:
+    """kafka.partitions applies to the topics the worker creates: an unlabeled topic that
+    exists with fewer leaves workers beyond its partition count idle. Said in one line each."""
+    wanted = kafka["partitions"]
+    if not topics or wanted <= 1:
+        return
+    try:
+        described_topics = admin.describe_topics(list(dict.fromkeys(topics)))
+    except KafkaError as error:  # only a warning: the worker starts anyway
+        log.debug("could not count the partitions of %s: %s", ", ".join(topics), error)
+        return
+    for described in described_topics:
+        topic, have = described["name"], len(described.get("partitions") or ())
+        if 0 < have < wanted:
+            log.warning("kafka.partitions = %d, but topic %s exists with %d partition%s, and the setting applies only "
+                        "to topics the worker creates: at most %d worker%s of group %s can get its events; add partitions "
+                        "(kafka-topics.sh --bootstrap-server %s --alter --topic %s --partitions %d) or use a new topic",
+                        wanted, topic, have, "" if have == 1 else "s", have, "" if have == 1 else "s",
+                        kafka["group_id"], kafka["bootstrap_servers"], topic, wanted)
 
 
 def _fetch_options(kafka: dict) -> dict:

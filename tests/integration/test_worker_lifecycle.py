@@ -121,3 +121,40 @@ def test_an_idle_worker_fenced_by_another_with_its_instance_id_stops_at_once(kaf
     ids = [json.loads(record.value)["id"] for record in read_topic(bootstrap, topics.predictions)]
     assert sorted(ids) == sorted(f"u{i}" for i in range(60))  # each once
 
+
+def test_an_unlabeled_topic_with_fewer_partitions_than_configured_is_said_at_start(kafka_broker, tmp_path, transport):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("fewer")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])  # one partition each
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               transport=transport)
+    worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=1, overrides=("kafka.partitions=6",))
+    try:
+        assert worker.wait(120) == 0
+    finally:
+        worker.kill()
+    lines = [line for line in worker.log_path.read_text().splitlines() if "kafka.partitions" in line]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(
+        f"WARNING kafka.partitions = 6, but topic {topics.unlabeled} exists with 1 partition, and the setting applies "
+        f"only to topics the worker creates: at most 1 worker of group {group_of(config_path)} can get its events; add "
+        f"partitions (kafka-topics.sh --bootstrap-server {bootstrap} --alter --topic {topics.unlabeled} --partitions 6) "
+        f"or use a new topic"), lines[0]
+
+    # as many partitions as configured, or more: nothing to say; the outputs it creates get 6
+    create_topics(bootstrap, [f"{topics.unlabeled}-wide"], partitions=6)
+    worker = WorkerProcess(config_path, tmp_path / "wide.log", stop_when_idle=1,
+                           overrides=("kafka.partitions=6", f'kafka.unlabeled_topics=["{topics.unlabeled}-wide"]',
+                                      f'kafka.predictions_topic="{topics.predictions}-wide"'))
+    try:
+        assert worker.wait(120) == 0
+    finally:
+        worker.kill()
+    log = worker.log_path.read_text()
+    assert "WARNING kafka.partitions" not in log and f"{topics.predictions}-wide (6 partitions)" in log
+
+
+def group_of(config_path) -> str:
+    import tomllib
+
+    return tomllib.loads(config_path.read_text())["kafka"]["group_id"]
