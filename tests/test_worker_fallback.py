@@ -64,7 +64,8 @@ def test_a_refusal_of_the_model_stays_rejected_by_model(worker):
 
     rejected = []
     assert worker._batch_or_one_by_one(events, origin, X, scoring, rejected.append, "scoring") == [None, None]
-    assert [(r.reason, r.detail) for r in rejected] == [("rejected_by_model", "MultinomialNB needs feature values >= 0")] * 2
+    refusal = ("rejected_by_model", "MultinomialNB needs feature values >= 0")
+    assert [(r.reason, r.detail) for r in rejected] == [refusal] * 2
 
 
 @pytest.mark.parametrize("error", [MemoryError(), KafkaError("broker away"), Fenced("fenced"), KeyboardInterrupt()],

@@ -112,9 +112,10 @@ def _warn_of_fewer_partitions(admin: KafkaAdminClient, kafka: dict, topics: list
     for described in described_topics:
         topic, have = described["name"], len(described.get("partitions") or ())
         if 0 < have < wanted:
-            log.warning("kafka.partitions = %d, but topic %s exists with %d partition%s, and the setting applies only "
-                        "to topics the worker creates: at most %d worker%s of group %s can get its events; add partitions "
-                        "(kafka-topics.sh --bootstrap-server %s --alter --topic %s --partitions %d) or use a new topic",
+            log.warning("kafka.partitions = %d, but topic %s exists with %d partition%s, and the setting applies "
+                        "only to topics the worker creates: at most %d worker%s of group %s can get its events; add "
+                        "partitions (kafka-topics.sh --bootstrap-server %s --alter --topic %s --partitions %d) or "
+                        "use a new topic",
                         wanted, topic, have, "" if have == 1 else "s", have, "" if have == 1 else "s",
                         kafka["group_id"], kafka["bootstrap_servers"], topic, wanted)
 

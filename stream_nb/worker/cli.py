@@ -78,7 +78,8 @@ def run_worker(args) -> int:
         return 2
     try:
         worker.run(stop_when_idle_s=args.stop_when_idle)
-    except (LabeledLogError, CheckpointError, ModelStateUnknown) as error:  # a partition added under thick-threshold; the last checkpoint
+    # a partition added under thick-threshold; the last checkpoint; a labeled batch half learned
+    except (LabeledLogError, CheckpointError, ModelStateUnknown) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
     except Fenced as error:

@@ -371,9 +371,8 @@ class Worker:
             final = "no checkpoint (nothing learned)"
         else:
             where = f" in {self._checkpoint_path}" if self._checkpoint_path else ""
-            final = (f"final checkpoint {self.checkpoint_id}{where} at labeled offsets "
-                     + (", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets())
-                        or "none"))
+            offsets = ", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets())
+            final = f"final checkpoint {self.checkpoint_id}{where} at labeled offsets {offsets or 'none'}"
         log.info("stopped (%s): %d events read, %d learned, %d predictions and %d dead letters published; %s",
                  self._stop_reason, processed, learned, self._published[self.kafka["predictions_topic"]],
                  self._published[self.kafka["dead_letter_topic"]], final)

@@ -138,7 +138,8 @@ def test_an_unlabeled_topic_with_fewer_partitions_than_configured_is_said_at_sta
     assert lines[0].endswith(
         f"WARNING kafka.partitions = 6, but topic {topics.unlabeled} exists with 1 partition, and the setting applies "
         f"only to topics the worker creates: at most 1 worker of group {group_of(config_path)} can get its events; add "
-        f"partitions (kafka-topics.sh --bootstrap-server {bootstrap} --alter --topic {topics.unlabeled} --partitions 6) "
+        f"partitions (kafka-topics.sh --bootstrap-server {bootstrap} --alter --topic {topics.unlabeled} "
+        f"--partitions 6) "
         f"or use a new topic"), lines[0]
 
     # as many partitions as configured, or more: nothing to say; the outputs it creates get 6
