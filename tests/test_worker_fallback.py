@@ -26,7 +26,8 @@ class Record:
 
 @pytest.fixture
 def worker(tmp_path) -> Worker:
-    return Worker(load_config(SPAM, [f'checkpoint.dir="{tmp_path}"']))
+    # spam.toml names no broker; this one is never contacted (no step here reaches Kafka)
+    return Worker(load_config(SPAM, [f'checkpoint.dir="{tmp_path}"', 'kafka.bootstrap_servers="127.0.0.1:9"']))
 
 
 def batch(worker: Worker, texts: list[str], labels=None):
