@@ -592,10 +592,7 @@ class Worker:
         except NOT_ONE_EVENTS_FAILURE:
             raise
         except Exception as batch_error:
-            if self.model.events_learned != learned_before:
-                raise ModelStateUnknown(f"{stage} of a batch raised {type(batch_error).__name__}: {batch_error} after "
-                                        f"learning part of it; stopping (a restart resumes from the last "
-                                        f"checkpoint)") from batch_error
+            self._stop_if_half_learned(learned_before, f"{stage} of a batch", batch_error)
             results = []
             for i, (event, record) in enumerate(zip(events, origin)):
                 learned_before = self.model.events_learned
@@ -604,13 +601,16 @@ class Worker:
                 except NOT_ONE_EVENTS_FAILURE:
                     raise
                 except Exception as error:
-                    if self.model.events_learned != learned_before:
-                        raise ModelStateUnknown(f"{stage} of event {event.id!r} raised {type(error).__name__}: "
-                                                f"{error} after learning part of it; stopping (a restart resumes "
-                                                f"from the last checkpoint)") from error
+                    self._stop_if_half_learned(learned_before, f"{stage} of event {event.id!r}", error)
                     reject(_refusal(event, error, stage, record))
                     results.append(None)
             return results
+
+    def _stop_if_half_learned(self, learned_before: int, what: str, error: Exception) -> None:
+        """ModelStateUnknown when `what` raised `error` after the model had learned part of it."""
+        if self.model.events_learned != learned_before:
+            raise ModelStateUnknown(f"{what} raised {type(error).__name__}: {error} after learning part of it; "
+                                    f"stopping (a restart resumes from the last checkpoint)") from error
 
     def _decode(self, records: list, labeled: bool, rejected) -> tuple[list[Event], list]:
         """(events, their records); each message that is not a valid event goes to `rejected`."""
