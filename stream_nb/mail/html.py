@@ -4,8 +4,10 @@
 reader would see (script, style and hidden text left out) and '#html:' features: link domains,
 links whose visible text names another domain than their href, image count, hidden text
 (display:none, visibility:hidden, tiny fonts, text coloured as its background), forms, password
-inputs, scripts, iframes. Work is linear in the markup: the open-element stack is bounded and
-every attribute is read once.
+inputs, scripts, iframes. Work is linear in the markup: the open-element stack is bounded, and
+`_bounded_markup` first turns into text every '<' the parser would search far for its end
+(CPython's `html.parser` rescans to the end of the input for each unclosed '<a', '<!--', '</'
+or '<?': quadratic on hostile mail before 3.13.4).
 """
 
 from __future__ import annotations
@@ -36,6 +38,49 @@ _EVIDENCE_ELEMENTS = {
     "base": "#html:base",
 }
 _DOMAIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+# A tag longer than this, or a comment longer than MAX_COMMENT_CHARS, is read as text.
+MAX_TAG_CHARS = 4096
+MAX_COMMENT_CHARS = 65536
+
+
+class _NextFinder:
+    """`text.find(needle, start)` for starts that only grow: a found position is reused until
+    passed and 'none left' is remembered, so all calls together scan the text about once."""
+
+    def __init__(self, text: str, needle: str) -> None:
+        self.text, self.needle = text, needle
+        self.found = -2  # not searched yet
+
+    def __call__(self, start: int) -> int:
+        if self.found == -2 or (self.found != -1 and self.found < start):
+            self.found = self.text.find(self.needle, start)
+        return self.found
+
+
+def _bounded_markup(markup: str) -> str:
+    """`markup` with '&lt;' for each '<' that does not open a construct closed nearby: a tag
+    whose '>' comes within MAX_TAG_CHARS and before the next '<', or a comment whose '-->' comes
+    within MAX_COMMENT_CHARS. Marked sections ('<![') are always text. What the parser then
+    reads of each construct is bounded, so its work is linear."""
+    next_lt, next_gt, next_comment_end = (_NextFinder(markup, s) for s in ("<", ">", "-->"))
+    pieces: list[str] = []
+    copied = position = 0
+    while (opening := next_lt(position)) != -1:
+        if markup.startswith("<!--", opening):
+            end = next_comment_end(opening + 4)
+            if end != -1 and end - opening <= MAX_COMMENT_CHARS:
+                position = end + 3
+                continue
+        elif not markup.startswith("<![", opening):
+            end, following = next_gt(opening + 1), next_lt(opening + 1)
+            if end != -1 and end - opening <= MAX_TAG_CHARS and (following == -1 or end < following):
+                position = end + 1
+                continue
+        pieces.append(markup[copied:opening])
+        pieces.append("&lt;")
+        copied = position = opening + 1
+    pieces.append(markup[copied:])
+    return "".join(pieces)
 
 
 @dataclass
@@ -216,7 +261,7 @@ class _EvidenceParser(HTMLParser):
 def read_html(markup: str) -> HtmlEvidence:
     """The visible text of an HTML document and the '#html:' evidence in its markup."""
     parser = _EvidenceParser()
-    parser.feed(markup)
+    parser.feed(_bounded_markup(markup))
     parser.close()
     parser._close_anchor()
     features = list(parser.features)

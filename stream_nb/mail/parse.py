@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from email.header import decode_header
 from email.message import Message
 from email.parser import BytesParser
+from email.utils import parseaddr
 from email.policy import compat32
 
 from stream_nb.mail.html import count_bucket, read_html, registered_domain
@@ -175,9 +176,10 @@ def _decode_bytes(payload: bytes, charset: str, evidence: _Evidence) -> str:
 def _address_features(name: str, value: str, evidence: _Evidence) -> str | None:
     """'#hdr:<name>:addr:<address>' and ':domain:<domain>' for the first address of a header;
     returns the domain."""
-    start, end = value.rfind("<"), value.rfind(">")
-    address = value[start + 1 : end] if 0 <= start < end else value
-    address = address.strip().strip("<>\"' ").lower()
+    try:
+        address = parseaddr(value)[1].strip().lower()
+    except Exception:  # a hostile address list; the value is already capped in length
+        address = ""
     if "@" not in address or " " in address:
         if value.strip():
             evidence.feature(f"#hdr:{name}:no_address")
@@ -271,7 +273,7 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     reading.parts += 1
     for defect in part.defects:
         evidence.defect(_snake_case(type(defect).__name__))
-    content_type = part.get_content_type()
+    content_type = part.get_content_type().split()[0].rstrip(";")[:80]
     evidence.feature(f"#mime:type:{content_type}")
     boundary = part.get_param("boundary") if part.get_content_maintype() == "multipart" else None
     if isinstance(boundary, str):
