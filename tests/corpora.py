@@ -47,3 +47,21 @@ def load_enron_texts() -> list[str]:
     from stream_nb.replay.corpora import enron_spam
 
     return [event["text"] for event in enron_spam(enron_spam_path())]
+
+
+def spamassassin_2003_path() -> Path:
+    """Path of the SpamAssassin 2003 archive (raw mail: easy-ham-2 and spam-2)."""
+    return _require(SHARED_DATA / "spamassassin_2003.tar.gz", "SpamAssassin 2003 corpus")
+
+
+def load_spamassassin_2003() -> list[tuple[str, bytes]]:
+    """(folder, raw bytes) of every message of the SpamAssassin 2003 archive, in archive order."""
+    import tarfile
+
+    messages = []
+    with tarfile.open(spamassassin_2003_path()) as archive:
+        for member in archive:
+            if member.isfile() and member.name.endswith(".txt"):
+                folder = member.name.split("/")[1]
+                messages.append((folder, archive.extractfile(member).read()))
+    return messages

@@ -27,7 +27,8 @@ _VOID_ELEMENTS = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
      "source", "track", "wbr"}
 )
-_UNSEEN_ELEMENTS = frozenset({"script", "style", "head", "title", "noscript", "template"})
+# "head" is not among them: spam often opens <head> and never closes it before <body>.
+_UNSEEN_ELEMENTS = frozenset({"script", "style", "title", "noscript", "template"})
 _EVIDENCE_ELEMENTS = {
     "form": "#html:form",
     "script": "#html:script",

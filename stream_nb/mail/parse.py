@@ -17,7 +17,7 @@ from __future__ import annotations
 import codecs
 import email.errors
 from dataclasses import dataclass
-from email.header import decode_header
+from email.header import Header, decode_header
 from email.message import Message
 from email.parser import BytesParser
 from email.utils import parseaddr
@@ -108,8 +108,14 @@ def _header_text(raw: str | None, evidence: _Evidence) -> str:
     cut to MAX_HEADER_CHARS (a bound on decode_header's work too)."""
     if raw is None:
         return ""
-    if not isinstance(raw, str):  # compat32 may hand back a Header object for 8-bit values
-        raw = str(raw)
+    if isinstance(raw, Header):  # compat32's wrapping of a value with 8-bit bytes
+        evidence.defect("header_8bit")
+        pieces = decode_header(raw)
+        return "".join(
+            _decode_bytes(piece[:MAX_HEADER_CHARS], "utf-8" if charset == "unknown-8bit" else charset or "us-ascii", evidence)
+            if isinstance(piece, bytes) else piece[:MAX_HEADER_CHARS]
+            for piece, charset in pieces
+        )
     if len(raw) > MAX_HEADER_CHARS:
         raw = raw[:MAX_HEADER_CHARS]
         evidence.defect("header_cap")
@@ -298,7 +304,9 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
             extension = filename.rpartition(".")[2].strip().lower()[:10]
             evidence.feature(f"#att:ext:{extension}")
         return
-    if part.get_content_maintype() != "text":
+    # A multipart whose boundary never came is one string: read it as text, as far as it goes.
+    unsplit_multipart = part.get_content_maintype() == "multipart"
+    if part.get_content_maintype() != "text" and not unsplit_multipart:
         return
     encoding = (part.get("content-transfer-encoding") or "7bit").strip().lower()[:20]
     if encoding not in ("7bit", "8bit", "binary"):
@@ -312,7 +320,7 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     if charset not in ("us-ascii", "utf-8"):
         evidence.feature(f"#mime:charset:{charset[:30]}")
     text = _decode_bytes(payload, charset, evidence)
-    if part.get_content_subtype() == "html":
+    if part.get_content_subtype() == "html" and not unsplit_multipart:
         html = read_html(text)
         for feature in html.features:
             evidence.feature(feature)
