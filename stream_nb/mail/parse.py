@@ -2,7 +2,9 @@
 
 MIME is read by the standard library's `email` with the `compat32` policy: it keeps headers as
 strings and never parses them on access, where `email.policy.default`'s header objects raise
-on some malformed headers and cost more; decoding is done here, with our own fallbacks.
+on some malformed headers and cost more (measured on SpamAssassin 2003: reading every header
+and body raised on 25 of 2,796 messages with `default`, on none with `compat32`, and took 15x
+as long); decoding is done here, with our own fallbacks.
 
 What is read of one message is bounded, so a hostile or huge message costs at most a fixed
 amount of work: the first `max_bytes` bytes (1 MiB by default), the part of it before the
