@@ -361,6 +361,7 @@ HOSTILE_FAMILIES = {
     "deep_nesting": lambda n: deep_nesting(n // 60),
     "long_html": lambda n: b"Content-Type: text/html\r\n\r\n" + b'<a href="http://x.y/">www.z.com</a><a<!--</<?' * (n // 45),
     "unclosed_comments": lambda n: b"Content-Type: text/html\r\n\r\n" + b"<!--<b>" * (n // 7),
+    "rfc822_chain": lambda n: b"Content-Type: message/rfc822\r\n\r\n" * (n // 32) + b"x",
     "long_base64": lambda n: b"Content-Transfer-Encoding: base64\r\n\r\n" + b"QUJD*\r\n" * (n // 7),
 }
 

@@ -17,7 +17,6 @@ cut or wrong is in `defects` and, as '#defect:<name>', in `features`.
 from __future__ import annotations
 
 import codecs
-import email.errors
 from dataclasses import dataclass
 from email.header import Header, decode_header
 from email.message import Message
@@ -323,7 +322,11 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
         evidence.feature(f"#mime:charset:{charset[:30]}")
     text = _decode_bytes(payload, charset, evidence)
     if part.get_content_subtype() == "html" and not unsplit_multipart:
-        html = read_html(text)
+        try:
+            html = read_html(text)
+        except Exception as error:  # html.parser has asserted on odd markup before; lose one part only
+            evidence.defect(f"html_error:{type(error).__name__}")
+            return
         for feature in html.features:
             evidence.feature(feature)
         text = html.text
@@ -355,8 +358,7 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
     for step in (lambda: _header_features(message, evidence), lambda: _read_part(message, 0, reading)):
         try:
             result = step()
-        except (RecursionError, email.errors.MessageError, LookupError, ValueError, TypeError,
-                AttributeError, UnicodeError, AssertionError) as error:
+        except Exception as error:  # never raise on bad mail: keep what was read, name what broke
             evidence.defect(f"read_error:{type(error).__name__}")
             continue
         if isinstance(result, str):
