@@ -301,7 +301,7 @@ def test_corpus_html_and_evidence_rates_tell_spam_from_ham(corpus_parsed):
     assert rate(corpus_parsed, "easy-ham-2", "#mime:type:text/html") == 15
     assert rate(corpus_parsed, "spam-2", "#html:hidden_text") == 55
     assert rate(corpus_parsed, "easy-ham-2", "#html:hidden_text") == 0
-    assert rate(corpus_parsed, "spam-2", "#html:form") == 116
+    assert rate(corpus_parsed, "spam-2", "#html:form") == 118
     assert rate(corpus_parsed, "easy-ham-2", "#html:form") == 1
     assert rate(corpus_parsed, "spam-2", "#html:link_text_names_other_domain") == 16
     assert rate(corpus_parsed, "spam-2", "#defect:unknown_charset") == 23
@@ -361,6 +361,7 @@ HOSTILE_FAMILIES = {
     "deep_nesting": lambda n: deep_nesting(n // 60),
     "long_html": lambda n: b"Content-Type: text/html\r\n\r\n" + b'<a href="http://x.y/">www.z.com</a><a<!--</<?' * (n // 45),
     "unclosed_comments": lambda n: b"Content-Type: text/html\r\n\r\n" + b"<!--<b>" * (n // 7),
+    "tags_with_inner_lt": lambda n: b"Content-Type: text/html\r\n\r\n" + b"<a<a<a<a<a<a x>" * (n // 15),
     "rfc822_chain": lambda n: b"Content-Type: message/rfc822\r\n\r\n" * (n // 32) + b"x",
     "long_base64": lambda n: b"Content-Transfer-Encoding: base64\r\n\r\n" + b"QUJD*\r\n" * (n // 7),
 }

@@ -42,6 +42,7 @@ _DOMAIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 # A tag longer than this, or a comment longer than MAX_COMMENT_CHARS, is read as text.
 MAX_TAG_CHARS = 4096
 MAX_COMMENT_CHARS = 65536
+MAX_LT_IN_TAG = 4
 
 
 class _NextFinder:
@@ -58,11 +59,22 @@ class _NextFinder:
         return self.found
 
 
+def _few_lt_before(markup: str, opening: int, end: int) -> bool:
+    """True when at most MAX_LT_IN_TAG '<' stand between a tag's '<' and its '>' (sloppy spam
+    writes '<form action=... <input>'); each '<' is looked at by at most that many tags."""
+    probe = opening
+    for _ in range(MAX_LT_IN_TAG + 1):
+        probe = markup.find("<", probe + 1, end)
+        if probe == -1:
+            return True
+    return False
+
+
 def _bounded_markup(markup: str) -> str:
     """`markup` with '&lt;' for each '<' that does not open a construct closed nearby: a tag
-    whose '>' comes within MAX_TAG_CHARS and before the next '<', or a comment whose '-->' comes
-    within MAX_COMMENT_CHARS. Marked sections ('<![') are always text. What the parser then
-    reads of each construct is bounded, so its work is linear."""
+    whose '>' comes within MAX_TAG_CHARS after at most MAX_LT_IN_TAG other '<', or a comment
+    whose '-->' comes within MAX_COMMENT_CHARS. Marked sections ('<![') are always text. What
+    the parser then reads of each construct is bounded, so its work is linear."""
     next_lt, next_gt, next_comment_end = (_NextFinder(markup, s) for s in ("<", ">", "-->"))
     pieces: list[str] = []
     copied = position = 0
@@ -73,8 +85,8 @@ def _bounded_markup(markup: str) -> str:
                 position = end + 3
                 continue
         elif not markup.startswith("<![", opening):
-            end, following = next_gt(opening + 1), next_lt(opening + 1)
-            if end != -1 and end - opening <= MAX_TAG_CHARS and (following == -1 or end < following):
+            end = next_gt(opening + 1)
+            if end != -1 and end - opening <= MAX_TAG_CHARS and _few_lt_before(markup, opening, end):
                 position = end + 1
                 continue
         pieces.append(markup[copied:opening])
