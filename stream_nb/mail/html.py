@@ -86,7 +86,8 @@ def _bounded_markup(markup: str) -> str:
                 continue
         elif not markup.startswith("<![", opening):
             end = next_gt(opening + 1)
-            if end != -1 and end - opening <= MAX_TAG_CHARS and _few_lt_before(markup, opening, end):
+            near = end != -1 and end - opening <= MAX_TAG_CHARS
+            if near and _few_lt_before(markup, opening, end):
                 position = end + 1
                 continue
         pieces.append(markup[copied:opening])
@@ -230,10 +231,12 @@ class _EvidenceParser(HTMLParser):
         colour, background = _style_colours(style)
         colour = colour or attributes.get("color", "").lower() or parent.colour
         background = background or attributes.get("bgcolor", "").lower() or parent.background
-        hidden = parent.hidden or _style_hides(style) or (tag == "font" and attributes.get("size", "").strip() in ("0", "-2", "-3"))
+        tiny_font = tag == "font" and attributes.get("size", "").strip() in ("0", "-2", "-3")
+        hidden = parent.hidden or _style_hides(style) or tiny_font
         if colour and background and colour == background:
             hidden = True
-        element = _Element(tag, hidden, parent.unseen or tag in _UNSEEN_ELEMENTS, colour, background)
+        unseen = parent.unseen or tag in _UNSEEN_ELEMENTS
+        element = _Element(tag, hidden, unseen, colour, background)
         if len(self.stack) < MAX_OPEN_ELEMENTS:
             self.stack.append(element)
         else:
@@ -264,7 +267,7 @@ class _EvidenceParser(HTMLParser):
             return
         named = _domain_named_in(" ".join(self.anchor_text))
         target = host_of_url(self.anchor_href)
-        if named is not None and target is not None and registered_domain(named) != registered_domain(target):
+        if named and target and registered_domain(named) != registered_domain(target):
             self.features["#html:link_text_names_other_domain"] = None
         self.anchor_href = None
         self.anchor_text = []

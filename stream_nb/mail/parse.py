@@ -112,11 +112,13 @@ def _header_text(raw: str | None, evidence: _Evidence) -> str:
     if isinstance(raw, Header):  # compat32's wrapping of a value with 8-bit bytes
         evidence.defect("header_8bit")
         pieces = decode_header(raw)
-        return "".join(
-            _decode_bytes(piece[:MAX_HEADER_CHARS], "utf-8" if charset == "unknown-8bit" else charset or "us-ascii", evidence)
-            if isinstance(piece, bytes) else piece[:MAX_HEADER_CHARS]
-            for piece, charset in pieces
-        )
+        texts = []
+        for piece, charset in pieces:
+            if isinstance(piece, bytes):
+                charset = "utf-8" if charset in (None, "unknown-8bit") else charset
+                piece = _decode_bytes(piece[:MAX_HEADER_CHARS], charset, evidence)
+            texts.append(piece[:MAX_HEADER_CHARS])
+        return "".join(texts)
     if len(raw) > MAX_HEADER_CHARS:
         raw = raw[:MAX_HEADER_CHARS]
         evidence.defect("header_cap")
@@ -124,8 +126,9 @@ def _header_text(raw: str | None, evidence: _Evidence) -> str:
         raw.encode("ascii")
     except UnicodeEncodeError:
         evidence.defect("header_8bit")
-        raw_bytes = raw.encode("ascii", "surrogateescape") if _has_surrogates(raw) else raw.encode("utf-8")
-        return _decode_bytes(raw_bytes, "utf-8", evidence)
+        if _has_surrogates(raw):  # undecoded 8-bit bytes
+            return _decode_bytes(raw.encode("ascii", "surrogateescape"), "utf-8", evidence)
+        return raw
     try:
         pieces = decode_header(raw)
     except Exception:  # a malformed encoded word: keep the header as written
@@ -245,13 +248,15 @@ def _header_features(message: Message, evidence: _Evidence) -> str:
             evidence.feature(f"#hdr:{name}:missing")
     if domains.get("reply-to") and domains.get("from") and domains["reply-to"] != domains["from"]:
         evidence.feature("#hdr:reply-to:other_domain")
-    received = [_header_text(value, evidence) for value in (message.get_all("received") or [])[: MAX_RECEIVED + 1]]
+    received_raw = (message.get_all("received") or [])[: MAX_RECEIVED + 1]
+    received = [_header_text(value, evidence) for value in received_raw]
     _received_features(received, evidence)
     message_id = _header_text(message.get("message-id"), evidence).strip()
     if not message_id:
         evidence.feature("#hdr:message-id:missing")
     elif "@" in message_id:
-        evidence.feature("#hdr:message-id:domain:" + message_id.rpartition("@")[2].strip("<> ").lower()[:100])
+        domain = message_id.rpartition("@")[2].strip("<> ").lower()[:100]
+        evidence.feature(f"#hdr:message-id:domain:{domain}")
     else:
         evidence.feature("#hdr:message-id:no_domain")
     for name in ("x-mailer", "user-agent"):
@@ -324,7 +329,7 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     if part.get_content_subtype() == "html" and not unsplit_multipart:
         try:
             html = read_html(text)
-        except Exception as error:  # html.parser has asserted on odd markup before; lose one part only
+        except Exception as error:  # html.parser has asserted on odd markup: lose one part only
             evidence.defect(f"html_error:{type(error).__name__}")
             return
         for feature in html.features:
@@ -355,7 +360,8 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
         return ParsedMail(subject="", body="", features=[], defects=list(evidence.defects))
     reading = _Reading(evidence=evidence, texts=[])
     subject = ""
-    for step in (lambda: _header_features(message, evidence), lambda: _read_part(message, 0, reading)):
+    steps = (lambda: _header_features(message, evidence), lambda: _read_part(message, 0, reading))
+    for step in steps:
         try:
             result = step()
         except Exception as error:  # never raise on bad mail: keep what was read, name what broke
@@ -364,4 +370,6 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
         if isinstance(result, str):
             subject = result
     body = "\n".join(reading.texts)
-    return ParsedMail(subject=subject, body=body, features=list(evidence.features), defects=list(evidence.defects))
+    return ParsedMail(
+        subject=subject, body=body, features=list(evidence.features), defects=list(evidence.defects)
+    )
