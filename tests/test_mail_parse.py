@@ -386,3 +386,14 @@ def test_parsing_hostile_mail_grows_linearly_with_its_size(family):
     make = HOSTILE_FAMILIES[family]
     small, large = best_time(make(SMALL)), best_time(make(LARGE))
     assert large / max(small, 1e-4) <= MOST_GROWTH, (family, small, large)
+
+
+def test_the_growth_check_catches_the_html_parsers_rescans(monkeypatch):
+    """Without `_bounded_markup` the standard library's parser rescans to the end for each
+    unclosed comment: the check above must see that as more than MOST_GROWTH."""
+    import stream_nb.mail.html as html
+
+    monkeypatch.setattr(html, "_bounded_markup", lambda markup: markup)
+    make = HOSTILE_FAMILIES["unclosed_comments"]
+    small, large = best_time(make(4_000)), best_time(make(64_000))
+    assert large / max(small, 1e-4) > MOST_GROWTH, (small, large)
