@@ -143,6 +143,13 @@ def _header_text(raw: str | None, evidence: _Evidence) -> str:
     return "".join(text)
 
 
+def _plain_header(part: Message, name: str) -> str:
+    """A header as a plain string for a keyword check ('' when absent); compat32 hands back a
+    `Header` object, not a string, for a value with 8-bit bytes."""
+    value = part.get(name)
+    return "" if value is None else value if isinstance(value, str) else str(value)
+
+
 def _has_surrogates(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -303,7 +310,7 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
             _read_part(child, depth + 1, reading)
         return
     filename = part.get_filename()
-    disposition = (part.get("content-disposition") or "").strip().lower()
+    disposition = _plain_header(part, "content-disposition").strip().lower()
     if filename or disposition.startswith("attachment"):
         evidence.feature(f"#att:type:{content_type}")
         if isinstance(filename, str) and "." in filename:
@@ -314,7 +321,7 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     unsplit_multipart = part.get_content_maintype() == "multipart"
     if part.get_content_maintype() != "text" and not unsplit_multipart:
         return
-    encoding = (part.get("content-transfer-encoding") or "7bit").strip().lower()[:20]
+    encoding = (_plain_header(part, "content-transfer-encoding") or "7bit").strip().lower()[:20]
     if encoding not in ("7bit", "8bit", "binary"):
         evidence.feature(f"#mime:cte:{encoding}")
     payload = part.get_payload(decode=True)
