@@ -354,6 +354,7 @@ def test_thousands_of_mutated_corpus_messages_never_raise(corpus):
         parsed = parse_mail(mutate(rng.choice(messages), rng))
         assert isinstance(parsed, ParsedMail)
         assert all(feature.startswith("#") for feature in parsed.features)
+        assert not any(len(feature.split()) != 1 for feature in parsed.features)
         recorded = (defect for defect in parsed.defects if defect != "empty")
         assert all(f"#defect:{defect}" in parsed.features for defect in recorded)
         read_with_body += bool(parsed.body)

@@ -75,7 +75,8 @@ class _Evidence:
         self.defects: dict[str, None] = {}
 
     def feature(self, name: str) -> None:
-        self.features[name] = None
+        # one token each: whitespace from a header value would split it in a featuriser
+        self.features["_".join(name.split())] = None
 
     def defect(self, name: str) -> None:
         self.defects[name] = None
