@@ -260,6 +260,12 @@ def test_a_30_mb_message_is_cut_at_the_byte_cap():
     assert elapsed < 2.0  # about 0.05 s measured; what matters is that 30 MB is never read
 
 
+def test_max_bytes_sets_the_cap():
+    parsed = parse_mail(build("Subject: s", b"a" * 500 + b" tail"), max_bytes=300)
+    assert parsed.defects == ["byte_cap"]
+    assert "tail" not in parsed.body and len(parsed.body) == 300 - len(b"Subject: s\r\n\r\n")
+
+
 def test_parts_beyond_the_cap_are_not_read():
     parts = b"".join(b"--b\r\n\r\npart %d\r\n" % i for i in range(3 * MAX_PARTS)) + b"--b--\r\n"
     parsed = parse_mail(build('Content-Type: multipart/mixed; boundary="b"', parts))

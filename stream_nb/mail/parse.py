@@ -351,12 +351,11 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
     """Read one raw message. Never raises on bad mail: what cannot be read is a defect; a
     message of which nothing can be read (empty input) has no body or features but a defect."""
     evidence = _Evidence()
-    if not data.strip():
-        evidence.defect("empty")
-        return ParsedMail(subject="", body="", features=[], defects=list(evidence.defects))
-    if len(data) > max_bytes:
+    if len(data) > max_bytes:  # first, so nothing below touches more than max_bytes
         data = data[:max_bytes]
         evidence.defect("byte_cap")
+    if not data.strip():
+        return ParsedMail(subject="", body="", features=[], defects=["empty"])
     cut = _cut_before_nth_content_type(data, MAX_CONTENT_TYPES)
     if cut is not None:
         data = cut
