@@ -318,7 +318,7 @@ class Worker:
         if self.group is None:
             self.start()
         idle_since = time.monotonic()
-        processed_at_start, learned_at_start = self._processed, self.telemetry.learned._value.get()
+        processed_at_start, learned_at_start = self._processed, self.telemetry.events_learned()
         last_log, processed_at_log = time.monotonic(), self._processed
         last_telemetry = 0.0
         clean = False
@@ -353,7 +353,7 @@ class Worker:
             self.checkpoint()
             clean = True
             self._log_stop(self._processed - processed_at_start,
-                           int(self.telemetry.learned._value.get() - learned_at_start))
+                           int(self.telemetry.events_learned() - learned_at_start))
         finally:
             self._close_clients()
             if clean:  # a static member's close keeps its place in the group: leave it explicitly

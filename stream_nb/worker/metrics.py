@@ -66,6 +66,11 @@ class WorkerMetrics:
         self.last_step = time.monotonic()
         self.ready = False
 
+
+    def events_learned(self) -> float:
+        """The stream_nb_events_learned counter's value, read through the registry's public API."""
+        return self.registry.get_sample_value("stream_nb_events_learned_total") or 0.0
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
