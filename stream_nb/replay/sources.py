@@ -129,10 +129,15 @@ def _refuse(rejected_event: Rejected, path: Path, line_number: int, rejected: Co
     where = f"{path}:{line_number}"
     if rejected is None:
         raise SourceError(f"{where}: not a valid event: {rejected_event.reason} ({rejected_event.detail})")
+    count_rejection(rejected, rejected_event.reason, f"{where}: {rejected_event.detail}")
+
+
+def count_rejection(rejected: Counter, reason: str, where: str) -> None:
+    """One refused event in `rejected` (with where, if it is a Rejections)."""
     if isinstance(rejected, Rejections):
-        rejected.add(rejected_event.reason, f"{where}: {rejected_event.detail}")
+        rejected.add(reason, where)
     else:
-        rejected[rejected_event.reason] += 1
+        rejected[reason] += 1
 
 
 def _refused(reason: str, detail: str, path: Path, line_number: int) -> Rejected:

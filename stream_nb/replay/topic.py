@@ -10,7 +10,7 @@ from kafka import TopicPartition
 
 from stream_nb.events import DEFAULT_MAX_BYTES, Rejected, SourcePosition, record_decoder
 from stream_nb.kafka.clients import KafkaSetupError, make_reader
-from stream_nb.replay.sources import Rejections, SourceError
+from stream_nb.replay.sources import SourceError, count_rejection
 
 
 def parse_time(text: str) -> int:
@@ -89,10 +89,9 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
         if decode_unlabeled is not None and isinstance(event, Rejected) and event.reason == "missing_label":
             event = decode_unlabeled(record.value, record.key, record.headers or (), source)
         if isinstance(event, Rejected):
-            if isinstance(rejected, Rejections):
-                rejected.add(event.reason, f"{record.topic}[{record.partition}]@{record.offset}: {event.detail}")
-            elif rejected is not None:
-                rejected[event.reason] += 1
+            if rejected is not None:
+                count_rejection(rejected, event.reason,
+                                f"{record.topic}[{record.partition}]@{record.offset}: {event.detail}")
             continue
         produced += 1
         yield {"id": event.id, "text": event.text, "features": event.features, "label": event.label}
