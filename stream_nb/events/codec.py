@@ -257,7 +257,8 @@ def _type_name(value: Any) -> str:
             dict: "object"}.get(type(value), type(value).__name__)  # fmt: skip
 
 
-def _has_lone_surrogate(text: str) -> bool:
+def has_lone_surrogate(text: str) -> bool:
+    """True when `text` holds an unpaired surrogate (U+D800-U+DFFF), which UTF-8 cannot encode."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -269,15 +270,15 @@ def _check_surrogates(
     id_: str, text: str | None, features: dict[str, Any] | None, label: Any
 ) -> None:
     """Refuse a lone surrogate in any string the event carries onward (see the module table)."""
-    if _has_lone_surrogate(id_):
+    if has_lone_surrogate(id_):
         raise _Refused("lone_surrogate", "id holds an unpaired surrogate escape")
-    if text is not None and _has_lone_surrogate(text):
+    if text is not None and has_lone_surrogate(text):
         raise _Refused("lone_surrogate", "text holds an unpaired surrogate escape")
-    if type(label) is str and _has_lone_surrogate(label):
+    if type(label) is str and has_lone_surrogate(label):
         raise _Refused("lone_surrogate", "label holds an unpaired surrogate escape")
     if features:
         for name, value in features.items():
-            if _has_lone_surrogate(name) or (type(value) is str and _has_lone_surrogate(value)):
+            if has_lone_surrogate(name) or (type(value) is str and has_lone_surrogate(value)):
                 raise _Refused(
                     "lone_surrogate", _short(f"feature {name!a} holds an unpaired surrogate escape")
                 )

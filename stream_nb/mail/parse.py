@@ -24,6 +24,7 @@ from email.parser import BytesParser
 from email.utils import parseaddr
 from email.policy import compat32
 
+from stream_nb.events.codec import has_lone_surrogate
 from stream_nb.mail.html import count_bucket, read_html, registered_domain
 
 __all__ = [
@@ -127,7 +128,7 @@ def _header_text(raw: str | None, evidence: _Evidence) -> str:
         raw.encode("ascii")
     except UnicodeEncodeError:
         evidence.defect("header_8bit")
-        if _has_surrogates(raw):  # undecoded 8-bit bytes
+        if has_lone_surrogate(raw):  # undecoded 8-bit bytes
             return _decode_bytes(raw.encode("ascii", "surrogateescape"), "utf-8", evidence)
         return raw
     try:
@@ -149,14 +150,6 @@ def _plain_header(part: Message, name: str) -> str:
     `Header` object, not a string, for a value with 8-bit bytes."""
     value = part.get(name)
     return "" if value is None else value if isinstance(value, str) else str(value)
-
-
-def _has_surrogates(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _codec_for(charset: str) -> str | None:
