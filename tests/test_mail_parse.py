@@ -417,3 +417,40 @@ def test_the_growth_check_catches_the_html_parsers_rescans(monkeypatch):
     make = HOSTILE_FAMILIES["unclosed_comments"]
     small, large = best_time(make(4_000)), best_time(make(64_000))
     assert large / max(small, 1e-4) > MOST_GROWTH, (small, large)
+
+
+# ---- the fast paths give exactly the original reading -------------------------------------
+
+def reading(parsed) -> tuple:
+    return (parsed.subject, parsed.body, parsed.features, parsed.defects)
+
+
+def test_every_corpus_message_reads_as_the_original_parser_reads_it(corpus):
+    from tests.mail_reference import parse_mail_reference
+
+    differing = [
+        index for index, (_, data) in enumerate(corpus)
+        if reading(parse_mail(data)) != reading(parse_mail_reference(data))
+    ]
+    assert differing == []
+
+
+def hostile_messages(corpus) -> list[bytes]:
+    """The mutated corpus messages of the never-raise test (same seed) and every hostile family
+    at a small size."""
+    rng = random.Random(23)
+    messages = [data for _, data in corpus]
+    mutated = [mutate(rng.choice(messages), rng) for _ in range(3000)]
+    return mutated + [make(6_000) for make in HOSTILE_FAMILIES.values()]
+
+
+def test_hostile_and_mutated_messages_read_as_the_original_parser_reads_them(corpus):
+    from tests.mail_reference import parse_mail_reference
+
+    messages = hostile_messages(corpus)
+    differing = [
+        index for index, data in enumerate(messages)
+        if reading(parse_mail(data)) != reading(parse_mail_reference(data))
+    ]
+    assert len(messages) == 3009
+    assert differing == []
