@@ -454,3 +454,46 @@ def test_hostile_and_mutated_messages_read_as_the_original_parser_reads_them(cor
     ]
     assert len(messages) == 3009
     assert differing == []
+
+
+MARKUP_PIECES = [
+    "<a href='http://x.example.com/'>", '<a href="www.y.example.org/p">', "</a>", "<a/>", "<a",
+    "<p>", "</p >", "</ p>", "</>", "</3>", "<br/>", "<img src=a.gif>", "<IMG SRC=\"b\"/>",
+    "<script>", "</script>", "</SCRIPT >", "<style type=x>", "</style>", "<font size=0>",
+    "</font>", '<div style="display: none">', "<span style='color:#fff;background:#fff'>",
+    "<body bgcolor=white>", "<font color=white>", "</div>", "<input type=PASSWORD>",
+    "<form action=http://1.2.3.4/>", "<!-- c -->", "<!--", "-- >", "-->", "<!DOCTYPE html>",
+    "<!x>", "<?php ?>", "<![CDATA[", "]]>", "<", ">", "&amp;", "&#65;", "&lt;", "&", "&#",
+    "&nbsp", "<![if x]>", "<![foo[", "<![ ", " ", "\n", "text", "www.bank.com", "caf\xe9", "<b a=1 c='2' d=\"3\" e>", "<b x=>",
+    "<b a='>", "<b a=\"unterminated>", "<a\nhref=http://z.example.net>", "<tr/x>", "<b/ >",
+    "<x-y:z q=1>", "<B\x00>", "<a b c/>", "<a =b>", "=", "/", "'", '"',
+]
+
+
+def html_outcome(read, markup: str) -> tuple:
+    try:
+        evidence = read(markup)
+    except Exception as error:  # html.parser gives up on unknown marked sections
+        return ("error", type(error).__name__)
+    return (evidence.text, evidence.features)
+
+
+def test_generated_markup_reads_as_html_parser_reads_it():
+    """Random markup from tricky pieces: the tokeniser hands on exactly what the standard
+    library's html.parser (CPython 3.11) hands on, and gives up where it gives up. Of 4,000
+    documents 1,540 give a link feature and 34 make html.parser give up (measured), so
+    both are exercised."""
+    from tests.mail_reference.html import read_html as read_html_reference
+    from stream_nb.mail.html import read_html
+
+    rng = random.Random(23)
+    with_links = given_up = 0
+    for _ in range(4000):
+        markup = "".join(rng.choice(MARKUP_PIECES) for _ in range(rng.randint(0, 40)))
+        expected = html_outcome(read_html_reference, markup)
+        assert html_outcome(read_html, markup) == expected, markup
+        given_up += expected[0] == "error"
+        with_links += expected[0] != "error" and any(
+            feature.startswith("#html:link:") for feature in expected[1]
+        )
+    assert (with_links, given_up) == (1540, 34)

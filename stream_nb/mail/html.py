@@ -1,19 +1,25 @@
 """HTML part -> its visible text plus the evidence in its markup.
 
-`read_html` runs the standard library's `html.parser` over one HTML body and returns the text a
-reader would see (script, style and hidden text left out) and '#html:' features: link domains,
-links whose visible text names another domain than their href, image count, hidden text
-(display:none, visibility:hidden, tiny fonts, text coloured as its background), forms, password
-inputs, scripts, iframes. Work is linear in the markup: the open-element stack is bounded, and
-`_bounded_markup` first turns into text every '<' the parser would search far for its end
-(CPython's `html.parser` rescans to the end of the input for each unclosed '<a', '<!--', '</'
-or '<?': quadratic on hostile mail before 3.13.4).
+`read_html` reads one HTML body and returns the text a reader would see (script, style and
+hidden text left out) and '#html:' features: link domains, links whose visible text names
+another domain than their href, image count, hidden text (display:none, visibility:hidden,
+tiny fonts, text coloured as its background), forms, password inputs, scripts, iframes.
+
+The markup is tokenised here (`_scan`) exactly as the standard library's `html.parser` of
+CPython 3.11 tokenises it when fed the whole text then closed, with `convert_charrefs`: the
+same tags, attributes and text chunks (tests/test_mail_parse.py holds it to that parser on
+the corpus, on hostile mail and on generated markup), without that parser's per-token
+position bookkeeping and method dispatch, several times faster. Work is linear in the
+markup: the open-element stack is bounded, and `_bounded_markup` first turns into text every
+'<' whose construct does not close nearby (`html.parser` rescans to the end of the input for
+each unclosed '<a', '<!--', '</' or '<?': quadratic on hostile mail before 3.13.4).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
+from html import unescape
 
 __all__ = ["HtmlEvidence", "read_html", "host_of_url", "registered_domain"]
 
@@ -43,6 +49,8 @@ _DOMAIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 MAX_TAG_CHARS = 4096
 MAX_COMMENT_CHARS = 65536
 MAX_LT_IN_TAG = 4
+# A '<' whose '>' comes within MAX_TAG_CHARS with no other '<' between: a tag left as it is.
+_CLOSED_NEARBY = re.compile("<[^<>]{0,%d}>" % (MAX_TAG_CHARS - 1))
 
 
 class _NextFinder:
@@ -75,6 +83,10 @@ def _bounded_markup(markup: str) -> str:
     whose '>' comes within MAX_TAG_CHARS after at most MAX_LT_IN_TAG other '<', or a comment
     whose '-->' comes within MAX_COMMENT_CHARS. Marked sections ('<![') are always text. What
     the parser then reads of each construct is bounded, so its work is linear."""
+    if "<!--" not in markup and "<![" not in markup:
+        # most mail: every '<' has its '>' nearby before any other '<', and nothing changes
+        if len(_CLOSED_NEARBY.findall(markup)) == markup.count("<"):
+            return markup
     next_lt, next_gt, next_comment_end = (_NextFinder(markup, s) for s in ("<", ">", "-->"))
     pieces: list[str] = []
     copied = position = 0
@@ -195,9 +207,194 @@ class _Element:
     background: str | None
 
 
-class _EvidenceParser(HTMLParser):
+# The grammar of CPython 3.11's html.parser (its tolerant start tag, attribute and end tag
+# patterns), which `_scan` follows construct by construct.
+_TAG_NAME = re.compile(r"([a-zA-Z][^\t\n\r\f />\x00]*)(?:\s|/(?!>))*")
+_ATTRIBUTE = re.compile(
+    r"((?<=['\"\s/])[^\s/>][^\s/=>]*)(\s*=+\s*('[^']*'|\"[^\"]*\"|(?!['\"])[^>\s]*))?(?:\s|/(?!>))*"
+)
+_START_TAG_END = re.compile(
+    r"""<[a-zA-Z][^\t\n\r\f />\x00]*(?:[\s/]*(?:(?<=['"\s/])[^\s/>][^\s/=>]*"""
+    r"""(?:\s*=+\s*(?:'[^']*'|"[^"]*"|(?!['"])[^>\s]*)\s*)?(?:\s|/(?!>))*)*)?\s*"""
+)
+_END_TAG = re.compile(r"</\s*([a-zA-Z][-.a-zA-Z0-9:_]*)\s*>")
+_COMMENT_CLOSE = re.compile(r"--\s*>")
+_DECLARATION_NAME = re.compile(r"[a-zA-Z][-_.a-zA-Z0-9]*\s*")
+_MARKED_SECTION_CLOSE = re.compile(r"]\s*]\s*>")
+_MS_MARKED_SECTION_CLOSE = re.compile(r"]\s*>")
+# Inside script and style only their own end tag ends the raw text.
+_RAW_TEXT_END = {tag: re.compile(r"</\s*%s\s*>" % tag, re.I) for tag in ("script", "style")}
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_INCOMPLETE_AFTER = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ=/")
+_NEEDED_ATTRIBUTES = frozenset({"href", "style", "color", "bgcolor", "size", "type"})
+
+
+def _start_tag_end(markup: str, opening: int) -> int:
+    """Where the start tag opening at `opening` ends (after its '>'), or -1 when html.parser
+    would call it unfinished."""
+    end = _START_TAG_END.match(markup, opening).end()
+    following = markup[end:end + 1]
+    if following == ">":
+        return end + 1
+    if following == "/":
+        return end + 2 if markup.startswith("/>", end) else -1
+    if following == "" or following in _INCOMPLETE_AFTER:
+        return -1
+    return end
+
+
+def _end_tag(markup: str, opening: int, raw_text_tag: str | None) -> tuple[int, str | None]:
+    """(end, tag name or None) of the end tag (or what stands for one) opening at `opening`;
+    end is -1 when unfinished. In raw text (script, style) anything but its own end tag is
+    text, given as the name ''."""
+    close = markup.find(">", opening + 1)
+    if close == -1:
+        return -1, None
+    match = _END_TAG.match(markup, opening)
+    if match is None:
+        if raw_text_tag is not None:
+            return close + 1, ""
+        name = _TAG_NAME.match(markup, opening + 2)
+        if name is None:
+            if markup.startswith("</>", opening):
+                return opening + 3, None
+            return close + 1, None  # a bogus comment, ended by the same '>'
+        return markup.find(">", name.end()) + 1, name.group(1).lower()
+    tag = match.group(1).lower()
+    if raw_text_tag is not None and tag != raw_text_tag:
+        return close + 1, ""
+    return close + 1, tag
+
+
+def _marked_section_end(markup: str, opening: int) -> int:
+    """Where the marked section ('<![CDATA[ ... ]]>', '<![if ...]>') opening at `opening`
+    ends, or -1 when unfinished. html.parser gives up on the whole document with an
+    AssertionError at a section without a name or with a name it does not know; so does this
+    (the caller records it), so the reading stays the same."""
+    start = opening + 3
+    if start == len(markup):
+        return -1
+    name = _DECLARATION_NAME.match(markup, start)
+    if name is None:
+        raise AssertionError(f"expected name token at {markup[opening:opening + 20]!r}")
+    if name.end() == len(markup):
+        return -1
+    keyword = name.group().strip().lower()
+    if keyword in ("temp", "cdata", "ignore", "include", "rcdata"):
+        close = _MARKED_SECTION_CLOSE.search(markup, start)
+    elif keyword in ("if", "else", "endif"):
+        close = _MS_MARKED_SECTION_CLOSE.search(markup, start)
+    else:
+        raise AssertionError(f"unknown status keyword {keyword!r} in marked section")
+    return -1 if close is None else close.end()
+
+
+def _scan(markup: str, reader: _MarkupReader) -> None:
+    """Hand `reader` the start tags (name, {attribute: value}), end tags and text chunks of
+    `markup` in order, as html.parser (3.11, convert_charrefs) hands them to its handlers when
+    fed the whole markup and closed. Comments, declarations and processing instructions give
+    nothing; a construct left unfinished is text up to its next '>' (or '<')."""
+    position, size = 0, len(markup)
+    raw_text_tag: str | None = None  # inside script or style
+    while position < size:
+        if raw_text_tag is None:
+            opening = markup.find("<", position)
+            if opening == -1:
+                opening = size
+        else:
+            found = _RAW_TEXT_END[raw_text_tag].search(markup, position)
+            if found is None:
+                return  # unclosed raw text: html.parser drops it
+            opening = found.start()
+        if position < opening:
+            # raw text is never seen: the reader is inside an unseen element
+            if raw_text_tag is None:
+                reader.text(unescape(markup[position:opening]))
+        position = opening
+        if position == size:
+            return
+        following = markup[position + 1:position + 2]
+        if following in _ASCII_LETTERS and following:
+            end = _start_tag_end(markup, position)
+            if end != -1:
+                name = _TAG_NAME.match(markup, position + 1)
+                tag = name.group(1).lower()
+                attributes: dict[str, str] = {}
+                cursor = name.end()
+                while cursor < end:
+                    attribute = _ATTRIBUTE.match(markup, cursor)
+                    if attribute is None:
+                        break
+                    key = attribute.group(1).lower()
+                    if key in _NEEDED_ATTRIBUTES:
+                        value = attribute.group(3) if attribute.group(2) else None
+                        if value and (value[:1] == "'" == value[-1:] or value[:1] == '"' == value[-1:]):
+                            value = value[1:-1]
+                        attributes[key] = unescape(value) if value else ""
+                    else:
+                        attributes[key] = ""
+                    cursor = attribute.end()
+                rest = markup[cursor:end].strip()
+                if rest == ">":
+                    reader.start(tag, attributes)
+                    if tag in _RAW_TEXT_END:
+                        raw_text_tag = tag
+                elif rest == "/>":
+                    reader.start(tag, attributes)
+                    reader.end(tag)
+                else:
+                    reader.text(markup[position:end])
+                position = end
+                continue
+        elif following == "/":
+            end, tag = _end_tag(markup, position, raw_text_tag)
+            if end != -1:
+                if tag:
+                    reader.end(tag)
+                    if raw_text_tag is not None:
+                        raw_text_tag = None
+                position = end
+                continue
+        elif markup.startswith("<!--", position):
+            found = _COMMENT_CLOSE.search(markup, position + 4)
+            if found is not None:
+                position = found.end()
+                continue
+        elif markup.startswith("<![", position):
+            end = _marked_section_end(markup, position)
+            if end != -1:
+                position = end
+                continue
+        elif following == "?" or following == "!":
+            # a processing instruction, <!doctype ...> or a bogus comment: up to the next '>'
+            start = position + 9 if markup[position:position + 9].lower() == "<!doctype" else position + 2
+            close = markup.find(">", start)
+            if close != -1:
+                position = close + 1
+                continue
+        elif position + 1 < size:
+            reader.text("<")
+            position += 1
+            continue
+        else:
+            reader.text("<")
+            return
+        # unfinished: text up to the next '>' (or '<')
+        close = markup.find(">", position + 1)
+        if close == -1:
+            close = markup.find("<", position + 1)
+            end = position + 1 if close == -1 else close
+        else:
+            end = close + 1
+        reader.text(unescape(markup[position:end]) if raw_text_tag is None else markup[position:end])
+        position = end
+
+
+class _MarkupReader:
+    """The evidence a reader of the rendered page would not see: what `_scan` hands it, kept
+    as visible text, hidden chunks, images and '#html:' features."""
+
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
         root = _Element("#root", hidden=False, unseen=False, colour=None, background=None)
         self.stack: list[_Element] = [root]
         self.visible: list[str] = []
@@ -208,8 +405,7 @@ class _EvidenceParser(HTMLParser):
         self.anchor_text: list[str] = []
         self.anchor_text_length = 0
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = {name: value or "" for name, value in attrs}
+    def start(self, tag: str, attributes: dict[str, str]) -> None:
         if tag in _EVIDENCE_ELEMENTS:
             self.features[_EVIDENCE_ELEMENTS[tag]] = None
         if tag == "img":
@@ -217,7 +413,7 @@ class _EvidenceParser(HTMLParser):
         elif tag == "input" and attributes.get("type", "").lower() == "password":
             self.features["#html:password_input"] = None
         elif tag == "a":
-            self._close_anchor()
+            self.close_anchor()
             self.anchor_href = attributes.get("href", "")
             host = host_of_url(self.anchor_href)
             if host is not None:
@@ -228,11 +424,11 @@ class _EvidenceParser(HTMLParser):
             return
         parent = self.stack[-1]
         style = attributes.get("style", "")
-        colour, background = _style_colours(style)
+        colour, background = _style_colours(style) if style else (None, None)
         colour = colour or attributes.get("color", "").lower() or parent.colour
         background = background or attributes.get("bgcolor", "").lower() or parent.background
         tiny_font = tag == "font" and attributes.get("size", "").strip() in ("0", "-2", "-3")
-        hidden = parent.hidden or _style_hides(style) or tiny_font
+        hidden = parent.hidden or (style and _style_hides(style)) or tiny_font
         if colour and background and colour == background:
             hidden = True
         unseen = parent.unseen or tag in _UNSEEN_ELEMENTS
@@ -242,15 +438,16 @@ class _EvidenceParser(HTMLParser):
         else:
             self.stack[-1] = element  # past the bound the innermost state is replaced, not stacked
 
-    def handle_endtag(self, tag: str) -> None:
+    def end(self, tag: str) -> None:
         if tag == "a":
-            self._close_anchor()
-        for depth in range(len(self.stack) - 1, 0, -1):
-            if self.stack[depth].tag == tag:
-                del self.stack[depth:]
+            self.close_anchor()
+        stack = self.stack
+        for depth in range(len(stack) - 1, 0, -1):
+            if stack[depth].tag == tag:
+                del stack[depth:]
                 return
 
-    def handle_data(self, data: str) -> None:
+    def text(self, data: str) -> None:
         element = self.stack[-1]
         if element.unseen or not data.strip():
             return
@@ -262,7 +459,7 @@ class _EvidenceParser(HTMLParser):
             self.anchor_text.append(data)
             self.anchor_text_length += len(data)
 
-    def _close_anchor(self) -> None:
+    def close_anchor(self) -> None:
         if self.anchor_href is None:
             return
         named = _domain_named_in(" ".join(self.anchor_text))
@@ -276,10 +473,9 @@ class _EvidenceParser(HTMLParser):
 
 def read_html(markup: str) -> HtmlEvidence:
     """The visible text of an HTML document and the '#html:' evidence in its markup."""
-    parser = _EvidenceParser()
-    parser.feed(_bounded_markup(markup))
-    parser.close()
-    parser._close_anchor()
+    parser = _MarkupReader()
+    _scan(_bounded_markup(markup), parser)
+    parser.close_anchor()
     features = list(parser.features)
     if parser.images:
         features.append(f"#html:images:{count_bucket(parser.images)}")
