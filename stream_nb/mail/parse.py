@@ -17,6 +17,7 @@ cut or wrong is in `defects` and, as '#defect:<name>', in `features`.
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 from email.header import Header, decode_header
 from email.message import Message
@@ -51,6 +52,18 @@ _REFUSED_CODECS = frozenset(
      "raw_unicode_escape"}
 )
 _FALLBACK_CHARSET = "cp1252"
+
+# A header line as the feed parser reads one (a name of printable ASCII but ':', then ':').
+_HEADER_LINE = re.compile(r"[\041-\071\073-\176]+:")
+# The end of the header block: a line that is only a line break, after a '\n'.
+_BLANK_LINE = re.compile(r"\n\r?\n")
+# One plain address, bare or in '<>' after a plain or quoted name: parseaddr reads it as the
+# address as written (a name with '@', '.' or ',' may mean otherwise: those go to parseaddr).
+_ADDRESS_SPEC = r"[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
+_PLAIN_ADDRESS = re.compile(
+    r'[ \t]*(?:(%s)|(?:"[^"\\\r\n]*"[ \t]*|[A-Za-z0-9 \t]*)<(%s)>)[ \t]*'
+    % (_ADDRESS_SPEC, _ADDRESS_SPEC)
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,42 @@ def _cut_before_nth_content_type(data: bytes, limit: int) -> bytes | None:
             return None
         position = found + 1
     return data[:position]
+
+
+def _simple_message(data: bytes) -> Message | None:
+    """The `Message` compat32's parser would build, for the common shape it reads without
+    judgement: plain 'Name: value' header lines (continuations, a first 'From ' envelope line)
+    ended by a blank line, and a type that is neither multipart nor message/* (the rest of the
+    input is then the payload as it stands). None for anything else: the parser reads it."""
+    text = data.decode("ascii", "surrogateescape")  # as BytesParser decodes
+    blank = _BLANK_LINE.search(text)
+    if blank is None or text[:1] in ("\r", "\n"):
+        return None
+    block = text[: blank.start() + 1]
+    if block.count("\r") != block.count("\r\n"):  # a lone '\r' ends a line for the parser
+        return None
+    message = Message(policy=compat32)
+    lines = block.split("\n")[:-1]
+    start = 0
+    if lines[0].startswith("From "):
+        message.set_unixfrom(lines[0].rstrip("\r"))
+        start = 1
+    header: list[str] = []
+    for line in lines[start:]:
+        if line[:1] in (" ", "\t") and header:
+            header.append(line + "\n")
+            continue
+        if _HEADER_LINE.match(line) is None:
+            return None
+        if header:
+            message.set_raw(*compat32.header_source_parse(header))
+        header = [line + "\n"]
+    if header:
+        message.set_raw(*compat32.header_source_parse(header))
+    if message.get_content_maintype() in ("multipart", "message"):
+        return None
+    message.set_payload(text[blank.end():])
+    return message
 
 
 def _header_text(raw: str | None, evidence: _Evidence) -> str:
@@ -187,10 +236,14 @@ def _decode_bytes(payload: bytes, charset: str, evidence: _Evidence) -> str:
 def _address_features(name: str, value: str, evidence: _Evidence) -> str | None:
     """'#hdr:<name>:addr:<address>' and ':domain:<domain>' for the first address of a header;
     returns the domain."""
-    try:
-        address = parseaddr(value)[1].strip().lower()
-    except Exception:  # a hostile address list; the value is already capped in length
-        address = ""
+    plain = _PLAIN_ADDRESS.fullmatch(value)
+    if plain is not None:
+        address = (plain.group(1) or plain.group(2)).lower()
+    else:
+        try:
+            address = parseaddr(value)[1].strip().lower()
+        except Exception:  # a hostile address list; the value is already capped in length
+            address = ""
     if "@" not in address or " " in address:
         if value.strip():
             evidence.feature(f"#hdr:{name}:no_address")
@@ -239,20 +292,34 @@ def _mailer_feature(value: str) -> str:
 
 def _header_features(message: Message, evidence: _Evidence) -> str:
     """The top-level headers' features; returns the decoded subject."""
-    subject = " ".join(_header_text(message.get("subject"), evidence).split())
+    # One pass over the headers instead of one per name looked up (Message.get scans them all).
+    first: dict[str, tuple[str, str]] = {}
+    received_raw = []
+    for name, value in message.raw_items():
+        key = name.lower()
+        if key == "received":
+            if len(received_raw) <= MAX_RECEIVED:
+                received_raw.append(compat32.header_fetch_parse(name, value))
+        elif key not in first:
+            first[key] = (name, value)
+
+    def get(name: str):  # as Message.get
+        found = first.get(name)
+        return None if found is None else compat32.header_fetch_parse(*found)
+
+    subject = " ".join(_header_text(get("subject"), evidence).split())
     domains = {}
     for name in ("from", "reply-to", "return-path", "to"):
-        value = message.get(name)
+        value = get(name)
         if value is not None:
             domains[name] = _address_features(name, _header_text(value, evidence), evidence)
         elif name in ("from", "to"):
             evidence.feature(f"#hdr:{name}:missing")
     if domains.get("reply-to") and domains.get("from") and domains["reply-to"] != domains["from"]:
         evidence.feature("#hdr:reply-to:other_domain")
-    received_raw = (message.get_all("received") or [])[: MAX_RECEIVED + 1]
     received = [_header_text(value, evidence) for value in received_raw]
     _received_features(received, evidence)
-    message_id = _header_text(message.get("message-id"), evidence).strip()
+    message_id = _header_text(get("message-id"), evidence).strip()
     if not message_id:
         evidence.feature("#hdr:message-id:missing")
     elif "@" in message_id:
@@ -261,10 +328,10 @@ def _header_features(message: Message, evidence: _Evidence) -> str:
     else:
         evidence.feature("#hdr:message-id:no_domain")
     for name in ("x-mailer", "user-agent"):
-        value = _header_text(message.get(name), evidence)
+        value = _header_text(get(name), evidence)
         if value.strip():
             evidence.feature(f"#hdr:mailer:{_mailer_feature(value)}")
-    if message.get("date") is None:
+    if get("date") is None:
         evidence.feature("#hdr:date:missing")
     return subject
 
@@ -354,7 +421,9 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
         data = cut
         evidence.defect("content_type_cap")
     try:
-        message = BytesParser(policy=compat32).parsebytes(data)
+        message = _simple_message(data)
+        if message is None:
+            message = BytesParser(policy=compat32).parsebytes(data)
     except Exception as error:  # the parser is meant never to raise; if it does, say so
         evidence.defect(f"unreadable:{type(error).__name__}")
         return ParsedMail(subject="", body="", features=[], defects=list(evidence.defects))
