@@ -218,6 +218,8 @@ _START_TAG_END = re.compile(
     r"""(?:\s*=+\s*(?:'[^']*'|"[^"]*"|(?!['"])[^>\s]*)\s*)?(?:\s|/(?!>))*)*)?\s*"""
 )
 _END_TAG = re.compile(r"</\s*([a-zA-Z][-.a-zA-Z0-9:_]*)\s*>")
+# A start or end tag of a plain name and nothing else, read alike by every rule below.
+_SIMPLE_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)>")
 _COMMENT_CLOSE = re.compile(r"--\s*>")
 _DECLARATION_NAME = re.compile(r"[a-zA-Z][-_.a-zA-Z0-9]*\s*")
 _MARKED_SECTION_CLOSE = re.compile(r"]\s*]\s*>")
@@ -313,6 +315,19 @@ def _scan(markup: str, reader: _MarkupReader) -> None:
         position = opening
         if position == size:
             return
+        if raw_text_tag is None:
+            simple = _SIMPLE_TAG.match(markup, position)
+            if simple is not None:  # '<p>', '</p>': no attributes, nothing to judge
+                closing, tag = simple.groups()
+                tag = tag.lower()
+                if closing:
+                    reader.end(tag)
+                else:
+                    reader.start(tag, {})
+                    if tag in _RAW_TEXT_END:
+                        raw_text_tag = tag
+                position = simple.end()
+                continue
         following = markup[position + 1:position + 2]
         if following in _ASCII_LETTERS and following:
             end = _start_tag_end(markup, position)

@@ -259,7 +259,10 @@ def _received_features(values: list[str], evidence: _Evidence) -> None:
     their domains, and the /24 of bracketed IPv4 addresses."""
     for value in values[:MAX_RECEIVED]:
         words = value[:MAX_HEADER_CHARS].lower().replace("(", " ").replace(")", " ").split()
-        for index, word in enumerate(words):
+        # only these words give a feature; looked at in order, as they came
+        marked = [i for i, w in enumerate(words) if w == "from" or w == "by" or w[:1] == "["]
+        for index in marked:
+            word = words[index]
             if word in ("from", "by") and index + 1 < len(words):
                 host = words[index + 1].strip(";[]")
                 if "." in host and not host.replace(".", "").isdigit():
@@ -353,9 +356,11 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     reading.parts += 1
     for defect in part.defects:
         evidence.defect(_snake_case(type(defect).__name__))
-    content_type = part.get_content_type().split()[0].rstrip(";")[:80]
+    full_type = part.get_content_type()  # parsed once: the maintype and subtype are its halves
+    maintype, _, subtype = full_type.partition("/")
+    content_type = full_type.split()[0].rstrip(";")[:80]
     evidence.feature(f"#mime:type:{content_type}")
-    boundary = part.get_param("boundary") if part.get_content_maintype() == "multipart" else None
+    boundary = part.get_param("boundary") if maintype == "multipart" else None
     if isinstance(boundary, str):
         evidence.feature(f"#mime:boundary:{_shape(boundary)}")
     if part.is_multipart():
@@ -379,8 +384,8 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
             evidence.feature(f"#att:ext:{extension}")
         return
     # A multipart whose boundary never came is one string: read it as text, as far as it goes.
-    unsplit_multipart = part.get_content_maintype() == "multipart"
-    if part.get_content_maintype() != "text" and not unsplit_multipart:
+    unsplit_multipart = maintype == "multipart"
+    if maintype != "text" and not unsplit_multipart:
         return
     encoding = (_plain_header(part, "content-transfer-encoding") or "7bit").strip().lower()[:20]
     if encoding not in ("7bit", "8bit", "binary"):
@@ -394,7 +399,7 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     if charset not in ("us-ascii", "utf-8"):
         evidence.feature(f"#mime:charset:{charset[:30]}")
     text = _decode_bytes(payload, charset, evidence)
-    if part.get_content_subtype() == "html" and not unsplit_multipart:
+    if subtype == "html" and not unsplit_multipart:
         try:
             html = read_html(text)
         except Exception as error:  # html.parser has asserted on odd markup: lose one part only
