@@ -343,7 +343,8 @@ def _scan(markup: str, reader: _MarkupReader) -> None:
                     key = attribute.group(1).lower()
                     if key in _NEEDED_ATTRIBUTES:
                         value = attribute.group(3) if attribute.group(2) else None
-                        if value and (value[:1] == "'" == value[-1:] or value[:1] == '"' == value[-1:]):
+                        quote = value[:1] if value else ""
+                        if quote in ("'", '"') and value[-1:] == quote:
                             value = value[1:-1]
                         attributes[key] = unescape(value) if value else ""
                     else:
@@ -382,7 +383,8 @@ def _scan(markup: str, reader: _MarkupReader) -> None:
                 continue
         elif following == "?" or following == "!":
             # a processing instruction, <!doctype ...> or a bogus comment: up to the next '>'
-            start = position + 9 if markup[position:position + 9].lower() == "<!doctype" else position + 2
+            doctype = markup[position:position + 9].lower() == "<!doctype"
+            start = position + 9 if doctype else position + 2
             close = markup.find(">", start)
             if close != -1:
                 position = close + 1
@@ -401,7 +403,8 @@ def _scan(markup: str, reader: _MarkupReader) -> None:
             end = position + 1 if close == -1 else close
         else:
             end = close + 1
-        reader.text(unescape(markup[position:end]) if raw_text_tag is None else markup[position:end])
+        chunk = markup[position:end]
+        reader.text(unescape(chunk) if raw_text_tag is None else chunk)
         position = end
 
 
