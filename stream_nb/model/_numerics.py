@@ -116,6 +116,19 @@ def log_list(values: list[float]) -> list[float]:
         return np.log(array).tolist()
 
 
+def effective_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the log scores the probabilities are the softmax of, their row maxima): `scores` with
+    inactive classes at -inf, and a hopeless row (every active class at -inf) replaced by
+    `fallback` (the log prior) on its active classes. A new array; `scores` is not changed."""
+    scores = np.where(active, scores, -np.inf)
+    best = scores.max(axis=1, initial=-np.inf)
+    hopeless = np.isneginf(best) & active.any(axis=1)
+    if hopeless.any():
+        scores[hopeless] = np.where(active[hopeless], fallback[hopeless], -np.inf)
+        best[hopeless] = scores[hopeless].max(axis=1)
+    return scores, best
+
+
 def normalise_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """Posterior probabilities from joint log likelihoods by log-sum-exp, row by row.
 
@@ -130,14 +143,15 @@ def normalise_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.nd
     Inactive classes get probability 0. The sum runs over columns in class order, so a row's
     result does not depend on how many rows are normalised together.
     """
-    scores = np.where(active, scores, -np.inf)
-    best = scores.max(axis=1, initial=-np.inf)
-    hopeless = np.isneginf(best) & active.any(axis=1)
-    if hopeless.any():
-        scores[hopeless] = np.where(active[hopeless], fallback[hopeless], -np.inf)
-        best[hopeless] = scores[hopeless].max(axis=1)
+    return normalise_effective(*effective_log_scores(scores, active, fallback))
+
+
+def normalise_effective(scores: np.ndarray, best: np.ndarray) -> np.ndarray:
+    """normalise_log_scores from what effective_log_scores gave (neither array is changed)."""
+    best = best.copy()
     certain = np.isposinf(best)
     if certain.any():
+        scores = scores.copy()
         scores[certain] = np.where(np.isposinf(scores[certain]), 0.0, -np.inf)
         best[certain] = 0.0
     best[np.isneginf(best)] = 0.0  # rows with no active class: all zeros come out below
@@ -150,14 +164,20 @@ def normalise_log_scores(scores: np.ndarray, active: np.ndarray, fallback: np.nd
     return weights / total[:, None]
 
 
-def normalise_log_row(scores: list, active: list, fallback: list) -> list[float]:
-    """normalise_log_scores for one row of Python floats, by the same operations in the same
-    order (the exponentials by np.exp, the sum from 0.0 in class order, then the divisions)."""
+def effective_log_row(scores: list, active: list, fallback: list) -> tuple[list, float]:
+    """effective_log_scores for one row of Python floats: (the row, its maximum)."""
     scores = [score if on else -math.inf for score, on in zip(scores, active)]
     best = _array_max(scores)
     if best == -math.inf and any(active):  # hopeless: back to the fallback
         scores = [value if on else -math.inf for value, on in zip(fallback, active)]
         best = _array_max(scores)
+    return scores, best
+
+
+def normalise_log_row(scores: list, active: list, fallback: list) -> list[float]:
+    """normalise_log_scores for one row of Python floats, by the same operations in the same
+    order (the exponentials by np.exp, the sum from 0.0 in class order, then the divisions)."""
+    scores, best = effective_log_row(scores, active, fallback)
     if best == math.inf:  # certain: shared by the classes at +inf
         scores = [0.0 if score == math.inf else -math.inf for score in scores]
         best = 0.0
