@@ -7,6 +7,7 @@ optional: where it is not built these tests skip (under CI=true they fail).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -39,7 +40,7 @@ def made_in_c(monkeypatch) -> list:
     return calls
 
 
-def one_by_one(encoder: PredictionEncoder, events, probabilities, verdicts, clues) -> list:
+def one_by_one(encoder: PredictionEncoder, events, probabilities, verdicts, clues, scores=None) -> list:
     out = []
     for i, (event, proba) in enumerate(zip(events, probabilities)):
         if proba is None:
@@ -47,7 +48,8 @@ def one_by_one(encoder: PredictionEncoder, events, probabilities, verdicts, clue
             continue
         try:
             out.append(encoder.encode(event, proba, verdict=None if verdicts is None else verdicts[i],
-                                      clues=None if clues is None else clues[i]))
+                                      clues=None if clues is None else clues[i],
+                                      score=None if scores is None else scores[i]))
         except (TypeError, ValueError) as error:
             out.append(error)
     return out
@@ -195,3 +197,50 @@ def test_an_id_property_that_drops_the_best_class_or_empties_the_lists_is_surviv
     assert written == ("[(b'e1', b'{\"id\":\"e1\",\"label\":\"spam-x\",\"proba\":{},\"model\":{},"
                        "\"source\":{\"topic\":\"messages\",\"partition\":0,\"offset\":1}}')]")
     assert refused == "encode_predictions: a list changed size while it was encoded"
+
+
+def posterior(probabilities: dict, log_scores: list):
+    from stream_nb.model.posterior import Posterior
+
+    made = Posterior(probabilities)
+    made.log_scores = log_scores
+    return made
+
+
+def test_scores_are_the_same_bytes_and_infinite_ones_are_strings(made_in_c):
+    """The score of generated predictions (a model's Posterior, a plain dict), finite,
+    infinite or absent, is written after "proba" alike in C and in Python."""
+    rng = random.Random(23)
+    specials = [math.inf, -math.inf, 0.0, -0.0, 5e-324, 1e300, -1266.359520511836, 2.5]
+    events, probabilities, scores = [], [], []
+    for i in range(400):
+        events.append(event(i, id_=rng.choice(TRICKY) + str(i)))
+        p = rng.random()
+        s_ham, s_spam = rng.uniform(-3000, 0), rng.uniform(-3000, 0)
+        proba = {"ham": 1 - p, "spam": p}
+        probabilities.append(posterior(proba, [s_ham, s_spam]) if i % 2 else proba)
+        scores.append(rng.choice([None, s_spam - s_ham, rng.choice(specials)]))
+    encoder = PredictionEncoder(events_learned=9, checkpoint="c")
+    got = encoder.encode_many(events, probabilities, None, None, scores)
+    assert got == one_by_one(encoder, events, probabilities, None, None, scores)
+    assert sum(item is not None for item in made_in_c[-1]) == 400  # every one written in C
+    for (_, value), score in zip(got, scores):
+        message = json.loads(value)
+        assert list(message)[:4] == (["id", "label", "proba", "score"] if score is not None else
+                                     ["id", "label", "proba", "model"])
+        if score is not None:
+            written = message["score"]
+            assert written == {math.inf: "Infinity", -math.inf: "-Infinity"}.get(score, score)
+            assert isinstance(written, str) or repr(written) == repr(score)
+
+
+def test_a_nan_score_is_refused_and_other_types_go_to_the_definition(made_in_c):
+    encoder = PredictionEncoder(events_learned=1, checkpoint=None)
+    events = [event(i) for i in range(4)]
+    probabilities = [{"ham": 0.5, "spam": 0.5}] * 4
+    scores = [math.nan, 3, "high", 1.25]
+    got = encoder.encode_many(events, probabilities, None, None, scores)
+    assert same(got, one_by_one(encoder, events, probabilities, None, None, scores))
+    assert [type(item).__name__ for item in got] == ["ValueError", "tuple", "TypeError", "tuple"]
+    assert made_in_c[-1][:3] == [None, None, None] and made_in_c[-1][3] is not None
+    assert b'"score":3.0,' in got[1][1]

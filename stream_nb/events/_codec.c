@@ -4,7 +4,9 @@
  * codec.py stays the definition (PredictionEncoder.encode). This module writes the same bytes
  * for the messages of the contract's common shape: an Event whose id and source topic are str
  * and partition and offset int, classes that are all str, finite float probabilities, a str
- * verdict or none, clues of (str, finite float). Strings are written as json's encoder writes
+ * verdict or none, clues of (str, finite float), a score that is a float (finite, or infinite as the
+ * strings "Infinity"/"-Infinity") or none. A dict subclass (model.posterior.Posterior) is read
+ * as its dict, as codec.py reads it (dict.items). Strings are written as json's encoder writes
  * them with ensure_ascii=False (`"`, `\`, \b \f \n \r \t escaped, other controls as \u00xx,
  * everything else as is) and then UTF-8; floats as repr() writes them (CPython's own
  * PyOS_double_to_string, 'r'). Any other message, and one that UTF-8 cannot hold (a lone
@@ -158,9 +160,26 @@ put_attribute(Buffer *b, PyObject *object, PyObject *name, int (*writer)(Buffer 
 /* The message after its label is chosen. Getting an attribute of `event` can run any code (a
  * property), which may change `probabilities` or drop its keys: `best` is a strong reference,
  * and the probabilities are checked again as they are written. */
+/* ,"score":<float> (an infinite score as the string "Infinity" or "-Infinity"); NaN is declined */
+static int
+put_score(Buffer *b, PyObject *score)
+{
+    if (score == Py_None)
+        return WRITTEN;
+    if (!PyFloat_CheckExact(score))
+        return DECLINED;
+    double value = PyFloat_AS_DOUBLE(score);
+    if (isnan(value))
+        return DECLINED;
+    STEP(PUT_LITERAL(b, ",\"score\":"));
+    if (isinf(value))
+        return value > 0 ? PUT_LITERAL(b, "\"Infinity\"") : PUT_LITERAL(b, "\"-Infinity\"");
+    return put_float(b, value);
+}
+
 static int
 message_with_label(Buffer *b, PyObject *event, PyObject *best, PyObject *probabilities, PyObject *model_json,
-                   PyObject *verdict, PyObject *clues)
+                   PyObject *verdict, PyObject *clues, PyObject *score)
 {
     PyObject *cls, *p;
     Py_ssize_t position;
@@ -179,7 +198,9 @@ message_with_label(Buffer *b, PyObject *event, PyObject *best, PyObject *probabi
         STEP(PUT_LITERAL(b, ":"));
         STEP(put_float(b, PyFloat_AS_DOUBLE(p)));
     }
-    STEP(PUT_LITERAL(b, "},\"model\":"));
+    STEP(PUT_LITERAL(b, "}"));
+    STEP(put_score(b, score));
+    STEP(PUT_LITERAL(b, ",\"model\":"));
     Py_ssize_t n;
     const char *model = PyUnicode_AsUTF8AndSize(model_json, &n);
     if (model == NULL) {
@@ -233,10 +254,10 @@ message_with_label(Buffer *b, PyObject *event, PyObject *best, PyObject *probabi
 /* One message into b (emptied first): WRITTEN, DECLINED or FAILED. */
 static int
 message(Buffer *b, PyObject *event, PyObject *probabilities, PyObject *model_json, PyObject *verdict,
-        PyObject *clues)
+        PyObject *clues, PyObject *score)
 {
     b->len = 0;
-    if (!PyDict_CheckExact(probabilities) || !PyUnicode_CheckExact(model_json)
+    if (!PyDict_Check(probabilities) || !PyUnicode_CheckExact(model_json)
         || (verdict != Py_None && !PyUnicode_CheckExact(verdict)) || (clues != Py_None && !PyList_CheckExact(clues)))
         return DECLINED;
     /* the label: the first class of largest probability; every class a str, every p finite */
@@ -252,29 +273,31 @@ message(Buffer *b, PyObject *event, PyObject *probabilities, PyObject *model_jso
         }
     }
     Py_XINCREF(best);
-    int outcome = message_with_label(b, event, best, probabilities, model_json, verdict, clues);
+    int outcome = message_with_label(b, event, best, probabilities, model_json, verdict, clues, score);
     Py_XDECREF(best);
     return outcome;
 }
 
 PyDoc_STRVAR(encode_predictions_doc,
-"encode_predictions(events, probabilities, model_json, verdicts, clues) -> list\n\n"
+"encode_predictions(events, probabilities, model_json, verdicts, clues, scores) -> list\n\n"
 "PredictionEncoder.encode's (key, value) for each event, byte for byte, where its message has\n"
 "the common shape (see the module's doc); None where it does not, or where probabilities[i]\n"
-"is None. model_json is the encoder's shared \"model\" part; verdicts and clues are lists (an\n"
-"item None: no field) or None.");
+"is None. model_json is the encoder's shared \"model\" part; verdicts, clues and scores are lists\n"
+"(an item None: no field) or None.");
 
 static PyObject *
 encode_predictions(PyObject *module, PyObject *args)
 {
-    PyObject *events, *probabilities, *model_json, *verdicts, *clues;
-    if (!PyArg_ParseTuple(args, "O!O!UOO:encode_predictions", &PyList_Type, &events, &PyList_Type, &probabilities,
-                          &model_json, &verdicts, &clues))
+    PyObject *events, *probabilities, *model_json, *verdicts, *clues, *scores = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!UOO|O:encode_predictions", &PyList_Type, &events, &PyList_Type, &probabilities,
+                          &model_json, &verdicts, &clues, &scores))
         return NULL;
     const Py_ssize_t n = PyList_GET_SIZE(events);
     if (PyList_GET_SIZE(probabilities) != n || (verdicts != Py_None && (!PyList_Check(verdicts) || PyList_GET_SIZE(verdicts) != n))
-        || (clues != Py_None && (!PyList_Check(clues) || PyList_GET_SIZE(clues) != n))) {
-        PyErr_SetString(PyExc_ValueError, "encode_predictions: events, probabilities, verdicts and clues differ in length");
+        || (clues != Py_None && (!PyList_Check(clues) || PyList_GET_SIZE(clues) != n))
+        || (scores != Py_None && (!PyList_Check(scores) || PyList_GET_SIZE(scores) != n))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "encode_predictions: events, probabilities, verdicts, clues and scores differ in length");
         return NULL;
     }
     PyObject *result = PyList_New(n);
@@ -284,7 +307,8 @@ encode_predictions(PyObject *module, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         /* an event's attributes can run any code, which may empty these lists: the items are held */
         if (i >= PyList_GET_SIZE(events) || i >= PyList_GET_SIZE(probabilities)
-            || (verdicts != Py_None && i >= PyList_GET_SIZE(verdicts)) || (clues != Py_None && i >= PyList_GET_SIZE(clues))) {
+            || (verdicts != Py_None && i >= PyList_GET_SIZE(verdicts)) || (clues != Py_None && i >= PyList_GET_SIZE(clues))
+            || (scores != Py_None && i >= PyList_GET_SIZE(scores))) {
             PyErr_SetString(PyExc_RuntimeError, "encode_predictions: a list changed size while it was encoded");
             Py_DECREF(result);
             PyMem_Free(b.data);
@@ -295,9 +319,11 @@ encode_predictions(PyObject *module, PyObject *args)
             PyObject *event = Py_NewRef(PyList_GET_ITEM(events, i));
             PyObject *verdict = Py_NewRef(verdicts == Py_None ? Py_None : PyList_GET_ITEM(verdicts, i));
             PyObject *clue_list = Py_NewRef(clues == Py_None ? Py_None : PyList_GET_ITEM(clues, i));
-            int outcome = message(&b, event, proba, model_json, verdict, clue_list);
+            PyObject *score = Py_NewRef(scores == Py_None ? Py_None : PyList_GET_ITEM(scores, i));
+            int outcome = message(&b, event, proba, model_json, verdict, clue_list, score);
             Py_DECREF(verdict);
             Py_DECREF(clue_list);
+            Py_DECREF(score);
             if (outcome == FAILED) {
                 Py_DECREF(event);
                 Py_DECREF(proba);

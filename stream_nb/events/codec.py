@@ -523,12 +523,14 @@ class PredictionEncoder:
         self._model_json = _PREDICTION_JSON.encode(model)
 
     def encode(self, event: Event, probabilities: dict[Label, float], *, verdict: str | None = None,
-               clues: list[tuple[str, float]] | None = None) -> tuple[bytes, bytes]:
+               clues: list[tuple[str, float]] | None = None, score: float | None = None) -> tuple[bytes, bytes]:
         """(key, value) of the prediction message for `event`: see `encode_prediction`."""
         proba: dict[str, float] = {}
         best: Label | None = None
         best_p = -1.0
-        for cls, p in probabilities.items():
+        # a dict subclass (a model Posterior) is read as its dict, as the C encoder reads it
+        items = dict.items(probabilities) if isinstance(probabilities, dict) else probabilities.items()
+        for cls, p in items:
             kind = type(cls)
             if kind is str:
                 name = cls
@@ -546,17 +548,20 @@ class PredictionEncoder:
                 best, best_p = cls, p
         if clues is not None:
             clues = [[name, clue_json_value(float(weight))] for name, weight in clues]
+        if score is not None:
+            score = score_json_value(score)
         source = event.source
         if (type(event.id) is not str or type(source.topic) is not str or type(source.partition) is not int
                 or type(source.offset) is not int or (verdict is not None and type(verdict) is not str)
                 or (clues is not None and not all(type(name) is str and type(weight) is float
                                                   for name, weight in clues))):
-            return self._encode_generic(event, best, proba, verdict, clues)
+            return self._encode_generic(event, best, proba, verdict, clues, score)
         string = _json_string
         parts = ['{"id":', string(event.id), ',"label":',
                  "null" if best is None else string(best) if type(best) is str else repr(best),
-                 ',"proba":{', ",".join([f"{string(name)}:{p!r}" for name, p in proba.items()]),
-                 '},"model":', self._model_json,
+                 ',"proba":{', ",".join([f"{string(name)}:{p!r}" for name, p in proba.items()]), "}",
+                 "" if score is None else f',"score":{score!r}' if type(score) is float else f',"score":"{score}"',
+                 ',"model":', self._model_json,
                  ',"source":{"topic":', string(source.topic), ',"partition":', repr(source.partition),
                  ',"offset":', repr(source.offset), "}"]
         if verdict is not None:
@@ -567,7 +572,7 @@ class PredictionEncoder:
         return event.id.encode("utf-8"), "".join(parts).encode("utf-8")
 
     def encode_many(self, events: list[Event], probabilities: list, verdicts: list | None = None,
-                    clues: list | None = None) -> list:
+                    clues: list | None = None, scores: list | None = None) -> list:
         """`encode` for each event (None where probabilities[i] is None): its (key, value), or the
         TypeError or ValueError `encode` raises for it. The messages of the common shape are
         written by the C extension (_codec.c, the same bytes), the others here."""
@@ -575,7 +580,8 @@ class PredictionEncoder:
         if _native_codec is not None and native_allowed():
             made = _native_codec.encode_predictions(
                 events if type(events) is list else list(events), probabilities if type(probabilities) is list
-                else list(probabilities), self._model_json, verdicts, clues)
+                else list(probabilities), self._model_json, verdicts, clues,
+                scores if scores is None or type(scores) is list else list(scores))
         results: list = []
         for i, (event, proba) in enumerate(zip(events, probabilities)):
             if made is not None and made[i] is not None:
@@ -585,12 +591,13 @@ class PredictionEncoder:
             else:
                 try:
                     results.append(self.encode(event, proba, verdict=None if verdicts is None else verdicts[i],
-                                               clues=None if clues is None else clues[i]))
+                                               clues=None if clues is None else clues[i],
+                                               score=None if scores is None else scores[i]))
                 except (TypeError, ValueError) as error:
                     results.append(error)
         return results
 
-    def _encode_generic(self, event, best, proba, verdict, clues) -> tuple[bytes, bytes]:
+    def _encode_generic(self, event, best, proba, verdict, clues, score=None) -> tuple[bytes, bytes]:
         """The message through the json module: for values the direct path does not write
         (a non-finite clue, which it refuses as allow_nan=False does; types other than the
         contract's)."""
@@ -599,6 +606,7 @@ class PredictionEncoder:
             "id": event.id,
             "label": best,
             "proba": proba,
+            **({} if score is None else {"score": score}),
             "model": self._model,
             "source": {"topic": source.topic, "partition": source.partition, "offset": source.offset},
         }
@@ -610,6 +618,20 @@ class PredictionEncoder:
 
 
 INFINITE_EVIDENCE = {float("inf"): "Infinity", float("-inf"): "-Infinity"}
+
+
+def score_json_value(score) -> float | str:
+    """A prediction's score (log-odds of the positive class, nats) as JSON can hold it: the float,
+    or "Infinity" / "-Infinity" as for clues (one side has no class learned, or alpha = 0 rules
+    it out). NaN, or a value that is not a real number, is refused (ValueError, TypeError)."""
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        raise TypeError(f"a score must be a float, got {type(score).__name__}")
+    score = float(score)
+    if score - score == 0.0:
+        return score
+    if score in INFINITE_EVIDENCE:
+        return INFINITE_EVIDENCE[score]
+    raise ValueError(f"a score is not a number: {score!r}")
 
 
 def clue_json_value(weight: float) -> float | str:
@@ -632,10 +654,14 @@ def encode_prediction(
     verdict: str | None = None,
     clues: list[tuple[str, float]] | None = None,
     labeled_offsets: list[list] | None = None,
+    score: float | None = None,
 ) -> tuple[bytes, bytes]:
     """(key, value) of the prediction message for `event`.
 
-    Optional fields, present only when given: "verdict" (the ham/spam/unsure decision of an
+    Optional fields, present only when given: "score" (right after "proba": the log-odds of the
+    positive class in nats, log P(pos|x) - log P(not pos|x), computed from the joint log
+    likelihoods so it keeps ranking where P(pos) rounds to 0.0 or 1.0; an infinite score, when
+    one side has no class learned, as the string "Infinity" or "-Infinity"), "verdict" (the ham/spam/unsure decision of an
     unsure band), "clues" ([[feature, evidence in nats], ...], the strongest first; an infinite
     evidence, possible only with alpha = 0, as the string "Infinity" or "-Infinity") and
     model.labeled_offsets ([[topic, partition, next offset], ...]: the labeled log the model had
@@ -654,7 +680,7 @@ def encode_prediction(
     """
     encoder = PredictionEncoder(events_learned=events_learned, checkpoint=checkpoint,
                                 labeled_offsets=labeled_offsets)
-    return encoder.encode(event, probabilities, verdict=verdict, clues=clues)
+    return encoder.encode(event, probabilities, verdict=verdict, clues=clues, score=score)
 
 
 def dead_letter_headers(rejected: Rejected) -> list[Header]:
