@@ -13,6 +13,7 @@ value and the bound, instead of failing later in a client, a decoder or memory.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,8 @@ EVALUATION_KEYS = {
     "positive": ((str, int), None),  # the positive (spam) class of the binary measures
     "window": ((int,), 500),  # events per point of the rolling curves
     "unsure_band": ((list,), None),  # [low, high]: P(positive) between them is "unsure"
+    # [low, high] in nats of log-odds: a score between them is "unsure" (instead of unsure_band)
+    "unsure_score_band": ((list,), None),
 }
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 # Every class costs a column of counts in the state, each checkpoint and every prediction's
@@ -160,6 +163,7 @@ BOUNDS = {
     "worker.metrics_port": (0, 65_535, "a TCP port (0: off)"),
     "training.margin": (0, 1e6, "nats of log-odds, far beyond a message's: to learn every event, mode = \"all\""),
     "evaluation.window": (1, 1_000_000, "events per point of the rolling curves"),
+    "evaluation.unsure_score_band": (-1e6, 1e6, "nats of log-odds, far beyond a message's"),
     "model.max_classes": (2, 10_000, "each class is a column in the state, each checkpoint and every prediction"),
     "model.n_hash_buckets": (1, 2**26, "every bucket has its row from the start: 512 MiB of counts a class"),
     "model.max_features": (2, 10**8, "800 MB of counts a class at the budget"),
@@ -234,7 +238,8 @@ class Config:
     worker: dict = field(default_factory=lambda: {"log_interval_s": 10.0, "clues": 0, "instance_id": None,
                                                   "labels_first_wait_s": 5.0, "metrics_port": 0,
                                                   "metrics_host": "127.0.0.1", "log_format": "text"})
-    evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None})
+    evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None,
+                                                      "unsure_score_band": None})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     source: str = "defaults"
 
@@ -419,6 +424,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     worker = _validated("worker", dict(data.get("worker", {})), WORKER_KEYS)
     evaluation = _validated("evaluation", dict(data.get("evaluation", {})), EVALUATION_KEYS)
     training = _validated("training", dict(data.get("training", {})), TRAINING_KEYS)
+    score_band = evaluation["unsure_score_band"]
+    if score_band is not None and (len(score_band) != 2 or not all(_number(b) for b in score_band)
+                                   or not all(math.isfinite(b) for b in score_band) or score_band[0] > score_band[1]):
+        raise ConfigError(f"evaluation.unsure_score_band: expected [low, high] in nats of log-odds, finite numbers "
+                          f"with low <= high, got {score_band!r}")
     for section, table in (("worker", worker), ("evaluation", evaluation), ("training", training)):
         check_bounds(section, table)
     if training["mode"] not in ("all", "on_error", "thick_threshold"):
@@ -430,6 +440,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError(f"evaluation.unsure_band: expected [low, high] with 0 <= low <= high <= 1, got {band!r}")
         if evaluation["positive"] is None:
             raise ConfigError("evaluation.unsure_band: needs evaluation.positive (the class the band is about)")
+    if score_band is not None:
+        if band is not None:
+            raise ConfigError("evaluation.unsure_score_band: set either it (on the log-odds) or unsure_band "
+                              "(on P(positive)), not both")
+        if evaluation["positive"] is None:
+            raise ConfigError("evaluation.unsure_score_band: needs evaluation.positive (the class the band is about)")
     if worker["log_format"] not in ("text", "json"):
         raise ConfigError(f"worker.log_format: {worker['log_format']!r} is not one of text, json")
     if worker["instance_id"] is not None and not worker["instance_id"].strip():

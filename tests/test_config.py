@@ -177,6 +177,8 @@ def toml_with(key: str, value) -> str:
                         "unlabeled_topics": ["u"]}, "kafka.client": {}}
     if key == "kafka.commit_interval_ms":  # exactly-once also keeps it below the transaction timeout
         tables["kafka"]["processing_guarantee"] = "at_least_once"
+    if key == "evaluation.unsure_score_band":  # a band is about the positive class
+        tables["evaluation"] = {"positive": "spam"}
     section, name = key.rsplit(".", 1)
     tables.setdefault(section, {})[name] = value
     return "".join(f"[{section}]\n" + "".join(f"{name} = {toml_value(v)}\n" for name, v in table.items())
@@ -189,7 +191,10 @@ def toml_value(value) -> str:
 
 
 def with_item(key: str, value):
-    """A value of `key` whose (largest) number is `value`: [1, value] for the n-gram ranges."""
+    """A value of `key` whose (largest) number is `value`: [1, value] for the n-gram ranges,
+    [value, value] for a band."""
+    if key == "evaluation.unsure_score_band":
+        return [value, value]
     return [1, value] if key in ("features.ngram_range", "features.char_ngrams") else value
 
 

@@ -12,8 +12,11 @@ from pathlib import Path
 
 from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.events import DEFAULT_MAX_BYTES
+from stream_nb.events.codec import score_json_value
 from stream_nb.kafka.discovery import NoBroker
+from stream_nb.model.decision import obvious_positive
 from stream_nb.model.explain import clue_text, strongest_clues
+from stream_nb.model.posterior import positive_score
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
 from stream_nb.replay.sources import Rejections, SourceError, add_field_options, field_options, read_events
 
@@ -206,25 +209,35 @@ def _contender(name: str, config: Config, recorder_class):
     return Contender(name, config.build_model(), config.build_featurizer() if config.reads_text else None,
                      config.build_event_featurizer(), recorder=recorder_class(), training=dict(config.training),
                      band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"),
+                     score_band=config.evaluation.get("unsure_score_band"),
                      reads_text=config.reads_text, max_classes=config.max_classes)
 
 
 class _PredictionsFile:
     """predictions.jsonl in the report directory: the first configuration's prediction of each
-    unlabeled event, {"id", "label", "proba"}, as the worker publishes them (made only when the
-    stream has unlabeled events; an older one is removed)."""
+    unlabeled event, {"id", "label", "proba", "score"}, as the worker publishes them: "score" the
+    log-odds of the positive class ([evaluation] positive, else the obvious one of two classes;
+    absent with neither, or before any class), an infinite one as "Infinity"/"-Infinity" (made
+    only when the stream has unlabeled events; an older one is removed)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, positive=None, model=None) -> None:
         self.path, self.handle = path, None
+        self.positive, self.model = positive, model
         path.unlink(missing_ok=True)
 
     def write(self, event: dict, probabilities: dict) -> None:
         if self.handle is None:
             self.handle = self.path.open("w", encoding="utf-8")
         best = max(probabilities, key=probabilities.get) if probabilities else None
-        self.handle.write(json.dumps({"id": event.get("id"), "label": best,
-                                      "proba": {str(label): p for label, p in probabilities.items()}},
-                                     ensure_ascii=False) + "\n")
+        prediction = {"id": event.get("id"), "label": best,
+                      "proba": {str(label): p for label, p in probabilities.items()}}
+        positive = self.positive
+        if positive is None and self.model is not None:
+            positive = obvious_positive(self.model.classes_)
+        score = positive_score(probabilities, positive)
+        if score is not None:
+            prediction["score"] = score_json_value(score)
+        self.handle.write(json.dumps(prediction, ensure_ascii=False) + "\n")
 
     def close(self) -> None:
         if self.handle is not None:
@@ -243,7 +256,8 @@ def replay_and_report(events, named_configs: list[tuple[str, Config]], report_di
     contenders = [_contender(name, config, EvaluationRecorder) for name, config in named_configs]
     progress = _Progress(total)
     report_dir.mkdir(parents=True, exist_ok=True)
-    predictions = _PredictionsFile(report_dir / "predictions.jsonl")
+    predictions = _PredictionsFile(report_dir / "predictions.jsonl", named_configs[0][1].evaluation.get("positive"),
+                                   contenders[0].model)
     contenders[0].on_unlabeled = predictions.write
     with _StopAtBatchEnd() as stop:  # until the report is written: a second Ctrl-C then stops at once
         try:
@@ -299,7 +313,10 @@ def _full_report(contender, config: Config, result, rejected: Rejections, source
                                       f"dead-letters them ({', '.join(sorted(contender.refused))}); the first: "
                                       f"{contender.first_refusal}")
     band = config.evaluation.get("unsure_band")
-    if band is not None and skipped is None:
+    score_band = config.evaluation.get("unsure_score_band")
+    if score_band is not None and skipped is None:
+        report["unsure_score_band"] = _unsure_summary(contender, score_band, config.evaluation["positive"])
+    elif band is not None and skipped is None:
         report["unsure_band"] = _unsure_summary(contender, band, config.evaluation["positive"])
     report.update({
         "events": result.events,
@@ -345,7 +362,8 @@ def _write_full_reports(report_dir: Path, reports: list[dict], contenders, confi
                report_dir / "curve.png", title=f"Prequential replay: {first.name}")
     plot_roc(first.recorder, report_dir / "roc.png", positive=positive, binary=binary)
     if scores:
-        write_scores_csv(first.recorder, report_dir / "scores.csv", ids=first.scored_ids)
+        write_scores_csv(first.recorder, report_dir / "scores.csv", ids=first.scored_ids,
+                         positive=positive if binary else None)
 
 
 def _compare_table(reports: list[dict]) -> None:

@@ -1,7 +1,8 @@
 """Evaluation of a prequential replay: exact metrics over every labeled prediction, kept compactly.
 
 `EvaluationRecorder` stores, in stream order, what a replay predicted for each labeled event: the
-true label, the predicted label and the probability the model gave every class, as numpy arrays
+true label, the predicted label, the probability the model gave every class and the log scores
+it computed them from (the score of a class is read off those: model.posterior), as numpy arrays
 (labels as small integer indices), so millions of events cost tens of megabytes, not Python
 objects. `evaluate` turns a recorder into a JSON-ready dict; `rolling_series` gives the curves to
 plot; `write_scores_csv` writes the per-event scores.
@@ -21,11 +22,14 @@ Definitions used (n = labeled events, "positive" = spam in TREC's vocabulary):
   more predicted category that is never true.
 * log_loss: mean of -ln P(true class), P clipped below at 1e-15 (NaN counts as 1e-15).
 * roc_auc: the exact Mann-Whitney statistic: the fraction of (positive, negative) pairs where
-  the positive is scored higher, ties counting 0.5. Binary: score P(positive) against the
-  positive class. More classes: the unweighted mean over classes of the one-vs-rest AUC with
-  score P(class), over the classes that occur both as true and not (scikit-learn's
-  multi_class="ovr", average="macro"). A class the model did not know yet scores 0; NaN scores
-  rank lowest.
+  the positive is scored higher, ties counting 0.5. The score of class c is its log-odds,
+  log P(c|x) - log P(not c|x) = s_c - logsumexp_{k != c} s_k from the joint log likelihoods
+  s_k (`EvaluationRecorder.scores`): it orders events as P(c|x) does, and keeps ordering them
+  where P(c|x) rounds to 0.0 or 1.0 (naive Bayes saturates: on mail, a third of the events tie
+  at P = 1.0 or 0.0). Binary: the positive class's score. More classes: the unweighted mean over
+  classes of the one-vs-rest AUC with each class's score, over the classes that occur both as
+  true and not (scikit-learn's multi_class="ovr", average="macro"). A class the model did not
+  know yet scores -inf; NaN scores rank lowest.
 * trec (exactly two classes), after Cormack & Lynam, "TREC 2005 Spam Track Overview" and
   "On-line Supervised Spam Filter Evaluation" (ACM TOIS 25(3), 2007):
   - hm_percent = 100 * hams predicted positive / hams;
@@ -36,7 +40,7 @@ Definitions used (n = labeled events, "positive" = spam in TREC's vocabulary):
     correction (errors + 0.5) / (count + 1) and `lam_continuity_corrected` is true. The TREC
     papers define lam on the raw rates; this correction is our convention for the degenerate
     case, not a reproduction of the TREC toolkit's handling of it.
-  - one_minus_roca_percent = 100 * (1 - roc_auc) with spam score P(spam), the area computed
+  - one_minus_roca_percent = 100 * (1 - roc_auc) with the spam score (log-odds), the area computed
     exactly as above (TREC reports the area under the ROC curve as (1-ROCA)%).
   - sm_at_hm_0_1_percent: the ROC curve as a step function, no interpolation. A threshold t
     calls spam every event with score >= t; t runs over every distinct score and +inf (nothing
@@ -54,6 +58,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from stream_nb.model.decision import obvious_positive
+from stream_nb.model.posterior import Posterior, log_odds_of
+
 _NONE = -1  # predicted index of "no prediction" (the model knew no class yet)
 _MIN_PROBABILITY = 1e-15
 
@@ -63,12 +70,14 @@ def _label_order(label):
 
 
 class EvaluationRecorder:
-    """Per labeled event, in stream order: true label, predicted label, P(class) for every class.
+    """Per labeled event, in stream order: true label, predicted label, P(class) for every class
+    and the log scores s_c behind them.
 
     Stored as numpy arrays that grow geometrically: true and predicted label indices (int32),
-    P(true) (float64, for log loss, exactly as given) and an events x classes float64 matrix of
-    the probabilities (0 for a class absent from an event's dict, e.g. one not yet seen). That is
-    8 * (2 + K) + 8 bytes per event: 40 bytes for two classes, 40 MB per million events.
+    P(true) (float64, for log loss, exactly as given) and two events x classes float64 matrices:
+    the probabilities (0 for a class absent from an event's dict, e.g. one not yet seen) and the
+    log scores (a `Posterior`'s log_scores; log P for a plain dict of probabilities; -inf for an
+    absent class). That is 8 * (2 + 2K) + 8 bytes per event: 56 bytes for two classes.
     """
 
     def __init__(self, capacity: int = 1024) -> None:
@@ -80,6 +89,7 @@ class EvaluationRecorder:
         self._predicted = np.empty(capacity, dtype=np.int32)
         self._p_true = np.empty(capacity, dtype=np.float64)
         self._probabilities = np.zeros((capacity, 0), dtype=np.float64)
+        self._log_scores = np.full((capacity, 0), -np.inf)
 
     def __len__(self) -> int:
         return self._size
@@ -88,7 +98,7 @@ class EvaluationRecorder:
     def nbytes(self) -> int:
         """Bytes held by the arrays (capacity included)."""
         return (self._true.nbytes + self._predicted.nbytes + self._p_true.nbytes
-                + self._probabilities.nbytes)
+                + self._probabilities.nbytes + self._log_scores.nbytes)
 
     def _label_index(self, label) -> int:
         index = self._index.get(label)
@@ -99,6 +109,9 @@ class EvaluationRecorder:
             grown = np.zeros((rows, columns + 1), dtype=np.float64)
             grown[:, :columns] = self._probabilities
             self._probabilities = grown
+            grown = np.full((rows, columns + 1), -np.inf)
+            grown[:, :columns] = self._log_scores
+            self._log_scores = grown
         return index
 
     def _grow(self) -> None:
@@ -109,6 +122,9 @@ class EvaluationRecorder:
         grown = np.zeros((capacity, self._probabilities.shape[1]), dtype=np.float64)
         grown[: self._size] = self._probabilities[: self._size]
         self._probabilities = grown
+        grown = np.full((capacity, self._log_scores.shape[1]), -np.inf)
+        grown[: self._size] = self._log_scores[: self._size]
+        self._log_scores = grown
 
     def update(self, true, predicted, probabilities: dict) -> None:
         """Record one labeled event: its label, the predicted label (None if no class was known)
@@ -121,13 +137,16 @@ class EvaluationRecorder:
         true_index = self._label_index(true)
         self._true[row] = true_index
         self._predicted[row] = _NONE if predicted is None else self._label_index(predicted)
-        matrix_row = self._probabilities[row]
-        for label, p in probabilities.items():
+        if isinstance(probabilities, Posterior):
+            log_scores = probabilities.log_scores
+        else:  # log P: the log scores up to a constant per event, which no score depends on
+            log_scores = [math.log(p) if p > 0 else -math.inf for p in probabilities.values()]
+        for (label, p), log_score in zip(probabilities.items(), log_scores):
             index = self._index.get(label)
             if index is None:
                 index = self._label_index(label)
-                matrix_row = self._probabilities[row]
-            matrix_row[index] = p
+            self._probabilities[row, index] = p
+            self._log_scores[row, index] = log_score
         self._p_true[row] = probabilities.get(true, 0.0)
         self._size += 1
 
@@ -148,6 +167,18 @@ class EvaluationRecorder:
     def probabilities(self) -> np.ndarray:
         """events x classes, columns in the order of `labels`."""
         return self._probabilities[: self._size]
+
+    @property
+    def log_scores(self) -> np.ndarray:
+        """events x classes: the log scores s_c (-inf for a class the event had not)."""
+        return self._log_scores[: self._size]
+
+    def scores(self, label) -> np.ndarray:
+        """Per event, the log-odds of `label`: s_c - logsumexp_{k != c} s_k (`log_odds_of`, the
+        very function a prediction message's score comes from); -inf where the class was not
+        known yet, +inf where it was the only one."""
+        index = self._index[label]
+        return np.array([log_odds_of(row, index) for row in self.log_scores.tolist()], dtype=np.float64)
 
     def sorted_labels(self) -> list:
         return sorted(self.labels, key=_label_order)
@@ -222,9 +253,6 @@ def miss_rate_at_false_positive_rate(scores: np.ndarray, positive: np.ndarray,
 # Positive class
 
 
-_OBVIOUS_POSITIVES = (({"spam", "ham"}, "spam"), ({True, False}, True))  # {0, 1} == {False, True}
-
-
 def resolve_positive(labels, positive=None, binary: bool = True):
     """The positive class of a two-class problem: `positive` if given (it must be one of the
     labels), else "spam" for {"spam", "ham"} and True/1 for {True, False} / {0, 1}; anything else
@@ -239,9 +267,9 @@ def resolve_positive(labels, positive=None, binary: bool = True):
         return positive
     if len(labels) != 2:
         return None
-    for pair, obvious in _OBVIOUS_POSITIVES:
-        if set(labels) == pair:
-            return next(label for label in labels if label == obvious)
+    obvious = obvious_positive(labels)
+    if obvious is not None:
+        return obvious
     raise ValueError(f"two classes {sorted(labels, key=_label_order)!r}: name the positive class "
                      "(the one TREC calls spam) explicitly; it is not guessed")
 
@@ -323,7 +351,7 @@ def _trec(recorder: EvaluationRecorder, positive) -> dict:
     hams = len(true) - spams
     hm_errors = int((~is_spam & called_spam).sum())
     sm_errors = int((is_spam & ~called_spam).sum())
-    scores = recorder.probabilities[:, spam]
+    scores = recorder.scores(positive)
     auc = roc_auc(scores, is_spam)
     at_hm = miss_rate_at_false_positive_rate(scores, is_spam, 0.001)
     result = {
@@ -371,12 +399,12 @@ def evaluate(recorder: EvaluationRecorder, positive=None, binary: bool = True) -
 
     if positive is not None:
         spam = recorder._index[positive]
-        auc = roc_auc(recorder.probabilities[:, spam], recorder.true_indices == spam)
+        auc = roc_auc(recorder.scores(positive), recorder.true_indices == spam)
     else:
         aucs = []
         for label in labels:
             i = recorder._index[label]
-            value = roc_auc(recorder.probabilities[:, i], recorder.true_indices == i)
+            value = roc_auc(recorder.scores(label), recorder.true_indices == i)
             if value is not None:
                 aucs.append(value)
         auc = sum(aucs) / len(aucs) if aucs else None
@@ -460,16 +488,21 @@ def rolling_series(recorder: EvaluationRecorder, window: int = 500, positive=Non
     return {"index": index, "accuracy": accuracy, "f1": f1, "f1_label": f1_label, "window": window}
 
 
-def write_scores_csv(recorder: EvaluationRecorder, path, ids=None) -> None:
+def write_scores_csv(recorder: EvaluationRecorder, path, ids=None, positive=None) -> None:
     """One row per recorded event: position (0-based, among labeled events), id (if `ids` is
     given, one per event), true, predicted (empty for None), correct (0/1), then p_<label> per
-    class in `sorted_labels()` order, written with repr precision."""
+    class in `sorted_labels()` order, written with repr precision, then, when `positive` is
+    given, score: the log-odds of the positive class (`EvaluationRecorder.scores`; "inf" or
+    "-inf" where one side had no class learned), which ranks events P ties at 0.0 or 1.0."""
     labels = recorder.sorted_labels()
     if ids is not None and len(ids) != len(recorder):
         raise ValueError(f"{len(ids)} ids for {len(recorder)} recorded events")
     columns = [recorder._index[label] for label in labels]
     header = ["position"] + (["id"] if ids is not None else []) + ["true", "predicted", "correct"]
     header += [f"p_{label}" for label in labels]
+    scores = None if positive is None else recorder.scores(positive).tolist()
+    if scores is not None:
+        header.append("score")
     true, predicted, probabilities = recorder.true_indices, recorder.predicted_indices, recorder.probabilities
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -479,4 +512,6 @@ def write_scores_csv(recorder: EvaluationRecorder, path, ids=None) -> None:
             cells = [row] + ([ids[row]] if ids is not None else [])
             cells += [recorder.labels[t], "" if p == _NONE else recorder.labels[p], int(t == p)]
             cells += [repr(float(probabilities[row, c])) for c in columns]
+            if scores is not None:
+                cells.append(repr(scores[row]))
             writer.writerow(cells)

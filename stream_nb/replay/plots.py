@@ -55,7 +55,7 @@ def _thousands():
 
 def plot_roc(recorder: EvaluationRecorder, path, positive=None, title: str = "ROC curve",
              binary: bool = True) -> None:
-    """ROC curve(s) from the recorded probabilities.
+    """ROC curve(s) from the recorded scores (each class's log-odds, see evaluation.py).
 
     Two classes: the positive class's curve (see `resolve_positive`), left in linear axes with
     its AUC, right in TREC's form, ham misclassification % against spam misclassification %
@@ -78,8 +78,9 @@ def plot_roc(recorder: EvaluationRecorder, path, positive=None, title: str = "RO
         for label in curves:
             i = recorder._index[label]
             is_positive = true == i
-            fpr, tpr, _ = roc_curve(recorder.probabilities[:, i], is_positive)
-            auc = roc_auc(recorder.probabilities[:, i], is_positive)
+            scores = recorder.scores(label)  # the log-odds: they rank where P saturates
+            fpr, tpr, _ = roc_curve(scores, is_positive)
+            auc = roc_auc(scores, is_positive)
             name = f"{label} vs rest" if not binary else f"positive = {label}"
             ax.plot(fpr, tpr, drawstyle="default", linewidth=1.6,
                     label=f"{name}: AUC {auc:.4f}" if auc is not None else f"{name}: AUC undefined")
@@ -103,7 +104,7 @@ def plot_roc(recorder: EvaluationRecorder, path, positive=None, title: str = "RO
 def _plot_trec_roc(ax, recorder: EvaluationRecorder, positive) -> None:
     i = recorder._index[positive]
     is_spam = recorder.true_indices == i
-    fpr, tpr, _ = roc_curve(recorder.probabilities[:, i], is_spam)
+    fpr, tpr, _ = roc_curve(recorder.scores(positive), is_spam)
     hams, spams = int((~is_spam).sum()), int(is_spam.sum())
     # matplotlib's logit axes take fractions strictly inside (0, 1): keep the points half an
     # event (the resolution of the data) away from 0 and 1.
@@ -111,7 +112,7 @@ def _plot_trec_roc(ax, recorder: EvaluationRecorder, positive) -> None:
     low_s = 0.5 / spams if spams else 1e-4
     hm = np.clip(fpr, low_h, 1 - low_h)
     sm = np.clip(1 - tpr, low_s, 1 - low_s)
-    ax.plot(hm, sm, linewidth=1.6, color="tab:red", label=f"P({positive}) as spamminess")
+    ax.plot(hm, sm, linewidth=1.6, color="tab:red", label=f"log-odds of {positive} as spamminess")
     ax.set_xscale("logit")
     ax.set_yscale("logit")
     lo = min(1e-4, low_h, low_s)

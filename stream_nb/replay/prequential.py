@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from stream_nb.config import beyond_max_classes
-from stream_nb.model.decision import verdict
+from stream_nb.model.decision import band_verdict
+from stream_nb.model.posterior import positive_score
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 
@@ -28,7 +29,8 @@ class Contender:
     scored_ids: list = field(default_factory=list)  # ids of the recorded events, in order
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     learned: int = 0  # labeled events learned (fewer than labeled with a selective training mode)
-    band: list | None = None  # the unsure band, when reported
+    band: list | None = None  # the unsure band on P(positive), when reported
+    score_band: list | None = None  # the unsure band on the score (log-odds, nats), instead of `band`
     positive: object = None
     verdicts: list = field(default_factory=list)  # (verdict, true label) of scored events, with a band
     reads_text: bool = True  # the model kind reads text (count models); else only the event featuriser
@@ -196,8 +198,10 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
                 if contender.recorder is not None:
                     contender.recorder.update(label, predicted, probabilities)
                     contender.scored_ids.append(event.get("id"))
-                if contender.band is not None:
-                    contender.verdicts.append((verdict(probabilities, contender.positive, contender.band), label))
+                if contender.band is not None or contender.score_band is not None:
+                    score = positive_score(probabilities, contender.positive) if contender.score_band else None
+                    contender.verdicts.append((band_verdict(probabilities, score, contender.positive, contender.band,
+                                                            contender.score_band), label))
             if contender is contenders[0]:
                 result.last_predictions = scored
         result.events += len(batch)
