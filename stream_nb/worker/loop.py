@@ -48,7 +48,8 @@ from stream_nb.kafka.clients import (
     transaction_lost,
 )
 from stream_nb.model.base import SparseBatch
-from stream_nb.model.decision import verdict
+from stream_nb.model.decision import band_verdict, obvious_positive
+from stream_nb.model.posterior import positive_score
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn
@@ -710,7 +711,14 @@ class Worker:
     def _publish_predictions(self, events: list[Event], origin: list, probabilities: list, X) -> None:
         learned = int(self.model.events_learned)
         labeled_offsets = self.labeled.offsets()
-        band, positive = self.config.evaluation["unsure_band"], self.config.evaluation["positive"]
+        evaluation = self.config.evaluation
+        band, score_band = evaluation["unsure_band"], evaluation.get("unsure_score_band")
+        # the score's positive class: the configured one, else the obvious one of two classes (spam of
+        # spam/ham, True/1 of booleans); with neither the messages carry no score
+        positive = evaluation["positive"]
+        if positive is None:
+            positive = obvious_positive(self.model.classes_)
+        scores = None if positive is None else [positive_score(proba, positive) for proba in probabilities]
         n_clues = self.config.worker["clues"]
         # the clues read the features the predictions were made from (no second featurising)
         clues = None
@@ -720,9 +728,10 @@ class Worker:
                            for x, proba in zip(X, probabilities)])
         encoder = PredictionEncoder(events_learned=learned, checkpoint=self.checkpoint_id,
                                     labeled_offsets=labeled_offsets)
-        verdicts = None if band is None else [verdict(proba, positive, band) if proba is not None else None
-                                              for proba in probabilities]
-        messages = encoder.encode_many(events, probabilities, verdicts, clues)
+        verdicts = None if band is None and score_band is None else [
+            band_verdict(proba, None if scores is None else scores[i], positive, band, score_band)
+            if proba is not None else None for i, proba in enumerate(probabilities)]
+        messages = encoder.encode_many(events, probabilities, verdicts, clues, scores)
         # The latency histogram costs ~1 us a prediction: only when metrics are served.
         sent, timed = 0, self._metrics_server is not None
         for event, record, encoded in zip(events, origin, messages):

@@ -8,6 +8,7 @@ model core's answer for the same events (the reference every worker figure is co
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -422,10 +423,30 @@ def assert_predictions_reproduced(predictions: dict[str, dict], labeled: list[di
             expected = model.predict_proba_one(x)
             assert prediction["proba"] == {str(c): p for c, p in expected.items()}, prediction["id"]
             assert prediction["model"]["events_learned"] == int(model.events_learned)
+            assert prediction.get("score") == reference_score(model, x, config), prediction["id"]
             if "clues" in prediction:  # the definition: score x again, rank its features
                 clues = strongest_clues(model, x, top=config.worker["clues"])
                 assert prediction["clues"] == [[name, evidence] for name, evidence in clues], prediction["id"]
     return len(by_prefix)
+
+
+def reference_score(model, x: dict, config):
+    """The "score" a prediction of x carries, as JSON holds it: s_pos - s_other from the joint log
+    likelihoods (+-inf, as "Infinity"/"-Infinity", while one class only is known); None (no
+    field) without a positive class ([evaluation] positive, else spam of spam/ham) or a class."""
+    joint = model.joint_log_likelihood(x)
+    positive = config.evaluation["positive"]
+    if positive is None and set(model.classes_) == {"ham", "spam"}:
+        positive = "spam"
+    if positive is None or not joint:
+        return None
+    others = [score for label, score in joint.items() if label != positive]
+    if len(others) > 1:
+        raise AssertionError("two classes only here")
+    if positive not in joint:
+        return "-Infinity"
+    score = joint[positive] - others[0] if others else math.inf
+    return {math.inf: "Infinity", -math.inf: "-Infinity"}.get(score, score)
 
 
 def reference_digest(texts_and_labels: list[tuple[str, object]], training: dict | None = None,
