@@ -166,3 +166,25 @@ def test_a_p_band_and_its_score_band_give_the_same_verdicts_away_from_the_edges(
         p = 1 / (1 + math.exp(-score))
         proba = {"ham": 1 - p, "spam": p}
         assert score_verdict(proba, score, "spam", (-edge, edge)) == verdict(proba, "spam", (0.1, 0.9))
+
+
+@pytest.mark.parametrize("classes", [["ham", "spam"], ["a", "b", "c"]])
+def test_the_recorders_scores_are_log_odds_of_each_recorded_row(classes):
+    from stream_nb.model.posterior import Posterior, log_odds_of
+    from stream_nb.replay.evaluation import EvaluationRecorder
+
+    rng = random.Random(5)
+    recorder, rows = EvaluationRecorder(), []
+    for i in range(500):
+        present = classes if i > 3 else classes[: 1 + i % 2]  # early events: fewer classes known
+        log_scores = [rng.choice([rng.uniform(-900, 0), -math.inf, math.inf]) if rng.random() < 0.05
+                      else rng.uniform(-900, 0) for _ in present]
+        proba = Posterior({label: 1 / len(present) for label in present})
+        proba.log_scores = log_scores
+        recorder.update(rng.choice(classes), present[0], proba)
+        rows.append(dict(zip(present, log_scores)))
+    for label in classes:
+        expected = [log_odds_of([row.get(c, -math.inf) for c in classes], classes.index(label)) for row in rows]
+        got = recorder.scores(label).tolist()
+        assert [repr(v) for v in got] == [repr(v) for v in expected]
+        assert not any(v != v for v in got)

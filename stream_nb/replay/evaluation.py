@@ -178,7 +178,17 @@ class EvaluationRecorder:
         very function a prediction message's score comes from); -inf where the class was not
         known yet, +inf where it was the only one."""
         index = self._index[label]
-        return np.array([log_odds_of(row, index) for row in self.log_scores.tolist()], dtype=np.float64)
+        rows = self.log_scores
+        if rows.shape[1] == 2:  # s_c - s_other where both are finite (the same float subtraction)
+            own, other = rows[:, index], rows[:, 1 - index]
+            with np.errstate(invalid="ignore"):
+                scores = own - other
+            odd = np.flatnonzero(~(np.isfinite(own) & np.isfinite(other)))
+        else:
+            scores, odd = np.empty(len(rows)), np.arange(len(rows))
+        for i in odd.tolist():
+            scores[i] = log_odds_of(rows[i].tolist(), index)
+        return scores
 
     def sorted_labels(self) -> list:
         return sorted(self.labels, key=_label_order)
