@@ -224,3 +224,18 @@ def test_score_band_verdicts_and_the_obvious_positive():
     assert obvious_positive(["ham", "spam"]) == "spam"
     assert obvious_positive([0, 1]) == 1 and obvious_positive([False, True]) is True
     assert obvious_positive(["a", "b"]) is None and obvious_positive(["spam"]) is None
+
+
+def test_batch_api_takes_a_sparse_batch_and_a_data_frame():
+    pd = pytest.importorskip("pandas")
+    from stream_nb.features import TextFeaturizer
+
+    featurize = TextFeaturizer()
+    model = MultinomialNB()
+    model.learn_many(featurize.transform_sparse(["free cash now", "lunch at noon"]), ["spam", "ham"])
+    texts = ["free lunch", "cash cash cash", "noon"]
+    assert model.log_odds_many(featurize.transform_sparse(texts), "spam") == [
+        model.log_odds_one(featurize.transform_one(text), "spam") for text in texts]
+    frame = pd.DataFrame([{"free": 1, "lunch": 0}, {"free": 0, "lunch": 1}])
+    assert model.predict_log_proba_many(frame) == [model.predict_log_proba_one({"free": 1}),
+                                                   model.predict_log_proba_one({"lunch": 1})]

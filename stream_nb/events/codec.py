@@ -661,7 +661,8 @@ def encode_prediction(
     Optional fields, present only when given: "score" (right after "proba": the log-odds of the
     positive class in nats, log P(pos|x) - log P(not pos|x), computed from the joint log
     likelihoods so it keeps ranking where P(pos) rounds to 0.0 or 1.0; an infinite score, when
-    one side has no class learned, as the string "Infinity" or "-Infinity"), "verdict" (the ham/spam/unsure decision of an
+    one side has no class learned, as the string "Infinity" or "-Infinity"; per-class log
+    posteriors are left out, model.posterior gives them), "verdict" (the ham/spam/unsure decision of an
     unsure band), "clues" ([[feature, evidence in nats], ...], the strongest first; an infinite
     evidence, possible only with alpha = 0, as the string "Infinity" or "-Infinity") and
     model.labeled_offsets ([[topic, partition, next offset], ...]: the labeled log the model had

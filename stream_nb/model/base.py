@@ -800,15 +800,16 @@ class NaiveBayes(river_base.Classifier):
         return results
 
     def predict_log_proba_many(self, X) -> list[dict]:
-        """`predict_log_proba_one` for each event of X, from one batch run."""
-        return [p.log_proba() if p else {} for p in self._predict_records(_as_records(X, self.ZERO_IS_ABSENT),
-                                                                            [None] * len(X))]
+        """`predict_log_proba_one` for each event of X (dicts, a DataFrame, a SparseBatch), from
+        one batch run."""
+        records = _as_records(X, self.ZERO_IS_ABSENT)
+        return [p.log_proba() if p else {} for p in self._predict_records(records, [None] * len(records))]
 
     def log_odds_many(self, X, positive) -> list[float | None]:
         """`log_odds_one` for each event of X, from one batch run. For a prequential batch, read
         them off `predict_learn_many`'s results: `result.log_odds(positive)`."""
-        return [p.log_odds(positive) if p else None for p in self._predict_records(
-            _as_records(X, self.ZERO_IS_ABSENT), [None] * len(X))]
+        records = _as_records(X, self.ZERO_IS_ABSENT)
+        return [p.log_odds(positive) if p else None for p in self._predict_records(records, [None] * len(records))]
 
     def predict_many(self, X):
         probabilities = self.predict_proba_many(X)
