@@ -90,11 +90,15 @@ class Posterior(dict):
         scores = self.log_scores
         if len(scores) == 2:  # the common case, without the general machinery (~0.2 us, not ~0.9)
             first, second = self
-            own, other = scores if first == positive else scores[::-1] if second == positive else (None, None)
-            if own is None:
+            if first == positive:
+                own, other = scores
+            elif second == positive:
+                other, own = scores
+            else:
                 return -_INF
-            if -_INF < own < _INF and -_INF < other < _INF:
-                return own - other
+            difference = own - other
+            if difference - difference == 0.0:  # finite, so both are
+                return difference
             return log_odds_of((own, other), 0)
         if not self:
             return None
