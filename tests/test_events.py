@@ -210,7 +210,24 @@ _BAD = [
      "feature_value_not_finite"),
     ("feature int beyond float range", b'{"id":"a","features":{"k":' + b"9" * 400 + b'},'
      b'"label":"l"}', True, "feature_value_not_finite"),
+    # --- mail (checks in table order: type, both fields, beside text, base64)
+    ("int mail", b'{"id":"a","mail":5,"label":"l"}', True, "mail_not_string"),
+    ("object mail_base64", b'{"id":"a","mail_base64":{"b":"QQ=="},"label":"l"}', True, "mail_not_string"),
+    ("mail and mail_base64", b'{"id":"a","mail":"Subject: x","mail_base64":"QQ==","label":"l"}', True,
+     "mail_and_mail_base64"),
+    ("mail beside text", b'{"id":"a","text":"x","mail":"Subject: x","label":"l"}', True, "mail_with_text"),
+    ("mail_base64 beside text", b'{"id":"a","text":"x","mail_base64":"QQ==","label":"l"}', True,
+     "mail_with_text"),
+    ("base64 without padding", b'{"id":"a","mail_base64":"QQ","label":"l"}', True, "invalid_base64"),
+    ("base64 with a line break", b'{"id":"a","mail_base64":"QUJD\\nREVG","label":"l"}', True, "invalid_base64"),
+    ("base64 of the URL alphabet", b'{"id":"a","mail_base64":"-_-_","label":"l"}', True, "invalid_base64"),
+    ("base64 with data after padding", b'{"id":"a","mail_base64":"QQ==QUJD","label":"l"}', True,
+     "invalid_base64"),
+    ("base64 with a non-ASCII character", '{"id":"a","mail_base64":"QUJé","label":"l"}'.encode(), True,
+     "invalid_base64"),
     ("text and features absent", b'{"id":"a","label":"l"}', True, "no_text_or_features"),
+    ("mail and mail_base64 null", b'{"id":"a","mail":null,"mail_base64":null,"label":"l"}', True,
+     "no_text_or_features"),
     ("text and features null", b'{"id":"a","text":null,"features":null,"label":"l"}', True,
      "no_text_or_features"),
     ("nothing but an id, unlabeled", b'{"id":"a"}', False, "no_text_or_features"),
@@ -243,6 +260,7 @@ _BAD = [
      "lone_surrogate"),
     ("lone surrogate in feature value", b'{"id":"a","features":{"k":"\\udbff"},"label":"l"}',
      True, "lone_surrogate"),
+    ("lone surrogate in mail", b'{"id":"a","mail":"Subject: \\ud800","label":"l"}', True, "lone_surrogate"),
 ]
 
 
@@ -605,3 +623,50 @@ def test_a_parsed_event_from_a_file_follows_the_same_rule():
     refused = event_from_object({"id": "x", "text": "t", "label": 1}, SRC, labeled=True, classes=HAM_SPAM)
     assert (refused.reason, refused.detail) == ("undeclared_label", "label 1 is not a declared class ('ham', 'spam')")
     assert event_from_object({"id": "x", "text": "t", "label": "ham"}, SRC, labeled=True, classes=HAM_SPAM).label == "ham"
+
+
+# ------------------------------------------------------------------------------------------
+# Mail events
+
+MESSAGE = "From: a@example.com\r\nSubject: caf\u00e9 \u00a3\r\n\r\nHello\r\n"
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_mail_event_carries_the_utf8_bytes_of_its_mail_string(native, monkeypatch):
+    monkeypatch.setenv("STREAM_NB_NATIVE", native)
+    value = json.dumps({"id": "m-1", "mail": MESSAGE, "label": "spam"}).encode()  # \u escapes: ASCII JSON
+    event = decode(value)
+    assert event == Event("m-1", None, None, "spam", SRC, MESSAGE.encode("utf-8"))
+    assert event.mail[-13:] == b"\xc2\xa3\r\n\r\nHello\r\n"  # the pound sign as its 2 UTF-8 bytes
+
+
+def test_a_mail_base64_event_carries_the_exact_bytes_even_when_they_are_not_utf8():
+    raw = b"Subject: \xe9t\xe9\r\nX-Eight-Bit: \xff\x00\r\n\r\nbody\r\n"  # latin-1 and a NUL: not UTF-8
+    value = json.dumps({"id": "m-2", "mail_base64": __import__("base64").b64encode(raw).decode(),
+                        "features": {"folder": "inbox"}}).encode()
+    event = decode(value, labeled=False)
+    assert (event.id, event.text, event.features, event.label, event.mail) == ("m-2", None, {"folder": "inbox"}, None, raw)
+
+
+def test_an_empty_mail_is_present_for_the_contract_and_a_text_event_has_no_mail():
+    assert decode(b'{"id":"a","mail":"","label":"l"}').mail == b""
+    assert decode(b'{"id":"a","mail_base64":"","label":"l"}').mail == b""
+    assert decode(b'{"id":"a","text":"t","label":"l"}').mail is None  # the C decoder's Event too
+    assert decode(b'{"id":"a","text":"t","mail":null,"label":"l"}').mail is None  # null is absence
+
+
+def test_the_mail_checks_run_after_the_feature_checks_and_before_the_label_checks():
+    assert decode(b'{"id":"a","features":[],"mail":1}').reason == "features_not_object"
+    assert decode(b'{"id":"a","mail":1,"mail_base64":"QQ=="}').reason == "mail_not_string"
+    assert decode(b'{"id":"a","text":"t","mail":"m","mail_base64":"%%"}').reason == "mail_and_mail_base64"
+    assert decode(b'{"id":"a","text":"t","mail_base64":"%%"}').reason == "mail_with_text"
+    assert decode(b'{"id":"a","mail_base64":"%%"}').reason == "invalid_base64"  # before missing_label
+    assert decode(b'{"id":"a","mail":"m"}').reason == "missing_label"
+    assert decode(b'{"id":"a","mail":"m","label":"l"}', labeled=False).reason == "label_on_unlabeled_topic"
+
+
+def test_a_mail_event_read_from_a_file_follows_the_same_rules():
+    assert event_from_object({"id": "x", "mail": "Subject: s\n\nb", "label": "ham"}, SRC, labeled=True).mail == \
+        b"Subject: s\n\nb"
+    refused = event_from_object({"id": "x", "mail": "s", "text": "t", "label": "ham"}, SRC, labeled=True)
+    assert refused.reason == "mail_with_text"

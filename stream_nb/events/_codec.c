@@ -589,12 +589,12 @@ read_event(Cursor *c, Buffer *scratch, int labeled, PyObject **fields)
     }
 }
 
-static PyObject *attribute_text, *attribute_features, *attribute_label;
+static PyObject *attribute_text, *attribute_features, *attribute_label, *attribute_mail;
 
 PyDoc_STRVAR(decode_event_doc,
 "decode_event(value, labeled, max_bytes, source, event_type) -> Event | None\n\n"
 "The Event codec.py's decoder makes of `value` when the value has the common shape (see the\n"
-"module's doc), made as event_type(id, text, None, label or None, source); None for any other\n"
+"module's doc), made as event_type(id, text, None, label or None, source, mail=None); None for any other\n"
 "value, valid or not: codec.py decides it.");
 
 static PyObject *
@@ -633,7 +633,8 @@ decode_event(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             || PyObject_GenericSetAttr(event, attribute_text, fields[FIELD_TEXT]) < 0
             || PyObject_GenericSetAttr(event, attribute_features, Py_None) < 0
             || PyObject_GenericSetAttr(event, attribute_label, fields[FIELD_LABEL] ? fields[FIELD_LABEL] : Py_None) < 0
-            || PyObject_GenericSetAttr(event, attribute_source, source) < 0)
+            || PyObject_GenericSetAttr(event, attribute_source, source) < 0
+            || PyObject_GenericSetAttr(event, attribute_mail, Py_None) < 0)  /* a mail event takes codec.py's path */
             Py_CLEAR(event);
     }
     for (int i = 0; i < FIELDS; i++)
@@ -669,7 +670,8 @@ PyInit__codec(void)
         || (attribute_offset = PyUnicode_InternFromString("offset")) == NULL
         || (attribute_text = PyUnicode_InternFromString("text")) == NULL
         || (attribute_features = PyUnicode_InternFromString("features")) == NULL
-        || (attribute_label = PyUnicode_InternFromString("label")) == NULL)
+        || (attribute_label = PyUnicode_InternFromString("label")) == NULL
+        || (attribute_mail = PyUnicode_InternFromString("mail")) == NULL)
         return NULL;
     return PyModule_Create(&codec_module);
 }

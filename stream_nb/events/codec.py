@@ -7,9 +7,16 @@ dead-letter producer needs. Nothing here imports Kafka, does I/O or raises on ba
 Event contract (JSON object, UTF-8, key = id)::
 
     {"id": str, "text": str, "features": {str: str | number}, "label": str | int}
+    {"id": str, "mail": str, "features": {...}, "label": ...}          (a mail event)
+    {"id": str, "mail_base64": str, "features": {...}, "label": ...}   (a mail event, exact bytes)
 
 ``text`` and ``features`` are each optional but not both absent; ``label`` is required on the
-labeled topic and forbidden on the unlabeled one.
+labeled topic and forbidden on the unlabeled one. A *mail event* carries an RFC 5322 message
+instead of ``text``: ``mail`` (a JSON string; the message is its UTF-8 encoding) or
+``mail_base64`` (the message's exact bytes in standard base64, for 8-bit mail that is not
+UTF-8). Either becomes `Event.mail` (bytes); ``features`` may accompany it. What is read of the
+message is the featuriser's business (`stream_nb.features.mail`), which refuses a message of
+which nothing can be read (``unreadable_mail``, a reason of the featurising stage).
 
 Reason codes
 ------------
@@ -41,7 +48,17 @@ code                            meaning
                                 (null, array and object are refused)
 ``feature_value_not_finite``    a numeric feature value that is not a finite float: a float
                                 literal that overflows (``1e400``) or an int beyond float range
-``no_text_or_features``         neither ``text`` nor ``features`` present (or both null)
+``mail_not_string``             ``mail`` or ``mail_base64`` present, not null and not a string
+``mail_and_mail_base64``        both ``mail`` and ``mail_base64`` present (which one is the
+                                message? we do not guess)
+``mail_with_text``              ``mail`` or ``mail_base64`` present beside ``text``: a mail
+                                event's text is read from the message, so a second text is
+                                refused rather than silently dropped or merged
+``invalid_base64``              ``mail_base64`` is not strict standard base64 (RFC 4648 §4:
+                                alphabet ``A-Za-z0-9+/``, ``=`` padding only at the end, no
+                                whitespace or line breaks, length a multiple of 4)
+``no_text_or_features``         none of ``text``, ``features``, ``mail`` and ``mail_base64``
+                                present (or all null)
 ``missing_label``               labeled topic, ``label`` absent or null
 ``label_type``                  labeled topic, ``label`` not a string or int (bool, float,
                                 array and object are refused)
@@ -50,8 +67,8 @@ code                            meaning
                                 (``[model] classes``) and ``label`` is none of them (exact
                                 value and type: ``1`` is not ``"1"``)
 ``label_on_unlabeled_topic``    unlabeled topic, ``label`` present and not null
-``lone_surrogate``              ``id``, ``text``, a string label, a feature name or a string
-                                feature value holds an unpaired ``\\uD800``-``\\uDFFF``
+``lone_surrogate``              ``id``, ``text``, ``mail``, a string label, a feature name or a
+                                string feature value holds an unpaired ``\\uD800``-``\\uDFFF``
                                 escape: it decodes to a Python str that cannot be encoded as
                                 UTF-8, so it could never be re-published or checkpointed
 ==============================  ==============================================================
@@ -68,7 +85,10 @@ Decisions
   ``"false"`` (`stream_nb.features.fields`), so a producer writing JSON booleans loses nothing.
   An empty string value and an empty feature name are accepted.
 - **Empty is present.** ``"text": ""`` and ``"features": {}`` each count as present, so an event
-  with only one of them is valid (it simply carries no evidence).
+  with only one of them is valid (it simply carries no evidence). ``"mail": ""`` is present
+  too, and valid here; the mail featuriser refuses it (``unreadable_mail``).
+- **Mail** is bytes on the event whichever field carried it, so the featuriser reads one thing:
+  ``"mail": "..."`` gives ``mail.encode("utf-8")``, ``"mail_base64"`` its decoded bytes.
 - **Labels** are a non-empty str or an int (not bool, not float: ``1.0`` vs ``1`` would be two
   classes by accident). The type is kept: ``1`` and ``"1"`` are different labels.
 - **Ids** are non-empty strings; an int id is refused rather than converted, because ``1``,
@@ -91,6 +111,7 @@ Decisions
 
 from __future__ import annotations
 
+import binascii
 import json
 import sys
 from collections.abc import Callable, Iterable
@@ -143,6 +164,10 @@ REASONS: tuple[str, ...] = (
     "features_not_object",
     "feature_value_type",
     "feature_value_not_finite",
+    "mail_not_string",
+    "mail_and_mail_base64",
+    "mail_with_text",
+    "invalid_base64",
     "no_text_or_features",
     "missing_label",
     "label_type",
@@ -188,13 +213,16 @@ class SourcePosition:
 @dataclass(frozen=True, slots=True)
 class Event:
     """A valid event. `features` is the parsed object ({str: str | int | float | bool}) or None;
-    `text` and `features` are never both None; `label` is None exactly on the unlabeled topic."""
+    `mail` the bytes of the RFC 5322 message of a mail event (then `text` is None), else None;
+    `text`, `features` and `mail` are never all None; `label` is None exactly on the unlabeled
+    topic."""
 
     id: str
     text: str | None
     features: dict[str, FeatureValue] | None
     label: Label | None
     source: SourcePosition
+    mail: bytes | None = None  # last, with a default: Event(id, text, features, label, source) stays
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,13 +295,15 @@ def has_lone_surrogate(text: str) -> bool:
 
 
 def _check_surrogates(
-    id_: str, text: str | None, features: dict[str, Any] | None, label: Any
+    id_: str, text: str | None, features: dict[str, Any] | None, label: Any, mail: Any = None
 ) -> None:
     """Refuse a lone surrogate in any string the event carries onward (see the module table)."""
     if has_lone_surrogate(id_):
         raise _Refused("lone_surrogate", "id holds an unpaired surrogate escape")
     if text is not None and has_lone_surrogate(text):
         raise _Refused("lone_surrogate", "text holds an unpaired surrogate escape")
+    if type(mail) is str and has_lone_surrogate(mail):
+        raise _Refused("lone_surrogate", "mail holds an unpaired surrogate escape")
     if type(label) is str and has_lone_surrogate(label):
         raise _Refused("lone_surrogate", "label holds an unpaired surrogate escape")
     if features:
@@ -376,8 +406,9 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
                     f"feature {name!a} is {_type_name(item)}, expected string, number or boolean"
                 ),
             )
-    elif text is None:
-        raise _Refused("no_text_or_features", "neither text nor features")
+    mail = _mail_field(obj, text)
+    if text is None and features is None and mail is None:
+        raise _Refused("no_text_or_features", "none of text, features, mail and mail_base64")
 
     label = obj.get("label")
     if labeled:
@@ -397,9 +428,34 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
         raise _Refused("label_on_unlabeled_topic", "label present on the unlabeled topic")
 
     if surrogates_possible:
-        _check_surrogates(id_, text, features, label)
+        _check_surrogates(id_, text, features, label, mail)
 
-    return Event(id_, text, features, label, source)
+    if mail is None:
+        return Event(id_, text, features, label, source)
+    return Event(id_, None, features, label, source, mail.encode("utf-8") if type(mail) is str else mail)
+
+
+def _mail_field(obj: dict, text: str | None) -> str | bytes | None:
+    """The message of a mail event as the value carried it: ``mail`` (str, encoded once the
+    surrogate check has run), ``mail_base64`` decoded (bytes), or None. The checks of the
+    module table from ``mail_not_string`` to ``invalid_base64``, in order."""
+    mail = obj.get("mail")
+    encoded = obj.get("mail_base64")
+    if mail is None and encoded is None:  # the common event pays two lookups
+        return None
+    for name, value in (("mail", mail), ("mail_base64", encoded)):
+        if value is not None and type(value) is not str:
+            raise _Refused("mail_not_string", f"{name} is {_type_name(value)}, expected a string")
+    if mail is not None and encoded is not None:
+        raise _Refused("mail_and_mail_base64", "both mail and mail_base64: send one")
+    if text is not None:
+        raise _Refused("mail_with_text", "text beside a mail: the text of a mail event is read from the message")
+    if mail is not None:
+        return mail
+    try:
+        return binascii.a2b_base64(encoded, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:  # ValueError: a non-ASCII character
+        raise _Refused("invalid_base64", _short(f"mail_base64 is not strict base64: {exc}")) from None
 
 
 def event_from_object(obj: Any, source: SourcePosition, *, labeled: bool,
