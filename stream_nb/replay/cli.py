@@ -113,8 +113,11 @@ class _StopAtBatchEnd:
 
 
 def event_in_one_line(event: dict, width: int = 60) -> str:
-    """An event in one line: its text, else its features as JSON, shortened to `width`."""
+    """An event in one line: its text, else its mail's id, else its features as JSON, shortened
+    to `width`."""
     text = event.get("text")
+    if text is None and event.get("mail") is not None:
+        text = f"mail {event.get('id')} ({len(event['mail']):,} bytes)"
     if text is None:
         text = json.dumps(event.get("features"), ensure_ascii=False, separators=(",", ":"))
     shown = repr(text)
@@ -155,6 +158,11 @@ def _summary(model, featurise_one, result: PrequentialResult, report: dict, repo
         print(f"  {str(label):5s} p={probabilities[label]:.3f}  {event_in_one_line(event)}")
         print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
     print_rejected(report["rejected_messages"], first_rejected)
+    if "mail" in report:
+        mail = report["mail"]
+        print(f"mail             {mail['read']:,} messages read as mail, {mail['unreadable']:,} unreadable")
+        for defect, count in sorted(mail["defects"].items(), key=lambda item: (-item[1], item[0]))[:10]:
+            print(f"  {defect:24s} {count:,}")
     for note in _notes(report):
         print(f"note             {note}")
     if report_path is not None:
@@ -331,6 +339,9 @@ def _full_report(contender, config: Config, result, rejected: Rejections, source
         "rejected_first": dict(rejected.first),  # reason -> where and why the first was refused
         "configuration": {"name": contender.name, **config.resolved()},
     })
+    if contender.mail_read:  # mail events only: the report of a text stream stays as it was
+        report["mail"] = {"read": contender.mail_read, "unreadable": contender.refused.get("unreadable_mail", 0),
+                          "defects": dict(sorted(contender.mail_defects.items()))}
     return report
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from stream_nb.config import beyond_max_classes
+from stream_nb.features.fields import EventFeaturizer
+from stream_nb.features.mail import MailFeaturizer, UnreadableMail
 from stream_nb.model.decision import band_verdict
 from stream_nb.model.posterior import positive_score
 from stream_nb.model.training import predict_learn
@@ -38,21 +40,32 @@ class Contender:
     first_refusal: str | None = None  # why the first of them was refused
     on_unlabeled: Callable[[dict, dict], None] | None = None  # (event, probabilities) of each unlabeled event
     max_classes: int | None = None  # a label beyond this many classes is refused (too_many_classes)
+    mail_read: int = 0  # mail events read (parsed), the unreadable ones included
+    mail_defects: Counter = field(default_factory=Counter)  # what was wrong in them, by defect
+
+    def __post_init__(self) -> None:
+        featurizer = self.event_featurizer if self.event_featurizer is not None else EventFeaturizer(
+            text=self.text_featurizer)
+        self.mail_featurizer = MailFeaturizer(featurizer, on_parsed=self._count_mail)
+
+    def _count_mail(self, parsed) -> None:
+        self.mail_read += 1
+        self.mail_defects.update(parsed.defects)
 
     def featurise(self, events: list[dict]):
-        if self.reads_text and (self.event_featurizer is None
-                                or all(event.get("features") is None for event in events)):
+        if self.reads_text and all(event.get("mail") is None for event in events) and (
+                self.event_featurizer is None or all(event.get("features") is None for event in events)):
             # the model's vocabulary: the C featuriser looks the names up as it makes them
             return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events],
                                                          vocabulary=getattr(self.model, "vocabulary", None))
-        return self.event_featurizer.transform_many(
-            [{"text": event.get("text"), "features": event.get("features")} for event in events])
+        return self.mail_featurizer.transform_many(events)  # mail, structured features, or both
 
     def featurise_one(self, event: dict) -> dict:
         """The features of one event as a dict, as the model sees them (for its clues)."""
-        if self.reads_text and (self.event_featurizer is None or event.get("features") is None):
+        if self.reads_text and event.get("mail") is None and (self.event_featurizer is None
+                                                               or event.get("features") is None):
             return self.text_featurizer.transform_one(event.get("text") or "")
-        return self.event_featurizer.transform_one({"text": event.get("text"), "features": event.get("features")})
+        return self.mail_featurizer.transform_event(event)
 
     def _beyond_max_classes(self, labels: list) -> set[int]:
         """Positions of the labels that would be a class beyond max_classes (counted, refused)."""
@@ -96,7 +109,7 @@ class Contender:
             try:
                 one, was_learned = predict_learn(self.model, self.featurise([item]), [label], **self.training)
             except (TypeError, ValueError) as error:
-                self.refused["rejected_by_model"] += 1
+                self.refused[error.reason if isinstance(error, UnreadableMail) else "rejected_by_model"] += 1
                 if self.first_refusal is None:
                     self.first_refusal = f"event {item.get('id')!r}: {error}"
                 predictions.append(None)

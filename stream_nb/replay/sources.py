@@ -50,7 +50,8 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
                 file_format: str | None = None,
                 labels: str = "required", rejected: Counter | None = None,
                 classes: frozenset | None = None) -> Iterator[dict]:
-    """Yield events {"id", "text", "features", "label"} from a file, in file order.
+    """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event) from a
+    file, in file order.
 
     Formats (by extension unless `file_format` says):
     - `.tsv`/no extension: `label<TAB>text` without header (the SMS Spam Collection's layout);
@@ -58,7 +59,8 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
       (comma-separated names, or "*" for every column but the id, label and text) are features:
       a cell that reads as a finite number is that number, others are strings, an empty cell
       is absent;
-    - `.jsonl`: one JSON object per line; text, features ({name: value}) or both.
+    - `.jsonl`: one JSON object per line; text, features ({name: value}) or both, or a mail
+      event ("mail" or "mail_base64", with or without features: the event contract's rules).
 
     `labels`: "required" (an event without a label is an error: a labeled topic), "optional"
     (it is an unlabeled event: predicted, not scored) or "dropped" (every event unlabeled).
@@ -102,7 +104,16 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
         if isinstance(event, Rejected):
             _refuse(event, path, line_number, rejected)
             continue
-        yield {"id": event.id, "text": event.text, "features": event.features, "label": event.label}
+        yield event_dict(event)
+
+
+def event_dict(event) -> dict:
+    """The dict replay reads of an `Event`: {"id", "text", "features", "label"}, and "mail" (bytes)
+    for a mail event only (a text event's dict stays as it was)."""
+    item = {"id": event.id, "text": event.text, "features": event.features, "label": event.label}
+    if event.mail is not None:
+        item["mail"] = event.mail
+    return item
 
 
 def add_field_options(parser) -> None:
@@ -252,5 +263,7 @@ def _read_jsonl(path: Path, fields: dict):
             continue
         record = parse_json(line, SourcePosition(str(path), 0, line_number))
         if isinstance(record, dict):
+            mail = {key: record[key] for key in ("mail", "mail_base64") if key in record}
             record = {key: record.get(fields[key]) for key in ("text", "label", "id", "features")}
+            record.update(mail)
         yield line_number, record

@@ -10,7 +10,7 @@ from kafka import TopicPartition
 
 from stream_nb.events import DEFAULT_MAX_BYTES, Rejected, SourcePosition, record_decoder
 from stream_nb.kafka.clients import KafkaSetupError, make_reader
-from stream_nb.replay.sources import SourceError, count_rejection
+from stream_nb.replay.sources import SourceError, count_rejection, event_dict
 
 
 def parse_time(text: str) -> int:
@@ -30,7 +30,8 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
                max_events: int | None = None, client: dict | None = None, rejected: Counter | None = None,
                transport: str = "kafka-python", labeled: bool | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                classes: frozenset | None = None):
-    """Yield events {"id", "text", "features", "label"} of `topic`, in timestamp order.
+    """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event) of
+    `topic`, in timestamp order.
 
     Reads every partition by assignment (no consumer group: nothing is committed, a running
     worker is undisturbed) from the beginning, from `from_offset` in every partition, or from
@@ -94,4 +95,4 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
                                 f"{record.topic}[{record.partition}]@{record.offset}: {event.detail}")
             continue
         produced += 1
-        yield {"id": event.id, "text": event.text, "features": event.features, "label": event.label}
+        yield event_dict(event)

@@ -33,6 +33,7 @@ from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
 from stream_nb.config import Config, ConfigError, beyond_max_classes
 from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
                               record_decoder)
+from stream_nb.features.mail import MailFeaturizer, UnreadableMail
 from stream_nb.kafka.clients import (
     close_producer,
     ensure_topics,
@@ -93,7 +94,8 @@ def _refusal(event: Event, error: Exception, stage: str, record) -> Rejected:
     the model refusing the event (rejected_by_model); anything else is processing_failed, the
     exception named (e.g. an IndexError of an inconsistent model)."""
     if isinstance(error, (TypeError, ValueError)):
-        return _rejected_by_us(event, "rejected_by_model", str(error), record)
+        return _rejected_by_us(event, error.reason if isinstance(error, UnreadableMail) else "rejected_by_model",
+                               str(error), record)
     return _rejected_by_us(event, "processing_failed", f"{stage} raised {type(error).__name__}: {error}", record)
 
 
@@ -169,6 +171,7 @@ class Worker:
         self._stall_limit_s = min(client.get("session_timeout_ms", SESSION_TIMEOUT_MS) / 1000,
                                   self._transaction_timeout_s)
         self.telemetry = WorkerMetrics()  # Prometheus counters, liveness, readiness
+        self.mail_featurizer = MailFeaturizer(self.event_featurizer, on_parsed=self.telemetry.count_mail)
         self._caught_up_once = False
         self._metrics_server: MetricsServer | None = None
 
@@ -655,14 +658,14 @@ class Worker:
         return kept, kept_origin
 
     def _featurise(self, events: list[Event], learning: bool = True):
-        if self.config.reads_text and all(event.features is None for event in events):
+        if self.config.reads_text and all(event.features is None and event.mail is None for event in events):
             # text only: no dict per message; the C featuriser looks the names up in the model's
             # vocabulary (and numbers the new ones only for a batch that may learn them)
             return self.text_featurizer.transform_sparse([event.text or "" for event in events],
                                                          vocabulary=getattr(self.model, "vocabulary", None),
                                                          number_unknown=learning)
-        return self.event_featurizer.transform_many(
-            [{"text": event.text, "features": event.features} for event in events])
+        return self.mail_featurizer.transform_many(  # mail events, structured features, or both
+            [{"text": event.text, "features": event.features, "mail": event.mail} for event in events])
 
     def _featurise_or_reject(self, events: list[Event], origin: list, reject,
                              learning: bool = True) -> tuple[list, list, object]:

@@ -63,9 +63,19 @@ class WorkerMetrics:
         self.accuracy = Gauge("stream_nb_prequential_accuracy",
                               "Accuracy of the labeled events predicted before they were learned", registry=registry)
         self.f1 = Gauge("stream_nb_prequential_f1", "Prequential F1 per class", ["label"], registry=registry)
+        self.mail_read = Counter("stream_nb_mail_read", "Mail events read (parsed), the unreadable ones included",
+                                 registry=registry)
+        self.mail_defects = Counter("stream_nb_mail_defects", "Faults found or caps hit in the mail read, by defect "
+                                    "(stream_nb.mail.parse; a message counts each of its defects once)",
+                                    ["defect"], registry=registry)
         self.last_step = time.monotonic()
         self.ready = False
 
+    def count_mail(self, parsed) -> None:
+        """One message read (a `ParsedMail`): counted, and each of its defects."""
+        self.mail_read.inc()
+        for defect in parsed.defects:
+            self.mail_defects.labels(defect).inc()
 
     def events_learned(self) -> float:
         """The stream_nb_events_learned counter's value, read through the registry's public API."""
