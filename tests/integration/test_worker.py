@@ -401,6 +401,12 @@ MALFORMED: list[tuple[str, bytes | None, str]] = [
     # Valid events the model cannot take: a negative count.
     ("L", b'{"id":"n1","text":"x","features":{"x":-1},"label":"ham"}', "rejected_by_model"),
     ("U", b'{"id":"n2","features":{"x":-2.5}}', "rejected_by_model"),
+    # Mail events the contract refuses, and one of which nothing can be read.
+    ("L", b'{"id":"m1","mail":5,"label":"ham"}', "mail_not_string"),
+    ("U", b'{"id":"m2","mail":"Subject: x\\r\\n\\r\\nb","mail_base64":"QQ=="}', "mail_and_mail_base64"),
+    ("L", b'{"id":"m3","text":"x","mail":"Subject: x","label":"ham"}', "mail_with_text"),
+    ("U", b'{"id":"m4","mail_base64":"not base64!"}', "invalid_base64"),
+    ("L", b'{"id":"m5","mail":" \\r\\n","label":"ham"}', "unreadable_mail"),
 ]
 
 # Edge cases that are valid events and must be learned or predicted (the contract's "decisions").
@@ -425,7 +431,7 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
     # undeclared_label needs declared classes, which this stream's labels 1 and 7 are not
     # (test_declared_classes.py); label_type_conflict needs classes learned as they come
-    assert set(REASONS) - {"undeclared_label"} | {"label_type_conflict", "rejected_by_model"} == \
+    assert set(REASONS) - {"undeclared_label"} | {"label_type_conflict", "rejected_by_model", "unreadable_mail"} == \
         {reason for _, _, reason in MALFORMED}
     assert len(MALFORMED) >= 30
 
@@ -433,7 +439,7 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     # events with a bad message after every fourth good one.
     good: list[tuple[str, dict]] = [("L", event) for event in GOOD_LABELED_EDGES]
     good += [("U", event) for event in GOOD_UNLABELED_EDGES]
-    for i in range(180):
+    for i in range(198):
         label, text = sms[i]
         if i % 3 == 2:
             good.append(("U", {"id": f"g{i}", "text": text}))
@@ -499,10 +505,10 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     good_labeled = [event for kind, event in good if kind == "L"]
     good_unlabeled = [event["id"] for kind, event in good if kind == "U"]
     summary = latest_summary(tmp_path / "checkpoints")
-    assert len(good_labeled) == 126
+    assert len(good_labeled) == 138
     assert (summary.digest, summary.events_learned) == reference_digest_events(good_labeled)
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
-    assert set(predictions) == set(good_unlabeled) and len(good_unlabeled) == 63
+    assert set(predictions) == set(good_unlabeled) and len(good_unlabeled) == 69
     assert all(len(copies) == 1 for copies in predictions.values())
     # The classes the model holds are exactly the good labels, with their types.
     assert set(predictions["u-non-ascii"][0]["proba"]) == {"1", "7", "ham", "spam"}

@@ -1,0 +1,235 @@
+"""Mail events through the worker on a real broker: raw SpamAssassin 2003 messages and generated
+hostile mail as JSON events ("mail" / "mail_base64"), predictions equal to the model core's
+over the mail featuriser, exactly once, recovery after SIGKILL, unreadable mail dead-lettered
+with its reason, and the mail metrics."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import tarfile
+import time
+
+import pytest
+
+from stream_nb.checkpoint import state_digest
+from stream_nb.config import load_config
+from stream_nb.features.mail import MailFeaturizer
+from stream_nb.model.explain import strongest_clues
+from stream_nb.model.training import predict_learn
+
+from corpora import spamassassin_2003_path
+from worker_support import (
+    Message,
+    Topics,
+    WorkerProcess,
+    create_topics,
+    end_offset,
+    latest_summary,
+    newest_position,
+    predictions_by_id,
+    produce,
+    read_topic,
+    reference_config,
+    wait_until,
+    write_config,
+)
+
+pytestmark = pytest.mark.kafka
+
+SHIPPED, PLAIN = None, {"mode": "all"}
+
+
+@pytest.fixture(scope="module")
+def spamassassin() -> list[tuple[str, bytes, str]]:
+    """(id, raw bytes, label) of every SpamAssassin 2003 message, in one fixed shuffled order."""
+    messages = []
+    with tarfile.open(spamassassin_2003_path()) as archive:
+        for member in archive:
+            if member.isfile() and member.name.endswith(".txt"):
+                folder = member.name.split("/")[1]
+                messages.append((member.name.split("/")[-1], archive.extractfile(member).read(),
+                                 "spam" if folder.startswith("spam") else "ham"))
+    random.Random(5).shuffle(messages)
+    return messages
+
+
+def mail_value(event_id: str, raw: bytes, label=None) -> bytes:
+    """A mail event: "mail" when the bytes are UTF-8, else "mail_base64" (their exact bytes)."""
+    try:
+        event = {"id": event_id, "mail": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        event = {"id": event_id, "mail_base64": base64.b64encode(raw).decode("ascii")}
+    if label is not None:
+        event["label"] = label
+    return json.dumps(event).encode()
+
+
+def hostile_mail(rng: random.Random, base: list[bytes]) -> list[bytes]:
+    """Generated mail that a parser could trip on; every one is still a readable message."""
+    nested = b"Subject: outer\r\nContent-Type: message/rfc822\r\n\r\n"
+    for depth in range(30):
+        nested += f"Subject: level {depth}\r\nContent-Type: message/rfc822\r\n\r\n".encode()
+    made = [
+        b"Subject: truncated base64\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: base64\r\n\r\nSGVsbG8gd29y",
+        b"Subject: bad base64\r\nContent-Transfer-Encoding: base64\r\n\r\n!!!not*base64***\r\n====\r\n",
+        b"Subject: broken\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\nContent-Type: text/plain"
+        b"\r\n\r\nfirst part\r\n--b2\r\nno such boundary\r\n",
+        b"Subject: no boundary\r\nContent-Type: multipart/alternative\r\n\r\ntext without parts\r\n",
+        b"Subject: \xff\xfe 8-bit \xe9t\xe9\r\nFrom: \xc0\xc1 <x@\xff.example>\r\n\r\nbody \xff\r\n",
+        b"Subject: =?utf-8?B?!!!?= =?x-unknown?Q?caf=E9?=\r\nContent-Type: text/plain; charset=x-no-such\r\n\r\ncaf\xe9\r\n",
+        b"Subject: html\r\nContent-Type: text/html\r\n\r\n<div style=display:none>hidden<a href='http://a.example'>"
+        b"http://b.example</a><form><img src=x><<<<" + b"<b>" * 2000,
+        nested + b"innermost\r\n",
+        b"\x00\x01\x02 no headers at all \x00",
+        b"Subject: " + b"A" * 50_000 + b"\r\n\r\nlong header\r\n",
+        b"Subject: qp\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n=E9=\r\n=ZZ=4=\r\n",
+    ]
+    for raw in base[:10]:  # real messages cut at a random byte: truncated mid-header or mid-body
+        made.append(raw[: rng.randint(20, max(21, len(raw) - 1))])
+    return made
+
+
+def reference(labeled: list[tuple[bytes, str]], unlabeled: dict[str, bytes], training):
+    """The model core after the good labeled mail in offset order, one at a time, and its
+    prediction and clues for each unlabeled message: what the worker must publish."""
+    config = reference_config(training)
+    model = config.build_model()
+    featurizer = MailFeaturizer(config.build_event_featurizer())
+    for raw, label in labeled:
+        predict_learn(model, [featurizer.transform_one(raw)], [label], **config.training)
+    expected = {}
+    for event_id, raw in unlabeled.items():
+        x = featurizer.transform_one(raw)
+        expected[event_id] = ({str(c): p for c, p in model.predict_proba_one(x).items()},
+                              [[name, weight] for name, weight in strongest_clues(model, x, top=config.worker["clues"])])
+    return model, expected
+
+
+@pytest.mark.parametrize("training", [SHIPPED, PLAIN], ids=["spam.toml", "mode-all"])
+def test_mail_events_are_predicted_as_the_model_core_and_unreadable_mail_is_dead_lettered(
+        kafka_broker, tmp_path, spamassassin, training):
+    from stream_nb.worker.loop import Worker
+
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("mail")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    rng = random.Random(23)
+    hostile = hostile_mail(rng, [raw for _, raw, _ in spamassassin])
+    messages, labeled, unlabeled, dead_expected = [], [], {}, {}
+    for i, (event_id, raw, label) in enumerate(spamassassin[:500]):
+        if i % 5 == 4:
+            unlabeled[event_id] = raw
+            messages.append(Message(topics.unlabeled, mail_value(event_id, raw), event_id.encode()))
+        else:
+            labeled.append((raw, label))
+            messages.append(Message(topics.labeled, mail_value(event_id, raw, label), event_id.encode()))
+        if i % 20 == 0 and hostile:  # hostile mail among the real, on both topics
+            raw = hostile.pop()
+            hostile_id = f"hostile-{i}"
+            if i % 40 == 0:
+                unlabeled[hostile_id] = raw
+                messages.append(Message(topics.unlabeled, mail_value(hostile_id, raw), hostile_id.encode()))
+            else:
+                labeled.append((raw, "spam"))
+                messages.append(Message(topics.labeled, mail_value(hostile_id, raw, "spam"), hostile_id.encode()))
+    assert not hostile  # every one was sent
+    refused = [  # (topic, value, reason): two of which nothing can be read, one the contract refuses
+        (topics.labeled, b'{"id":"empty-l","mail":"","label":"ham"}', "unreadable_mail"),
+        (topics.unlabeled, b'{"id":"blank-u","mail_base64":"DQogIA0K"}', "unreadable_mail"),  # "\r\n  \r\n"
+        (topics.unlabeled, b'{"id":"bad64-u","mail_base64":"DQogIA0"}', "invalid_base64"),
+    ]
+    for position, (topic, value, reason) in zip((50, 200, 350), refused):
+        messages.insert(position, Message(topic, value, json.loads(value)["id"].encode()))
+        dead_expected[json.loads(value)["id"]] = (value, reason)
+    produce(bootstrap, messages)
+
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", training=training,
+                               worker={"labels_first_wait_s": 600})
+    worker = Worker(load_config(config_path))
+    worker.run(stop_when_idle_s=1.5, install_signal_handlers=False)
+
+    model, expected = reference(labeled, unlabeled, training)
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert set(predictions) == set(unlabeled) and len(unlabeled) == 111  # 100 real, 11 hostile
+    for event_id, copies in predictions.items():
+        assert len(copies) == 1  # exactly once
+        proba, clues = expected[event_id]
+        assert copies[0]["proba"] == proba, event_id  # bit for bit
+        assert copies[0]["clues"] == clues, event_id
+    right = sum(predictions[event_id][0]["label"] == label for event_id, _, label in spamassassin[:500]
+                if event_id in predictions)
+    print(f"\n{right} of 100 unlabeled SpamAssassin messages right after {len(labeled)} labeled ones")
+    assert right >= 95
+
+    summary = latest_summary(tmp_path / "checkpoints")
+    assert (summary.digest, summary.events_learned) == (state_digest(model.to_state()), int(model.events_learned))
+    assert summary.offsets == {(topics.labeled, 0): len(labeled) + 1}  # the unreadable one is passed, not learned
+
+    dead = read_topic(bootstrap, topics.dead_letters)
+    assert {record.key.decode(): (record.value, dict(record.headers)["stream-nb-reason"].decode())
+            for record in dead} == dead_expected
+    details = {record.key.decode(): dict(record.headers)["stream-nb-detail"].decode() for record in dead}
+    assert details["empty-l"] == details["blank-u"] == "the message is empty or only whitespace"
+
+    # what the worker read: every mail event once (the three refused by the featuriser or the
+    # contract included where they reached it), and the hostile mail's defects among them
+    metric = worker.telemetry.registry.get_sample_value
+    assert metric("stream_nb_mail_read_total") == len(labeled) + len(unlabeled) + 2
+    assert metric("stream_nb_mail_defects_total", {"defect": "empty"}) == 2
+    assert metric("stream_nb_dead_letters_total", {"reason": "unreadable_mail"}) == 2
+    assert metric("stream_nb_mail_defects_total", {"defect": "header_8bit"}) >= 1
+    assert metric("stream_nb_mail_defects_total", {"defect": "depth_cap"}) >= 1
+
+
+def test_sigkill_and_restart_with_mail_events_ends_with_the_uninterrupted_state_exactly_once(
+        kafka_broker, tmp_path, spamassassin):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("mail-kill")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    messages, labeled, unlabeled_ids = [], [], []
+    for i, (event_id, raw, label) in enumerate(spamassassin):
+        if i % 7 == 3:
+            unlabeled_ids.append(event_id)
+            messages.append(Message(topics.unlabeled, mail_value(event_id, raw), event_id.encode()))
+        else:
+            labeled.append((raw, label))
+            messages.append(Message(topics.labeled, mail_value(event_id, raw, label), event_id.encode()))
+    produce(bootstrap, messages)
+
+    checkpoints = tmp_path / "checkpoints"
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints,
+                               checkpoint={"every_events": 300, "interval_s": 0.5},
+                               kafka={"processing_guarantee": "exactly_once"})
+    log_path = tmp_path / "worker.log"
+    rng = random.Random(99)
+    for target in [600 + rng.randint(0, 300), 1_500 + rng.randint(0, 300), "predicting"]:
+        starts = log_path.read_text().count(" checkpoint") if log_path.exists() else 0
+        worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
+        try:
+            wait_until(lambda: log_path.read_text().count(" checkpoint") > starts, 60, "the worker's start", worker)
+            if target == "predicting":
+                wait_until(lambda: end_offset(bootstrap, topics.predictions) >= 50, 120, "predictions", worker)
+            else:
+                wait_until(lambda: newest_position(checkpoints)[1].get((topics.labeled, 0), 0) >= target, 120,
+                           f"a checkpoint at labeled offset {target}", worker)
+            time.sleep(rng.uniform(0.0, 0.15))
+            assert worker.alive(), "the worker finished before it could be killed"
+        finally:
+            worker.kill()
+    worker = WorkerProcess(config_path, log_path, stop_when_idle=3)
+    try:
+        assert worker.wait(300) == 0, worker.log_tail()
+    finally:
+        worker.kill()
+    assert log_path.read_text().count("restored checkpoint") == 3
+
+    model, _ = reference(labeled, {}, SHIPPED)
+    summary = latest_summary(checkpoints)
+    assert (summary.digest, summary.events_learned) == (state_digest(model.to_state()), int(model.events_learned))
+    assert summary.offsets == {(topics.labeled, 0): len(labeled)} and len(labeled) == 2_397
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert set(predictions) == set(unlabeled_ids) and len(unlabeled_ids) == 399
+    assert all(len(copies) == 1 for copies in predictions.values())  # none twice, across three kills
+    assert read_topic(bootstrap, topics.dead_letters) == []
