@@ -3,6 +3,9 @@
 Each event becomes one message in the worker's event contract (`stream_nb.events.codec`):
 the value is compact UTF-8 JSON, ``{"id","text","features","label"}`` (text and features as
 the file has them) or, with ``--no-label``, the same without the label; the key is the id's UTF-8 bytes (``--key none`` sends no key).
+Mail (a directory, Maildir, mbox or tarball of messages: `stream_nb.mail.sources`; or a JSONL
+file of mail events) is published as mail events: ``"mail"`` when the message is UTF-8, else
+``"mail_base64"`` (its exact bytes), labeled by folder.
 
 A first pass checks (and encodes) every event before anything is sent, so a malformed line at
 the end of a file does not leave half of it in the topic; the encoded messages are kept in
@@ -18,6 +21,7 @@ running in ./.kafka.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import sys
@@ -32,7 +36,7 @@ from stream_nb.replay.sources import add_field_options, field_options
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
-FORMATS = ("tsv", "csv", "jsonl")
+FORMATS = ("tsv", "csv", "jsonl", "mail")
 MEMORY_CAP_BYTES = 256 * 1024 * 1024
 # The worker's default kafka.max_message_bytes: it dead-letters larger values as too_large.
 DEFAULT_MAX_BYTES = 1_000_000
@@ -50,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(key = id). The whole file is checked before the first message is sent.",
     )
     parser.add_argument("file", type=Path, metavar="FILE",
-                        help="events: .tsv (label<TAB>text, no header), .csv (header row) or .jsonl")
+                        help="events: .tsv (label<TAB>text, no header), .csv (header row) or .jsonl; or mail: "
+                             "a directory of messages, a Maildir, an mbox or a .tar.gz of them (labeled by folder)")
     parser.add_argument("--topic", required=True, help="topic to publish to")
     parser.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",
                         help=f"bootstrap servers (default: ${BOOTSTRAP_ENV}, else the broker that "
@@ -93,12 +98,18 @@ def _positive_int(text: str) -> int:
 
 
 def encode_event(event: dict, *, with_labels: bool) -> bytes:
-    """The event contract's value: compact UTF-8 JSON of the event's id, text and features
+    """The event contract's value: compact UTF-8 JSON of the event's id, text, features and mail
     (whichever it has) and, `with_labels`, its label; non-ASCII kept as is."""
     body = {"id": event["id"]}
     for name in ("text", "features"):
         if event.get(name) is not None:
             body[name] = event[name]
+    mail = event.get("mail")
+    if mail is not None:  # the message as a JSON string when it is UTF-8, else its exact bytes
+        try:
+            body["mail"] = mail.decode("utf-8")
+        except UnicodeDecodeError:
+            body["mail_base64"] = base64.b64encode(mail).decode("ascii")
     if with_labels:
         body["label"] = event["label"]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")

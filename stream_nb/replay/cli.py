@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -25,7 +26,8 @@ def register(subparsers) -> None:
     replay = subparsers.add_parser("replay", help="replay a topic or a file prequentially and report")
     source = replay.add_mutually_exclusive_group(required=True)
     source.add_argument("--topic", help="a Kafka topic: every partition, merged in timestamp order")
-    source.add_argument("--input", type=Path, help="a file: TSV (label<TAB>text), CSV or JSONL, in file order")
+    source.add_argument("--input", type=Path, help="a file: TSV (label<TAB>text), CSV or JSONL, in file order; or "
+                                                   "mail: a directory, Maildir, mbox or .tar.gz of messages")
     start = replay.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="(topic) from the first record (default)")
     start.add_argument("--from-offset", type=int, metavar="N", help="(topic) from offset N in every partition")
@@ -41,6 +43,8 @@ def register(subparsers) -> None:
     replay.add_argument("--compare", type=Path, nargs="+", default=[], metavar="OTHER.toml",
                         help="replay once through these configurations too, and report side by side")
     replay.add_argument("--scores", action="store_true", help="also write the per-event scores as scores.csv")
+    replay.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+                        help="(file) replay the events in one shuffled order, seeded (a corpus stored by class)")
     add_field_options(replay)
     _add_model_options(replay)
     replay.add_argument("--report", type=Path, required=True, help="directory for report.json and the plots")
@@ -175,6 +179,9 @@ def _events_of(args, config: Config, rejected: Rejections):
         # skipped, as a worker dead-letters them and replay --topic skips them
         events = read_events(args.input, **field_options(args), labels="optional", rejected=rejected,
                              classes=config.classes)
+        if getattr(args, "shuffle", None) is not None:  # Fisher-Yates of the whole file, by Python's Mersenne twister
+            events = list(events)
+            random.Random(args.shuffle).shuffle(events)
         return events if args.max_events is None else islice(events, args.max_events)
     from stream_nb.replay.topic import parse_time, read_topic
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stream_nb.events import DEFAULT_MAX_BYTES, Rejected, SourcePosition, event_from_object, parse_json
+from stream_nb.mail.sources import is_mail_source, parse_label_folders, read_mail
 
 LABELS = ("required", "optional", "dropped")
 
@@ -49,7 +50,7 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
                 id_field: str = "id", features_field: str = "features", feature_columns: str | None = None,
                 file_format: str | None = None,
                 labels: str = "required", rejected: Counter | None = None,
-                classes: frozenset | None = None) -> Iterator[dict]:
+                classes: frozenset | None = None, label_folders: list[str] | None = None) -> Iterator[dict]:
     """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event) from a
     file, in file order.
 
@@ -60,7 +61,11 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
       a cell that reads as a finite number is that number, others are strings, an empty cell
       is absent;
     - `.jsonl`: one JSON object per line; text, features ({name: value}) or both, or a mail
-      event ("mail" or "mail_base64", with or without features: the event contract's rules).
+      event ("mail" or "mail_base64", with or without features: the event contract's rules);
+    - mail where it lives (`file_format` "mail", or a directory, a .tar/.tar.gz or an mbox):
+      one mail event per message, labeled by folder (`label_folders`: ["LABEL=FOLDER", ...],
+      default spam=spam and ham=ham): `stream_nb.mail.sources`. A file passed over (not a
+      message, unreadable) is counted in `rejected`, never an error.
 
     `labels`: "required" (an event without a label is an error: a labeled topic), "optional"
     (it is an unlabeled event: predicted, not scored) or "dropped" (every event unlabeled).
@@ -76,6 +81,9 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
     if labels not in LABELS:
         raise ValueError(f"labels must be one of {', '.join(LABELS)}, got {labels!r}")
     path = Path(path)
+    if file_format == "mail" or (file_format is None and is_mail_source(path)):
+        yield from _read_mail_events(path, labels, rejected, classes, label_folders)
+        return
     kind = (file_format or path.suffix.lstrip(".").lower() or "tsv")
     readers = {"tsv": _read_tsv, "txt": _read_tsv, "csv": _read_csv, "jsonl": _read_jsonl, "json": _read_jsonl}
     if kind not in readers:
@@ -107,6 +115,32 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
         yield event_dict(event)
 
 
+def _read_mail_events(path: Path, labels: str, rejected: Counter | None, classes: frozenset | None,
+                      label_folders: list[str] | None) -> Iterator[dict]:
+    """`read_events` of mail where it lives: the label rules of `labels` and `classes` as for any file."""
+    try:
+        folders = parse_label_folders(label_folders)
+    except ValueError as error:
+        raise SourceError(str(error)) from None
+    if not path.exists():
+        raise SourceError(f"{path}: no such file or directory")
+    for event in read_mail(path, label_folders=folders, skipped=rejected if rejected is not None else Counter()):
+        where = f"{path}: {event['id']}"
+        if labels == "dropped":
+            event["label"] = None
+        elif labels == "required" and event["label"] is None:
+            raise SourceError(f"{where}: under no label folder ({', '.join(f'{label}={folder}' for folder, label in folders.items())}; "
+                              "--label-folder LABEL=FOLDER names them)")
+        if event["label"] is not None and classes is not None and event["label"] not in classes:
+            refused = Rejected("undeclared_label", f"label {event['label']!r} is not a declared class", None, None, (),
+                               SourcePosition(str(path), 0, 0))
+            if rejected is None:
+                raise SourceError(f"{where}: not a valid event: undeclared_label ({refused.detail})")
+            count_rejection(rejected, refused.reason, f"{where}: {refused.detail}")
+            continue
+        yield event
+
+
 def event_dict(event) -> dict:
     """The dict replay reads of an `Event`: {"id", "text", "features", "label"}, and "mail" (bytes)
     for a mail event only (a text event's dict stays as it was)."""
@@ -128,12 +162,17 @@ def add_field_options(parser) -> None:
     parser.add_argument("--feature-columns", default=None, metavar="A,B,...|*",
                         help="CSV columns that are features (numbers where a cell reads as one); "
                              "'*': every column but the id, label and text")
+    parser.add_argument("--label-folder", dest="label_folders", action="append", default=None,
+                        metavar="LABEL=FOLDER",
+                        help="mail (a directory, Maildir, mbox or .tar.gz): messages under a folder named FOLDER "
+                             "are labeled LABEL; repeat for each (default: spam=spam, ham=ham)")
 
 
 def field_options(args) -> dict:
     """The keyword arguments of `read_events` that `add_field_options` set."""
     return {"text_field": args.text_field, "label_field": args.label_field, "id_field": args.id_field,
-            "features_field": args.features_field, "feature_columns": args.feature_columns}
+            "features_field": args.features_field, "feature_columns": args.feature_columns,
+            "label_folders": args.label_folders}
 
 
 def _refuse(rejected_event: Rejected, path: Path, line_number: int, rejected: Counter | None) -> None:

@@ -1,0 +1,240 @@
+"""Mail where it lives -> mail events: an mbox file, a Maildir, a directory of message files, or
+a .tar / .tar.gz of such folders, as ``sa-learn`` and ``bogofilter -B`` take them. File I/O only.
+
+Each message becomes a mail event ``{"id", "text": None, "features": None, "label", "mail": bytes}``.
+
+- **Labels** come from folder names: a message is labeled by the nearest folder on its path
+  (the source itself included: ``corpus/spam`` or ``spam.mbox``) that names a label, by
+  default ``spam`` -> "spam" and ``ham`` -> "ham"; `parse_label_folders` reads
+  ``LABEL=FOLDER`` pairs (e.g. ``spam=spam-2``, ``ham=easy-ham-2``), which then replace the
+  defaults. A message under no label folder is unlabeled.
+- **Ids** are the message's path relative to the source (POSIX separators; a tarball's member
+  name), with ``#N`` (1-based) after the path of an mbox.
+- **Order** is deterministic: a directory depth first, the entries of each folder sorted by
+  name (so a Maildir's ``cur/`` before its ``new/``); a tarball in archive order; an mbox in
+  file order.
+- **What is a message**: a file whose first bytes are an RFC 5322 header field (``Name:``) or
+  an mbox ``From `` line; a Maildir's ``tmp/`` (deliveries under way; in a tarball, read in
+  one pass, any folder named ``tmp``) and dot files are not read. An mbox is a file named ``*.mbox`` or ``mbox`` (or, given as the source itself, a file
+  without a suffix that starts ``From ``); it is split at each ``From `` line that opens the
+  file or follows a blank line. Any other file in a folder is one message (a ``From `` line
+  that opens it is read as the envelope line it is).
+- **Nothing is fatal**: a file that cannot be read (``unreadable_file``) and a file that is
+  not a message (``not_a_message``, e.g. a checksum list or a README) are counted in
+  `skipped` by reason and passed over.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tarfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+__all__ = [
+    "DEFAULT_LABEL_FOLDERS",
+    "NOT_A_MESSAGE",
+    "UNREADABLE_FILE",
+    "is_mail_source",
+    "parse_label_folders",
+    "read_mail",
+]
+
+DEFAULT_LABEL_FOLDERS: dict[str, str] = {"spam": "spam", "ham": "ham"}  # folder name -> label
+UNREADABLE_FILE = "unreadable_file"
+NOT_A_MESSAGE = "not_a_message"
+
+_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
+# An mbox "From " line, or a header field name (printable ASCII but ':') and its colon.
+_MESSAGE_START = re.compile(rb"From |[!-9;-~]+[ \t]*:")
+
+
+def parse_label_folders(pairs: Iterable[str] | None) -> dict[str, str]:
+    """``["LABEL=FOLDER", ...]`` -> {folder name: label}; none given: the defaults. ValueError
+    names a pair that is not LABEL=FOLDER or a folder given two labels."""
+    pairs = list(pairs or ())
+    if not pairs:
+        return dict(DEFAULT_LABEL_FOLDERS)
+    folders: dict[str, str] = {}
+    for pair in pairs:
+        label, separator, folder = pair.partition("=")
+        label, folder = label.strip(), folder.strip()
+        if not separator or not label or not folder or "/" in folder:
+            raise ValueError(f"--label-folder {pair!r}: expected LABEL=FOLDER (a folder name, e.g. spam=spam-2)")
+        if folders.get(folder, label) != label:
+            raise ValueError(f"--label-folder: folder {folder!r} is given two labels ({folders[folder]!r}, {label!r})")
+        folders[folder] = label
+    return folders
+
+
+def _is_tarball(path: Path) -> bool:
+    return path.name.lower().endswith(_TAR_SUFFIXES)
+
+
+def _is_mbox_name(name: str) -> bool:
+    return name.lower().endswith(".mbox") or name == "mbox"
+
+
+def _starts_like_mbox(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(5) == b"From "
+    except OSError:
+        return False
+
+
+def is_mail_source(path: str | Path) -> bool:
+    """Whether `path` is read as mail: a directory, a tarball, or an mbox (by name, or a file
+    without a suffix that starts with an mbox ``From `` line)."""
+    path = Path(path)
+    if path.is_dir():
+        return True
+    if not path.is_file():
+        return False
+    if _is_tarball(path) or _is_mbox_name(path.name):
+        return True
+    return path.suffix == "" and _starts_like_mbox(path)
+
+
+def _label_of(parts: Iterable[str], folders: dict[str, str]) -> str | None:
+    """The label of the nearest (last) folder in `parts` that names one."""
+    label = None
+    for part in parts:
+        label = folders.get(part, label)
+    return label
+
+
+def _mbox_messages(lines: Iterable[bytes]) -> Iterator[bytes]:
+    """The messages of an mbox, each without its ``From `` line and the blank line before the next."""
+    message: list[bytes] = []
+    started = False
+    previous_blank = True
+    for line in lines:
+        if line.startswith(b"From ") and previous_blank:
+            if started:
+                yield _without_separator(message)
+            message, started = [], True
+        elif started:
+            message.append(line)
+        previous_blank = line in (b"\n", b"\r\n")
+    if started:
+        yield _without_separator(message)
+
+
+def _without_separator(lines: list[bytes]) -> bytes:
+    if lines and lines[-1] in (b"\n", b"\r\n"):
+        lines = lines[:-1]
+    return b"".join(lines)
+
+
+def _skip(skipped: Counter, reason: str, where: str) -> None:
+    """One file passed over: counted by reason (with where, when `skipped` keeps that: replay's
+    Rejections)."""
+    add = getattr(skipped, "add", None)
+    if add is not None:
+        add(reason, where)
+    else:
+        skipped[reason] += 1
+
+
+def _event(event_id: str, mail: bytes, label: str | None) -> dict:
+    return {"id": event_id, "text": None, "features": None, "label": label, "mail": mail}
+
+
+def _messages_of_file(handle: BinaryIO, name: str, event_id: str, label: str | None,
+                      skipped: Counter) -> Iterator[dict]:
+    """The events of one file: an mbox's messages, or the file as one message."""
+    if _is_mbox_name(name):
+        for number, mail in enumerate(_mbox_messages(handle), start=1):
+            yield _event(f"{event_id}#{number}", mail, label)
+        return
+    data = handle.read()
+    if _MESSAGE_START.match(data):
+        yield _event(event_id, data, label)
+    else:
+        _skip(skipped, NOT_A_MESSAGE, f"{event_id}: starts neither with a header field nor with 'From '")
+
+
+def _read_directory(root: Path, folders: dict[str, str], skipped: Counter) -> Iterator[dict]:
+    def walk(directory: Path, parts: tuple[str, ...]) -> Iterator[dict]:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError as error:
+            _skip(skipped, UNREADABLE_FILE, f"{directory}: {error.strerror or error}")
+            return
+        names = {entry.name for entry in entries}
+        maildir = "cur" in names and "new" in names
+        for entry in entries:
+            if entry.name.startswith(".") and not entry.is_dir(follow_symlinks=False):
+                continue  # .DS_Store, Dovecot's and Courier's own files
+            if entry.is_dir():
+                if not (maildir and entry.name == "tmp"):
+                    yield from walk(Path(entry.path), (*parts, entry.name))
+                continue
+            relative = "/".join((*parts, entry.name))
+            label = _label_of((root_name, *parts, Path(entry.name).stem if _is_mbox_name(entry.name) else ""),
+                              folders)
+            try:
+                with open(entry.path, "rb") as handle:
+                    yield from _messages_of_file(handle, entry.name, relative, label, skipped)
+            except OSError as error:
+                _skip(skipped, UNREADABLE_FILE, f"{relative}: {error.strerror or error}")
+
+    root_name = root.resolve().name
+    yield from walk(root, ())
+
+
+def _read_tarball(path: Path, folders: dict[str, str], skipped: Counter) -> Iterator[dict]:
+    try:
+        archive = tarfile.open(path)
+    except (OSError, tarfile.TarError) as error:
+        _skip(skipped, UNREADABLE_FILE, f"{path}: {error}")
+        return
+    with archive:
+        members = iter(archive)
+        while True:
+            try:
+                member = next(members)
+            except StopIteration:
+                return
+            except (OSError, tarfile.TarError, EOFError) as error:  # a truncated or corrupt archive ends here
+                _skip(skipped, UNREADABLE_FILE, f"{path}: {error}")
+                return
+            name = PurePosixPath(member.name)
+            # (an archive is read in one pass, so a Maildir's tmp/ is any folder of that name)
+            if not member.isfile() or name.name.startswith(".") or name.parts[-2:-1] == ("tmp",):
+                continue
+            label = _label_of((*name.parts[:-1], name.stem if _is_mbox_name(name.name) else ""), folders)
+            try:
+                handle = archive.extractfile(member)
+                yield from _messages_of_file(handle, name.name, member.name, label, skipped)
+            except (OSError, tarfile.TarError, EOFError) as error:
+                _skip(skipped, UNREADABLE_FILE, f"{member.name}: {error}")
+
+
+def read_mail(path: str | Path, *, label_folders: dict[str, str] | None = None,
+              skipped: Counter | None = None) -> Iterator[dict]:
+    """The mail events of `path` (see the module doc for labels, ids, order and what is read).
+    `label_folders`: {folder name: label} (`parse_label_folders`); `skipped` counts the files
+    passed over, by reason (a Counter, or anything with ``add(reason, where)`` as well)."""
+    path = Path(path)
+    folders = DEFAULT_LABEL_FOLDERS if label_folders is None else label_folders
+    skipped = skipped if skipped is not None else Counter()
+    if path.is_dir():
+        yield from _read_directory(path, folders, skipped)
+    elif _is_tarball(path):
+        yield from _read_tarball(path, folders, skipped)
+    else:
+        label = _label_of((path.parent.name, path.stem), folders)
+        try:
+            with path.open("rb") as handle:
+                if _is_mbox_name(path.name) or _starts_like_mbox(path):
+                    for number, mail in enumerate(_mbox_messages(handle), start=1):
+                        yield _event(f"{path.name}#{number}", mail, label)
+                else:
+                    yield from _messages_of_file(handle, path.name, path.name, label, skipped)
+        except OSError as error:
+            _skip(skipped, UNREADABLE_FILE, f"{path}: {error.strerror or error}")

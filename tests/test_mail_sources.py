@@ -1,0 +1,192 @@
+"""Mail where it lives: mbox, Maildir, folders of message files and tarballs of them, read as
+labeled mail events in a documented order; files that are not messages or cannot be read are
+counted, never fatal."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from collections import Counter
+
+import pytest
+
+from stream_nb.events import Event, SourcePosition, decode_record
+from stream_nb.kafka.publish import encode_event
+from stream_nb.mail.sources import is_mail_source, parse_label_folders, read_mail
+from stream_nb.replay.sources import Rejections, SourceError, read_events
+from tests.corpora import spamassassin_2003_path
+
+
+def message(subject: str, body: str = "body") -> bytes:
+    return f"From: a@example.com\r\nSubject: {subject}\r\n\r\n{body}\r\n".encode()
+
+
+MBOX = (b"From alice@example.com Mon Jan  1 00:00:00 2024\n"
+        b"Subject: one\n\nfirst body\nFrom here on, a line that only looks like a separator\n\n"
+        b"From bob@example.com Mon Jan  1 00:00:01 2024\n"
+        b"Subject: two\n\n>From quoted\n\n"
+        b"From carol@example.com Mon Jan  1 00:00:02 2024\n"
+        b"Subject: three\n\nlast\n")
+
+
+def make_tree(root):
+    """A corpus as mail systems keep it: folders of .eml files, a Maildir, mboxes, and files that
+    are not messages."""
+    (root / "spam").mkdir(parents=True)
+    (root / "spam" / "b.eml").write_bytes(message("cheap meds"))
+    (root / "spam" / "a.eml").write_bytes(message("win cash", "caf\xe9".encode("latin-1").decode("latin-1")))
+    (root / "spam" / "gone.eml").symlink_to(root / "nowhere.eml")  # cannot be read
+    maildir = root / "ham" / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (maildir / sub).mkdir(parents=True)
+    (maildir / "new" / "1700000002.M2.host").write_bytes(message("lunch?"))
+    (maildir / "cur" / "1700000001.M1.host:2,S").write_bytes(message("minutes"))
+    (maildir / "tmp" / "1700000003.M3.host").write_bytes(message("being delivered"))
+    (root / "ham" / "lists.mbox").write_bytes(MBOX)
+    (root / "inbox").mkdir()
+    (root / "inbox" / "c.eml").write_bytes(message("unsorted"))
+    (root / "README.txt").write_bytes(b"# a corpus of mail\n")
+    (root / ".DS_Store").write_bytes(b"\x00\x01")
+    (root / "spam.mbox").write_bytes(MBOX.replace(b"Subject: one", b"Subject: uno"))
+    return root
+
+
+EXPECTED = [  # (id, label, subject): depth first, each folder's entries sorted by name
+    ("ham/Maildir/cur/1700000001.M1.host:2,S", "ham", "minutes"),
+    ("ham/Maildir/new/1700000002.M2.host", "ham", "lunch?"),
+    ("ham/lists.mbox#1", "ham", "one"),
+    ("ham/lists.mbox#2", "ham", "two"),
+    ("ham/lists.mbox#3", "ham", "three"),
+    ("inbox/c.eml", None, "unsorted"),
+    ("spam/a.eml", "spam", "win cash"),
+    ("spam/b.eml", "spam", "cheap meds"),
+    ("spam.mbox#1", "spam", "uno"),  # labeled by its own name
+    ("spam.mbox#2", "spam", "two"),
+    ("spam.mbox#3", "spam", "three"),
+]
+
+
+def subject_of(mail: bytes) -> str:
+    for line in mail.decode("latin-1").splitlines():
+        if line.startswith("Subject: "):
+            return line[len("Subject: "):]
+    raise AssertionError(mail)
+
+
+def test_a_folder_tree_reads_every_message_labeled_by_folder_in_sorted_order(tmp_path):
+    skipped = Rejections()
+    events = list(read_mail(make_tree(tmp_path / "corpus"), skipped=skipped))
+    assert [(e["id"], e["label"], subject_of(e["mail"])) for e in events] == EXPECTED
+    assert dict(skipped) == {"not_a_message": 1, "unreadable_file": 1}  # README.txt, the dangling link
+    assert skipped.first["unreadable_file"].startswith("spam/gone.eml: ")
+    mbox = {e["id"]: e["mail"] for e in events}
+    assert mbox["ham/lists.mbox#1"] == (b"Subject: one\n\nfirst body\n"
+                                         b"From here on, a line that only looks like a separator\n")
+    assert mbox["ham/lists.mbox#2"] == b"Subject: two\n\n>From quoted\n"  # as stored: no unquoting
+    assert mbox["spam/a.eml"] == message("win cash", "caf\xe9")  # bytes as they are
+
+
+def test_label_folders_replace_the_defaults_and_the_nearest_folder_wins(tmp_path):
+    root = make_tree(tmp_path / "corpus")
+    folders = parse_label_folders(["spam=inbox", "ham=Maildir"])
+    labels = {e["id"]: e["label"] for e in read_mail(root, label_folders=folders)}
+    assert labels["inbox/c.eml"] == "spam"
+    assert labels["ham/Maildir/new/1700000002.M2.host"] == "ham"
+    assert labels["ham/lists.mbox#1"] is None and labels["spam/a.eml"] is None  # the defaults are gone
+    assert {e["label"] for e in read_mail(root / "spam")} == {"spam"}  # the source's own name counts
+
+
+@pytest.mark.parametrize("pairs, error", [
+    (["spam"], "expected LABEL=FOLDER"), (["=spam"], "expected LABEL=FOLDER"), (["spam=a/b"], "expected LABEL=FOLDER"),
+    (["spam=x", "ham=x"], "folder 'x' is given two labels"),
+])
+def test_bad_label_folders_are_named(pairs, error):
+    with pytest.raises(ValueError, match=error):
+        parse_label_folders(pairs)
+
+
+def test_a_tarball_holds_the_same_messages_in_archive_order(tmp_path):
+    root = make_tree(tmp_path / "corpus")
+    archive_path = tmp_path / "corpus.tar.gz"
+    with tarfile.open(archive_path, "w:gz") as archive:
+        for event_id, _, _ in reversed(EXPECTED):  # archive order is not sorted order
+            name = event_id.split("#")[0]
+            if f"corpus/{name}" not in archive.getnames():
+                archive.add(root / name, arcname=f"corpus/{name}")
+        archive.add(root / "README.txt", arcname="corpus/README.txt")
+        archive.add(root / "ham" / "Maildir" / "tmp", arcname="corpus/ham/Maildir/tmp")
+    skipped = Counter()
+    events = list(read_mail(archive_path, skipped=skipped))
+    from_tree = {e["id"]: (e["label"], e["mail"]) for e in read_mail(root)}
+    assert [e["id"] for e in events] == [
+        "corpus/spam.mbox#1", "corpus/spam.mbox#2", "corpus/spam.mbox#3", "corpus/spam/b.eml", "corpus/spam/a.eml",
+        "corpus/inbox/c.eml", "corpus/ham/lists.mbox#1", "corpus/ham/lists.mbox#2", "corpus/ham/lists.mbox#3",
+        "corpus/ham/Maildir/new/1700000002.M2.host", "corpus/ham/Maildir/cur/1700000001.M1.host:2,S"]
+    assert {e["id"].removeprefix("corpus/"): (e["label"], e["mail"]) for e in events} == from_tree
+    assert skipped == {"not_a_message": 1}  # README.txt; the Maildir's tmp/ is not read
+
+
+def test_a_truncated_tarball_gives_what_it_holds_and_counts_the_rest_unreadable(tmp_path):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for i in range(40):
+            data = message(f"m{i}", "x" * 3000 + str(i))
+            info = tarfile.TarInfo(f"spam/{i:02d}.eml")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    whole = buffer.getvalue()
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    skipped = Counter()
+    events = list(read_mail(cut, skipped=skipped))
+    assert 0 < len(events) < 40
+    assert [e["id"] for e in events] == [f"spam/{i:02d}.eml" for i in range(len(events))]
+    assert skipped == {"unreadable_file": 1}
+    (tmp_path / "junk.tar.gz").write_bytes(b"not a tarball at all")
+    assert list(read_mail(tmp_path / "junk.tar.gz", skipped=skipped)) == [] and skipped["unreadable_file"] == 2
+
+
+def test_what_is_read_as_mail(tmp_path):
+    make_tree(tmp_path / "corpus")
+    (tmp_path / "mbox").write_bytes(MBOX)
+    (tmp_path / "SMSSpamCollection").write_text("ham\thello\n")
+    (tmp_path / "events.jsonl").write_text("{}\n")
+    assert [is_mail_source(tmp_path / name) for name in ("corpus", "corpus/spam.mbox", "mbox", "SMSSpamCollection",
+                                                         "events.jsonl", "missing.tar.gz")] == \
+        [True, True, True, False, False, False]
+
+
+def test_read_events_takes_mail_with_the_label_rules_of_any_file(tmp_path):
+    root = make_tree(tmp_path / "corpus")
+    rejected = Rejections()
+    events = list(read_events(root, labels="optional", rejected=rejected))
+    assert [(e["id"], e["label"]) for e in events] == [(i, label) for i, label, _ in EXPECTED]
+    assert all(e["text"] is None and e["features"] is None for e in events)
+    assert dict(rejected) == {"not_a_message": 1, "unreadable_file": 1}
+    with pytest.raises(SourceError, match=r"inbox/c.eml: under no label folder \(spam=spam, ham=ham"):
+        list(read_events(root, labels="required"))
+    assert {e["label"] for e in read_events(root, labels="dropped")} == {None}
+    declared = Rejections()
+    kept = list(read_events(root, labels="optional", rejected=declared, classes=frozenset({"spam"}),
+                            label_folders=["spam=spam", "junk=ham"]))
+    assert len(kept) == 6 and declared["undeclared_label"] == 5  # the five under ham/ (now "junk")
+
+
+def test_publish_encodes_mail_as_a_string_or_as_its_exact_bytes_and_the_worker_reads_it_back(tmp_path):
+    source = SourcePosition("t", 0, 0)
+    for mail, field in ((message("utf-8 \u00e9"), "mail"), (b"Subject: caf\xe9\r\n\r\n\xff\r\n", "mail_base64")):
+        value = encode_event({"id": "m", "text": None, "features": None, "label": "spam", "mail": mail},
+                             with_labels=True)
+        assert set(json.loads(value)) == {"id", field, "label"}
+        assert decode_record(value, b"m", None, source, labeled=True) == Event("m", None, None, "spam", source, mail)
+
+
+def test_the_spamassassin_archive_reads_as_2796_labeled_messages():
+    rejected = Rejections()
+    events = list(read_events(spamassassin_2003_path(), labels="required", rejected=rejected,
+                              label_folders=["spam=spam-2", "ham=easy-ham-2"]))
+    assert len(events) == 2796
+    assert Counter(e["label"] for e in events) == {"ham": 1400, "spam": 1396}
+    assert dict(rejected) == {"not_a_message": 1}  # SHA256SUMS
+    assert events[0]["id"] == "spamassassin_2003/easy-ham-2/00930.d20e3d61ecf2c7f599c99808529b333c.txt"
