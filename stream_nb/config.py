@@ -18,6 +18,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFeaturizer, TextFeaturizer
 from stream_nb.model.registry import build_model
 
@@ -50,6 +51,11 @@ KAFKA_KEYS = {
     # The client library: kafka-python (pure Python, always installed) or confluent-kafka
     # (librdkafka, several times faster; pip install 'stream_nb[confluent]').
     "transport": ((str,), "kafka-python"),
+    # What a record's value is: "json", an event of the contract (stream_nb.events.codec); "mail",
+    # a raw RFC 5322 message, its id the key and its label the header named label_header
+    # (stream_nb.events.raw_mail), for mail systems that publish messages as they are.
+    "value_format": ((str,), "json"),
+    "label_header": ((str,), "label"),
 }
 PROCESSING_GUARANTEES = ("exactly_once", "at_least_once")
 TRANSPORTS = ("kafka-python", "confluent-kafka")
@@ -414,6 +420,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
                               f"{', '.join(PROCESSING_GUARANTEES)}")
         if kafka["transport"] not in TRANSPORTS:
             raise ConfigError(f"kafka.transport: {kafka['transport']!r} is not one of {', '.join(TRANSPORTS)}")
+        if kafka["value_format"] not in VALUE_FORMATS:
+            raise ConfigError(f"kafka.value_format: {kafka['value_format']!r} is not one of {', '.join(VALUE_FORMATS)}")
+        if not kafka["label_header"] or not kafka["label_header"].isprintable() or kafka["label_header"].strip() != \
+                kafka["label_header"]:
+            raise ConfigError(f"kafka.label_header: {kafka['label_header']!r} is not a header name (printable, "
+                              "no surrounding spaces, not empty)")
         if kafka["on_lost_position"] not in ("fail", "from_beginning"):
             raise ConfigError(f"kafka.on_lost_position: {kafka['on_lost_position']!r} is not one of fail, from_beginning")
         overlap = set(kafka["labeled_topics"]) & set(kafka["unlabeled_topics"])

@@ -8,7 +8,8 @@ from datetime import datetime
 
 from kafka import TopicPartition
 
-from stream_nb.events import DEFAULT_MAX_BYTES, Rejected, SourcePosition, record_decoder
+from stream_nb.events import DEFAULT_MAX_BYTES, Rejected, SourcePosition
+from stream_nb.events.raw_mail import decoder_for
 from stream_nb.kafka.clients import KafkaSetupError, make_reader
 from stream_nb.replay.sources import SourceError, count_rejection, event_dict
 
@@ -29,7 +30,7 @@ def parse_time(text: str) -> int:
 def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = None, from_time_ms: int | None = None,
                max_events: int | None = None, client: dict | None = None, rejected: Counter | None = None,
                transport: str = "kafka-python", labeled: bool | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-               classes: frozenset | None = None):
+               classes: frozenset | None = None, value_format: str = "json", label_header: str = "label"):
     """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event) of
     `topic`, in timestamp order.
 
@@ -42,6 +43,8 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     is `missing_label`), False an unlabeled one (a label is `label_on_unlabeled_topic`), None a
     topic of neither kind, where labeled and unlabeled events may be mixed.
     Labels beyond `classes` ([model] classes; None: any) are rejected as `undeclared_label`.
+    `value_format` "mail": the records are raw messages, labeled by the `label_header` header
+    (`stream_nb.events.raw_mail`), as the worker reads them.
     """
     # read_committed, as every downstream reader of a transactional producer (the worker's
     # outputs) must: records of open or aborted transactions are not events
@@ -79,8 +82,9 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     finally:
         consumer.close(autocommit=False)
     merged = heapq.merge(*records.values(), key=lambda r: (r.timestamp, r.partition, r.offset))
-    decode = record_decoder(labeled=labeled is not False, max_bytes=max_bytes, classes=classes)
-    decode_unlabeled = record_decoder(labeled=False, max_bytes=max_bytes) if labeled is None else None
+    kafka = {"max_message_bytes": max_bytes, "value_format": value_format, "label_header": label_header}
+    decode = decoder_for(kafka, labeled=labeled is not False, classes=classes)
+    decode_unlabeled = decoder_for(kafka, labeled=False) if labeled is None else None
     produced = 0
     for record in merged:
         if max_events is not None and produced >= max_events:

@@ -1,0 +1,123 @@
+"""Raw-mail records -> mail events, for topics a mail system publishes messages to as they are
+(``[kafka] value_format = "mail"``). Pure functions over plain values, like `codec`.
+
+A record of such a topic is::
+
+    value    the RFC 5322 message, its exact bytes
+    key      the event's id (UTF-8)
+    header   ``label_header`` ("label" by default): the label, UTF-8, on the labeled topic only
+
+and becomes ``Event(id, text=None, features=None, label, source, mail=value)``; what is read of
+the message is the mail featuriser's business (which refuses an unreadable one,
+``unreadable_mail``).
+
+Decisions
+---------
+- **Id**: the key. A record without a key, with an empty one or one that is not UTF-8 gets
+  the id ``<topic>:<partition>:<offset>``, which names it uniquely: its prediction is still
+  made and can be found (a mail system publishing without keys loses nothing).
+- **Label**: the last header named ``label_header`` (Kafka allows repeats; the last one set
+  wins, as for HTTP-style header maps). Header labels are strings: a configuration that
+  declares int classes cannot be fed by raw-mail topics (``undeclared_label``).
+
+Reason codes
+------------
+Checks run in this order; the codes are the JSON contract's where the fault is the same:
+
+==============================  ==============================================================
+code                            meaning
+==============================  ==============================================================
+``empty_value``                 value is ``None`` (a tombstone) or zero bytes
+``too_large``                   ``len(value) > max_bytes``
+``missing_label``               labeled topic, no ``label_header`` header (or its value null)
+``invalid_utf8``                labeled topic, the label header is not strict UTF-8
+``empty_label``                 labeled topic, the label header is empty
+``undeclared_label``            labeled topic, ``[model] classes`` declared and the label is
+                                none of them
+``label_on_unlabeled_topic``    unlabeled topic, a ``label_header`` header with a value
+==============================  ==============================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from stream_nb.events.codec import DEFAULT_MAX_BYTES, Event, Header, Rejected, SourcePosition, record_decoder
+
+__all__ = ["DEFAULT_LABEL_HEADER", "RAW_MAIL_REASONS", "VALUE_FORMATS", "decoder_for", "raw_mail_decoder"]
+
+VALUE_FORMATS = ("json", "mail")
+DEFAULT_LABEL_HEADER = "label"
+RAW_MAIL_REASONS: tuple[str, ...] = (
+    "empty_value", "too_large", "missing_label", "invalid_utf8", "empty_label", "undeclared_label",
+    "label_on_unlabeled_topic",
+)
+
+Decoder = Callable[[bytes | None, bytes | None, Iterable[Header] | None, SourcePosition], Event | Rejected]
+
+
+def _id_of(key: bytes | None, source: SourcePosition) -> str:
+    if key:
+        try:
+            return key.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return f"{source.topic}:{source.partition}:{source.offset}"
+
+
+def _label_value(headers: tuple[Header, ...], name: str) -> bytes | None:
+    """The value of the last header called `name` (None: none, or a null value)."""
+    value = None
+    for header, data in headers:
+        if header == name:
+            value = data
+    return value
+
+
+def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, classes: frozenset | None = None,
+                     label_header: str = DEFAULT_LABEL_HEADER) -> Decoder:
+    """A decoder of raw-mail records (the module's table), the same signature as
+    `codec.record_decoder`'s: (value, key, headers, source) -> Event | Rejected. Never raises."""
+    classes = classes if labeled else None
+
+    def decode(value: bytes | None, key: bytes | None, headers: Iterable[Header] | None,
+               source: SourcePosition) -> Event | Rejected:
+        kept = tuple(headers) if headers else ()
+
+        def refuse(reason: str, detail: str) -> Rejected:
+            return Rejected(reason, detail, value, key, kept, source)
+
+        if not value:
+            return refuse("empty_value", "null value (tombstone)" if value is None else "empty value")
+        if len(value) > max_bytes:
+            return refuse("too_large", f"value is {len(value)} bytes, limit {max_bytes}")
+        raw_label = _label_value(kept, label_header)
+        label = None
+        if labeled:
+            if raw_label is None:
+                return refuse("missing_label", f"no {label_header!a} header on the labeled topic")
+            try:
+                label = raw_label.decode("utf-8")
+            except UnicodeDecodeError as error:
+                return refuse("invalid_utf8", f"header {label_header!a}: invalid UTF-8 at byte {error.start}")
+            if not label:
+                return refuse("empty_label", f"header {label_header!a} is empty")
+            if classes is not None and label not in classes:
+                declared = ", ".join(sorted(map(repr, classes)))
+                return refuse("undeclared_label",
+                              f"label {label!a} is not a declared class ({declared})"[:200])
+        elif raw_label is not None:  # a null header value is absence, as null is in JSON events
+            return refuse("label_on_unlabeled_topic", f"header {label_header!a} on the unlabeled topic")
+        return Event(_id_of(key, source), None, None, label, source, value)
+
+    return decode
+
+
+def decoder_for(kafka: dict, *, labeled: bool, classes: frozenset | None = None) -> Decoder:
+    """The decoder of a topic by ``[kafka] value_format``: JSON events (`codec.record_decoder`)
+    or raw mail (`raw_mail_decoder`), bounded by ``max_message_bytes``."""
+    max_bytes = kafka.get("max_message_bytes", DEFAULT_MAX_BYTES)
+    if kafka.get("value_format", "json") == "mail":
+        return raw_mail_decoder(labeled=labeled, max_bytes=max_bytes, classes=classes,
+                                label_header=kafka.get("label_header", DEFAULT_LABEL_HEADER))
+    return record_decoder(labeled=labeled, max_bytes=max_bytes, classes=classes)

@@ -1,0 +1,90 @@
+"""Raw-mail records ([kafka] value_format = "mail"): the message's bytes as the value, the id
+the key, the label a header; every refusal with its reason, in table order; configuration."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from stream_nb.config import ConfigError, load_config
+from stream_nb.events import Event, Rejected, SourcePosition
+from stream_nb.events import raw_mail
+from stream_nb.events.raw_mail import RAW_MAIL_REASONS, decoder_for, raw_mail_decoder
+
+SRC = SourcePosition("mail-in", 2, 41)
+RAW = b"From: a@example.com\r\nSubject: caf\xe9\r\n\r\n\xff body\r\n"  # 8-bit, not UTF-8: kept as is
+
+
+def decode(value, key=b"msg-1", headers=(("label", b"spam"),), labeled=True, **options):
+    return raw_mail_decoder(labeled=labeled, **options)(value, key, headers, SRC)
+
+
+def test_a_labeled_raw_message_is_a_mail_event_with_its_exact_bytes():
+    assert decode(RAW) == Event("msg-1", None, None, "spam", SRC, RAW)
+    assert decode(RAW, headers=(("x-trace", b"t"), ("label", b"ham"), ("label", b"spam"))).label == "spam"  # last wins
+    assert decode(RAW, headers=(("x-label", b"ham"), ("label", b"ham")), label_header="x-label").label == "ham"
+    assert decode(RAW, headers=(), labeled=False) == Event("msg-1", None, None, None, SRC, RAW)
+    assert decode(RAW, headers=(("label", None),), labeled=False).label is None  # a null header is absence
+
+
+@pytest.mark.parametrize("key", [None, b"", b"\xff\xfe"])
+def test_a_record_without_a_usable_key_is_named_by_its_position(key):
+    assert decode(RAW, key=key).id == "mail-in:2:41"
+
+
+BAD = [  # (value, headers, labeled, options, reason): one per code, in table order
+    (None, (("label", b"spam"),), True, {}, "empty_value"),
+    (b"", (("label", b"spam"),), True, {}, "empty_value"),
+    (b"x" * 11, (("label", b"spam"),), True, {"max_bytes": 10}, "too_large"),
+    (RAW, (), True, {}, "missing_label"),
+    (RAW, (("label", None),), True, {}, "missing_label"),
+    (RAW, (("Label", b"spam"),), True, {}, "missing_label"),  # header names are case-sensitive
+    (RAW, (("label", b"sp\xe4m"),), True, {}, "invalid_utf8"),
+    (RAW, (("label", b""),), True, {}, "empty_label"),
+    (RAW, (("label", b"eggs"),), True, {"classes": frozenset({"ham", "spam"})}, "undeclared_label"),
+    (RAW, (("label", b"spam"),), False, {}, "label_on_unlabeled_topic"),
+]
+
+
+@pytest.mark.parametrize("value, headers, labeled, options, reason", BAD)
+def test_a_bad_record_is_refused_with_its_reason_and_kept_whole(value, headers, labeled, options, reason):
+    refused = decode(value, headers=headers, labeled=labeled, **options)
+    assert type(refused) is Rejected and refused.reason == reason, refused
+    assert (refused.value, refused.key, refused.headers, refused.source) == (value, b"msg-1", headers, SRC)
+    assert refused.detail.isascii() and len(refused.detail) <= 200
+
+
+def test_every_reason_is_tested_in_table_order_and_documented():
+    assert list(dict.fromkeys(reason for *_, reason in BAD)) == list(RAW_MAIL_REASONS)
+    table = re.findall(r"^``([a-z0-9_]+)``  ", raw_mail.__doc__, flags=re.MULTILINE)
+    assert table == list(RAW_MAIL_REASONS)
+    # the first failing check names the reason: too large and unlabeled at once is too_large
+    assert decode(b"x" * 11, headers=(), max_bytes=10).reason == "too_large"
+
+
+def test_the_value_format_picks_the_decoder():
+    json_value = b'{"id":"j","text":"hello","label":"ham"}'
+    as_json = decoder_for({"value_format": "json"}, labeled=True)(json_value, None, (), SRC)
+    assert as_json == Event("j", "hello", None, "ham", SRC)
+    as_mail = decoder_for({"value_format": "mail", "label_header": "l", "max_message_bytes": 100}, labeled=True)
+    assert as_mail(json_value, None, (("l", b"ham"),), SRC) == Event("mail-in:2:41", None, None, "ham", SRC, json_value)
+    assert as_mail(b"x" * 101, None, (("l", b"ham"),), SRC).reason == "too_large"
+
+
+@pytest.mark.parametrize("override, error", [
+    ('kafka.value_format="raw"', "kafka.value_format: 'raw' is not one of json, mail"),
+    ("kafka.value_format=1", "kafka.value_format: expected str, got int 1"),
+    ('kafka.label_header=""', "kafka.label_header: '' is not a header name"),
+    ('kafka.label_header=" label"', "kafka.label_header: ' label' is not a header name"),
+])
+def test_bad_value_format_settings_are_one_clear_error(override, error):
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load_config("configs/spam.toml", [override])
+
+
+def test_value_format_defaults_to_json_and_label_header_to_label():
+    kafka = load_config("configs/spam.toml").kafka
+    assert (kafka["value_format"], kafka["label_header"]) == ("json", "label")
+    kafka = load_config("configs/spam.toml", ['kafka.value_format="mail"', 'kafka.label_header="X-Spam-Class"']).kafka
+    assert (kafka["value_format"], kafka["label_header"]) == ("mail", "X-Spam-Class")
