@@ -190,3 +190,21 @@ def test_the_spamassassin_archive_reads_as_2796_labeled_messages():
     assert Counter(e["label"] for e in events) == {"ham": 1400, "spam": 1396}
     assert dict(rejected) == {"not_a_message": 1}  # SHA256SUMS
     assert events[0]["id"] == "spamassassin_2003/easy-ham-2/00930.d20e3d61ecf2c7f599c99808529b333c.txt"
+
+
+def test_a_piped_message_is_named_by_its_id_its_message_id_or_its_digest():
+    from stream_nb.kafka.publish import PublishError, encode_raw_mail, stdin_event
+
+    mail = b"Subject: s\r\nMessage-ID:  <abc.123@example.com> \r\n\r\nMessage-ID: <not-this@x>\r\n"
+    assert stdin_event(mail, event_id=None, label="spam", with_labels=True) == {
+        "id": "abc.123@example.com", "text": None, "features": None, "label": "spam", "mail": mail}
+    assert stdin_event(mail, event_id="given", label=None, with_labels=False)["id"] == "given"
+    bare = b"Subject: s\r\n\r\nMessage-ID: <in-the-body@x>\r\n"
+    assert stdin_event(bare, event_id=None, label=None, with_labels=False)["id"] == \
+        "sha256:" + __import__("hashlib").sha256(bare).hexdigest()[:16]
+    with pytest.raises(PublishError, match="needs --label LABEL"):
+        stdin_event(mail, event_id=None, label=None, with_labels=True)
+    event = stdin_event(mail, event_id=None, label="spam", with_labels=True)
+    assert encode_raw_mail(event, with_labels=True, label_header="X-Class") == (mail, [("X-Class", b"spam")])
+    with pytest.raises(PublishError, match="is not mail"):
+        encode_raw_mail({"id": "t", "text": "x", "label": "ham"}, with_labels=True, label_header="label")

@@ -5,7 +5,11 @@ the value is compact UTF-8 JSON, ``{"id","text","features","label"}`` (text and 
 the file has them) or, with ``--no-label``, the same without the label; the key is the id's UTF-8 bytes (``--key none`` sends no key).
 Mail (a directory, Maildir, mbox or tarball of messages: `stream_nb.mail.sources`; or a JSONL
 file of mail events) is published as mail events: ``"mail"`` when the message is UTF-8, else
-``"mail_base64"`` (its exact bytes), labeled by folder.
+``"mail_base64"`` (its exact bytes), labeled by folder. FILE ``-`` is one message on stdin (a
+mail system's pipe), its id ``--id``, else its Message-ID, else ``sha256:<first 16 hex digits>``
+of its bytes, and its label ``--label``. ``--value-format mail`` publishes the messages raw
+instead, for a topic read with ``[kafka] value_format = "mail"``: the value is the message's
+bytes, the key its id and the label the ``--label-header`` header (`stream_nb.events.raw_mail`).
 
 A first pass checks (and encodes) every event before anything is sent, so a malformed line at
 the end of a file does not leave half of it in the topic; the encoded messages are kept in
@@ -22,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
+import re
 import logging
 import sys
 import time
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import TextIO
 
 from stream_nb.config import bootstrap_problem
+from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.kafka.discovery import BOOTSTRAP_ENV, NoBroker, check_reachable, find_bootstrap
 from stream_nb.replay.sources import add_field_options, field_options
 
@@ -65,6 +72,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_field_options(parser)
     parser.add_argument("--no-label", dest="with_labels", action="store_false",
                         help="publish unlabeled events {id, text, features} (for the unlabeled topic)")
+    parser.add_argument("--value-format", choices=VALUE_FORMATS, default="json",
+                        help="json: the worker's JSON events (default); mail: raw messages (value = the message, key "
+                             "= id, label in the --label-header header) for [kafka] value_format = \"mail\"")
+    parser.add_argument("--label-header", default="label", metavar="NAME",
+                        help="(--value-format mail) the record header that carries the label (default: label)")
+    parser.add_argument("--label", dest="stdin_label", default=None, metavar="LABEL",
+                        help="(FILE -) the label of the message read from stdin")
+    parser.add_argument("--id", dest="stdin_id", default=None, metavar="ID",
+                        help="(FILE -) the id of the message read from stdin (default: its Message-ID, else "
+                             "sha256:<16 hex digits of its bytes>)")
     parser.add_argument("--limit", type=_positive_int, default=None, metavar="N",
                         help="publish only the first N events")
     parser.add_argument("--key", choices=("id", "none"), default="id",
@@ -115,27 +132,62 @@ def encode_event(event: dict, *, with_labels: bool) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
+_MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*<?([^>\r\n]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+
+
+def stdin_event(data: bytes, *, event_id: str | None, label: str | None, with_labels: bool) -> dict:
+    """The mail event of one message piped in: its id `event_id`, else its Message-ID (in the
+    headers, before the first blank line), else sha256:<16 hex digits> of its bytes."""
+    if with_labels and label is None:
+        raise PublishError("-: a message from stdin needs --label LABEL (or --no-label for the unlabeled topic)")
+    if event_id is None:
+        headers = re.split(rb"\r?\n\r?\n", data, maxsplit=1)[0]
+        found = _MESSAGE_ID.search(headers)
+        event_id = found.group(1).decode("utf-8", "replace").strip() if found else ""
+        event_id = event_id or "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+    return {"id": event_id, "text": None, "features": None, "label": label if with_labels else None, "mail": data}
+
+
+def encode_raw_mail(event: dict, *, with_labels: bool, label_header: str) -> tuple[bytes, list]:
+    """(value, headers) of a mail event on a raw-mail topic: the message's bytes, and the label
+    as the `label_header` header (`with_labels`)."""
+    if event.get("mail") is None:
+        raise PublishError(f"event {event['id']!r} is not mail: --value-format mail publishes messages only")
+    headers = [(label_header, str(event["label"]).encode("utf-8"))] if with_labels else []
+    return event["mail"], headers
+
+
 def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, limit: int | None, with_keys: bool,
-                  max_bytes: int | None = None, fields: dict | None = None) -> Iterator[tuple[bytes | None, bytes]]:
-    """(key, value) per event, in file order; PublishError names the file and the event. Each
-    event is checked by the worker's event contract first (the reason codes of its dead letters).
-    `fields`: read_events' field names (text_field, label_field, ...)."""
+                  max_bytes: int | None = None, fields: dict | None = None, value_format: str = "json",
+                  label_header: str = "label", stdin: dict | None = None) -> Iterator[tuple]:
+    """(key, value) per event (and its headers with `value_format` "mail"), in file order;
+    PublishError names the file and the event. Each event is checked by the worker's event
+    contract first (the reason codes of its dead letters). `fields`: read_events' field names
+    (text_field, label_field, ...); `stdin`: {"data", "event_id", "label"} for FILE "-"."""
     from stream_nb.replay.sources import SourceError, read_events
 
-    events = read_events(path, **(fields or {}), file_format=file_format,
-                         labels="required" if with_labels else "dropped")
+    if stdin is not None:
+        events = iter([stdin_event(stdin["data"], event_id=stdin["event_id"], label=stdin["label"],
+                                   with_labels=with_labels)])
+    else:
+        events = read_events(path, **(fields or {}), file_format=file_format,
+                             labels="required" if with_labels else "dropped")
     count = 0
     try:
         for event in events:
             if limit is not None and count >= limit:
                 return
             count += 1
-            value = encode_event(event, with_labels=with_labels)
             key = event["id"].encode("utf-8") if with_keys else None
+            if value_format == "mail":
+                value, headers = encode_raw_mail(event, with_labels=with_labels, label_header=label_header)
+            else:
+                value, headers = encode_event(event, with_labels=with_labels), None
             if max_bytes is not None and len(value) > max_bytes:
                 raise PublishError(f"{path}: event {count} (id {event['id']!r}) is {len(value):,} bytes "
-                                   f"as JSON, over the {max_bytes:,}-byte limit (--max-bytes)")
-            yield key, value
+                                   f"as {'a message' if headers is not None else 'JSON'}, over the {max_bytes:,}-byte "
+                                   "limit (--max-bytes)")
+            yield (key, value) if headers is None else (key, value, headers)
     except SourceError as error:
         raise PublishError(str(error)) from None
     except UnicodeDecodeError as error:
@@ -150,14 +202,15 @@ def check_messages(messages: Iterator[tuple[bytes | None, bytes]],
     messages themselves while they fit in `cap_bytes`, else None (read the file again)."""
     kept: list | None = []
     size = total = 0
-    for key, value in messages:
+    for message in messages:
+        key, value = message[0], message[1]
         total += 1
         if kept is not None:
             size += len(value) + (len(key) if key else 0) + 100  # rough per-tuple overhead
             if size > cap_bytes:
                 kept = None
             else:
-                kept.append((key, value))
+                kept.append(message)
     return total, kept
 
 
@@ -273,8 +326,9 @@ def publish(messages: Iterator[tuple[bytes | None, bytes]], *, total: int, topic
     started = time.monotonic()
     try:
         try:
-            for key, value in messages:
-                producer.send(topic, value=value, key=key).add_errback(record_failure)
+            for key, value, *headers in messages:  # (key, value) or, raw mail, (key, value, headers)
+                producer.send(topic, value=value, key=key, headers=headers[0] if headers else None
+                              ).add_errback(record_failure)
                 sent += 1
                 progress.update(sent)
                 if failures:  # e.g. the topic refuses writes: stop early, do not send the rest
@@ -303,7 +357,9 @@ def publish_command(args: argparse.Namespace) -> int:
     timeout_ms = max(1, int(args.connect_timeout * 1000))
     options = dict(file_format=args.file_format, fields=field_options(args),
                    with_labels=args.with_labels, limit=args.limit, with_keys=args.key == "id",
-                   max_bytes=args.max_bytes)
+                   max_bytes=args.max_bytes, value_format=args.value_format, label_header=args.label_header)
+    if str(args.file) == "-":  # one message piped in: read once, kept for both passes
+        options["stdin"] = {"data": sys.stdin.buffer.read(), "event_id": args.stdin_id, "label": args.stdin_label}
     try:
         if args.partitions is not None and not args.create_topic:
             raise PublishError("--partitions applies to a topic made by --create-topic; add it")
