@@ -264,6 +264,7 @@ def _read_predictions(consumer_class, bootstrap: str, topic: str, timeout_s: flo
 
 def _summary(events, truth: dict, predictions: dict, worker, seconds: float, config, report_dir: Path,
              config_path, rejected) -> None:
+    from stream_nb.features.mail import MailFeaturizer
     from stream_nb.model.explain import clue_text, strongest_clues
     from stream_nb.replay.cli import event_in_one_line, print_rejected
     from stream_nb.replay.evaluation import binary_measures_of, evaluate, rolling_series
@@ -296,7 +297,7 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
         print(f"                 made with {spread['min']:,} to {spread['max']:,} labels learned (median "
               f"{spread['median']:,}): how many depends on timing, so this share varies from run to run "
               "(the prequential accuracy does not)")
-    featurizer = config.build_event_featurizer()
+    featurizer = MailFeaturizer(config.build_event_featurizer())  # text, structured or mail events alike
     by_id = {event["id"]: event for event in events}
     print("a few predictions, with their strongest clues:")
     for event_id in list(truth)[-3:]:
@@ -305,7 +306,7 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
             continue
         event = by_id[event_id]
         # the worker's own clues when the configuration asks for them ([worker] clues)
-        clues = prediction.get("clues") or strongest_clues(worker.model, featurizer.transform_one(event), top=3)
+        clues = prediction.get("clues") or strongest_clues(worker.model, featurizer.transform_event(event), top=3)
         shown = str(prediction.get("verdict", prediction["label"]))
         print(f"  {shown:6s} p={prediction['proba'][str(prediction['label'])]:.3f}  {event_in_one_line(event)}")
         print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))

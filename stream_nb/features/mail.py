@@ -67,8 +67,8 @@ def unreadable_detail(parsed: ParsedMail) -> str | None:
 
 # A batch that one event spoils is featurised again event by event, then without it (the worker
 # and replay do that): the messages read last are kept, so each is parsed, and counted, once.
-RECENT_MESSAGES = 10_000
-RECENT_BYTES = 64 << 20
+RECENT_MESSAGES = 5_000  # a poll's worth (kafka.poll_max_records: 1,000 by default) and more
+RECENT_BYTES = 32 << 20
 
 
 class MailFeaturizer:

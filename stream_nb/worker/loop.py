@@ -31,7 +31,8 @@ from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
 from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
 from stream_nb.config import Config, ConfigError, beyond_max_classes
-from stream_nb.events import Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers
+from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
+                              record_decoder)
 from stream_nb.events.raw_mail import decoder_for
 from stream_nb.features.mail import MailFeaturizer, UnreadableMail
 from stream_nb.kafka.clients import (
@@ -619,7 +620,9 @@ class Worker:
     def _decode(self, records: list, labeled: bool, rejected) -> tuple[list[Event], list]:
         """(events, their records); each message that is not a valid event goes to `rejected`."""
         events, origin = [], []
-        decode = decoder_for(self.kafka, labeled=labeled, classes=self.config.classes)  # JSON events or raw mail
+        decode = (decoder_for(self.kafka, labeled=labeled, classes=self.config.classes)  # raw mail
+                  if self.kafka["value_format"] == "mail" else
+                  record_decoder(labeled=labeled, max_bytes=self.kafka["max_message_bytes"], classes=self.config.classes))
         for record in records:
             source = SourcePosition(record.topic, record.partition, record.offset)
             try:
