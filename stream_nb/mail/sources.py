@@ -15,8 +15,9 @@ Each message becomes a mail event ``{"id", "text": None, "features": None, "labe
   file order.
 - **What is a message**: a file whose first bytes are an RFC 5322 header field (``Name:``) or
   an mbox ``From `` line; a Maildir's ``tmp/`` (deliveries under way; in a tarball, read in
-  one pass, any folder named ``tmp``) and dot files are not read. An mbox is a file named ``*.mbox`` or ``mbox`` (or, given as the source itself, a file
-  without a suffix that starts ``From ``); it is split at each ``From `` line that opens the
+  one pass, any folder named ``tmp``) and dot files are not read. An mbox is a file named
+  ``*.mbox`` or ``mbox`` (or, given as the source itself, a file without a suffix that starts
+  ``From ``); it is split at each ``From `` line that opens the
   file or follows a blank line. Any other file in a folder is one message (a ``From `` line
   that opens it is read as the envelope line it is).
 - **Nothing is fatal**: a file that cannot be read (``unreadable_file``) and a file that is

@@ -129,8 +129,8 @@ def _read_mail_events(path: Path, labels: str, rejected: Counter | None, classes
         if labels == "dropped":
             event["label"] = None
         elif labels == "required" and event["label"] is None:
-            raise SourceError(f"{where}: under no label folder ({', '.join(f'{label}={folder}' for folder, label in folders.items())}; "
-                              "--label-folder LABEL=FOLDER names them)")
+            named = ", ".join(f"{label}={folder}" for folder, label in folders.items())
+            raise SourceError(f"{where}: under no label folder ({named}; --label-folder LABEL=FOLDER names them)")
         if event["label"] is not None and classes is not None and event["label"] not in classes:
             refused = Rejected("undeclared_label", f"label {event['label']!r} is not a declared class", None, None, (),
                                SourcePosition(str(path), 0, 0))

@@ -338,3 +338,36 @@ def test_publish_feeds_the_worker_from_labeled_folders_a_maildir_and_a_pipe(kafk
     print(f"\n{right} of {len(truth)} right after 300 labeled messages ({value_format})")
     assert right == 28  # measured, both formats: the same bytes make the same model
     assert read_topic(bootstrap, topics.dead_letters) == []
+
+
+def test_replay_of_a_raw_mail_topic_equals_replay_of_the_same_messages_from_their_folders(kafka_broker, tmp_path,
+                                                                                          spamassassin):
+    """`replay --topic` reads a value_format = "mail" topic as the worker does: the same events, the
+    same report as the folders they were published from; a record without a label header is
+    rejected as missing_label, as the worker dead-letters it."""
+    from worker_support import run_cli
+
+    bootstrap = kafka_broker.bootstrap
+    topic = Topics.new("mail-replay").labeled
+    create_topics(bootstrap, [topic])
+    for event_id, raw, label in spamassassin[:400]:
+        folder = tmp_path / "corpus" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / event_id).write_bytes(raw)
+    done = _publish(bootstrap, str(tmp_path / "corpus"), "--topic", topic, "--value-format", "mail")
+    assert done.returncode == 0, done.stderr
+    produce(bootstrap, [Message(topic, b"Subject: no label\r\n\r\nbody\r\n", b"stray")])
+    settings = ("--set", 'kafka.value_format="mail"', "--set", f'kafka.labeled_topics=["{topic}"]')
+    from_topic = run_cli("replay", "--topic", topic, "--bootstrap", bootstrap, "--config", "configs/spam.toml",
+                         *settings, "--report", str(tmp_path / "topic"))
+    assert from_topic.returncode == 0, from_topic.stderr
+    from_files = run_cli("replay", "--input", str(tmp_path / "corpus"), "--config", "configs/spam.toml",
+                         "--report", str(tmp_path / "files"))
+    assert from_files.returncode == 0, from_files.stderr
+    topic_report, file_report = (json.loads((tmp_path / name / "report.json").read_text()) for name in ("topic", "files"))
+    assert topic_report["rejected_messages"] == {"missing_label": 1} and file_report["rejected_messages"] == {}
+    assert topic_report["events"] == file_report["events"] == 400
+    assert topic_report["mail"] == file_report["mail"] and topic_report["mail"]["read"] == 400
+    # published in the folders' order (ham/ then spam/, sorted), so the same prequential figures
+    assert topic_report["accuracy"] == file_report["accuracy"]
+    print(f"\n400 messages, ham then spam: accuracy {file_report['accuracy']:.4f}")
