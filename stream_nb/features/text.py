@@ -150,6 +150,7 @@ _OPTION_NAMES = (
     "max_tokens",
     "binary",
     "subject_features",
+    "osb_window",
 )
 
 
@@ -259,6 +260,14 @@ class TextFeaturizer(river_base.Transformer):
         and count each of its features twice: as itself and as ``#s:<feature>``; the rest of
         the text is featurised as usual (no n-gram spans the line break). Texts without a
         subject line are unaffected. ``max_tokens`` applies to the subject and the body apart.
+    osb_window
+        ``None`` or an int ``w >= 3``: orthogonal sparse bigrams (CRM114's OSB, rspamd's
+        tokeniser) beside the n-grams: every pair of tokens ``t_i``, ``t_{i+d}`` with
+        ``2 <= d < w``, keyed ``"t_i <k> t_{i+d}"`` where ``k = d - 1`` is the number of
+        tokens skipped (pairs at distance 1 are the word bigrams of ``ngram_range``). A
+        pair keeps its distance, so "click <1> here" and "click <2> here" are two features.
+        Per token that is ``w - 2`` more features; tokens are taken after stop-word removal,
+        placeholders included, within one line group as for n-grams (the subject apart).
     """
 
     def __init__(
@@ -277,6 +286,7 @@ class TextFeaturizer(river_base.Transformer):
         max_tokens: int | None = None,
         binary: bool = False,
         subject_features: bool = False,
+        osb_window: int | None = None,
     ) -> None:
         self.lowercase = _check_bool("lowercase", lowercase)
         self.strip_accents = _check_bool("strip_accents", strip_accents)
@@ -323,6 +333,12 @@ class TextFeaturizer(river_base.Transformer):
             raise ValueError(f"max_tokens must be None or a positive integer, got {max_tokens!r}")
         self.max_tokens = max_tokens
 
+        if osb_window is not None and (
+            not isinstance(osb_window, int) or isinstance(osb_window, bool) or not 3 <= osb_window <= 10
+        ):
+            raise ValueError(f"osb_window must be None or an integer from 3 to 10, got {osb_window!r}")
+        self.osb_window = osb_window
+
         if any(token == "" for token in self._tokenize("ab cd, ef-gh 12", None)):
             raise ValueError(f"token_pattern {token_pattern!r} matches the empty string")
 
@@ -337,6 +353,7 @@ class TextFeaturizer(river_base.Transformer):
             and compiled.groups == 0
             and not normalize_numbers
             and not subject_features
+            and osb_window is None
         )
         self._featurize: Callable[[str], dict[str, int]] = (
             self._build_plain_featurizer() if plain else self._featurize_general
@@ -444,6 +461,7 @@ class TextFeaturizer(river_base.Transformer):
             "binary": self.binary,
             # only when set, so the configurations (and checkpoint fingerprints) of before stay as they were
             **({"subject_features": True} if self.subject_features else {}),
+            **({"osb_window": self.osb_window} if self.osb_window is not None else {}),
         }
 
     @classmethod
@@ -469,7 +487,7 @@ class TextFeaturizer(river_base.Transformer):
 
     def __repr__(self) -> str:
         defaults = TextFeaturizer().to_config()
-        changed = {k: v for k, v in self.to_config().items() if defaults.get(k) != v}  # subject_features: only when set
+        changed = {k: v for k, v in self.to_config().items() if defaults.get(k) != v}  # subject_features, osb_window: only when set
         return f"TextFeaturizer({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
     # ----------------------------------------------------------------------------------------
@@ -491,6 +509,7 @@ class TextFeaturizer(river_base.Transformer):
             or self.char_ngrams is not None
             or self.normalize_numbers
             or self.ngram_range not in ((1, 1), (1, 2))
+            or self.osb_window is not None
         ):
             return None
         lower, classes = _native_tables()
@@ -643,6 +662,7 @@ class TextFeaturizer(river_base.Transformer):
         char_ngrams = self._char_ngrams if self.char_ngrams is not None else None
         binary = self.binary
         subject_features = self.subject_features
+        osb_distances = range(2, self.osb_window) if self.osb_window is not None else None
         join = " ".join
 
         def all_features_of(text: str) -> list[str]:
@@ -668,6 +688,10 @@ class TextFeaturizer(river_base.Transformer):
                         features.extend(tokens)
                     else:
                         features.extend(map(join, zip(*(islice(tokens, i, None) for i in range(n)))))
+            if osb_distances is not None:
+                for distance in osb_distances:
+                    skip = f" <{distance - 1}> "
+                    features.extend([a + skip + b for a, b in zip(tokens, islice(tokens, distance, None))])
             if domains:
                 features.extend(domains)
             if char_ngrams is not None:
