@@ -33,7 +33,7 @@ Systems
                 what is learned (stream_nb_scores: the one function to swap for the library's
                 replay path when mail events land)
   mail.toml     configs/mail.toml the same way
-  --variant     NAME=KEY=VALUE,KEY=VALUE: configs/mail.toml with overrides (research), plus
+  --variant     NAME=KEY=VALUE;KEY=VALUE: configs/mail.toml with overrides (research), plus
                 the pseudo-keys mail.evidence=false (no parser evidence features) and
                 mail.scorer=robinson (the same counts and features combined by Robinson's f(w)
                 and Fisher's chi-square, bogofilter's constants; see robinson_fisher_scores)
@@ -76,7 +76,7 @@ sys.path.insert(0, str(REPO))
 
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.mail.parse import ParsedMail, parse_mail  # noqa: E402
-from stream_nb.model.training import should_learn  # noqa: E402
+from stream_nb.model.training import predict_learn  # noqa: E402
 from stream_nb.replay.corpora import ENRON_SUBSETS, sms_spam  # noqa: E402
 from stream_nb.replay.evaluation import miss_rate_at_false_positive_rate, roc_auc  # noqa: E402
 
@@ -139,12 +139,12 @@ def spamassassin_messages(path: Path = SPAMASSASSIN_PATH, seed: int = SHUFFLE_SE
     return messages
 
 
-def load_stream(corpus: str, quick: bool) -> list[Message]:
+def load_stream(corpus: str, quick: bool, seed: int = SHUFFLE_SEED) -> list[Message]:
     if corpus == "sms":
         return sms_messages()
     if corpus == "enron":
         return enron_messages(subsets=ENRON_SUBSETS[:1] if quick else ENRON_SUBSETS)
-    return spamassassin_messages()
+    return spamassassin_messages(seed=seed)
 
 
 # ---- peers -----------------------------------------------------------------------------------
@@ -253,10 +253,15 @@ def mail_features(parsed: ParsedMail, featurizer, evidence: bool = True) -> dict
     return features
 
 
-def stream_nb_scores(features: list[dict], labels: list[str], config) -> tuple[np.ndarray, float]:
-    """Log-odds of each event before it is learned, and the share learned: the per-event
-    definition (joint log likelihoods, then the [training] regime's decision, then learn_one).
-    Swap for the library's replay path (its `score`) once mail events and scores land."""
+def stream_nb_scores(features: list[dict], labels: list[str], config, sqrt_margin: float | None = None
+                     ) -> tuple[np.ndarray, float]:
+    """Log-odds of each event before it is learned, and the share learned: event by event, the
+    joint log likelihoods, then the library's training.predict_learn under the [training]
+    regime (the same decisions, and the same forgetting clock, as replay and the worker).
+    Swap for the library's replay path (its `score`) once mail events and scores land.
+
+    Research (`sqrt_margin`): learn unless the label's log-odds / sqrt(n distinct features)
+    reach the margin (then the event is predicted right, so "on_error" ticks the clock only)."""
     model = config.build_model()
     mode, margin = config.training["mode"], config.training.get("margin", 0.0)
     scores = np.zeros(len(labels))
@@ -265,9 +270,13 @@ def stream_nb_scores(features: list[dict], labels: list[str], config) -> tuple[n
         joint = model.joint_log_likelihood(x)
         if "spam" in joint and "ham" in joint:
             scores[i] = joint["spam"] - joint["ham"]
-        if should_learn(joint, label, mode, margin):
-            model.learn_one(x, label)
-            learned += 1
+        if sqrt_margin is not None:
+            signed = scores[i] if label == "spam" else -scores[i]
+            learn = len(joint) < 2 or not signed / math.sqrt(max(len(x), 1)) >= sqrt_margin
+            _, flags = predict_learn(model, [x], [label], "all" if learn else "on_error")
+        else:
+            _, flags = predict_learn(model, [x], [label], mode, margin)
+        learned += flags[0]
     return scores, learned / max(len(labels), 1)
 
 
@@ -340,22 +349,39 @@ class Candidate:
     overrides: list[str]
     evidence: bool = True
     scorer: str = "multinomial"
+    normalise: str = "none"  # research: the log-odds divided by n ("mean") or sqrt(n) ("sqrt") features
+    sqrt_margin: float | None = None  # research: thick threshold on log-odds / sqrt(n)
 
     @classmethod
     def parse(cls, spec: str) -> Candidate:
         name, _, rest = spec.partition("=")
         candidate = cls(name, CONFIGS["mail.toml"], [])
-        for item in filter(None, rest.split(",")):
+        for item in filter(None, rest.split(";")):
             key, _, value = item.partition("=")
             if key == "mail.evidence":
                 candidate.evidence = value.lower() == "true"
             elif key == "mail.scorer":
                 candidate.scorer = value
+            elif key == "mail.normalise":
+                candidate.normalise = value
+            elif key == "mail.sqrt_margin":
+                candidate.sqrt_margin = float(value)
             elif key == "mail.config":
                 candidate.config_path = CONFIGS[value]
             else:
                 candidate.overrides.append(item)
         return candidate
+
+
+STREAM_NB_SYSTEMS = ("spam.toml", "mail.toml", "mail.toml+sqrt")
+SQRT_MARGIN = 5.0  # the research candidate's thick threshold, in log-odds per sqrt(feature)
+
+
+def built_in_candidate(system: str) -> Candidate:
+    """The shipped configurations, and mail.toml scored and trained on log-odds / sqrt(n)."""
+    if system == "mail.toml+sqrt":
+        return Candidate(system, CONFIGS["mail.toml"], [], normalise="sqrt", sqrt_margin=SQRT_MARGIN)
+    return Candidate(system, CONFIGS[system], [])
 
 
 class FeatureCache:
@@ -381,7 +407,11 @@ def run_candidate(candidate: Candidate, stream: str, messages: list[Message], ca
     labels = [m.label for m in messages]
     if candidate.scorer == "robinson":  # bogofilter's regime: train on everything
         return robinson_fisher_scores(features, labels)
-    return stream_nb_scores(features, labels, config)
+    scores, learned = stream_nb_scores(features, labels, config, candidate.sqrt_margin)
+    if candidate.normalise != "none":
+        sizes = np.array([max(len(x), 1) for x in features], dtype=np.float64)
+        scores = scores / (sizes if candidate.normalise == "mean" else np.sqrt(sizes))
+    return scores, learned
 
 
 # ---- measures --------------------------------------------------------------------------------
@@ -448,15 +478,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="enron1 only for Enron (SMS and SpamAssassin whole)")
     parser.add_argument("--corpus", action="append", choices=CORPORA, help="one stream (repeatable); default all")
-    parser.add_argument("--systems", default="bogofilter,crm114,spam.toml,mail.toml",
-                        help="comma-separated: bogofilter, crm114, spam.toml, mail.toml")
+    parser.add_argument("--systems", default=",".join((*PEERS, *STREAM_NB_SYSTEMS)),
+                        help=f"comma-separated, of {', '.join((*PEERS, *STREAM_NB_SYSTEMS))}")
+    parser.add_argument("--seed", type=int, default=SHUFFLE_SEED, help="SpamAssassin's shuffle (robustness checks)")
     parser.add_argument("--variant", action="append", default=[],
-                        help="NAME=KEY=VALUE,...: configs/mail.toml with overrides (repeatable)")
+                        help="NAME=KEY=VALUE;...: configs/mail.toml with overrides (repeatable)")
     args = parser.parse_args(argv)
 
     systems = [s for s in args.systems.split(",") if s]
     for system in systems:
-        if system not in (*PEERS, *CONFIGS):
+        if system not in (*PEERS, *STREAM_NB_SYSTEMS):
             parser.error(f"unknown system {system!r}")
     for peer, program in (("bogofilter", "bogofilter"), ("crm114", "crm")):
         if peer in systems and shutil.which(program) is None:
@@ -466,17 +497,17 @@ def main(argv=None) -> int:
         if not path.is_file():
             print(f"corpus not found: {path}", file=sys.stderr)
             return 2
-    candidates = [Candidate(s, CONFIGS[s], []) for s in systems if s in CONFIGS]
+    candidates = [built_in_candidate(s) for s in systems if s in STREAM_NB_SYSTEMS]
     candidates += [Candidate.parse(spec) for spec in args.variant]
     corpora = args.corpus or list(CORPORA)
     print(f"python {platform.python_version()} on {platform.machine()}; streams {corpora}"
-          f"{' (quick: enron1 only)' if args.quick else ''}; SpamAssassin shuffle seed {SHUFFLE_SEED}")
+          f"{' (quick: enron1 only)' if args.quick else ''}; SpamAssassin shuffle seed {args.seed}")
     print(HEADER, flush=True)
     started = time.perf_counter()
     lines: list[str] = []
     cache = FeatureCache()
     for stream in corpora:
-        messages = load_stream(stream, args.quick)
+        messages = load_stream(stream, args.quick, args.seed)
         labels = [m.label for m in messages]
         results: dict[str, Measures] = {}
         peer_outputs: dict[str, tuple] = {}

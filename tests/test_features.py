@@ -680,3 +680,41 @@ def test_the_featurizer_drops_into_a_river_pipeline_and_predicts_as_river_does()
         assert ours.predict_one(text) == theirs.predict_one(text)
     assert TextFeaturizer()._supervised is False
     assert TextFeaturizer().learn_one("anything") is None  # stateless: River's transformer protocol
+
+
+# ------------------------------------------------------------------------------------------
+# TextFeaturizer: OSB sparse word pairs
+
+
+def test_osb_window_adds_each_pair_up_to_the_window_with_its_skip_count():
+    featurizer = TextFeaturizer(osb_window=5)
+    # tokens a b c d e: distance 2, 3, 4 pairs (1 skipped ... 3 skipped); unigrams as before
+    assert featurizer("aa bb cc dd ee") == {
+        "aa": 1, "bb": 1, "cc": 1, "dd": 1, "ee": 1,
+        "aa <1> cc": 1, "bb <1> dd": 1, "cc <1> ee": 1,
+        "aa <2> dd": 1, "bb <2> ee": 1,
+        "aa <3> ee": 1,
+    }
+    # 3 + 2 + 1 pairs above: a text of n tokens gets sum over d = 2..w-1 of (n - d) of them
+    assert len(TextFeaturizer(osb_window=5, ngram_range=(1, 2))(" ".join(f"w{i}" for i in range(10)))) == 10 + 9 + 8 + 7 + 6
+
+
+def test_osb_pairs_repeat_as_counts_and_keep_subject_lines_apart():
+    counts = TextFeaturizer(osb_window=3)("xx yy xx yy xx")
+    assert counts["xx <1> xx"] == 2 and counts["yy <1> yy"] == 1 and counts["xx"] == 3
+    spam = TextFeaturizer(osb_window=3, subject_features=True, binary=True)
+    assert spam("Subject: win big cash\nclaim now") == {
+        "#s:win": 1, "#s:big": 1, "#s:cash": 1, "#s:win <1> cash": 1,
+        "win": 1, "big": 1, "cash": 1, "win <1> cash": 1, "claim": 1, "now": 1}
+
+
+def test_osb_window_is_checked_kept_in_the_config_only_when_set_and_skips_the_native_path():
+    featurizer = TextFeaturizer(osb_window=5, ngram_range=(1, 2), binary=True, subject_features=True,
+                                token_pattern=r"(?u)\b\w+\b|[£$€]")
+    assert featurizer.to_config()["osb_window"] == 5
+    assert TextFeaturizer.from_config(featurizer.to_config()) == featurizer
+    assert "osb_window" not in TextFeaturizer().to_config()  # old configurations keep their fingerprints
+    assert featurizer._native_plan is None  # the C featuriser does not make pairs: the Python path does
+    for bad in (2, 11, 0, True, 4.0, "5"):
+        with pytest.raises(ValueError, match="osb_window"):
+            TextFeaturizer(osb_window=bad)
