@@ -32,11 +32,16 @@ Systems
                 log P(spam|x) - log P(ham|x) before learning; the [training] regime decides
                 what is learned (stream_nb_scores: the one function to swap for the library's
                 replay path when mail events land)
-  mail.toml     configs/mail.toml the same way
+  mail.toml     configs/mail.toml the same way (its thick threshold is on log-odds per
+                sqrt(distinct features): training.margin_scale)
+  mail.toml/sqrt  the same run scored by log-odds / sqrt(n distinct features), the scale
+                mail.toml trains on (training.log_odds_per_sqrt_feature)
   --variant     NAME=KEY=VALUE;KEY=VALUE: configs/mail.toml with overrides (research), plus
-                the pseudo-keys mail.evidence=false (no parser evidence features) and
-                mail.scorer=robinson (the same counts and features combined by Robinson's f(w)
-                and Fisher's chi-square, bogofilter's constants; see robinson_fisher_scores)
+                the pseudo-keys mail.evidence=false (no parser evidence features),
+                mail.score=per_sqrt_feature|per_feature (the log-odds over sqrt(n) or n),
+                mail.config=spam.toml (start from spam.toml) and mail.scorer=robinson (the same
+                features combined by Robinson's f(w) and Fisher's chi-square, bogofilter's
+                constants, training on everything; see robinson_fisher_scores)
 
 Measures, per stream and system: accuracy (spam when the score is above the neutral point:
 0.5, pR 0, log-odds 0), 1-ROCA% = 100 (1 - AUC) (ties 0.5) and sm% at hm% 0.1% (spam missed at
@@ -76,7 +81,7 @@ sys.path.insert(0, str(REPO))
 
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.mail.parse import ParsedMail, parse_mail  # noqa: E402
-from stream_nb.model.training import predict_learn  # noqa: E402
+from stream_nb.model.training import log_odds_per_sqrt_feature, predict_learn  # noqa: E402
 from stream_nb.replay.corpora import ENRON_SUBSETS, sms_spam  # noqa: E402
 from stream_nb.replay.evaluation import miss_rate_at_false_positive_rate, roc_auc  # noqa: E402
 
@@ -253,29 +258,23 @@ def mail_features(parsed: ParsedMail, featurizer, evidence: bool = True) -> dict
     return features
 
 
-def stream_nb_scores(features: list[dict], labels: list[str], config, sqrt_margin: float | None = None
+def stream_nb_scores(features: list[dict], labels: list[str], config, score: str = "log_odds"
                      ) -> tuple[np.ndarray, float]:
-    """Log-odds of each event before it is learned, and the share learned: event by event, the
-    joint log likelihoods, then the library's training.predict_learn under the [training]
+    """The score of each event before it is learned, and the share learned: event by event,
+    the joint log likelihoods, then the library's training.predict_learn under the [training]
     regime (the same decisions, and the same forgetting clock, as replay and the worker).
-    Swap for the library's replay path (its `score`) once mail events and scores land.
-
-    Research (`sqrt_margin`): learn unless the label's log-odds / sqrt(n distinct features)
-    reach the margin (then the event is predicted right, so "on_error" ticks the clock only)."""
+    score "log_odds": log P(spam|x) - log P(ham|x); "per_sqrt_feature": that divided by the
+    square root of the event's distinct features (training.log_odds_per_sqrt_feature).
+    Swap for the library's replay path (its `score`) once mail events and scores land."""
     model = config.build_model()
-    mode, margin = config.training["mode"], config.training.get("margin", 0.0)
     scores = np.zeros(len(labels))
     learned = 0
     for i, (x, label) in enumerate(zip(features, labels)):
         joint = model.joint_log_likelihood(x)
         if "spam" in joint and "ham" in joint:
-            scores[i] = joint["spam"] - joint["ham"]
-        if sqrt_margin is not None:
-            signed = scores[i] if label == "spam" else -scores[i]
-            learn = len(joint) < 2 or not signed / math.sqrt(max(len(x), 1)) >= sqrt_margin
-            _, flags = predict_learn(model, [x], [label], "all" if learn else "on_error")
-        else:
-            _, flags = predict_learn(model, [x], [label], mode, margin)
+            log_odds = joint["spam"] - joint["ham"]
+            scores[i] = log_odds_per_sqrt_feature(log_odds, len(x)) if score == "per_sqrt_feature" else log_odds
+        _, flags = predict_learn(model, [x], [label], **config.training)
         learned += flags[0]
     return scores, learned / max(len(labels), 1)
 
@@ -349,8 +348,7 @@ class Candidate:
     overrides: list[str]
     evidence: bool = True
     scorer: str = "multinomial"
-    normalise: str = "none"  # research: the log-odds divided by n ("mean") or sqrt(n) ("sqrt") features
-    sqrt_margin: float | None = None  # research: thick threshold on log-odds / sqrt(n)
+    score: str = "log_odds"  # or "per_sqrt_feature"; research: "per_feature" (log-odds / n)
 
     @classmethod
     def parse(cls, spec: str) -> Candidate:
@@ -362,10 +360,8 @@ class Candidate:
                 candidate.evidence = value.lower() == "true"
             elif key == "mail.scorer":
                 candidate.scorer = value
-            elif key == "mail.normalise":
-                candidate.normalise = value
-            elif key == "mail.sqrt_margin":
-                candidate.sqrt_margin = float(value)
+            elif key == "mail.score":
+                candidate.score = value
             elif key == "mail.config":
                 candidate.config_path = CONFIGS[value]
             else:
@@ -373,14 +369,14 @@ class Candidate:
         return candidate
 
 
-STREAM_NB_SYSTEMS = ("spam.toml", "mail.toml", "mail.toml+sqrt")
-SQRT_MARGIN = 5.0  # the research candidate's thick threshold, in log-odds per sqrt(feature)
+STREAM_NB_SYSTEMS = ("spam.toml", "mail.toml", "mail.toml/sqrt")
 
 
 def built_in_candidate(system: str) -> Candidate:
-    """The shipped configurations, and mail.toml scored and trained on log-odds / sqrt(n)."""
-    if system == "mail.toml+sqrt":
-        return Candidate(system, CONFIGS["mail.toml"], [], normalise="sqrt", sqrt_margin=SQRT_MARGIN)
+    """The shipped configurations scored by their log-odds, and mail.toml scored by its log-odds
+    per sqrt(feature), the scale its thick threshold is on."""
+    if system == "mail.toml/sqrt":
+        return Candidate(system, CONFIGS["mail.toml"], [], score="per_sqrt_feature")
     return Candidate(system, CONFIGS[system], [])
 
 
@@ -407,11 +403,10 @@ def run_candidate(candidate: Candidate, stream: str, messages: list[Message], ca
     labels = [m.label for m in messages]
     if candidate.scorer == "robinson":  # bogofilter's regime: train on everything
         return robinson_fisher_scores(features, labels)
-    scores, learned = stream_nb_scores(features, labels, config, candidate.sqrt_margin)
-    if candidate.normalise != "none":
-        sizes = np.array([max(len(x), 1) for x in features], dtype=np.float64)
-        scores = scores / (sizes if candidate.normalise == "mean" else np.sqrt(sizes))
-    return scores, learned
+    if candidate.score == "per_feature":
+        scores, learned = stream_nb_scores(features, labels, config)
+        return scores / np.array([max(len(x), 1) for x in features], dtype=np.float64), learned
+    return stream_nb_scores(features, labels, config, candidate.score)
 
 
 # ---- measures --------------------------------------------------------------------------------

@@ -107,6 +107,7 @@ ORDER_DEPENDENT_MODES = ("on_error", "thick_threshold")
 TRAINING_KEYS = {
     "mode": ((str,), "all"),  # all | on_error | thick_threshold
     "margin": ((int, float), 0.0),  # thick_threshold: nats of log-odds
+    "margin_scale": ((str,), "none"),  # none | sqrt_features: the margin is per sqrt(distinct features)
 }
 EVALUATION_KEYS = {
     "positive": ((str, int), None),  # the positive (spam) class of the binary measures
@@ -445,6 +446,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         check_bounds(section, table)
     if training["mode"] not in ("all", "on_error", "thick_threshold"):
         raise ConfigError(f"training.mode: {training['mode']!r} is not one of all, on_error, thick_threshold")
+    if training["margin_scale"] not in ("none", "sqrt_features"):
+        raise ConfigError(f"training.margin_scale: {training['margin_scale']!r} is not one of none, sqrt_features")
+    if training["margin_scale"] == "none":  # kept only when set, so fingerprints of before stay as they were
+        del training["margin_scale"]
     band = evaluation["unsure_band"]
     if band is not None:
         if (len(band) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in band)

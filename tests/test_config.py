@@ -281,3 +281,16 @@ def test_declaring_classes_is_part_of_the_fingerprint_and_leaves_the_others_as_t
     spam = config_fingerprint(load_config(CONFIGS / "spam.toml").resolved())
     assert spam != config_fingerprint(load_config(undeclared).resolved())
     assert spam == config_fingerprint(load_config(CONFIGS / "spam.toml", ['model.classes=["spam", "ham"]']).resolved())
+
+
+def test_training_margin_scale_is_checked_and_kept_only_when_set(tmp_path):
+    spam = load_config("configs/spam.toml")
+    assert "margin_scale" not in spam.training  # configurations of before keep their fingerprints
+    assert "margin_scale" not in spam.resolved()["training"]
+    scaled = load_config("configs/spam.toml", ['training.margin_scale="sqrt_features"', "training.margin=5.0"])
+    assert scaled.training == {"mode": "thick_threshold", "margin": 5.0, "margin_scale": "sqrt_features"}
+    assert scaled.resolved()["training"]["margin_scale"] == "sqrt_features"
+    mail = load_config("configs/mail.toml")
+    assert mail.training == {"mode": "thick_threshold", "margin": 5.0, "margin_scale": "sqrt_features"}
+    with pytest.raises(ConfigError, match="training.margin_scale"):
+        load_config("configs/spam.toml", ['training.margin_scale="sqrt"'])

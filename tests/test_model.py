@@ -583,6 +583,64 @@ def test_thick_threshold_decision_follows_the_log_odds_margin():
     assert should_learn({}, "ham", "on_error", 0.0) is True
 
 
+def test_thick_threshold_per_sqrt_feature_divides_the_log_odds_by_the_root_of_the_event_size():
+    from stream_nb.model.training import log_odds_per_sqrt_feature, should_learn
+
+    jll = {"ham": -10.0, "spam": -30.0}  # log-odds for ham: 20 nats
+    assert log_odds_per_sqrt_feature(20.0, 25) == 4.0
+    assert log_odds_per_sqrt_feature(-3.0, 0) == -3.0  # an event without features: as if one
+    assert should_learn(jll, "ham", "thick_threshold", 5.0, n_features=25) is True  # 4 < 5
+    assert should_learn(jll, "ham", "thick_threshold", 4.0, n_features=25) is False  # 4 >= 4
+    assert should_learn(jll, "ham", "thick_threshold", 5.0, n_features=16) is False  # 5 >= 5
+    assert should_learn(jll, "ham", "thick_threshold", 5.0) is False  # 20 nats, unscaled
+    assert should_learn(jll, "spam", "thick_threshold", 0.0, n_features=4) is True  # wrong
+
+
+@pytest.mark.parametrize("make", [MultinomialNB, ComplementNB])
+def test_margin_per_sqrt_feature_equals_its_per_event_definition_on_sms_in_batches(make):
+    # spam.toml's features as the worker gives them (a SparseBatch) and as dicts, uneven batches,
+    # unlabeled events mixed in: every probability, decision and count is the per-event loop's,
+    # whose margin is the log-odds over sqrt(len(x)) written out here.
+    from corpora import load_sms_spam
+    from stream_nb.config import load_config
+    from stream_nb.model.training import predict_learn
+
+    rows = load_sms_spam()[:1500]
+    featurizer = load_config("configs/spam.toml").build_featurizer()
+    texts = [text for _, text in rows]
+    labels = [label if i % 7 else None for i, (label, _) in enumerate(rows)]
+    learned_by_input = []
+    for sparse in (True, False):
+        model, probabilities, learned = make(alpha=0.2), [], []
+        for start, stop in [(0, 1), (1, 40), (40, 1000), (1000, 1500)]:
+            X = (featurizer.transform_sparse(texts[start:stop]) if sparse
+                 else featurizer.transform_many(texts[start:stop]))
+            got, flags = predict_learn(model, X, labels[start:stop], mode="thick_threshold", margin=3.0,
+                                       margin_scale="sqrt_features")
+            probabilities += got
+            learned += flags
+        reference = make(alpha=0.2)
+        for i, (x, label) in enumerate(zip(featurizer.transform_many(texts), labels)):
+            assert probabilities[i] == reference.predict_proba_one(x), i
+            decision = False
+            if label is not None:
+                joint = reference.joint_log_likelihood(x)
+                others = [score for cls, score in joint.items() if cls != label]
+                decision = (label not in joint or not others or max(joint, key=joint.get) != label
+                            or (joint[label] - max(others)) / math.sqrt(len(x)) < 3.0)
+            assert learned[i] == decision, i
+            if decision:
+                reference.learn_one(x, label)
+        assert _state_equal(model.to_state(), reference.to_state())
+        learned_by_input.append(learned)
+    assert learned_by_input[0] == learned_by_input[1]
+    _, unscaled = predict_learn(make(alpha=0.2), featurizer.transform_many(texts), labels, mode="thick_threshold",
+                                margin=3.0)
+    assert sum(learned_by_input[0]) > sum(unscaled)  # 3 nats per sqrt(feature) learns more than 3 nats
+    with pytest.raises(ValueError, match="margin scale"):
+        predict_learn(make(), [], [], mode="thick_threshold", margin=3.0, margin_scale="sqrt")
+
+
 @pytest.mark.parametrize("mode, margin", [("all", 0.0), ("on_error", 0.0), ("thick_threshold", 50.0)])
 @pytest.mark.parametrize("make", [MultinomialNB, BernoulliNB, ComplementNB])
 def test_a_bad_event_at_the_end_refuses_the_batch_before_anything_is_learned(make, mode, margin):

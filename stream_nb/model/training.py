@@ -15,14 +15,32 @@ import numpy as np
 from stream_nb.model.base import SparseBatch
 
 TRAINING_MODES = ("all", "on_error", "thick_threshold")
+MARGIN_SCALES = ("none", "sqrt_features")
 
 
-def should_learn(joint_log_likelihood: dict, label, mode: str, margin: float) -> bool:
+def log_odds_per_sqrt_feature(log_odds: float, n_features: int) -> float:
+    """The log-odds of an event divided by the square root of its number of distinct features:
+
+        z(x) = (log P(c|x) - log P(c'|x)) / sqrt(max(n(x), 1))
+
+    Naive Bayes adds one log ratio per feature as if the features were independent; features of
+    one text are not (bigrams repeat their words, a subject repeats the body), so its log-odds
+    grow about linearly with the number of features while the evidence grows more slowly. Like
+    a z statistic of the mean log ratio, z(x) compares short and long messages on one scale:
+    thick-threshold training on it learns long messages the model is merely loud about, and, as
+    a score, it ranks better (benchmarks/mail_quality.py: 1-ROCA% halved on SMS and Enron-Spam,
+    0.060 -> 0.034 on raw SpamAssassin mail)."""
+    return log_odds / math.sqrt(max(n_features, 1))
+
+
+def should_learn(joint_log_likelihood: dict, label, mode: str, margin: float, n_features: int | None = None) -> bool:
     """Whether a labeled event is learned, given its joint log likelihoods before learning.
 
         all:              always
         on_error:         the predicted class (largest log P(c) P(x|c)) is not the label
         thick_threshold:  on error, or  log P(label|x) - max_{c != label} log P(c|x) < margin
+                          (with `n_features`, the event's distinct features: the log-odds
+                          divided by sqrt(n_features) < margin; see log_odds_per_sqrt_feature)
 
     The margin is in nats of log-odds (joint log likelihoods differ from log posteriors by the
     same constant, so their difference is the log-odds): naive Bayes posteriors saturate to 1.0
@@ -42,6 +60,8 @@ def should_learn(joint_log_likelihood: dict, label, mode: str, margin: float) ->
     if mode == "on_error":
         return False
     log_odds = joint_log_likelihood[label] - max(others)
+    if n_features is not None:
+        log_odds = log_odds_per_sqrt_feature(log_odds, n_features)
     return not (log_odds >= margin) or math.isnan(log_odds)
 
 
@@ -94,9 +114,14 @@ class LearnRule:
         return learn_decisions(scores, active, labels, self.mode, self.margin)
 
 
-def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[list[dict], list[bool]]:
+def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
+                  margin_scale: str = "none") -> tuple[list[dict], list[bool]]:
     """Prequential batch under a training regime: P(c | x) for each event with the state so far,
     and whether each event was learned.
+
+    margin_scale "sqrt_features" (thick_threshold only) compares the log-odds per square root
+    of the event's distinct features with the margin; it goes one event at a time (the window
+    and C paths decide on plain log-odds).
 
     mode "all" is `model.predict_learn_many` (every labeled event learned, batch speed). In the
     other modes each decision depends on the prediction just made; they go a window at a time
@@ -106,6 +131,9 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[
     """
     if mode not in TRAINING_MODES:
         raise ValueError(f"training mode must be one of {', '.join(TRAINING_MODES)}, got {mode!r}")
+    if margin_scale not in MARGIN_SCALES:
+        raise ValueError(f"margin scale must be one of {', '.join(MARGIN_SCALES)}, got {margin_scale!r}")
+    per_feature = mode == "thick_threshold" and margin_scale == "sqrt_features"
     labels = list(y)
     if mode == "all":
         return model.predict_learn_many(X, labels), [label is not None for label in labels]
@@ -113,7 +141,7 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0) -> tuple[
     # predict_learn_many does, or a caller that retries event by event counts the rest twice.
     model.validate(X, labels)
     parts = model._with_maintenance(X, labels, lambda start, stop: _predict_learn_in_windows(
-        model, X[start:stop], labels[start:stop], mode, margin))
+        model, X[start:stop], labels[start:stop], mode, margin, per_feature))
     if len(parts) == 1:
         return parts[0]
     return [p for part in parts for p in part[0]], [flag for part in parts for flag in part[1]]
@@ -142,7 +170,8 @@ class WindowGuess:
         self.rate = rate
 
 
-def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) -> tuple[list[dict], list[bool]]:
+def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float,
+                              per_feature: bool = False) -> tuple[list[dict], list[bool]]:
     """The per-event loop (predict, decide, learn), with the same results bit for bit, at batch
     speed where the variant can (`_settle_in_windows`). An event of a class not learned yet is
     always learned, and goes alone through the plain loop; so do whole stretches the variant
@@ -158,7 +187,7 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) 
     def one_by_one(lo: int, hi: int) -> None:
         events = X[lo:hi].to_dicts() if isinstance(X, SparseBatch) else X[lo:hi]  # one pass over the names
         for i, x in zip(range(lo, hi), events):
-            one, decision = _predict_learn_one(model, x, labels[i], mode, margin)
+            one, decision = _predict_learn_one(model, x, labels[i], mode, margin, per_feature)
             probabilities.append(one)
             learned.append(bool(decision))
             if decision is not None:
@@ -170,6 +199,9 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) 
         stop = start
         while stop < n and (labels[stop] is None or labels[stop] in known):
             stop += 1
+        if per_feature:  # the window and C paths decide on plain log-odds
+            one_by_one(start, n)
+            break
         if not known or stop - start < SMALLEST_WINDOW:  # nothing learned yet, a class not learned
             # yet, or too few events for a kernel pass to pay
             one_by_one(start, start + 1)
@@ -185,12 +217,13 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float) 
     return probabilities, learned
 
 
-def _predict_learn_one(model, x: dict, label, mode: str, margin: float) -> tuple[dict, bool | None]:
+def _predict_learn_one(model, x: dict, label, mode: str, margin: float,
+                       per_feature: bool = False) -> tuple[dict, bool | None]:
     """The definition, for one event: predict, then (labeled) decide and learn."""
     proba = model.predict_proba_one(x)
     if label is None:
         return proba, None
-    decision = should_learn(model.joint_log_likelihood(x), label, mode, margin)
+    decision = should_learn(model.joint_log_likelihood(x), label, mode, margin, len(x) if per_feature else None)
     if decision:
         model._learn_labeled(x, label)  # the maintenance clock is predict_learn's
     return proba, decision
