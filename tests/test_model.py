@@ -627,7 +627,7 @@ def test_margin_per_sqrt_feature_equals_its_per_event_definition_on_sms_in_batch
                 joint = reference.joint_log_likelihood(x)
                 others = [score for cls, score in joint.items() if cls != label]
                 decision = (label not in joint or not others or max(joint, key=joint.get) != label
-                            or (joint[label] - max(others)) / math.sqrt(len(x)) < 3.0)
+                            or not joint[label] - max(others) >= 3.0 * math.sqrt(len(x)))
             assert learned[i] == decision, i
             if decision:
                 reference.learn_one(x, label)

@@ -105,6 +105,35 @@ def test_sms_replay_equals_the_per_event_loop(spy, monkeypatch):
     assert not all(float(n).is_integer() for n in native[4][3])  # forgetting made the counts fractional
 
 
+def _replay_sms_mail_toml(rows, batch_size: int):
+    """configs/mail.toml's model and training (thick threshold at 5 nats per sqrt(feature),
+    forgetting) replayed over SMS texts, every 6th event unlabeled."""
+    from stream_nb.replay.prequential import Contender, replay_contenders
+
+    config = load_config(REPO / "configs" / "mail.toml", [])
+    contender = Contender("mail.toml", config.build_model(), config.build_featurizer(),
+                          config.build_event_featurizer(), training=dict(config.training))
+    predictions = []
+    contender.on_unlabeled = lambda event, probabilities: predictions.append(probabilities)
+    events = [{"id": i, "text": text, "label": None if i % 6 == 5 else label} for i, (label, text) in enumerate(rows)]
+    replay_contenders(events, [contender], batch_size=batch_size)
+    return predictions, contender.metrics.accuracy, contender.learned, state_of(contender.model)
+
+
+def test_margins_per_sqrt_feature_in_c_equal_the_per_event_loop(spy, monkeypatch):
+    """mail.toml's margin_scale: each event's margin (5 * sqrt(its distinct features)) goes to
+    the C kernel; batches in C against batches of one (the definition)."""
+    rows = load_sms_spam()[:2500]
+    native = _replay_sms_mail_toml(rows, 500)
+    assert spy.events >= len(rows) - 5
+    kernel_off(monkeypatch)
+    one_by_one = _replay_sms_mail_toml(rows, 1)
+    assert native == one_by_one
+    plain = load_config(REPO / "configs" / "mail.toml", ['training.margin_scale="none"'])
+    assert plain.training == {"mode": "thick_threshold", "margin": 5.0}
+    assert 0 < native[2] < len(rows)  # some learned, some skipped
+
+
 # ---- generated streams: the edge cases -------------------------------------------------------
 
 
@@ -204,8 +233,9 @@ def test_bad_arguments_are_refused(spy):
     value = np.ones(2)
     label, weight = np.array([1], dtype=np.int64), np.ones(1)
     counts, class_counts, class_totals = np.zeros((4, 2)), np.ones(2), np.ones(2)
-    outputs = (np.zeros((1, 2)), np.zeros((1, 2), dtype=bool), np.zeros((1, 2)), np.zeros(1, dtype=bool))
-    settings = (0, 1.0, 0.0, None, 2, 1.0, True)
+    margins = np.ones(1)  # each event's thick-threshold margin
+    outputs = (np.zeros((1, 2)), np.zeros((1, 2), dtype=bool), np.zeros((1, 2)), np.zeros(1, dtype=bool), margins)
+    settings = (0, 1.0, 0.0, None, 2, True)
     with pytest.raises(ValueError, match="columns within the 4 rows"):
         settle(0, event, column, value, label, weight, counts, class_counts, class_totals, settings, *outputs)
     with pytest.raises(ValueError, match="beyond the 2 classes"):
@@ -214,13 +244,16 @@ def test_bad_arguments_are_refused(spy):
     with pytest.raises(ValueError, match="value has 8 bytes"):
         settle(0, event, column, value[:1].copy(), label, weight, counts, class_counts, class_totals, settings,
                *outputs)
+    with pytest.raises(ValueError, match="margins has 16 bytes"):
+        settle(0, event[:1].copy(), column[:1].copy(), value[:1].copy(), label, weight, counts, class_counts,
+               class_totals, settings, *outputs[:4], np.ones(2))
     with pytest.raises(ValueError, match="without predicting"):
         settle(0, event, column, value, label, weight, counts, class_counts, class_totals,
-               settings[:4] + (1, 1.0, False), *outputs)
+               settings[:4] + (1, False), *outputs)
     with pytest.raises(ValueError, match="events must be in order"):
         settle(0, np.array([0, 1, 0]), np.array([0, 1, 2]), np.ones(3), np.array([1, 0]), np.ones(2), counts,
                class_counts, class_totals, settings, np.zeros((2, 2)), np.zeros((2, 2), dtype=bool), np.zeros((2, 2)),
-               np.zeros(2, dtype=bool))
+               np.zeros(2, dtype=bool), np.ones(2))
     assert counts.tolist() == np.zeros((4, 2)).tolist()  # refused: nothing learned
 
 

@@ -113,7 +113,7 @@ typedef struct {
     double *counts, *class_counts, *class_totals; /* N_fc (rows x classes), N_c, T_c */
     double alpha, prior_alpha, log_alpha;         /* log_alpha: unknown="smooth", else NaN */
     int smooth, mode, predict;
-    double margin;
+    const double *margin;       /* (events,): thick_threshold's margin for each event */
     double *scores, *log_prior; /* (events x classes) */
     uint8_t *active;            /* (events x classes) */
     uint8_t *learned;           /* (events,) */
@@ -266,7 +266,7 @@ run_events(const Run *r, Py_ssize_t start, Outcome *out)
                 break; /* the caller decides it by should_learn */
         }
         r->learned[i] = 0;
-        if (label >= 0 && (r->mode == MODE_ALL || decide(score, active, C, label, r->mode, r->margin))) {
+        if (label >= 0 && (r->mode == MODE_ALL || decide(score, active, C, label, r->mode, r->margin[i]))) {
             const double w = r->weight[i];
             double *class_total = r->class_totals + label;
             for (Py_ssize_t o = lo; o < hi; o++) {
@@ -311,13 +311,14 @@ check_size(const Py_buffer *buffer, const char *name, Py_ssize_t item_size, Py_s
 
 PyDoc_STRVAR(settle_doc,
 "settle(start, event, column, value, label, weight, counts, class_counts, class_totals,\n"
-"       settings, scores, active, log_prior, learned) -> (stop, features_seen, learned_weight)\n\n"
+"       settings, scores, active, log_prior, learned, margins) -> (stop, features_seen, learned_weight)\n\n"
 "Events start.. of an encoded batch (event, column: int64; value, weight: float64; label: int64,\n"
 "-1 unlabeled), one after another: score each with the state so far (when predicting), decide\n"
 "by the training mode, learn it if decided. counts (N_fc, rows x classes), class_counts and\n"
 "class_totals are float64 arrays changed in place; scores, log_prior (float64), active and\n"
 "learned (bool) receive each event's row. settings = (features_seen, alpha, prior_alpha,\n"
-"log_alpha or None, mode, margin, predict); mode 0 all, 1 on_error, 2 thick_threshold. stop <\n"
+"log_alpha or None, mode, predict); mode 0 all, 1 on_error, 2 thick_threshold; margins (float64)\n"
+"the thick threshold of each event (one margin, or margin * sqrt(n_features) per event). stop <\n"
 "n_events: that labeled event's active scores are not all finite; nothing of it is done.");
 
 static PyObject *
@@ -325,16 +326,16 @@ settle(PyObject *module, PyObject *args)
 {
     Py_ssize_t start, features_seen;
     Py_buffer event, column, value, label, weight, counts, class_counts, class_totals, scores, active, log_prior,
-        learned;
-    double alpha, prior_alpha, margin;
+        learned, margins;
+    double alpha, prior_alpha;
     PyObject *log_alpha;
     int mode, predict;
-    if (!PyArg_ParseTuple(args, "ny*y*y*y*y*w*w*w*(nddOidp)w*w*w*w*:settle", &start, &event, &column, &value, &label,
+    if (!PyArg_ParseTuple(args, "ny*y*y*y*y*w*w*w*(nddOip)w*w*w*w*y*:settle", &start, &event, &column, &value, &label,
                           &weight, &counts, &class_counts, &class_totals, &features_seen, &alpha, &prior_alpha,
-                          &log_alpha, &mode, &margin, &predict, &scores, &active, &log_prior, &learned))
+                          &log_alpha, &mode, &predict, &scores, &active, &log_prior, &learned, &margins))
         return NULL;
     Py_buffer *buffers[] = {&event, &column, &value, &label, &weight, &counts, &class_counts, &class_totals,
-                            &scores, &active, &log_prior, &learned};
+                            &scores, &active, &log_prior, &learned, &margins};
     PyObject *result = NULL;
     Run r;
     memset(&r, 0, sizeof(r));
@@ -354,7 +355,7 @@ settle(PyObject *module, PyObject *args)
         || check_size(&scores, "scores", 8 * C, r.n_events) < 0
         || check_size(&active, "active", C, r.n_events) < 0
         || check_size(&log_prior, "log_prior", 8 * C, r.n_events) < 0
-        || check_size(&learned, "learned", 1, r.n_events) < 0)
+        || check_size(&learned, "learned", 1, r.n_events) < 0 || check_size(&margins, "margins", 8, r.n_events) < 0)
         goto done;
     if (mode < MODE_ALL || mode > MODE_THICK || start < 0 || start > r.n_events || (!predict && mode != MODE_ALL)) {
         PyErr_SetString(PyExc_ValueError,
@@ -395,7 +396,7 @@ settle(PyObject *module, PyObject *args)
     if (r.smooth && r.log_alpha == -1.0 && PyErr_Occurred())
         goto done;
     r.mode = mode;
-    r.margin = margin;
+    r.margin = margins.buf;
     r.predict = predict;
     r.scores = scores.buf;
     r.log_prior = log_prior.buf;

@@ -370,7 +370,7 @@ class CountingNB(NaiveBayes):
             stop = min(n, start + guessing.WINDOW)
             window = _event_range(batch, start, stop, learned=guess)
             scores, active, log_prior, learn_before = self._score_run(window)
-            decisions = decide(scores, active, batch.label[start:stop])  # False where unlabeled
+            decisions = decide(scores, active, batch.label[start:stop], start)  # False where unlabeled
             wrong_guesses = np.flatnonzero(decisions != guess[start:stop])
             wrong = int(wrong_guesses[0]) if len(wrong_guesses) else None
             settled = stop - start if wrong is None else wrong + 1
@@ -584,7 +584,7 @@ class MultinomialNB(CountingNB):
 
     def _kernel(self, batch: EncodedBatch, predict: bool, learn: bool):
         if (learn or not batch.labeled.any()) and self._takes_native(batch):
-            scores, active, log_prior, _ = self._settle_natively(batch, "all", 0.0, predict)
+            scores, active, log_prior, _ = self._settle_natively(batch, "all", np.zeros(batch.n_events), predict)
             return (scores, active, log_prior) if predict else None
         return self._array_kernel(batch, predict, learn)
 
@@ -619,13 +619,14 @@ class MultinomialNB(CountingNB):
             exact = self._integral or (self._on_grid and self._count_mass() < GRID_LIMIT)
         return exact and self._feature_counts.flags.c_contiguous
 
-    def _settle_natively(self, batch: EncodedBatch, mode: str, margin: float, predict: bool):
+    def _settle_natively(self, batch: EncodedBatch, mode: str, margins: np.ndarray, predict: bool):
         """Predict (if predict), decide by the training mode and learn, event after event, in C
         (_kernel.c repeats `_array_kernel` for a batch of one); (scores, active, log_prior,
         learned). A labeled event whose active scores are not all finite is decided here by
         the definition (learn_decisions hands such rows to should_learn), and the C loop goes
-        on after it."""
+        on after it. margins: each event's thick-threshold margin (float64, one per event)."""
         n, n_classes = batch.n_events, len(self._classes)
+        margins = np.ascontiguousarray(margins, dtype=np.float64)
         scores, log_prior = np.zeros((n, n_classes)), np.zeros((n, n_classes))
         active, learned = np.zeros((n, n_classes), dtype=bool), np.zeros(n, dtype=bool)
         arrays = (np.ascontiguousarray(batch.event, dtype=np.int64), np.ascontiguousarray(batch.column, dtype=np.int64),
@@ -635,17 +636,17 @@ class MultinomialNB(CountingNB):
         start = 0
         while True:
             settings = (self._features_seen, float(self.alpha), float(self.prior_alpha), log_alpha,
-                        _MODE_NUMBERS[mode], float(margin), predict)
+                        _MODE_NUMBERS[mode], predict)
             stop, self._features_seen, weight = native_kernel().settle(
                 start, *arrays, self._feature_counts, self._class_counts, self._class_totals, settings,
-                scores, active, log_prior, learned)
+                scores, active, log_prior, learned, margins)
             self._learned_weight += weight
             if stop == n:
                 return scores, active, log_prior, learned
             one = _event_range(batch, stop, stop + 1)
             row_scores, row_active, row_prior = self._array_kernel(one, predict=True, learn=False)
             scores[stop], active[stop], log_prior[stop] = row_scores[0], row_active[0], row_prior[0]
-            learned[stop] = learn_decisions(row_scores, row_active, one.label, mode, margin)[0]
+            learned[stop] = learn_decisions(row_scores, row_active, one.label, mode, margins[stop : stop + 1])[0]
             if learned[stop]:
                 self._array_kernel(one, predict=False, learn=True)
             start = stop + 1
@@ -659,7 +660,7 @@ class MultinomialNB(CountingNB):
         batch = self._encode(X, y, pending=True)
         if not self._takes_native(batch):
             return None
-        scores, active, log_prior, learned = self._settle_natively(batch, decide.mode, decide.margin, predict=True)
+        scores, active, log_prior, learned = self._settle_natively(batch, decide.mode, decide.margins(batch.n_events), predict=True)
         learned_flags = learned.tolist()
         self._order_new_features(size, X, batch, learned_flags)
         return self._probabilities(scores, active, log_prior), learned_flags

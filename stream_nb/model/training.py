@@ -33,6 +33,23 @@ def log_odds_per_sqrt_feature(log_odds: float, n_features: int) -> float:
     return log_odds / math.sqrt(max(n_features, 1))
 
 
+def margin_per_sqrt_feature(margin: float, n_features: int) -> float:
+    """The thick threshold of an event under margin_scale "sqrt_features": its log-odds must reach
+    margin * sqrt(max(n, 1)), i.e. log_odds_per_sqrt_feature(log_odds, n) >= margin (compared
+    in this form, so every path makes the same float operation)."""
+    return margin * math.sqrt(max(n_features, 1))
+
+
+def event_sizes(X) -> list[int]:
+    """The number of distinct features of each event: len(x) of a dict, the names of a
+    SparseBatch event (deduplicated unless the batch says they are distinct)."""
+    if isinstance(X, SparseBatch):
+        if X.distinct:
+            return X.lengths.tolist()
+        return [len(x) for x in X.to_dicts()]
+    return [len(x) for x in X]
+
+
 def should_learn(joint_log_likelihood: dict, label, mode: str, margin: float, n_features: int | None = None) -> bool:
     """Whether a labeled event is learned, given its joint log likelihoods before learning.
 
@@ -61,15 +78,16 @@ def should_learn(joint_log_likelihood: dict, label, mode: str, margin: float, n_
         return False
     log_odds = joint_log_likelihood[label] - max(others)
     if n_features is not None:
-        log_odds = log_odds_per_sqrt_feature(log_odds, n_features)
+        margin = margin_per_sqrt_feature(margin, n_features)
     return not (log_odds >= margin) or math.isnan(log_odds)
 
 
 def learn_decisions(scores: np.ndarray, active: np.ndarray, labels: np.ndarray, mode: str,
-                    margin: float) -> np.ndarray:
+                    margin) -> np.ndarray:
     """`should_learn` for every row at once: row i holds the joint log likelihoods of event i
     (`active[i]`: the classes that exist for it) and `labels[i]` its class's column (rows with
-    a label < 0 are unlabeled; their flag is False).
+    a label < 0 are unlabeled; their flag is False). `margin`: one for all rows, or an array
+    of each row's margin.
 
     The same rule in the same floating-point operations: the predicted class is the first
     largest active score (Python's max over a dict in class order), the log-odds are the label's
@@ -99,19 +117,26 @@ def learn_decisions(scores: np.ndarray, active: np.ndarray, labels: np.ndarray, 
     odd = labeled & ~np.isfinite(np.where(active, scores, 0.0)).all(axis=1)
     for i in np.flatnonzero(odd).tolist():
         joint = {c: float(score) for c, (score, on) in enumerate(zip(scores[i], active[i])) if on}
-        learn[i] = should_learn(joint, int(labels[i]), mode, margin)
+        learn[i] = should_learn(joint, int(labels[i]), mode, float(np.broadcast_to(margin, n)[i]))
     return learn
 
 
 @dataclass(frozen=True)
 class LearnRule:
-    """A training mode and margin as a function of a window's rows: `learn_decisions`."""
+    """A training mode and margin as a function of a window's rows: `learn_decisions`. With
+    `per_event` (the batch's margins, one per event), rows first.. of the batch take theirs."""
 
     mode: str
     margin: float
+    per_event: np.ndarray | None = None
 
-    def __call__(self, scores: np.ndarray, active: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        return learn_decisions(scores, active, labels, self.mode, self.margin)
+    def __call__(self, scores: np.ndarray, active: np.ndarray, labels: np.ndarray, first: int = 0) -> np.ndarray:
+        margin = self.margin if self.per_event is None else self.per_event[first : first + len(labels)]
+        return learn_decisions(scores, active, labels, self.mode, margin)
+
+    def margins(self, n: int) -> np.ndarray:
+        """Each of the batch's n events' margin (float64)."""
+        return np.full(n, float(self.margin)) if self.per_event is None else self.per_event
 
 
 def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
@@ -120,8 +145,8 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
     and whether each event was learned.
 
     margin_scale "sqrt_features" (thick_threshold only) compares the log-odds per square root
-    of the event's distinct features with the margin; it goes one event at a time (the window
-    and C paths decide on plain log-odds).
+    of the event's distinct features with the margin: each event's margin is
+    margin_per_sqrt_feature(margin, n), on every path.
 
     mode "all" is `model.predict_learn_many` (every labeled event learned, batch speed). In the
     other modes each decision depends on the prediction just made; they go a window at a time
@@ -133,15 +158,17 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
         raise ValueError(f"training mode must be one of {', '.join(TRAINING_MODES)}, got {mode!r}")
     if margin_scale not in MARGIN_SCALES:
         raise ValueError(f"margin scale must be one of {', '.join(MARGIN_SCALES)}, got {margin_scale!r}")
-    per_feature = mode == "thick_threshold" and margin_scale == "sqrt_features"
     labels = list(y)
     if mode == "all":
         return model.predict_learn_many(X, labels), [label is not None for label in labels]
     # Learning as it goes: a bad event must refuse the batch before the first learn, as
     # predict_learn_many does, or a caller that retries event by event counts the rest twice.
     model.validate(X, labels)
+    margins = None
+    if mode == "thick_threshold" and margin_scale == "sqrt_features":
+        margins = np.array([margin_per_sqrt_feature(margin, n) for n in event_sizes(X)], dtype=np.float64)
     parts = model._with_maintenance(X, labels, lambda start, stop: _predict_learn_in_windows(
-        model, X[start:stop], labels[start:stop], mode, margin, per_feature))
+        model, X[start:stop], labels[start:stop], mode, margin, None if margins is None else margins[start:stop]))
     if len(parts) == 1:
         return parts[0]
     return [p for part in parts for p in part[0]], [flag for part in parts for flag in part[1]]
@@ -171,7 +198,7 @@ class WindowGuess:
 
 
 def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float,
-                              per_feature: bool = False) -> tuple[list[dict], list[bool]]:
+                              margins: np.ndarray | None = None) -> tuple[list[dict], list[bool]]:
     """The per-event loop (predict, decide, learn), with the same results bit for bit, at batch
     speed where the variant can (`_settle_in_windows`). An event of a class not learned yet is
     always learned, and goes alone through the plain loop; so do whole stretches the variant
@@ -187,7 +214,8 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float,
     def one_by_one(lo: int, hi: int) -> None:
         events = X[lo:hi].to_dicts() if isinstance(X, SparseBatch) else X[lo:hi]  # one pass over the names
         for i, x in zip(range(lo, hi), events):
-            one, decision = _predict_learn_one(model, x, labels[i], mode, margin, per_feature)
+            one, decision = _predict_learn_one(model, x, labels[i], mode,
+                                               margin if margins is None else float(margins[i]))
             probabilities.append(one)
             learned.append(bool(decision))
             if decision is not None:
@@ -199,15 +227,13 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float,
         stop = start
         while stop < n and (labels[stop] is None or labels[stop] in known):
             stop += 1
-        if per_feature:  # the window and C paths decide on plain log-odds
-            one_by_one(start, n)
-            break
         if not known or stop - start < SMALLEST_WINDOW:  # nothing learned yet, a class not learned
             # yet, or too few events for a kernel pass to pay
             one_by_one(start, start + 1)
             start += 1
             continue
-        settled = model._settle_in_windows(X[start:stop], labels[start:stop], decide, guess)
+        rule = decide if margins is None else LearnRule(mode, margin, margins[start:stop])
+        settled = model._settle_in_windows(X[start:stop], labels[start:stop], rule, guess)
         if settled is None:  # the variant cannot take it exactly (e.g. fractional values)
             one_by_one(start, stop)
         else:
@@ -217,13 +243,13 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float,
     return probabilities, learned
 
 
-def _predict_learn_one(model, x: dict, label, mode: str, margin: float,
-                       per_feature: bool = False) -> tuple[dict, bool | None]:
-    """The definition, for one event: predict, then (labeled) decide and learn."""
+def _predict_learn_one(model, x: dict, label, mode: str, margin: float) -> tuple[dict, bool | None]:
+    """The definition, for one event: predict, then (labeled) decide and learn (`margin`: this
+    event's)."""
     proba = model.predict_proba_one(x)
     if label is None:
         return proba, None
-    decision = should_learn(model.joint_log_likelihood(x), label, mode, margin, len(x) if per_feature else None)
+    decision = should_learn(model.joint_log_likelihood(x), label, mode, margin)
     if decision:
         model._learn_labeled(x, label)  # the maintenance clock is predict_learn's
     return proba, decision
