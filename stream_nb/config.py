@@ -179,6 +179,7 @@ BOUNDS = {
     "features.max_tokens": (1, MAX_MESSAGE_BYTES, "a message holds no more tokens than bytes"),
     "features.ngram_range": (1, 10, "each token starts max_n - min_n + 1 features"),
     "features.char_ngrams": (1, 20, "each character starts max_n - min_n + 1 features"),
+    "features.osb_window": (3, 10, "each token starts window - 2 word pairs"),
 }
 
 

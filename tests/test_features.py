@@ -715,6 +715,6 @@ def test_osb_window_is_checked_kept_in_the_config_only_when_set_and_skips_the_na
     assert TextFeaturizer.from_config(featurizer.to_config()) == featurizer
     assert "osb_window" not in TextFeaturizer().to_config()  # old configurations keep their fingerprints
     assert featurizer._native_plan is None  # the C featuriser does not make pairs: the Python path does
-    for bad in (2, 11, 0, True, 4.0, "5"):
+    for bad in (2, 0, -5, True, 4.0, "5"):
         with pytest.raises(ValueError, match="osb_window"):
             TextFeaturizer(osb_window=bad)

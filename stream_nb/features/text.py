@@ -334,9 +334,9 @@ class TextFeaturizer(river_base.Transformer):
         self.max_tokens = max_tokens
 
         if osb_window is not None and (
-            not isinstance(osb_window, int) or isinstance(osb_window, bool) or not 3 <= osb_window <= 10
+            not isinstance(osb_window, int) or isinstance(osb_window, bool) or osb_window < 3
         ):
-            raise ValueError(f"osb_window must be None or an integer from 3 to 10, got {osb_window!r}")
+            raise ValueError(f"osb_window must be None or an integer >= 3, got {osb_window!r}")
         self.osb_window = osb_window
 
         if any(token == "" for token in self._tokenize("ab cd, ef-gh 12", None)):
@@ -487,7 +487,8 @@ class TextFeaturizer(river_base.Transformer):
 
     def __repr__(self) -> str:
         defaults = TextFeaturizer().to_config()
-        changed = {k: v for k, v in self.to_config().items() if defaults.get(k) != v}  # subject_features, osb_window: only when set
+        # subject_features and osb_window are in the config only when set
+        changed = {k: v for k, v in self.to_config().items() if defaults.get(k) != v}
         return f"TextFeaturizer({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
     # ----------------------------------------------------------------------------------------
