@@ -105,6 +105,44 @@ def test_each_message_is_parsed_and_counted_once_when_its_batch_is_featurised_ag
     assert len(seen) == 3
 
 
+@pytest.mark.parametrize("text", [
+    None,  # spam.toml's featuriser (presence, the C path where built)
+    TextFeaturizer(),  # counts: repeated names add up
+    TextFeaturizer(token_pattern=r"\S+", lowercase=False, binary=True),  # "#..." names meet the evidence
+])
+def test_a_batch_of_mail_as_a_sparse_batch_gives_the_model_exactly_what_the_dicts_give(text):
+    featurizer = spam_featurizer() if text is None else MailFeaturizer(EventFeaturizer(text=text))
+    rng = random.Random(7)
+    events = [{"mail": message} for _, message in sorted(_spamassassin_events_raw(rng, 120))]
+    events += [{"text": "#hdr:date:missing free prize"}, {"mail": HTML_MAIL},
+               {"mail": b"Subject: x\r\n\r\n#hdr:date:missing #hdr:message-id:missing\r\n"}]
+    labels = [rng.choice(["ham", "spam"]) for _ in events]
+    batch = featurizer.transform_batch(events)
+    dicts = featurizer.transform_many(events)
+    assert [dict(x) for x in batch.to_dicts()] == dicts
+    by_batch, by_dicts = (load_config(SPAM_TOML).build_model() for _ in range(2))
+    first, second = by_batch.predict_learn_many(batch, labels), by_dicts.predict_learn_many(dicts, labels)
+    assert first == second and len(first) == len(events)
+    assert [p.log_odds("spam") for p in first[1:]] == [p.log_odds("spam") for p in second[1:]]
+    # the same state: every event predicted alike afterwards, and the same vocabulary in the same order
+    assert by_batch.predict_proba_many(dicts) == by_dicts.predict_proba_many(dicts)
+    assert list(by_batch.vocabulary.by_column()) == list(by_dicts.vocabulary.by_column())
+
+
+def test_a_batch_with_structured_features_or_unreadable_mail_keeps_the_dict_path_rules():
+    featurizer = spam_featurizer()
+    mixed = [{"mail": HTML_MAIL, "features": {"channel": "mail"}}, {"mail": HTML_MAIL}]
+    assert featurizer.transform_batch(mixed) == featurizer.transform_many(mixed)
+    with pytest.raises(UnreadableMail):
+        featurizer.transform_batch([{"mail": HTML_MAIL}, {"mail": b"  \r\n"}])
+
+
+def _spamassassin_events_raw(rng, n):
+    with tarfile.open(spamassassin_2003_path()) as archive:
+        members = [m for m in archive if m.isfile() and m.name.endswith(".txt")]
+        return [(m.name, archive.extractfile(m).read()) for m in rng.sample(members, n)]
+
+
 # ------------------------------------------------------------------------------------------
 # Replay
 

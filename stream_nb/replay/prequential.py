@@ -58,7 +58,7 @@ class Contender:
             # the model's vocabulary: the C featuriser looks the names up as it makes them
             return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events],
                                                          vocabulary=getattr(self.model, "vocabulary", None))
-        return self.mail_featurizer.transform_many(events)  # mail, structured features, or both
+        return self.mail_featurizer.transform_batch(events)  # mail, structured features, or both
 
     def featurise_one(self, event: dict) -> dict:
         """The features of one event as a dict, as the model sees them (for its clues)."""

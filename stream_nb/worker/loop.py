@@ -667,7 +667,7 @@ class Worker:
             return self.text_featurizer.transform_sparse([event.text or "" for event in events],
                                                          vocabulary=getattr(self.model, "vocabulary", None),
                                                          number_unknown=learning)
-        return self.mail_featurizer.transform_many(  # mail events, structured features, or both
+        return self.mail_featurizer.transform_batch(  # mail events, structured features, or both
             [{"text": event.text, "features": event.features, "mail": event.mail} for event in events])
 
     def _featurise_or_reject(self, events: list[Event], origin: list, reject,
