@@ -21,6 +21,13 @@ import re
 from dataclasses import dataclass, field
 from html import unescape
 
+from stream_nb.native import native_allowed
+
+try:  # the C tokeniser of plain documents (setup.py builds it; `_scan` is the definition)
+    from stream_nb.mail import _htmlscan
+except ImportError:  # not compiled: `_scan` reads every document
+    _htmlscan = None
+
 __all__ = ["HtmlEvidence", "read_html", "host_of_url", "registered_domain"]
 
 # Deeper elements inherit their parent's state without being pushed: a stack of thousands of
@@ -492,7 +499,20 @@ class _MarkupReader:
 def read_html(markup: str) -> HtmlEvidence:
     """The visible text of an HTML document and the '#html:' evidence in its markup."""
     parser = _MarkupReader()
-    _scan(_bounded_markup(markup), parser)
+    bounded = _bounded_markup(markup)
+    tokens = _htmlscan.scan(bounded, unescape) if _htmlscan is not None and native_allowed() else None
+    if tokens is None:  # not compiled, switched off, or a construct only `_scan` judges
+        _scan(bounded, parser)
+    else:  # (0, text, None), (1, tag, attributes), (2, tag, None); blank texts left out
+        start, end, text = parser.start, parser.end, parser.text
+        flat = iter(tokens)
+        for kind, value, attributes in zip(flat, flat, flat):
+            if kind == 0:
+                text(value)
+            elif kind == 1:
+                start(value, attributes)
+            else:
+                end(value)
     parser.close_anchor()
     features = list(parser.features)
     if parser.images:
