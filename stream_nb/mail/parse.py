@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from email.header import Header, decode_header
 from email.message import Message
 from email.parser import BytesParser
-from email.utils import parseaddr
+from email.utils import collapse_rfc2231_value, parseaddr, unquote
 from email.policy import compat32
 
 from stream_nb.events.codec import has_lone_surrogate
@@ -53,8 +53,9 @@ _REFUSED_CODECS = frozenset(
 )
 _FALLBACK_CHARSET = "cp1252"
 
-# A header line as the feed parser reads one (a name of printable ASCII but ':', then ':').
-_HEADER_LINE = re.compile(r"[\041-\071\073-\176]+:")
+# A header as the feed parser reads one: a name of printable ASCII but ':', then ':', its value
+# (blanks after the ':' left out, as compat32 leaves them) and its continuation lines.
+_HEADER_FIELD = re.compile(r"([\041-\071\073-\176]+):[ \t]*([^\n]*\n(?:[ \t][^\n]*\n)*)")
 # The end of the header block: a line that is only a line break, after a '\n'.
 _BLANK_LINE = re.compile(r"\n\r?\n")
 # One plain address, bare or in '<>' after a plain or quoted name: parseaddr reads it as the
@@ -132,23 +133,17 @@ def _simple_message(data: bytes) -> Message | None:
     if block.count("\r") != block.count("\r\n"):  # a lone '\r' ends a line for the parser
         return None
     message = Message(policy=compat32)
-    lines = block.split("\n")[:-1]
-    start = 0
-    if lines[0].startswith("From "):
-        message.set_unixfrom(lines[0].rstrip("\r"))
-        start = 1
-    header: list[str] = []
-    for line in lines[start:]:
-        if line[:1] in (" ", "\t") and header:
-            header.append(line + "\n")
-            continue
-        if _HEADER_LINE.match(line) is None:
+    position = 0
+    if block.startswith("From "):
+        position = block.index("\n") + 1
+        message.set_unixfrom(block[: position - 1].rstrip("\r"))
+    set_raw, match_field = message.set_raw, _HEADER_FIELD.match
+    while position < len(block):
+        field = match_field(block, position)
+        if field is None:  # not a plain header line, or a continuation with nothing before it
             return None
-        if header:
-            message.set_raw(*compat32.header_source_parse(header))
-        header = [line + "\n"]
-    if header:
-        message.set_raw(*compat32.header_source_parse(header))
+        set_raw(field.group(1), field.group(2).rstrip("\r\n"))  # as header_source_parse
+        position = field.end()
     if message.get_content_maintype() in ("multipart", "message"):
         return None
     message.set_payload(text[blank.end():])
@@ -180,6 +175,8 @@ def _header_text(raw: str | None, evidence: _Evidence) -> str:
         if has_lone_surrogate(raw):  # undecoded 8-bit bytes
             return _decode_bytes(raw.encode("ascii", "surrogateescape"), "utf-8", evidence)
         return raw
+    if "=?" not in raw:  # no encoded word: decode_header would give the value as it stands
+        return raw
     try:
         pieces = decode_header(raw)
     except Exception:  # a malformed encoded word: keep the header as written
@@ -199,6 +196,50 @@ def _plain_header(part: Message, name: str) -> str:
     `Header` object, not a string, for a value with 8-bit bytes."""
     value = part.get(name)
     return "" if value is None else value if isinstance(value, str) else str(value)
+
+
+_MISSING = object()
+
+
+def _param(params: list | None, name: str, failobj: object) -> object:
+    """`Message.get_param(name, failobj)` over a header's parameters as `get_params(None,
+    header, unquote=False)` gave them (None: no such header): each header's are read once."""
+    if params is None:
+        return failobj
+    for key, value in params:
+        if key.lower() == name:
+            if isinstance(value, tuple):  # RFC 2231: (charset, language, value)
+                return value[0], value[1], unquote(value[2])
+            return unquote(value)
+    return failobj
+
+
+def _filename(disposition_params: list | None, read_type_params) -> str | None:
+    """`Message.get_filename()`: the Content-Disposition's 'filename', else the Content-Type's
+    'name' (its parameters read only then, by `read_type_params`, as get_filename would)."""
+    filename = _param(disposition_params, "filename", _MISSING)
+    if filename is _MISSING:
+        filename = _param(read_type_params(), "name", _MISSING)
+    if filename is _MISSING:
+        return None
+    return collapse_rfc2231_value(filename).strip()
+
+
+def _content_charset(type_params: list | None) -> str | None:
+    """`Message.get_content_charset()` over the Content-Type's parameters."""
+    charset = _param(type_params, "charset", _MISSING)
+    if charset is _MISSING:
+        return None
+    if isinstance(charset, tuple):  # RFC 2231 encoded: decoded, and it must end up ASCII
+        try:
+            charset = str(charset[2].encode("raw-unicode-escape"), charset[0] or "us-ascii")
+        except (LookupError, UnicodeError):
+            charset = charset[2]
+    try:
+        charset.encode("us-ascii")
+    except UnicodeError:
+        return None
+    return charset.lower()
 
 
 def _codec_for(charset: str) -> str | None:
@@ -257,21 +298,23 @@ def _address_features(name: str, value: str, evidence: _Evidence) -> str | None:
 def _received_features(values: list[str], evidence: _Evidence) -> None:
     """Relays of the first MAX_RECEIVED Received headers: the hosts after 'from' and 'by',
     their domains, and the /24 of bracketed IPv4 addresses."""
+    features = evidence.features  # each name below is one word already: no re-splitting
     for value in values[:MAX_RECEIVED]:
         words = value[:MAX_HEADER_CHARS].lower().replace("(", " ").replace(")", " ").split()
         # only these words give a feature; looked at in order, as they came
         marked = [i for i, w in enumerate(words) if w == "from" or w == "by" or w[:1] == "["]
         for index in marked:
             word = words[index]
-            if word in ("from", "by") and index + 1 < len(words):
-                host = words[index + 1].strip(";[]")
-                if "." in host and not host.replace(".", "").isdigit():
-                    evidence.feature(f"#hdr:received:host:{host}")
-                    evidence.feature(f"#hdr:received:domain:{registered_domain(host)}")
-            if word.startswith("[") and word.count(".") == 3:
+            if word[:1] != "[":
+                if index + 1 < len(words):
+                    host = words[index + 1].strip(";[]")
+                    if "." in host and not host.replace(".", "").isdigit():
+                        features["#hdr:received:host:" + host] = None
+                        features["#hdr:received:domain:" + registered_domain(host)] = None
+            elif word.count(".") == 3:
                 octets = word.strip("[];").split(".")
                 if all(octet.isdigit() for octet in octets):
-                    evidence.feature("#hdr:received:ip:" + ".".join(octets[:3]))
+                    features["#hdr:received:ip:" + ".".join(octets[:3])] = None
     if len(values) > MAX_RECEIVED:
         evidence.feature("#hdr:received:many")
     evidence.feature(f"#hdr:received:count:{count_bucket(len(values)) if values else 0}")
@@ -375,7 +418,16 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
         for child in payload:
             _read_part(child, depth + 1, reading)
         return
-    filename = part.get_filename()
+    type_params = _MISSING  # read at first need, in the order Message's methods read them
+
+    def read_type_params():
+        nonlocal type_params
+        if type_params is _MISSING:
+            type_params = part.get_params(None, "content-type", unquote=False)
+        return type_params
+
+    filename = _filename(part.get_params(None, "content-disposition", unquote=False),
+                         read_type_params)
     disposition = _plain_header(part, "content-disposition").strip().lower()
     if filename or disposition.startswith("attachment"):
         evidence.feature(f"#att:type:{content_type}")
@@ -395,7 +447,7 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
         evidence.defect(_snake_case(type(defect).__name__))
     if not isinstance(payload, bytes):
         return
-    charset = part.get_content_charset() or "us-ascii"
+    charset = _content_charset(read_type_params()) or "us-ascii"
     if charset not in ("us-ascii", "utf-8"):
         evidence.feature(f"#mime:charset:{charset[:30]}")
     text = _decode_bytes(payload, charset, evidence)
