@@ -7,7 +7,7 @@
 - stream_nb.model._kernel runs MultinomialNB's prequential loop (score, decide, learn) in C for
   batches whose counts are exact (stream_nb/model/counting.py stays the definition). It calls
   numpy's own log loop, so it compiles against numpy's headers (a build requirement).
-- stream_nb.mail._htmlscan tokenises HTML documents made of plain constructs in C
+- stream_nb.mail._native tokenises HTML documents made of plain constructs in C
   (stream_nb/mail/html.py's `_scan` stays the definition; anything else is left to it).
 
 All are optional: when one cannot be compiled (no C compiler), the install goes on and the
@@ -27,7 +27,7 @@ STRICT_FLOATS = ["-ffp-contract=off"]
 extensions = [
     Extension("stream_nb.features._native", sources=["stream_nb/features/_native.c"], optional=True),
     Extension("stream_nb.events._codec", sources=["stream_nb/events/_codec.c"], optional=True),
-    Extension("stream_nb.mail._htmlscan", sources=["stream_nb/mail/_htmlscan.c"], optional=True),
+    Extension("stream_nb.mail._native", sources=["stream_nb/mail/_native.c"], optional=True),
 ]
 if numpy is not None:
     extensions.append(Extension("stream_nb.model._kernel", sources=["stream_nb/model/_kernel.c"],

@@ -24,9 +24,9 @@ from html import unescape
 from stream_nb.native import native_allowed
 
 try:  # the C tokeniser of plain documents (setup.py builds it; `_scan` is the definition)
-    from stream_nb.mail import _htmlscan
+    from stream_nb.mail import _native
 except ImportError:  # not compiled: `_scan` reads every document
-    _htmlscan = None
+    _native = None
 
 __all__ = ["HtmlEvidence", "read_html", "host_of_url", "registered_domain"]
 
@@ -51,6 +51,8 @@ _EVIDENCE_ELEMENTS = {
     "map": "#html:image_map",
     "base": "#html:base",
 }
+# Start tags `_MarkupReader.start` does more with than push their parent's state.
+_MARKED_STARTS = frozenset(_EVIDENCE_ELEMENTS) | _VOID_ELEMENTS | {"img", "input", "a"}
 _DOMAIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 # A tag longer than this, or a comment longer than MAX_COMMENT_CHARS, is read as text.
 MAX_TAG_CHARS = 4096
@@ -92,7 +94,10 @@ def _bounded_markup(markup: str) -> str:
     the parser then reads of each construct is bounded, so its work is linear."""
     if "<!--" not in markup and "<![" not in markup:
         # most mail: every '<' has its '>' nearby before any other '<', and nothing changes
-        if len(_CLOSED_NEARBY.findall(markup)) == markup.count("<"):
+        if _native is not None and native_allowed():
+            if _native.tags_close_nearby(markup, MAX_TAG_CHARS):
+                return markup
+        elif len(_CLOSED_NEARBY.findall(markup)) == markup.count("<"):
             return markup
     next_lt, next_gt, next_comment_end = (_NextFinder(markup, s) for s in ("<", ">", "-->"))
     pieces: list[str] = []
@@ -205,7 +210,7 @@ def _style_colours(style: str) -> tuple[str | None, str | None]:
     return colour, background
 
 
-@dataclass
+@dataclass(slots=True)
 class _Element:
     tag: str
     hidden: bool
@@ -431,6 +436,16 @@ class _MarkupReader:
         self.anchor_text_length = 0
 
     def start(self, tag: str, attributes: dict[str, str]) -> None:
+        if not attributes and tag not in _MARKED_STARTS:
+            # most tags: no evidence, and the element takes its parent's state as it stands
+            parent = self.stack[-1]
+            element = _Element(tag, parent.hidden, parent.unseen or tag in _UNSEEN_ELEMENTS,
+                               parent.colour, parent.background)
+            if len(self.stack) < MAX_OPEN_ELEMENTS:
+                self.stack.append(element)
+            else:
+                self.stack[-1] = element
+            return
         if tag in _EVIDENCE_ELEMENTS:
             self.features[_EVIDENCE_ELEMENTS[tag]] = None
         if tag == "img":
@@ -500,7 +515,7 @@ def read_html(markup: str) -> HtmlEvidence:
     """The visible text of an HTML document and the '#html:' evidence in its markup."""
     parser = _MarkupReader()
     bounded = _bounded_markup(markup)
-    tokens = _htmlscan.scan(bounded, unescape) if _htmlscan is not None and native_allowed() else None
+    tokens = _native.scan(bounded, unescape) if _native is not None and native_allowed() else None
     if tokens is None:  # not compiled, switched off, or a construct only `_scan` judges
         _scan(bounded, parser)
     else:  # (0, text, None), (1, tag, attributes), (2, tag, None); blank texts left out

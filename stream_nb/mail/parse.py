@@ -27,6 +27,12 @@ from email.policy import compat32
 
 from stream_nb.events.codec import has_lone_surrogate
 from stream_nb.mail.html import count_bucket, read_html, registered_domain
+from stream_nb.native import native_allowed
+
+try:  # the C loops (setup.py builds them; the Python functions here are their definition)
+    from stream_nb.mail import _native
+except ImportError:
+    _native = None
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -295,26 +301,43 @@ def _address_features(name: str, value: str, evidence: _Evidence) -> str | None:
     return domain
 
 
+def _relay_words(spaced: str) -> list:
+    """[is_ip, text, ...] of a Received value lower-cased with '(' and ')' made spaces, in the
+    order its words come: after each word 'from' or 'by', the next word (';[]' stripped) when it
+    is a host (it has a '.' and is not all digits); for each word '[a.b.c.d]' of four digit
+    octets, 'a.b.c'. (The C extension's `relay_words` repeats it.)"""
+    found: list = []
+    words = spaced.split()
+    # only these words give a feature; looked at in order, as they came
+    marked = [i for i, w in enumerate(words) if w == "from" or w == "by" or w[:1] == "["]
+    for index in marked:
+        word = words[index]
+        if word[:1] != "[":
+            if index + 1 < len(words):
+                host = words[index + 1].strip(";[]")
+                if "." in host and not host.replace(".", "").isdigit():
+                    found += [False, host]
+        elif word.count(".") == 3:
+            octets = word.strip("[];").split(".")
+            if all(octet.isdigit() for octet in octets):
+                found += [True, ".".join(octets[:3])]
+    return found
+
+
 def _received_features(values: list[str], evidence: _Evidence) -> None:
     """Relays of the first MAX_RECEIVED Received headers: the hosts after 'from' and 'by',
     their domains, and the /24 of bracketed IPv4 addresses."""
+    relay_words = _native.relay_words if _native is not None and native_allowed() else _relay_words
     features = evidence.features  # each name below is one word already: no re-splitting
     for value in values[:MAX_RECEIVED]:
-        words = value[:MAX_HEADER_CHARS].lower().replace("(", " ").replace(")", " ").split()
-        # only these words give a feature; looked at in order, as they came
-        marked = [i for i, w in enumerate(words) if w == "from" or w == "by" or w[:1] == "["]
-        for index in marked:
-            word = words[index]
-            if word[:1] != "[":
-                if index + 1 < len(words):
-                    host = words[index + 1].strip(";[]")
-                    if "." in host and not host.replace(".", "").isdigit():
-                        features["#hdr:received:host:" + host] = None
-                        features["#hdr:received:domain:" + registered_domain(host)] = None
-            elif word.count(".") == 3:
-                octets = word.strip("[];").split(".")
-                if all(octet.isdigit() for octet in octets):
-                    features["#hdr:received:ip:" + ".".join(octets[:3])] = None
+        spaced = value[:MAX_HEADER_CHARS].lower().replace("(", " ").replace(")", " ")
+        found = iter(relay_words(spaced))
+        for is_ip, text in zip(found, found):
+            if is_ip:
+                features["#hdr:received:ip:" + text] = None
+            else:
+                features["#hdr:received:host:" + text] = None
+                features["#hdr:received:domain:" + registered_domain(text)] = None
     if len(values) > MAX_RECEIVED:
         evidence.feature("#hdr:received:many")
     evidence.feature(f"#hdr:received:count:{count_bucket(len(values)) if values else 0}")
@@ -336,6 +359,14 @@ def _mailer_feature(value: str) -> str:
     return "_".join("".join("9" if c.isdigit() else c for c in word) for word in words)[:60]
 
 
+def _fetched(name: str, value: str) -> str | Header:
+    """A header value as compat32 hands it out: an ASCII string as it stands (the common
+    case, checked first), else what `header_fetch_parse` makes of it (8-bit: a Header)."""
+    if isinstance(value, str) and value.isascii():
+        return value
+    return compat32.header_fetch_parse(name, value)
+
+
 def _header_features(message: Message, evidence: _Evidence) -> str:
     """The top-level headers' features; returns the decoded subject."""
     # One pass over the headers instead of one per name looked up (Message.get scans them all).
@@ -345,13 +376,13 @@ def _header_features(message: Message, evidence: _Evidence) -> str:
         key = name.lower()
         if key == "received":
             if len(received_raw) <= MAX_RECEIVED:
-                received_raw.append(compat32.header_fetch_parse(name, value))
+                received_raw.append(_fetched(name, value))
         elif key not in first:
             first[key] = (name, value)
 
     def get(name: str):  # as Message.get
         found = first.get(name)
-        return None if found is None else compat32.header_fetch_parse(*found)
+        return None if found is None else _fetched(*found)
 
     subject = " ".join(_header_text(get("subject"), evidence).split())
     domains = {}

@@ -1,8 +1,9 @@
-"""The C tokeniser of plain HTML documents (stream_nb.mail._htmlscan) against html.py's `_scan`.
+"""stream_nb.mail._native against its Python definitions (html.py, parse.py).
 
 `scan` either gives up on a document (None: `_scan` reads it) or hands on exactly the tokens
-`_scan` hands the reader, blank texts left out (the reader ignores them). The extension is
-optional: where it is not built these tests skip (under CI=true they fail).
+`_scan` hands the reader, blank texts left out (the reader ignores them); `tags_close_nearby`
+is `_CLOSED_NEARBY`'s count; `relay_words` is `_relay_words`. The extension is optional: where
+it is not built these tests skip (under CI=true they fail).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tests.test_mail_parse import MARKUP_PIECES
 # reads it, the tag-name rule does not), non-ASCII names, characters that match 's' or 'k'
 # under re.I, attribute shapes the tolerant grammar backtracks on.
 MORE_PIECES = [
-    "\x0b", "\xa0", "\u2028", "<b\x0bx>", "<a hr\xe9f=1>", "<\xe9>", "</\u017fcript>", "</script\x0c>",
+    "\x0b", "\xa0", "\u2028", "<b\x0bx>", "<a hr\xe9f=1>", "<\xe9>", "</\u017fcript>",
+    "</script\x0c>",
     "<a b='x\"y'>", "<a b=x'y c>", "<a b==c>", "<a b c=d/>", "<a b='c'd=e>", "<a\x1cb>",
     '<A HREF="HTTP://X.COM/&amp;">', "&#x41;", "<!doctype", "<?", "<!", "<!-", "-", "--",
     "<a b= c>", "<a b=>", "<a b= >", "<p\x00>", "<a\tb\nc\rd\fe>", "</style >", "</ style>",
@@ -33,8 +35,8 @@ CHARACTERS = list("<>/=!?-'\"& \t\n\x0b\x00abstyleripcSCRIPT;#x1\xa0\u2028\u017f
 
 @pytest.fixture
 def scan():
-    require_extension(html._htmlscan, "stream_nb.mail._htmlscan")
-    return html._htmlscan.scan
+    require_extension(html._native, "stream_nb.mail._native")
+    return html._native.scan
 
 
 class Recorder:
@@ -87,7 +89,7 @@ def test_generated_markup_gives_the_tokens_of_scan(scan):
 
 def test_plain_generated_markup_is_read_in_c(scan):
     rng = random.Random(23)
-    plain = [piece for piece in MARKUP_PIECES + MORE_PIECES if html._htmlscan.scan(piece, unescape)]
+    plain = [piece for piece in MARKUP_PIECES + MORE_PIECES if html._native.scan(piece, unescape)]
     documents = [
         "".join(rng.choice(plain) for _ in range(rng.randint(0, 40))) for _ in range(5_000)
     ]
@@ -152,3 +154,60 @@ def test_megabyte_hostile_documents_are_given_up_or_read_as_scan_reads_them(scan
         bounded = html._bounded_markup(markup)
         assert scan(bounded, unescape) == python_tokens(bounded), piece
     assert given_up == [True, True, True, True, False, True, True, False, False]
+
+
+def test_tags_close_nearby_is_the_regex_count(scan):
+    """The C check `_bounded_markup` starts with: every '<' has its '>' within MAX_TAG_CHARS
+    and no '<' between, as `_CLOSED_NEARBY` finding a match at every '<' says."""
+    check = html._native.tags_close_nearby
+    rng = random.Random(23)
+    pieces = ["<", ">", "a", "<b>", "x" * 1000, "\u2028", "\U0001f600"]
+    agreed = closing = 0
+    for _ in range(20_000):
+        markup = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        for most in (html.MAX_TAG_CHARS, 3):
+            pattern = html.re.compile("<[^<>]{0,%d}>" % (most - 1))
+            expected = len(pattern.findall(markup)) == markup.count("<")
+            assert check(markup, most) == expected, (markup, most)
+            agreed += 1
+            closing += expected
+    assert (agreed, closing) == (40_000, 21_921)  # measured: both outcomes well exercised
+
+
+RELAY_PIECES = [
+    "from", "by", "with", "[1.2.3.4]", "[10.0.0.1];", "mail.example.com", "a.b;", "1.2", "1..2.3.4",
+    "[1.2.3]", "[1.2.3.4.5]", "[..1.2]", "[...]", " ", "\t", "\u2028", "\xa0", "\u0663", "x;",
+    "[", "]",
+    ";", ".", "..", "[\u0661.2.3.4]", "\u00b2.3", "\u00b2",
+]
+
+
+def test_relay_words_are_those_of_the_python_definition(scan):
+    from stream_nb.mail import parse
+
+    rng = random.Random(23)
+    with_relays = 0
+    for _ in range(50_000):
+        spaced = "".join(
+            rng.choice(RELAY_PIECES) + rng.choice(["", " "]) for _ in range(rng.randint(0, 10))
+        )
+        expected = parse._relay_words(spaced)
+        assert html._native.relay_words(spaced) == expected, spaced
+        with_relays += bool(expected)
+    assert with_relays == 12_386  # measured
+
+
+def test_received_relays_of_the_corpus_are_those_of_the_python_definition(scan):
+    from email import message_from_bytes
+    from email.policy import compat32
+
+    from stream_nb.mail import parse
+
+    values = [
+        str(value).lower().replace("(", " ").replace(")", " ")
+        for _, data in load_spamassassin_2003()
+        for value in message_from_bytes(data, policy=compat32).get_all("received", [])
+    ]
+    relays = [parse._relay_words(value) for value in values]
+    assert [html._native.relay_words(value) for value in values] == relays
+    assert (len(values), sum(len(found) // 2 for found in relays)) == (15_406, 34_602)  # measured

@@ -1,8 +1,13 @@
 /*
- * stream_nb.mail._htmlscan: the tokens of an HTML document, in C, for documents made only of
- * plain constructs.
+ * stream_nb.mail._native: the hot loops of reading mail, in C. Each function repeats a Python
+ * definition exactly (tests/test_mail_native.py holds it to it on generated input); where
+ * the extension is not built or STREAM_NB_NATIVE=0, the definition runs.
  *
- * html.py's `_scan` is the definition (CPython 3.11 html.parser's grammar, construct by
+ * - `scan`: the tokens of an HTML document made only of plain constructs (html.py's `_scan`).
+ * - `tags_close_nearby`: the check `_bounded_markup` starts with (html.py's `_CLOSED_NEARBY`).
+ * - `relay_words`: the hosts and /24s of one Received value (parse.py's `_relay_words`).
+ *
+ * `scan`: html.py's `_scan` is the definition (CPython 3.11 html.parser's grammar, construct by
  * construct). `scan(markup, unescape)` reads the same tokens for documents whose every
  * construct is plain: text, start tags of an ASCII name with ASCII attribute names and closed
  * quotes, end tags '</name>', comments closed by '--\s*>', '<!...>' and '<?...>' closed by '>',
@@ -29,7 +34,8 @@ enum { TOKEN_TEXT = 0, TOKEN_START = 1, TOKEN_END = 2 };
 enum { RAW_NONE = 0, RAW_SCRIPT = 1, RAW_STYLE = 2 };
 
 /* The attributes whose value the reader uses (html.py's _NEEDED_ATTRIBUTES). */
-static const char *const NEEDED_ATTRIBUTES[] = {"href", "style", "color", "bgcolor", "size", "type"};
+static const char *const NEEDED_ATTRIBUTES[] = {"href", "style", "color", "bgcolor", "size",
+                                                "type"};
 
 typedef struct {
     int kind;
@@ -284,7 +290,8 @@ static Py_ssize_t comment_end(Scan *scan, Py_ssize_t opening) {
 
 static int starts_with(Scan *scan, Py_ssize_t at, const char *prefix) {
     for (Py_ssize_t i = 0; prefix[i]; i++)
-        if (at + i >= scan->size || CHAR(scan, at + i) != (Py_UCS4)(unsigned char)prefix[i]) return 0;
+        if (at + i >= scan->size || CHAR(scan, at + i) != (Py_UCS4)(unsigned char)prefix[i])
+            return 0;
     return 1;
 }
 
@@ -370,14 +377,141 @@ error:
     return NULL;
 }
 
+/* tags_close_nearby(markup, most): whether every '<' of `markup` has its '>' at most `most`
+ * characters after it with no other '<' between (html.py's `_CLOSED_NEARBY` matches every '<'). */
+static PyObject *tags_close_nearby(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "tags_close_nearby(markup: str, most: int)");
+        return NULL;
+    }
+    PyObject *markup = args[0];
+    Py_ssize_t most = PyLong_AsSsize_t(args[1]);
+    if (most == -1 && PyErr_Occurred()) return NULL;
+    if (READY(markup) < 0) return NULL;
+    int kind = PyUnicode_KIND(markup);
+    const void *data = PyUnicode_DATA(markup);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(markup), open = -1;
+    for (Py_ssize_t at = 0; at < size; at++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, at);
+        if (c == '<') {
+            if (open >= 0) Py_RETURN_FALSE;
+            open = at;
+        } else if (c == '>' && open >= 0) {
+            if (at - open > most) Py_RETURN_FALSE;
+            open = -1;
+        }
+    }
+    if (open >= 0) Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
+/* str.strip(";[]") bounds of [start, end). */
+static void strip_brackets(int kind, const void *data, Py_ssize_t *start, Py_ssize_t *end) {
+#define BRACKET(c) ((c) == ';' || (c) == '[' || (c) == ']')
+    while (*start < *end && BRACKET(PyUnicode_READ(kind, data, *start))) (*start)++;
+    while (*end > *start && BRACKET(PyUnicode_READ(kind, data, *end - 1))) (*end)--;
+#undef BRACKET
+}
+
+/* relay_words(spaced) -> [is_ip, text, ...]: parse.py's `_relay_words` over a Received value
+ * lower-cased with '(' and ')' made spaces. Words are split as str.split() splits them. */
+static PyObject *relay_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 1 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "relay_words(spaced: str)");
+        return NULL;
+    }
+    PyObject *spaced = args[0];
+    if (READY(spaced) < 0) return NULL;
+    int kind = PyUnicode_KIND(spaced);
+    const void *data = PyUnicode_DATA(spaced);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(spaced);
+    PyObject *found = PyList_New(0);
+    if (found == NULL) return NULL;
+    Py_ssize_t at = 0;
+    while (at < size) {
+        while (at < size && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, at))) at++;
+        if (at >= size) break;
+        Py_ssize_t word = at;
+        while (at < size && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, at))) at++;
+        Py_ssize_t word_end = at, length = word_end - word;
+        Py_UCS4 first = PyUnicode_READ(kind, data, word);
+        Py_ssize_t start, end, dots = 0, digits = 0;
+        int is_ip;
+        if (first == '[') {
+            for (Py_ssize_t i = word; i < word_end; i++)
+                dots += PyUnicode_READ(kind, data, i) == '.';
+            if (dots != 3) continue;
+            start = word, end = word_end;
+            strip_brackets(kind, data, &start, &end);
+            /* four octets, each non-empty digits; the text is the first three */
+            Py_ssize_t octet = 0, last_dot = -1;
+            int ok = 1;
+            for (Py_ssize_t i = start; i < end && ok; i++) {
+                Py_UCS4 c = PyUnicode_READ(kind, data, i);
+                if (c == '.') {
+                    ok = octet > 0;
+                    octet = 0;
+                    last_dot = i;
+                } else {
+                    ok = Py_UNICODE_ISDIGIT(c);
+                    octet++;
+                }
+            }
+            if (!ok || octet == 0) continue;
+            end = last_dot;
+            is_ip = 1;
+        } else if ((length == 4 && first == 'f' && PyUnicode_READ(kind, data, word + 1) == 'r' &&
+                    PyUnicode_READ(kind, data, word + 2) == 'o' &&
+                    PyUnicode_READ(kind, data, word + 3) == 'm') ||
+                   (length == 2 && first == 'b' && PyUnicode_READ(kind, data, word + 1) == 'y')) {
+            Py_ssize_t next = at;
+            while (next < size && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, next))) next++;
+            if (next >= size) break; /* the last word: no host */
+            start = next, end = next;
+            while (end < size && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end))) end++;
+            strip_brackets(kind, data, &start, &end);
+            /* a host has a '.' and is not all digits and dots */
+            int only_digits = 1;
+            for (Py_ssize_t i = start; i < end; i++) {
+                Py_UCS4 c = PyUnicode_READ(kind, data, i);
+                if (c == '.')
+                    dots++;
+                else if (Py_UNICODE_ISDIGIT(c))
+                    digits++;
+                else
+                    only_digits = 0;
+            }
+            if (dots == 0 || (only_digits && digits > 0)) continue;
+            is_ip = 0;
+        } else {
+            continue;
+        }
+        PyObject *text = PyUnicode_Substring(spaced, start, end);
+        if (text == NULL || PyList_Append(found, is_ip ? Py_True : Py_False) < 0 ||
+            PyList_Append(found, text) < 0) {
+            Py_XDECREF(text);
+            Py_DECREF(found);
+            return NULL;
+        }
+        Py_DECREF(text);
+    }
+    return found;
+}
+
 static PyMethodDef METHODS[] = {
+    {"relay_words", (PyCFunction)(void (*)(void))relay_words, METH_FASTCALL,
+     "relay_words(spaced) -> [is_ip, text, ...] of a Received value (parse.py's _relay_words)."},
+    {"tags_close_nearby", (PyCFunction)(void (*)(void))tags_close_nearby, METH_FASTCALL,
+     "tags_close_nearby(markup, most) -> each '<' closed within `most`, no '<' between?"},
     {"scan", (PyCFunction)(void (*)(void))scan_markup, METH_FASTCALL,
      "scan(markup, unescape) -> flat list of (kind, a, b) tokens, or None to use html._scan."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_htmlscan",
-                                    "HTML tokens of plain documents, in C (html.py's _scan).",
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native",
+                                    "The hot loops of reading mail, in C (html.py, parse.py).",
                                     -1, METHODS};
 
-PyMODINIT_FUNC PyInit__htmlscan(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&MODULE); }
