@@ -7,8 +7,9 @@
 - stream_nb.model._kernel runs MultinomialNB's prequential loop (score, decide, learn) in C for
   batches whose counts are exact (stream_nb/model/counting.py stays the definition). It calls
   numpy's own log loop, so it compiles against numpy's headers (a build requirement).
-- stream_nb.mail._native tokenises HTML documents made of plain constructs in C
-  (stream_nb/mail/html.py's `_scan` stays the definition; anything else is left to it).
+- stream_nb.mail._native reads HTML documents made of plain constructs and the relays of
+  Received headers in C (stream_nb/mail/html.py and parse.py stay the definitions; anything
+  else is left to them).
 
 All are optional: when one cannot be compiled (no C compiler), the install goes on and the
 Python path runs, with the same results.

@@ -4,7 +4,9 @@
  * the extension is not built or STREAM_NB_NATIVE=0, the definition runs.
  *
  * - `scan`: the tokens of an HTML document made only of plain constructs (html.py's `_scan`).
- * - `tags_close_nearby`: the check `_bounded_markup` starts with (html.py's `_CLOSED_NEARBY`).
+ * - `read`: those tokens handed straight to a C copy of html.py's `_MarkupReader`, which asks
+ *   html.py's own functions for its judgements (links, anchors, styles).
+ * - `bounded_markup`: html.py's `_bounded_markup`.
  * - `relay_words`: the hosts and /24s of one Received value (parse.py's `_relay_words`).
  *
  * `scan`: html.py's `_scan` is the definition (CPython 3.11 html.parser's grammar, construct by
@@ -37,18 +39,33 @@ enum { RAW_NONE = 0, RAW_SCRIPT = 1, RAW_STYLE = 2 };
 static const char *const NEEDED_ATTRIBUTES[] = {"href", "style", "color", "bgcolor", "size",
                                                 "type"};
 
+enum { NEEDED_HREF, NEEDED_STYLE, NEEDED_COLOR, NEEDED_BGCOLOR, NEEDED_SIZE, NEEDED_TYPE, NEEDED };
+
+typedef struct Reader Reader;
+
 typedef struct {
     int kind;
     const void *data;
     Py_ssize_t size;
     PyObject *unescape;
-    PyObject *tokens;
+    PyObject *tokens; /* `scan`: the flat token list */
+    Reader *reader;   /* `read`: the reader the tokens go to instead */
 } Scan;
 
 #define CHAR(scan, index) PyUnicode_READ((scan)->kind, (scan)->data, (index))
 
-/* 1 appended, -1 on a Python error. Steals nothing: a and b are borrowed. */
+static int reader_text(Reader *reader, PyObject *text);
+static int reader_start(Reader *reader, PyObject *tag, PyObject *const *needed);
+static int reader_end(Reader *reader, PyObject *tag);
+
+/* 1 appended, -1 on a Python error. Steals nothing: a and b are borrowed. A start tag goes to
+ * a reader through emit_start. */
 static int emit(Scan *scan, int kind, PyObject *a, PyObject *b) {
+    if (scan->reader != NULL) {
+        Reader *reader = scan->reader;
+        int failed = kind == TOKEN_TEXT ? reader_text(reader, a) : reader_end(reader, a);
+        return failed ? -1 : 1;
+    }
     PyObject *number = PyLong_FromLong(kind);
     if (number == NULL) return -1;
     int failed = PyList_Append(scan->tokens, number) || PyList_Append(scan->tokens, a) ||
@@ -132,15 +149,16 @@ static Py_ssize_t raw_text_end(Scan *scan, Py_ssize_t from, const char *name) {
     return -1;
 }
 
-static int is_needed(Scan *scan, Py_ssize_t start, Py_ssize_t end) {
-    for (size_t n = 0; n < sizeof(NEEDED_ATTRIBUTES) / sizeof(NEEDED_ATTRIBUTES[0]); n++) {
+/* The index in NEEDED_ATTRIBUTES of the attribute name [start, end), or -1. */
+static int needed_index(Scan *scan, Py_ssize_t start, Py_ssize_t end) {
+    for (int n = 0; n < NEEDED; n++) {
         const char *name = NEEDED_ATTRIBUTES[n];
         Py_ssize_t length = (Py_ssize_t)strlen(name), i = 0;
         if (length != end - start) continue;
         while (i < length && ascii_lower(CHAR(scan, start + i)) == (Py_UCS4)name[i]) i++;
-        if (i == length) return 1;
+        if (i == length) return n;
     }
-    return 0;
+    return -1;
 }
 
 /* A start tag at `opening` (a '<' before an ASCII letter): emits it (and its end when it closes
@@ -161,8 +179,11 @@ static Py_ssize_t start_tag(Scan *scan, Py_ssize_t opening, PyObject *markup, in
     if (cursor >= size) return 0;
     PyObject *tag = lowered(scan, opening + 1, cursor);
     if (tag == NULL) return -1;
-    PyObject *attributes = PyDict_New();
-    if (attributes == NULL) {
+    /* `scan` hands on {name: value}; a reader gets only the needed values (None: absent or
+     * empty, which the reader takes alike), the last of a name as in a dict */
+    PyObject *attributes = scan->reader == NULL ? PyDict_New() : NULL;
+    PyObject *needed[NEEDED] = {NULL};
+    if (scan->reader == NULL && attributes == NULL) {
         Py_DECREF(tag);
         return -1;
     }
@@ -221,13 +242,22 @@ static Py_ssize_t start_tag(Scan *scan, Py_ssize_t opening, PyObject *markup, in
                 cursor = after;
             }
         }
+        int index = needed_index(scan, key_start, key_end);
+        int valued = index >= 0 && value_start >= 0 && value_end > value_start;
+        if (scan->reader != NULL) {
+            if (index >= 0) {
+                Py_CLEAR(needed[index]);
+                if (valued) {
+                    needed[index] = text_of(scan, value_start, value_end, markup);
+                    if (needed[index] == NULL) goto error;
+                }
+            }
+            continue;
+        }
         PyObject *key = lowered(scan, key_start, key_end);
         if (key == NULL) goto error;
-        PyObject *value;
-        if (value_start >= 0 && value_end > value_start && is_needed(scan, key_start, key_end))
-            value = text_of(scan, value_start, value_end, markup);
-        else
-            value = PyUnicode_New(0, 127);
+        PyObject *value = valued ? text_of(scan, value_start, value_end, markup)
+                                 : PyUnicode_New(0, 127);
         if (value == NULL) {
             Py_DECREF(key);
             goto error;
@@ -237,7 +267,11 @@ static Py_ssize_t start_tag(Scan *scan, Py_ssize_t opening, PyObject *markup, in
         Py_DECREF(value);
         if (failed) goto error;
     }
-    if (emit(scan, TOKEN_START, tag, attributes) < 0) goto error;
+    if (scan->reader != NULL) {
+        if (reader_start(scan->reader, tag, needed) < 0) goto error;
+    } else if (emit(scan, TOKEN_START, tag, attributes) < 0) {
+        goto error;
+    }
     if (closes_itself) {
         if (emit(scan, TOKEN_END, tag, Py_None) < 0) goto error;
     } else if (PyUnicode_CompareWithASCIIString(tag, "script") == 0) {
@@ -251,7 +285,8 @@ error:
     result = -1;
 done:
     Py_DECREF(tag);
-    Py_DECREF(attributes);
+    Py_XDECREF(attributes);
+    for (int n = 0; n < NEEDED; n++) Py_XDECREF(needed[n]);
     return result;
 }
 
@@ -295,6 +330,74 @@ static int starts_with(Scan *scan, Py_ssize_t at, const char *prefix) {
     return 1;
 }
 
+/* Hands every token of `markup` on (to scan->tokens or scan->reader): 1 when done, 0 to give
+ * the document up to `_scan`, -1 on a Python error. */
+static int run_scan(Scan *scan, PyObject *markup) {
+    Py_ssize_t position = 0, size = scan->size;
+    int raw = RAW_NONE;
+    static const char *const RAW_NAMES[] = {"", "script", "style"};
+    while (position < size) {
+        Py_ssize_t opening;
+        if (raw == RAW_NONE) {
+            opening = PyUnicode_FindChar(markup, '<', position, size, 1);
+            if (opening == -2) return -1;
+            if (opening < 0) opening = size;
+            if (position < opening && emit_text(scan, position, opening, markup) < 0) return -1;
+        } else {
+            opening = raw_text_end(scan, position, RAW_NAMES[raw]);
+            if (opening == -2) return 0;
+            if (opening == -1) break; /* unclosed raw text: dropped */
+            Py_ssize_t after_end = end_tag(scan, opening);
+            if (after_end < 0) return -1;
+            if (after_end == 0) return 0;
+            raw = RAW_NONE;
+            position = after_end;
+            continue;
+        }
+        position = opening;
+        if (position >= size) break;
+        if (position + 1 >= size) { /* a last '<' */
+            PyObject *lt = PyUnicode_FromOrdinal('<');
+            int failed = lt == NULL || emit(scan, TOKEN_TEXT, lt, Py_None) < 0;
+            Py_XDECREF(lt);
+            if (failed) return -1;
+            break;
+        }
+        Py_UCS4 following = CHAR(scan, position + 1);
+        Py_ssize_t after;
+        if (is_ascii_letter(following)) {
+            after = start_tag(scan, position, markup, &raw);
+        } else if (following == '/') {
+            after = end_tag(scan, position);
+        } else if (starts_with(scan, position, "<!--")) {
+            after = comment_end(scan, position);
+        } else if (starts_with(scan, position, "<![")) {
+            after = 0; /* marked sections: html.parser's judgement, in _scan */
+        } else if (following == '?' || following == '!') {
+            /* a processing instruction, <!doctype ...> or a bogus comment: up to the next '>' */
+            static const char DOCTYPE[] = "<!doctype";
+            int doctype = 1;
+            for (Py_ssize_t i = 0; i < 9 && doctype; i++)
+                doctype = position + i < size &&
+                          ascii_lower(CHAR(scan, position + i)) == (Py_UCS4)DOCTYPE[i];
+            Py_ssize_t from = position + (doctype ? 9 : 2);
+            Py_ssize_t close = from < size ? PyUnicode_FindChar(markup, '>', from, size, 1) : -1;
+            if (close == -2) return -1;
+            after = close < 0 ? 0 : close + 1;
+        } else { /* a '<' that opens nothing is text */
+            PyObject *lt = PyUnicode_FromOrdinal('<');
+            int failed = lt == NULL || emit(scan, TOKEN_TEXT, lt, Py_None) < 0;
+            Py_XDECREF(lt);
+            if (failed) return -1;
+            after = position + 1;
+        }
+        if (after < 0) return -1;
+        if (after == 0) return 0;
+        position = after;
+    }
+    return 1;
+}
+
 static PyObject *scan_markup(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
@@ -304,106 +407,394 @@ static PyObject *scan_markup(PyObject *module, PyObject *const *args, Py_ssize_t
     PyObject *markup = args[0];
     if (READY(markup) < 0) return NULL;
     Scan scan = {PyUnicode_KIND(markup), PyUnicode_DATA(markup), PyUnicode_GET_LENGTH(markup),
-                 args[1], PyList_New(0)};
+                 args[1], PyList_New(0), NULL};
     if (scan.tokens == NULL) return NULL;
-    Py_ssize_t position = 0, size = scan.size;
-    int raw = RAW_NONE;
-    static const char *const RAW_NAMES[] = {"", "script", "style"};
-    while (position < size) {
-        Py_ssize_t opening;
-        if (raw == RAW_NONE) {
-            opening = PyUnicode_FindChar(markup, '<', position, size, 1);
-            if (opening == -2) goto error;
-            if (opening < 0) opening = size;
-            if (position < opening && emit_text(&scan, position, opening, markup) < 0) goto error;
-        } else {
-            opening = raw_text_end(&scan, position, RAW_NAMES[raw]);
-            if (opening == -2) goto give_up;
-            if (opening == -1) break; /* unclosed raw text: dropped */
-            Py_ssize_t after_end = end_tag(&scan, opening);
-            if (after_end < 0) goto error;
-            if (after_end == 0) goto give_up;
-            raw = RAW_NONE;
-            position = after_end;
-            continue;
-        }
-        position = opening;
-        if (position >= size) break;
-        if (position + 1 >= size) { /* a last '<' */
-            PyObject *lt = PyUnicode_FromOrdinal('<');
-            int failed = lt == NULL || emit(&scan, TOKEN_TEXT, lt, Py_None) < 0;
-            Py_XDECREF(lt);
-            if (failed) goto error;
-            break;
-        }
-        Py_UCS4 following = CHAR(&scan, position + 1);
-        Py_ssize_t after;
-        if (is_ascii_letter(following)) {
-            after = start_tag(&scan, position, markup, &raw);
-        } else if (following == '/') {
-            after = end_tag(&scan, position);
-        } else if (starts_with(&scan, position, "<!--")) {
-            after = comment_end(&scan, position);
-        } else if (starts_with(&scan, position, "<![")) {
-            after = 0; /* marked sections: html.parser's judgement, in _scan */
-        } else if (following == '?' || following == '!') {
-            /* a processing instruction, <!doctype ...> or a bogus comment: up to the next '>' */
-            static const char DOCTYPE[] = "<!doctype";
-            int doctype = 1;
-            for (Py_ssize_t i = 0; i < 9 && doctype; i++)
-                doctype = position + i < size &&
-                          ascii_lower(CHAR(&scan, position + i)) == (Py_UCS4)DOCTYPE[i];
-            Py_ssize_t from = position + (doctype ? 9 : 2);
-            Py_ssize_t close = from < size ? PyUnicode_FindChar(markup, '>', from, size, 1) : -1;
-            if (close == -2) goto error;
-            after = close < 0 ? 0 : close + 1;
-        } else { /* a '<' that opens nothing is text */
-            PyObject *lt = PyUnicode_FromOrdinal('<');
-            int failed = lt == NULL || emit(&scan, TOKEN_TEXT, lt, Py_None) < 0;
-            Py_XDECREF(lt);
-            if (failed) goto error;
-            after = position + 1;
-        }
-        if (after < 0) goto error;
-        if (after == 0) goto give_up;
-        position = after;
-    }
-    return scan.tokens;
-give_up:
+    int outcome = run_scan(&scan, markup);
+    if (outcome == 1) return scan.tokens;
     Py_DECREF(scan.tokens);
-    Py_RETURN_NONE;
-error:
-    Py_DECREF(scan.tokens);
+    if (outcome == 0) Py_RETURN_NONE;
     return NULL;
 }
 
-/* tags_close_nearby(markup, most): whether every '<' of `markup` has its '>' at most `most`
- * characters after it with no other '<' between (html.py's `_CLOSED_NEARBY` matches every '<'). */
-static PyObject *tags_close_nearby(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+/* ---- `read`: the tokens go straight to html.py's _MarkupReader, repeated here ---------------
+ *
+ * The reader's state is C (its element stack, counters); what needs judgement is asked of
+ * html.py's own functions, handed in: the features of a link, whether an anchor's text names
+ * another domain, an inline style's colours and whether it hides. Nothing is written into a
+ * Python object the caller holds until the document is read, so a give-up loses nothing. */
+
+typedef struct {
+    PyObject *tag; /* owned */
+    int hidden, unseen;
+    PyObject *colour, *background; /* owned; NULL for None */
+} Element;
+
+struct Reader {
+    Element *stack;
+    Py_ssize_t depth, most_open; /* elements on the stack (the root first), and their bound */
+    PyObject *visible;           /* list of the visible texts */
+    PyObject *features;          /* dict, first-seen order */
+    Py_ssize_t images, hidden_chunks;
+    PyObject *anchor_href; /* owned; NULL when no anchor is open */
+    PyObject *anchor_text; /* list */
+    Py_ssize_t anchor_text_length, most_anchor_text;
+    /* borrowed, from html.py */
+    PyObject *evidence_elements, *void_elements, *unseen_elements;
+    PyObject *link_features, *names_other_domain, *style_colours, *style_hides;
+};
+
+static int add_feature(Reader *reader, PyObject *feature) {
+    return PyDict_SetItem(reader->features, feature, Py_None);
+}
+
+static int add_feature_named(Reader *reader, const char *name) {
+    PyObject *feature = PyUnicode_FromString(name);
+    if (feature == NULL) return -1;
+    int failed = add_feature(reader, feature);
+    Py_DECREF(feature);
+    return failed;
+}
+
+static int tag_is(PyObject *tag, const char *name) {
+    return PyUnicode_GET_LENGTH(tag) == (Py_ssize_t)strlen(name) &&
+           memcmp(PyUnicode_1BYTE_DATA(tag), name, strlen(name)) == 0; /* tags are ASCII here */
+}
+
+static int is_truthy_str(PyObject *value) {
+    return value != NULL && value != Py_None && PyUnicode_Check(value) &&
+           PyUnicode_GET_LENGTH(value) > 0;
+}
+
+static void clear_element(Element *element) {
+    Py_CLEAR(element->tag);
+    Py_CLEAR(element->colour);
+    Py_CLEAR(element->background);
+}
+
+/* close_anchor: the link-text feature, then no anchor is open. */
+static int close_anchor(Reader *reader) {
+    if (reader->anchor_href == NULL) return 0;
+    PyObject *named = PyObject_CallFunctionObjArgs(reader->names_other_domain, reader->anchor_text,
+                                                   reader->anchor_href, NULL);
+    if (named == NULL) return -1;
+    int truth = PyObject_IsTrue(named);
+    Py_DECREF(named);
+    if (truth < 0 || (truth && add_feature_named(reader, "#html:link_text_names_other_domain")))
+        return -1;
+    Py_CLEAR(reader->anchor_href);
+    if (PyList_SetSlice(reader->anchor_text, 0, PyList_GET_SIZE(reader->anchor_text), NULL) < 0)
+        return -1;
+    reader->anchor_text_length = 0;
+    return 0;
+}
+
+static int reader_text(Reader *reader, PyObject *text) {
+    Element *element = &reader->stack[reader->depth - 1];
+    if (element->unseen) return 0; /* blank texts never come */
+    if (element->hidden) {
+        reader->hidden_chunks++;
+        return 0;
+    }
+    if (PyList_Append(reader->visible, text) < 0) return -1;
+    if (reader->anchor_href != NULL && reader->anchor_text_length < reader->most_anchor_text) {
+        if (PyList_Append(reader->anchor_text, text) < 0) return -1;
+        reader->anchor_text_length += PyUnicode_GET_LENGTH(text);
+    }
+    return 0;
+}
+
+/* `value.lower()` as a new reference, for a non-empty value; NULL with no error for none. */
+static PyObject *lower_of(PyObject *value) {
+    if (!is_truthy_str(value)) return NULL;
+    return PyObject_CallMethod(value, "lower", NULL);
+}
+
+/* str.strip() of `value` is one of '0', '-2', '-3' (a font too small to read). */
+static int tiny_size(PyObject *value) {
+    if (!is_truthy_str(value)) return 0;
+    int kind = PyUnicode_KIND(value);
+    const void *data = PyUnicode_DATA(value);
+    Py_ssize_t start = 0, end = PyUnicode_GET_LENGTH(value);
+    while (start < end && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start))) start++;
+    while (end > start && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end - 1))) end--;
+    Py_UCS4 a = end - start >= 1 ? PyUnicode_READ(kind, data, start) : 0;
+    Py_UCS4 b = end - start == 2 ? PyUnicode_READ(kind, data, start + 1) : 0;
+    return (end - start == 1 && a == '0') ||
+           (end - start == 2 && a == '-' && (b == '2' || b == '3'));
+}
+
+static int reader_start(Reader *reader, PyObject *tag, PyObject *const *needed) {
+    PyObject *evidence = PyDict_GetItemWithError(reader->evidence_elements, tag);
+    if (evidence == NULL && PyErr_Occurred()) return -1;
+    if (evidence != NULL && add_feature(reader, evidence) < 0) return -1;
+    if (tag_is(tag, "img")) {
+        reader->images++;
+    } else if (tag_is(tag, "input")) {
+        PyObject *type = lower_of(needed[NEEDED_TYPE]);
+        if (type == NULL && PyErr_Occurred()) return -1;
+        int password = type != NULL && PyUnicode_CompareWithASCIIString(type, "password") == 0;
+        Py_XDECREF(type);
+        if (password && add_feature_named(reader, "#html:password_input") < 0) return -1;
+    } else if (tag_is(tag, "a")) {
+        if (close_anchor(reader) < 0) return -1;
+        PyObject *href = needed[NEEDED_HREF] != NULL ? needed[NEEDED_HREF] : PyUnicode_New(0, 127);
+        if (href == NULL) return -1;
+        if (needed[NEEDED_HREF] != NULL) Py_INCREF(href);
+        reader->anchor_href = href;
+        PyObject *links = PyObject_CallOneArg(reader->link_features, href);
+        if (links == NULL) return -1;
+        PyObject *iterator = PyObject_GetIter(links);
+        Py_DECREF(links);
+        if (iterator == NULL) return -1;
+        PyObject *feature;
+        while ((feature = PyIter_Next(iterator)) != NULL) {
+            int failed = add_feature(reader, feature);
+            Py_DECREF(feature);
+            if (failed < 0) break;
+        }
+        Py_DECREF(iterator);
+        if (PyErr_Occurred()) return -1;
+    }
+    int is_void = PySet_Contains(reader->void_elements, tag);
+    if (is_void != 0) return is_void < 0 ? -1 : 0;
+    Element *parent = &reader->stack[reader->depth - 1];
+    PyObject *style = is_truthy_str(needed[NEEDED_STYLE]) ? needed[NEEDED_STYLE] : NULL;
+    PyObject *colour = NULL, *background = NULL; /* owned */
+    int hidden = parent->hidden;
+    if (style != NULL) {
+        PyObject *pair = PyObject_CallOneArg(reader->style_colours, style);
+        if (pair == NULL) return -1;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            Py_DECREF(pair);
+            PyErr_SetString(PyExc_TypeError, "style_colours gives (colour, background)");
+            return -1;
+        }
+        if (is_truthy_str(PyTuple_GET_ITEM(pair, 0))) colour = Py_NewRef(PyTuple_GET_ITEM(pair, 0));
+        if (is_truthy_str(PyTuple_GET_ITEM(pair, 1)))
+            background = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+        Py_DECREF(pair);
+    }
+    /* colour or color.lower() or the parent's; likewise the background */
+    if (colour == NULL && (colour = lower_of(needed[NEEDED_COLOR])) == NULL && PyErr_Occurred())
+        goto error;
+    if (colour != NULL && !is_truthy_str(colour)) Py_CLEAR(colour);
+    if (colour == NULL && parent->colour != NULL) colour = Py_NewRef(parent->colour);
+    if (background == NULL && (background = lower_of(needed[NEEDED_BGCOLOR])) == NULL &&
+        PyErr_Occurred())
+        goto error;
+    if (background != NULL && !is_truthy_str(background)) Py_CLEAR(background);
+    if (background == NULL && parent->background != NULL)
+        background = Py_NewRef(parent->background);
+    /* parent.hidden or (style and style_hides(style)) or tiny_font, in that order */
+    if (!hidden && style != NULL) {
+        PyObject *hides = PyObject_CallOneArg(reader->style_hides, style);
+        if (hides == NULL) goto error;
+        hidden = PyObject_IsTrue(hides);
+        Py_DECREF(hides);
+        if (hidden < 0) goto error;
+    }
+    if (!hidden && tag_is(tag, "font")) hidden = tiny_size(needed[NEEDED_SIZE]);
+    if (colour != NULL && background != NULL) {
+        int same = PyObject_RichCompareBool(colour, background, Py_EQ);
+        if (same < 0) goto error;
+        hidden = hidden || same;
+    }
+    int unseen = parent->unseen;
+    if (!unseen && (unseen = PySet_Contains(reader->unseen_elements, tag)) < 0) goto error;
+    Element element = {Py_NewRef(tag), hidden, unseen, colour, background};
+    if (reader->depth < reader->most_open) {
+        reader->stack[reader->depth++] = element;
+    } else { /* past the bound the innermost state is replaced, not stacked */
+        clear_element(&reader->stack[reader->depth - 1]);
+        reader->stack[reader->depth - 1] = element;
+    }
+    return 0;
+error:
+    Py_XDECREF(colour);
+    Py_XDECREF(background);
+    return -1;
+}
+
+static int reader_end(Reader *reader, PyObject *tag) {
+    if (tag_is(tag, "a") && close_anchor(reader) < 0) return -1;
+    for (Py_ssize_t depth = reader->depth - 1; depth > 0; depth--) {
+        int same = PyUnicode_Compare(reader->stack[depth].tag, tag);
+        if (same == -1 && PyErr_Occurred()) return -1;
+        if (same == 0) {
+            while (reader->depth > depth) clear_element(&reader->stack[--reader->depth]);
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* read(markup, helpers) -> (visible texts, features dict, images, hidden chunks) after the
+ * last anchor is closed, or None to give the document up to `_scan` and the Python reader.
+ * helpers: (unescape, evidence elements dict, void elements set, unseen elements set,
+ * link_features, names_other_domain, style_colours, style_hides, MAX_OPEN_ELEMENTS,
+ * MAX_ANCHOR_TEXT). */
+static PyObject *read_markup(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "tags_close_nearby(markup: str, most: int)");
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyTuple_Check(args[1]) ||
+        PyTuple_GET_SIZE(args[1]) != 10) {
+        PyErr_SetString(PyExc_TypeError, "read(markup: str, helpers: 10-tuple)");
+        return NULL;
+    }
+    PyObject *markup = args[0], *helpers = args[1];
+    if (READY(markup) < 0) return NULL;
+    PyObject *evidence = PyTuple_GET_ITEM(helpers, 1), *voids = PyTuple_GET_ITEM(helpers, 2),
+             *unseen = PyTuple_GET_ITEM(helpers, 3);
+    if (!PyDict_Check(evidence) || !PyAnySet_Check(voids) || !PyAnySet_Check(unseen)) {
+        PyErr_SetString(PyExc_TypeError, "read: helpers 1-3 are a dict and two sets");
+        return NULL;
+    }
+    Py_ssize_t most_open = PyLong_AsSsize_t(PyTuple_GET_ITEM(helpers, 8));
+    Py_ssize_t most_anchor_text = PyLong_AsSsize_t(PyTuple_GET_ITEM(helpers, 9));
+    if (PyErr_Occurred()) return NULL;
+    if (most_open < 2 || most_open > 4096) {
+        PyErr_SetString(PyExc_ValueError, "read: MAX_OPEN_ELEMENTS out of range");
+        return NULL;
+    }
+    Reader reader = {NULL, 1, most_open, PyList_New(0), PyDict_New(), 0, 0, NULL, PyList_New(0),
+                     0, most_anchor_text, evidence, voids, unseen,
+                     PyTuple_GET_ITEM(helpers, 4), PyTuple_GET_ITEM(helpers, 5),
+                     PyTuple_GET_ITEM(helpers, 6), PyTuple_GET_ITEM(helpers, 7)};
+    PyObject *result = NULL;
+    reader.stack = PyMem_Calloc((size_t)most_open, sizeof(Element));
+    if (reader.stack == NULL) PyErr_NoMemory();
+    if (reader.stack == NULL || reader.visible == NULL || reader.features == NULL ||
+        reader.anchor_text == NULL)
+        goto done;
+    reader.stack[0].tag = PyUnicode_FromString("#root");
+    if (reader.stack[0].tag == NULL) goto done;
+    Scan scan = {PyUnicode_KIND(markup), PyUnicode_DATA(markup), PyUnicode_GET_LENGTH(markup),
+                 PyTuple_GET_ITEM(helpers, 0), NULL, &reader};
+    int outcome = run_scan(&scan, markup);
+    if (outcome == 1 && close_anchor(&reader) == 0) {
+        result = Py_BuildValue("(OOnn)", reader.visible, reader.features, reader.images,
+                               reader.hidden_chunks);
+    } else if (outcome == 0) {
+        result = Py_NewRef(Py_None);
+    }
+done:
+    if (reader.stack != NULL) {
+        for (Py_ssize_t depth = 0; depth < reader.depth; depth++)
+            clear_element(&reader.stack[depth]);
+        PyMem_Free(reader.stack);
+    }
+    Py_XDECREF(reader.visible);
+    Py_XDECREF(reader.features);
+    Py_XDECREF(reader.anchor_href);
+    Py_XDECREF(reader.anchor_text);
+    return result;
+}
+
+/* The next position of `needle` at or after `start`, for starts that only grow (html.py's
+ * _NextFinder): a found position is kept until passed, and 'none left' is remembered. */
+typedef struct {
+    const char *needle;
+    Py_ssize_t found; /* -2: not searched yet */
+} NextFinder;
+
+static Py_ssize_t find_next(NextFinder *finder, int kind, const void *data, Py_ssize_t size,
+                            Py_ssize_t start) {
+    if (finder->found == -2 || (finder->found != -1 && finder->found < start)) {
+        Py_ssize_t length = (Py_ssize_t)strlen(finder->needle);
+        finder->found = -1;
+        for (Py_ssize_t at = start; at + length <= size; at++) {
+            Py_ssize_t i = 0;
+            while (i < length &&
+                   PyUnicode_READ(kind, data, at + i) == (Py_UCS4)finder->needle[i])
+                i++;
+            if (i == length) {
+                finder->found = at;
+                break;
+            }
+        }
+    }
+    return finder->found;
+}
+
+/* bounded_markup(markup, MAX_TAG_CHARS, MAX_COMMENT_CHARS, MAX_LT_IN_TAG): html.py's
+ * `_bounded_markup` (the same object back when nothing changes). */
+static PyObject *bounded_markup(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "bounded_markup(markup: str, int, int, int)");
         return NULL;
     }
     PyObject *markup = args[0];
-    Py_ssize_t most = PyLong_AsSsize_t(args[1]);
-    if (most == -1 && PyErr_Occurred()) return NULL;
-    if (READY(markup) < 0) return NULL;
+    Py_ssize_t most_tag = PyLong_AsSsize_t(args[1]), most_comment = PyLong_AsSsize_t(args[2]),
+               most_lt = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred() || READY(markup) < 0) return NULL;
     int kind = PyUnicode_KIND(markup);
     const void *data = PyUnicode_DATA(markup);
-    Py_ssize_t size = PyUnicode_GET_LENGTH(markup), open = -1;
-    for (Py_ssize_t at = 0; at < size; at++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, at);
-        if (c == '<') {
-            if (open >= 0) Py_RETURN_FALSE;
-            open = at;
-        } else if (c == '>' && open >= 0) {
-            if (at - open > most) Py_RETURN_FALSE;
-            open = -1;
+    Py_ssize_t size = PyUnicode_GET_LENGTH(markup);
+    NextFinder next_lt = {"<", -2}, next_gt = {">", -2}, next_comment_end = {"-->", -2};
+    Py_ssize_t *turned = NULL, count = 0, capacity = 0; /* the '<' made '&lt;' */
+    Py_ssize_t position = 0, opening;
+    while ((opening = find_next(&next_lt, kind, data, size, position)) != -1) {
+        Py_UCS4 second = opening + 1 < size ? PyUnicode_READ(kind, data, opening + 1) : 0;
+        Py_UCS4 third = opening + 2 < size ? PyUnicode_READ(kind, data, opening + 2) : 0;
+        Py_UCS4 fourth = opening + 3 < size ? PyUnicode_READ(kind, data, opening + 3) : 0;
+        if (second == '!' && third == '-' && fourth == '-') { /* '<!--' */
+            Py_ssize_t end = find_next(&next_comment_end, kind, data, size, opening + 4);
+            if (end != -1 && end - opening <= most_comment) {
+                position = end + 3;
+                continue;
+            }
+        } else if (!(second == '!' && third == '[')) { /* not '<![' */
+            Py_ssize_t end = find_next(&next_gt, kind, data, size, opening + 1);
+            if (end != -1 && end - opening <= most_tag) {
+                /* at most most_lt other '<' before its '>' (_few_lt_before) */
+                Py_ssize_t probe = opening, seen = 0;
+                for (; seen <= most_lt; seen++) {
+                    probe++;
+                    while (probe < end && PyUnicode_READ(kind, data, probe) != '<') probe++;
+                    if (probe >= end) break;
+                }
+                if (seen <= most_lt) {
+                    position = end + 1;
+                    continue;
+                }
+            }
+        }
+        if (count == capacity) {
+            capacity = capacity ? 2 * capacity : 16;
+            Py_ssize_t *grown = PyMem_Realloc(turned, (size_t)capacity * sizeof(Py_ssize_t));
+            if (grown == NULL) {
+                PyMem_Free(turned);
+                return PyErr_NoMemory();
+            }
+            turned = grown;
+        }
+        turned[count++] = opening;
+        position = opening + 1;
+    }
+    if (count == 0) return Py_NewRef(markup);
+    PyObject *bounded = PyUnicode_New(size + 3 * count, PyUnicode_MAX_CHAR_VALUE(markup));
+    if (bounded != NULL) {
+        Py_ssize_t copied = 0, written = 0;
+        for (Py_ssize_t n = 0; n <= count; n++) {
+            Py_ssize_t until = n < count ? turned[n] : size;
+            if (PyUnicode_CopyCharacters(bounded, written, markup, copied, until - copied) < 0) {
+                Py_CLEAR(bounded);
+                break;
+            }
+            written += until - copied;
+            if (n == count) break;
+            int out_kind = PyUnicode_KIND(bounded);
+            void *out = PyUnicode_DATA(bounded);
+            PyUnicode_WRITE(out_kind, out, written, '&');
+            PyUnicode_WRITE(out_kind, out, written + 1, 'l');
+            PyUnicode_WRITE(out_kind, out, written + 2, 't');
+            PyUnicode_WRITE(out_kind, out, written + 3, ';');
+            written += 4;
+            copied = until + 1;
         }
     }
-    if (open >= 0) Py_RETURN_FALSE;
-    Py_RETURN_TRUE;
+    PyMem_Free(turned);
+    return bounded;
 }
 
 /* str.strip(";[]") bounds of [start, end). */
@@ -501,10 +892,12 @@ static PyObject *relay_words(PyObject *module, PyObject *const *args, Py_ssize_t
 }
 
 static PyMethodDef METHODS[] = {
+    {"read", (PyCFunction)(void (*)(void))read_markup, METH_FASTCALL,
+     "read(markup, helpers) -> (visible, features, images, hidden chunks), or None."},
     {"relay_words", (PyCFunction)(void (*)(void))relay_words, METH_FASTCALL,
      "relay_words(spaced) -> [is_ip, text, ...] of a Received value (parse.py's _relay_words)."},
-    {"tags_close_nearby", (PyCFunction)(void (*)(void))tags_close_nearby, METH_FASTCALL,
-     "tags_close_nearby(markup, most) -> each '<' closed within `most`, no '<' between?"},
+    {"bounded_markup", (PyCFunction)(void (*)(void))bounded_markup, METH_FASTCALL,
+     "bounded_markup(markup, max_tag, max_comment, max_lt) -> html.py's _bounded_markup."},
     {"scan", (PyCFunction)(void (*)(void))scan_markup, METH_FASTCALL,
      "scan(markup, unescape) -> flat list of (kind, a, b) tokens, or None to use html._scan."},
     {NULL, NULL, 0, NULL},

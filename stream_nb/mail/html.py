@@ -13,6 +13,11 @@ position bookkeeping and method dispatch, several times faster. Work is linear i
 markup: the open-element stack is bounded, and `_bounded_markup` first turns into text every
 '<' whose construct does not close nearby (`html.parser` rescans to the end of the input for
 each unclosed '<a', '<!--', '</' or '<?': quadratic on hostile mail before 3.13.4).
+
+The C extension stream_nb.mail._native repeats `_bounded_markup`, `_scan` (for documents of
+plain constructs: it gives any other up) and `_MarkupReader` (asking this module's functions
+for links, anchors and styles), several times faster again; without it, or with
+STREAM_NB_NATIVE=0, the Python definitions here run, with the same results.
 """
 
 from __future__ import annotations
@@ -92,12 +97,11 @@ def _bounded_markup(markup: str) -> str:
     whose '>' comes within MAX_TAG_CHARS after at most MAX_LT_IN_TAG other '<', or a comment
     whose '-->' comes within MAX_COMMENT_CHARS. Marked sections ('<![') are always text. What
     the parser then reads of each construct is bounded, so its work is linear."""
+    if _native is not None and native_allowed():  # the same, in C
+        return _native.bounded_markup(markup, MAX_TAG_CHARS, MAX_COMMENT_CHARS, MAX_LT_IN_TAG)
     if "<!--" not in markup and "<![" not in markup:
         # most mail: every '<' has its '>' nearby before any other '<', and nothing changes
-        if _native is not None and native_allowed():
-            if _native.tags_close_nearby(markup, MAX_TAG_CHARS):
-                return markup
-        elif len(_CLOSED_NEARBY.findall(markup)) == markup.count("<"):
+        if len(_CLOSED_NEARBY.findall(markup)) == markup.count("<"):
             return markup
     next_lt, next_gt, next_comment_end = (_NextFinder(markup, s) for s in ("<", ">", "-->"))
     pieces: list[str] = []
@@ -181,6 +185,24 @@ def _domain_named_in(text: str) -> str | None:
         if host is not None:
             return host
     return None
+
+
+def _link_features(href: str) -> list[str]:
+    """'#html:link:<registered domain>' of a link's target, and '#html:link_to_ip'."""
+    host = host_of_url(href)
+    if host is None:
+        return []
+    features = [f"#html:link:{registered_domain(host)}"]
+    if all(label.isdigit() for label in host.split(".")):
+        features.append("#html:link_to_ip")
+    return features
+
+
+def _names_other_domain(anchor_text: list[str], href: str) -> bool:
+    """Whether a link's visible text names a domain other than the one it leads to."""
+    named = _domain_named_in(" ".join(anchor_text))
+    target = host_of_url(href)
+    return bool(named and target and registered_domain(named) != registered_domain(target))
 
 
 def _style_hides(style: str) -> bool:
@@ -455,11 +477,8 @@ class _MarkupReader:
         elif tag == "a":
             self.close_anchor()
             self.anchor_href = attributes.get("href", "")
-            host = host_of_url(self.anchor_href)
-            if host is not None:
-                self.features[f"#html:link:{registered_domain(host)}"] = None
-                if all(label.isdigit() for label in host.split(".")):
-                    self.features["#html:link_to_ip"] = None
+            for feature in _link_features(self.anchor_href):
+                self.features[feature] = None
         if tag in _VOID_ELEMENTS:
             return
         parent = self.stack[-1]
@@ -502,9 +521,7 @@ class _MarkupReader:
     def close_anchor(self) -> None:
         if self.anchor_href is None:
             return
-        named = _domain_named_in(" ".join(self.anchor_text))
-        target = host_of_url(self.anchor_href)
-        if named and target and registered_domain(named) != registered_domain(target):
+        if _names_other_domain(self.anchor_text, self.anchor_href):
             self.features["#html:link_text_names_other_domain"] = None
         self.anchor_href = None
         self.anchor_text = []
@@ -513,25 +530,27 @@ class _MarkupReader:
 
 def read_html(markup: str) -> HtmlEvidence:
     """The visible text of an HTML document and the '#html:' evidence in its markup."""
-    parser = _MarkupReader()
     bounded = _bounded_markup(markup)
-    tokens = _native.scan(bounded, unescape) if _native is not None and native_allowed() else None
-    if tokens is None:  # not compiled, switched off, or a construct only `_scan` judges
+    native = _native is not None and native_allowed()
+    read = _native.read(bounded, _NATIVE_HELPERS) if native else None
+    if read is not None:  # the C scanner and reader took the whole document
+        visible, features, images, hidden_chunks = read
+    else:  # not compiled, switched off, or a construct only `_scan` judges
+        parser = _MarkupReader()
         _scan(bounded, parser)
-    else:  # (0, text, None), (1, tag, attributes), (2, tag, None); blank texts left out
-        start, end, text = parser.start, parser.end, parser.text
-        flat = iter(tokens)
-        for kind, value, attributes in zip(flat, flat, flat):
-            if kind == 0:
-                text(value)
-            elif kind == 1:
-                start(value, attributes)
-            else:
-                end(value)
-    parser.close_anchor()
-    features = list(parser.features)
-    if parser.images:
-        features.append(f"#html:images:{count_bucket(parser.images)}")
-    if parser.hidden_chunks:
+        parser.close_anchor()
+        visible, features = parser.visible, parser.features
+        images, hidden_chunks = parser.images, parser.hidden_chunks
+    features = list(features)
+    if images:
+        features.append(f"#html:images:{count_bucket(images)}")
+    if hidden_chunks:
         features.append("#html:hidden_text")
-    return HtmlEvidence(text=" ".join(" ".join(parser.visible).split()), features=features)
+    return HtmlEvidence(text=" ".join(" ".join(visible).split()), features=features)
+
+
+# What _native.read asks of this module (its definitions of the reader's judgements).
+_NATIVE_HELPERS = (
+    unescape, _EVIDENCE_ELEMENTS, _VOID_ELEMENTS, _UNSEEN_ELEMENTS, _link_features,
+    _names_other_domain, _style_colours, _style_hides, MAX_OPEN_ELEMENTS, MAX_ANCHOR_TEXT,
+)
