@@ -527,3 +527,111 @@ def test_generated_header_shapes_read_as_the_original_parser_reads_them():
         if reading(parse_mail(data)) != reading(parse_mail_reference(data))
     ]
     assert differing == []
+
+
+MULTIPART_TYPES = [
+    'multipart/alternative; boundary="b1"', "multipart/mixed; boundary=b1",
+    'multipart/related;\n boundary="b1"; type="text/html"', "multipart/digest; boundary=b1",
+    'multipart/signed; boundary="b1 "', "multipart/mixed", 'multipart/mixed; boundary=""',
+    "multipart/mixed; boundary*=''b1", 'Multipart/Alternative; BOUNDARY="b1"',
+]
+PART_HEADERS = [
+    "Content-Type: text/plain; charset=us-ascii\n", "Content-Type: text/html\n",
+    "Content-Type: text/plain; charset=iso-8859-1\n", "Content-Type: application/pdf; name=a.pdf\n",
+    "Content-Transfer-Encoding: base64\n", "Content-Transfer-Encoding: quoted-printable\n",
+    "Content-Disposition: attachment; filename=x.exe\n", " continued\n", "\tcontinued\n",
+]
+BODY_LINES = [
+    "aGVsbG8gd29ybGQ=\n", "caf=E9 soft=\n", "<p>hello <b>world</b></p>\n", "body text\n",
+    "caf\xe9\n", "\n", "--b1x\n", "--b1 x\n", "---b1\n", "--b2\n",
+]
+# Each of these makes the feed parser judge: nesting, a defect, a doubled or misplaced boundary.
+TRICKY_PIECES = [
+    "Content-Type: multipart/alternative; boundary=b2\n", "Content-Type: message/rfc822\n",
+    "X Bad: header\n", "From someone\n", ":no name\n", "\r", "--b1\n", "--b1--\n", "--b1  \n",
+    "--b2--\n", "",
+]
+
+
+def multipart_layout(rng: random.Random) -> bytes:
+    """A multipart message of mostly well-formed parts, with a tricky piece here and there."""
+
+    def piece(plain: list[str]) -> str:
+        return rng.choice(TRICKY_PIECES) if rng.random() < 0.03 else rng.choice(plain)
+
+    lines = ["From: a@b.example\n", "Subject: parts\n"]
+    lines.append("Content-Type: " + rng.choice(MULTIPART_TYPES) + "\n")
+    if rng.random() < 0.1:
+        lines.append("Content-Transfer-Encoding: " + rng.choice(["base64\n", "7bit\n"]))
+    lines.append("\n")
+    if rng.random() < 0.3:
+        lines.append("This is a multi-part message in MIME format.\n")
+    for _ in range(rng.randint(0, 4)):
+        lines.append(rng.choice(["--b1\n"] * 8 + ["--b1 \t\n", "--b1--\n"]))
+        lines += [piece(PART_HEADERS[:4])] if rng.random() < 0.8 else []
+        lines += [piece(PART_HEADERS) for _ in range(rng.randint(0, 2))]
+        lines.append("\n" if rng.random() < 0.97 else "")
+        lines += [piece(BODY_LINES) for _ in range(rng.randint(0, 4))]
+    if rng.random() < 0.9:
+        lines.append("--b1--\n")
+    if rng.random() < 0.3:
+        lines.append("epilogue\n")
+    text = "".join(lines)
+    if rng.random() < 0.3:
+        text = text.replace("\n", "\r\n")
+    return text.encode("utf-8", "surrogateescape")
+
+
+def message_tree(message) -> tuple:
+    """Everything parse_mail may read of a parsed message: envelope, headers, defects, default
+    type, and the parts or payload."""
+    payload = message.get_payload()
+    return (
+        message.get_unixfrom(), list(message.raw_items()),
+        [type(defect).__name__ for defect in message.defects], message.get_default_type(),
+        [message_tree(part) for part in payload] if message.is_multipart() else payload,
+    )
+
+
+def test_generated_multipart_layouts_read_as_the_original_parser_reads_them():
+    """The multipart fast path against the feed parser: the same parts, headers, payloads and
+    (no) defects wherever it takes a message, and the same reading everywhere."""
+    from email.parser import BytesParser
+    from email.policy import compat32
+
+    from stream_nb.mail.parse import _simple_message
+    from tests.mail_reference import parse_mail_reference
+
+    rng = random.Random(23)
+    messages = [multipart_layout(rng) for _ in range(5000)]
+    taken = 0
+    for data in messages:
+        built = _simple_message(data)
+        if built is not None and built.is_multipart():
+            parsed = BytesParser(policy=compat32).parsebytes(data)
+            assert message_tree(built) == message_tree(parsed)
+            taken += 1
+    differing = [
+        data for data in messages
+        if reading(parse_mail(data)) != reading(parse_mail_reference(data))
+    ]
+    assert differing == []
+    assert taken == 1631  # measured: the fast path takes these, the parser reads the rest
+
+
+def test_the_fast_paths_build_the_parsers_message_for_the_corpus(corpus):
+    from email.parser import BytesParser
+    from email.policy import compat32
+
+    from stream_nb.mail.parse import _simple_message
+
+    single = multipart = 0
+    for _, data in corpus:
+        built = _simple_message(data)
+        if built is None:
+            continue
+        assert message_tree(built) == message_tree(BytesParser(policy=compat32).parsebytes(data))
+        multipart += built.is_multipart()
+        single += not built.is_multipart()
+    # measured: of 2,796 messages 2,532 single-part and 186 of the 264 multipart are built here
+    assert (single, multipart) == (2532, 186)

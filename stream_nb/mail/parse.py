@@ -126,11 +126,26 @@ def _cut_before_nth_content_type(data: bytes, limit: int) -> bytes | None:
     return data[:position]
 
 
+def _with_plain_headers(block: str, position: int, message: Message) -> Message | None:
+    """`message` given the header lines of `block` from `position` on (each ended by '\n'), as
+    the parser sets them, when every line is a plain header line or a continuation of one;
+    None when one is not."""
+    set_raw, match_field = message.set_raw, _HEADER_FIELD.match
+    while position < len(block):
+        field = match_field(block, position)
+        if field is None:  # not a plain header line, or a continuation with nothing before it
+            return None
+        set_raw(field.group(1), field.group(2).rstrip("\r\n"))  # as header_source_parse
+        position = field.end()
+    return message
+
+
 def _simple_message(data: bytes) -> Message | None:
-    """The `Message` compat32's parser would build, for the common shape it reads without
+    """The `Message` compat32's parser would build, for the common shapes it reads without
     judgement: plain 'Name: value' header lines (continuations, a first 'From ' envelope line)
-    ended by a blank line, and a type that is neither multipart nor message/* (the rest of the
-    input is then the payload as it stands). None for anything else: the parser reads it."""
+    ended by a blank line, then either a body of a type that is neither multipart nor
+    message/* (the rest of the input, as it stands) or a plain multipart (`_simple_multipart`).
+    None for anything else: the parser reads it."""
     text = data.decode("ascii", "surrogateescape")  # as BytesParser decodes
     blank = _BLANK_LINE.search(text)
     if blank is None or text[:1] in ("\r", "\n"):
@@ -143,17 +158,62 @@ def _simple_message(data: bytes) -> Message | None:
     if block.startswith("From "):
         position = block.index("\n") + 1
         message.set_unixfrom(block[: position - 1].rstrip("\r"))
-    set_raw, match_field = message.set_raw, _HEADER_FIELD.match
-    while position < len(block):
-        field = match_field(block, position)
-        if field is None:  # not a plain header line, or a continuation with nothing before it
-            return None
-        set_raw(field.group(1), field.group(2).rstrip("\r\n"))  # as header_source_parse
-        position = field.end()
-    if message.get_content_maintype() in ("multipart", "message"):
+    if _with_plain_headers(block, position, message) is None:
+        return None
+    maintype = message.get_content_maintype()
+    if maintype == "multipart":
+        return _simple_multipart(message, text, blank.end())
+    if maintype == "message":
         return None
     message.set_payload(text[blank.end():])
     return message
+
+
+def _simple_multipart(message: Message, text: str, body_start: int) -> Message | None:
+    """`message` (a multipart's headers) given the parts the parser would attach to it, for
+    the plain layout: a boundary, a transfer encoding a multipart may have, lines broken by
+    '\n' or '\r\n' only; a preamble, then parts each of plain header lines (or none), a blank
+    line and a body (its last line break belongs to the boundary), each of a type that is
+    neither multipart nor message/*, the closing boundary, an epilogue. None for anything
+    else (a missing or doubled boundary, a part the parser would find defects in, nesting,
+    a digest): the parser reads it. Preamble and epilogue, which nothing here reads, stay
+    None."""
+    if message.get_content_type() == "multipart/digest":  # its parts default to message/rfc822
+        return None
+    boundary = message.get_boundary()
+    cte = str(message.get("content-transfer-encoding", "8bit")).lower()
+    if not boundary or cte not in ("7bit", "8bit", "binary"):
+        return None
+    if text.count("\r", body_start) != text.count("\r\n", body_start):
+        return None
+    # a line the parser takes for a boundary: '--' boundary ['--'] [ \t]* and its line break
+    boundary_line = re.compile(r"^--%s(--)?[ \t]*\r?$" % re.escape(boundary), re.MULTILINE)
+    marks = list(boundary_line.finditer(text, body_start))
+    if not marks or marks[0].group(1):  # no opening boundary before the closing one
+        return None
+    for mark, following in zip(marks, marks[1:] + [None]):
+        if mark.group(1):  # the closing boundary: the rest is the epilogue
+            return message
+        if following is None:  # the closing boundary never came
+            return None
+        start, end = mark.end() + 1, following.start()
+        if start >= end:  # two boundary lines in a row: the parser swallows the second
+            return None
+        region = text[start:end]
+        if region.startswith("\n") or region.startswith("\r\n"):  # a part without headers
+            headers, body = "", region[region.index("\n") + 1:]
+        else:
+            blank = _BLANK_LINE.search(region)
+            if blank is None:  # headers up to the boundary, or a body without a blank line
+                return None
+            headers, body = region[: blank.start() + 1], region[blank.end():]
+        part = _with_plain_headers(headers, 0, Message(policy=compat32))
+        if part is None or part.get_content_maintype() in ("multipart", "message"):
+            return None
+        # the line break before a boundary belongs to it (RFC 2046)
+        part.set_payload(body[:-2] if body.endswith("\r\n") else body[:-1])
+        message.attach(part)
+    return None
 
 
 def _header_text(raw: str | None, evidence: _Evidence) -> str:
