@@ -3,8 +3,9 @@
 `scan` either gives up on a document (None: `_scan` reads it) or hands on exactly the tokens
 `_scan` hands the reader, blank texts left out (the reader ignores them); `read` (those tokens
 read by the C reader) makes `read_html` give what it gives with the extension switched off;
-`bounded_markup` is `_bounded_markup`; `relay_words` is `_relay_words`. The extension is
-optional: where it is not built these tests skip (under CI=true they fail).
+`bounded_markup` is `_bounded_markup`; `relay_words` is `_relay_words`; `header_fields` is
+`_header_fields`; and parse_mail reads the corpus and hostile mail alike either way. The
+extension is optional: where it is not built these tests skip (under CI=true they fail).
 """
 
 from __future__ import annotations
@@ -258,3 +259,39 @@ def test_received_relays_of_the_corpus_are_those_of_the_python_definition(scan):
     relays = [parse._relay_words(value) for value in values]
     assert [html._native.relay_words(value) for value in values] == relays
     assert (len(values), sum(len(found) // 2 for found in relays)) == (15_406, 34_602)  # measured
+
+
+HEADER_PIECES = [
+    "Subject: hi\n", "From: a@b.c\r\n", "X-A:b\n", " cont\n", "\tcont\r\n", ":x\n", "X Y: z\n",
+    "\n", "\r\n", "\r", "\x0c", "caf\xe9: x\n", "Name:", "a", "  \n", "To:\t  \t\n", "Z: v\r\r\n",
+    "\udce9", "~:~\n", "\x7f: x\n",
+]
+
+
+def test_header_fields_are_those_of_the_python_definition(scan):
+    from stream_nb.mail import parse
+
+    rng = random.Random(23)
+    plain = with_fields = 0
+    for _ in range(50_000):
+        block = "".join(rng.choice(HEADER_PIECES) for _ in range(rng.randint(0, 8)))
+        position = rng.choice([0, 0, 0, 1, len(block)])
+        expected = parse._header_fields(block, position)
+        assert html._native.header_fields(block, position) == expected, (block, position)
+        plain += expected is not None
+        with_fields += bool(expected)
+    assert (plain, with_fields) == (17_953, 3_331)  # measured
+
+
+def test_parse_mail_reads_the_corpus_and_hostile_mail_alike_with_the_extension_off(
+    scan, monkeypatch
+):
+    from stream_nb.mail import parse_mail
+    from tests.test_mail_parse import hostile_messages, reading
+
+    corpus = load_spamassassin_2003()
+    messages = [data for _, data in corpus] + hostile_messages(corpus)
+    monkeypatch.delenv("STREAM_NB_NATIVE", raising=False)
+    native = [reading(parse_mail(data)) for data in messages]
+    monkeypatch.setenv("STREAM_NB_NATIVE", "0")
+    assert [reading(parse_mail(data)) for data in messages] == native

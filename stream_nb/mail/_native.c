@@ -8,6 +8,7 @@
  *   html.py's own functions for its judgements (links, anchors, styles).
  * - `bounded_markup`: html.py's `_bounded_markup`.
  * - `relay_words`: the hosts and /24s of one Received value (parse.py's `_relay_words`).
+ * - `header_fields`: the plain header lines of a header block (parse.py's `_header_fields`).
  *
  * `scan`: html.py's `_scan` is the definition (CPython 3.11 html.parser's grammar, construct by
  * construct). `scan(markup, unescape)` reads the same tokens for documents whose every
@@ -891,7 +892,70 @@ static PyObject *relay_words(PyObject *module, PyObject *const *args, Py_ssize_t
     return found;
 }
 
+/* header_fields(block, position) -> [name, value, ...] or None: parse.py's `_header_fields`
+ * (each header as `_HEADER_FIELD` reads it: a name of printable ASCII but ':', the ':', blanks,
+ * its value lines; the value with its trailing '\r' and '\n' taken off). */
+static PyObject *header_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "header_fields(block: str, position: int)");
+        return NULL;
+    }
+    PyObject *block = args[0];
+    Py_ssize_t position = PyLong_AsSsize_t(args[1]);
+    if ((position == -1 && PyErr_Occurred()) || READY(block) < 0) return NULL;
+    int kind = PyUnicode_KIND(block);
+    const void *data = PyUnicode_DATA(block);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(block);
+    if (position < 0) position = 0;
+    PyObject *fields = PyList_New(0);
+    if (fields == NULL) return NULL;
+    while (position < size) {
+        Py_ssize_t name_end = position;
+        Py_UCS4 c = 0;
+        while (name_end < size && (c = PyUnicode_READ(kind, data, name_end)) >= 041 && c <= 0176 &&
+               c != ':')
+            name_end++;
+        if (name_end == position || name_end >= size || c != ':') goto not_plain;
+        Py_ssize_t value_start = name_end + 1;
+        while (value_start < size && ((c = PyUnicode_READ(kind, data, value_start)) == ' ' ||
+                                      c == '\t'))
+            value_start++;
+        /* the first line, then each line opening with a blank; every one ends with '\n' */
+        Py_ssize_t end = value_start;
+        for (;;) {
+            while (end < size && PyUnicode_READ(kind, data, end) != '\n') end++;
+            if (end >= size) goto not_plain;
+            end++;
+            if (end >= size) break;
+            c = PyUnicode_READ(kind, data, end);
+            if (c != ' ' && c != '\t') break;
+        }
+        Py_ssize_t value_end = end;
+        while (value_end > value_start &&
+               ((c = PyUnicode_READ(kind, data, value_end - 1)) == '\r' || c == '\n'))
+            value_end--;
+        PyObject *name = PyUnicode_Substring(block, position, name_end);
+        PyObject *value = name == NULL ? NULL : PyUnicode_Substring(block, value_start, value_end);
+        int failed = value == NULL || PyList_Append(fields, name) < 0 ||
+                     PyList_Append(fields, value) < 0;
+        Py_XDECREF(name);
+        Py_XDECREF(value);
+        if (failed) {
+            Py_DECREF(fields);
+            return NULL;
+        }
+        position = end;
+    }
+    return fields;
+not_plain:
+    Py_DECREF(fields);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef METHODS[] = {
+    {"header_fields", (PyCFunction)(void (*)(void))header_fields, METH_FASTCALL,
+     "header_fields(block, position) -> [name, value, ...] or None (parse.py's _header_fields)."},
     {"read", (PyCFunction)(void (*)(void))read_markup, METH_FASTCALL,
      "read(markup, helpers) -> (visible, features, images, hidden chunks), or None."},
     {"relay_words", (PyCFunction)(void (*)(void))relay_words, METH_FASTCALL,

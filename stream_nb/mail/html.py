@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from html import unescape
 
 from stream_nb.native import native_allowed
@@ -164,6 +165,7 @@ def host_of_url(url: str) -> str | None:
     return host
 
 
+@lru_cache(maxsize=1024)  # relays and link targets recur from message to message
 def registered_domain(host: str) -> str:
     """The last two labels of a host (three when the second-level one is short, as co.uk);
     an IPv4 address stands as itself. An approximation without a public-suffix list."""

@@ -126,17 +126,33 @@ def _cut_before_nth_content_type(data: bytes, limit: int) -> bytes | None:
     return data[:position]
 
 
-def _with_plain_headers(block: str, position: int, message: Message) -> Message | None:
-    """`message` given the header lines of `block` from `position` on (each ended by '\n'), as
-    the parser sets them, when every line is a plain header line or a continuation of one;
-    None when one is not."""
-    set_raw, match_field = message.set_raw, _HEADER_FIELD.match
+def _header_fields(block: str, position: int) -> list[str] | None:
+    """[name, value, ...] of the header lines of `block` from `position` on (each ended by
+    '\n'), the value as header_source_parse makes it, when every line is a plain header line
+    or a continuation of one; None when one is not. (The C extension's `header_fields`
+    repeats it.)"""
+    fields = []
+    match_field = _HEADER_FIELD.match
     while position < len(block):
         field = match_field(block, position)
         if field is None:  # not a plain header line, or a continuation with nothing before it
             return None
-        set_raw(field.group(1), field.group(2).rstrip("\r\n"))  # as header_source_parse
+        fields += [field.group(1), field.group(2).rstrip("\r\n")]
         position = field.end()
+    return fields
+
+
+def _with_plain_headers(block: str, position: int, message: Message) -> Message | None:
+    """`message` given the header lines of `block` from `position` on, as the parser sets
+    them, when they are all plain (`_header_fields`); None when one is not."""
+    native = _native is not None and native_allowed()
+    fields = (_native.header_fields if native else _header_fields)(block, position)
+    if fields is None:
+        return None
+    set_raw = message.set_raw
+    flat = iter(fields)
+    for name, value in zip(flat, flat):
+        set_raw(name, value)
     return message
 
 
