@@ -274,10 +274,22 @@ def _header_text(raw: str | None, evidence: _Evidence) -> str:
 
 
 def _plain_header(part: Message, name: str) -> str:
-    """A header as a plain string for a keyword check ('' when absent); compat32 hands back a
-    `Header` object, not a string, for a value with 8-bit bytes."""
-    value = part.get(name)
+    """A header as a plain string for a keyword check ('' when absent)."""
+    return _as_string(part.get(name))
+
+
+def _as_string(value: str | Header | None) -> str:
+    """A header value as a string ('' for None); compat32 hands back a `Header` object, not a
+    string, for a value with 8-bit bytes."""
     return "" if value is None else value if isinstance(value, str) else str(value)
+
+
+def _content_type(part: Message, raw: str | Header | None) -> str:
+    """`part.get_content_type()` given its Content-Type value, `raw` (None: absent)."""
+    if raw is None:
+        return part.get_default_type()
+    full_type = str(raw).partition(";")[0].strip().lower()
+    return full_type if full_type.count("/") == 1 else "text/plain"
 
 
 _MISSING = object()
@@ -506,7 +518,10 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     reading.parts += 1
     for defect in part.defects:
         evidence.defect(_snake_case(type(defect).__name__))
-    full_type = part.get_content_type()  # parsed once: the maintype and subtype are its halves
+    # Content-Type and Content-Disposition are each looked up once (Message.get scans every
+    # header) and their parameters parsed only when present.
+    raw_type = part.get("content-type")
+    full_type = _content_type(part, raw_type)  # the maintype and subtype are its halves
     maintype, _, subtype = full_type.partition("/")
     content_type = full_type.split()[0].rstrip(";")[:80]
     evidence.feature(f"#mime:type:{content_type}")
@@ -530,12 +545,17 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     def read_type_params():
         nonlocal type_params
         if type_params is _MISSING:
-            type_params = part.get_params(None, "content-type", unquote=False)
+            type_params = None if raw_type is None else part.get_params(
+                None, "content-type", unquote=False
+            )
         return type_params
 
-    filename = _filename(part.get_params(None, "content-disposition", unquote=False),
-                         read_type_params)
-    disposition = _plain_header(part, "content-disposition").strip().lower()
+    raw_disposition = part.get("content-disposition")
+    disposition_params = None if raw_disposition is None else part.get_params(
+        None, "content-disposition", unquote=False
+    )
+    filename = _filename(disposition_params, read_type_params)
+    disposition = _as_string(raw_disposition).strip().lower()
     if filename or disposition.startswith("attachment"):
         evidence.feature(f"#att:type:{content_type}")
         if isinstance(filename, str) and "." in filename:
