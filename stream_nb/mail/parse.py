@@ -19,6 +19,7 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from email.header import Header, decode_header
 from email.message import Message
 from email.parser import BytesParser
@@ -368,6 +369,15 @@ def _decode_bytes(payload: bytes, charset: str, evidence: _Evidence) -> str:
     return payload.decode("latin-1")
 
 
+@lru_cache(maxsize=512)  # lists and commented addresses recur (a mailing list's To, a sender)
+def _parsed_address(value: str) -> str:
+    """The address parseaddr reads first in a header value, lower-cased ('' for none)."""
+    try:
+        return parseaddr(value)[1].strip().lower()
+    except Exception:  # a hostile address list; the value is already capped in length
+        return ""
+
+
 def _address_features(name: str, value: str, evidence: _Evidence) -> str | None:
     """'#hdr:<name>:addr:<address>' and ':domain:<domain>' for the first address of a header;
     returns the domain."""
@@ -375,10 +385,7 @@ def _address_features(name: str, value: str, evidence: _Evidence) -> str | None:
     if plain is not None:
         address = (plain.group(1) or plain.group(2)).lower()
     else:
-        try:
-            address = parseaddr(value)[1].strip().lower()
-        except Exception:  # a hostile address list; the value is already capped in length
-            address = ""
+        address = _parsed_address(value)
     if "@" not in address or " " in address:
         if value.strip():
             evidence.feature(f"#hdr:{name}:no_address")
