@@ -31,6 +31,12 @@ MORE_PIECES = [
     "<a b= c>", "<a b=>", "<a b= >", "<p\x00>", "<a\tb\nc\rd\fe>", "</style >", "</ style>",
     "</sty", "<b/>", "<b / >", "<b/x>", "<B>", "</B>", "<x:y>", "</x.y-z_1>",
     "<a href='&lt;&#65;'>", "<style>", "<script>", "</script>",
+    # shapes spam writes, which the tolerant grammar reads its own way
+    '<A "x">', '</font color="blue">', '<HTTP-EQUIV="PRAGMA" CONTENT="NO-CACHE">',
+    '<fontface="Arial" color="#000000">', "<a href=x!\nw.y.com/m.html>", "<cente=\nr>",
+    '<b c=3D"x" d=3D"y z">', '<a b="7"" c=d>', "<a =b>", "<a b/ c>", "<a b//>", "<a/b>",
+    "</ font x>", "</3 x>", "<a<b>", "<a b=c/ >", "</a<b>", "</a\x00b>", "</\xe9>", "</a\xe9>",
+    "<a b='c'/d>", "<x \"=y>", "<a\x0bb>",
 ]
 CHARACTERS = list("<>/=!?-'\"& \t\n\x0b\x00abstyleripcSCRIPT;#x1\xa0\u2028\u017f\u212a\u0130")
 
@@ -85,8 +91,8 @@ def test_generated_markup_gives_the_tokens_of_scan(scan):
     documents = [
         "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(20_000)
     ]
-    # measured: the C path reads 4,737 of the 20,000; the rest hold a construct it leaves
-    assert compared(scan, documents) == 4786
+    # measured: the C path reads 8,713 of the 20,000; the rest hold a construct it leaves
+    assert compared(scan, documents) == 8713
 
 
 def test_plain_generated_markup_is_read_in_c(scan):
@@ -96,7 +102,7 @@ def test_plain_generated_markup_is_read_in_c(scan):
         "".join(rng.choice(plain) for _ in range(rng.randint(0, 40))) for _ in range(5_000)
     ]
     # pieces read alone may still meet in a construct the C path leaves ('<a' + 'b>')
-    assert compared(scan, documents) == 4960  # measured (71 of the 108 pieces)
+    assert compared(scan, documents) == 4996  # measured (94 of the 131 pieces)
 
 
 def test_random_characters_never_crash_and_give_the_tokens_of_scan(scan):
@@ -104,7 +110,7 @@ def test_random_characters_never_crash_and_give_the_tokens_of_scan(scan):
     documents = [
         "".join(rng.choice(CHARACTERS) for _ in range(rng.randint(0, 30))) for _ in range(50_000)
     ]
-    assert compared(scan, documents) == 48_974  # measured
+    assert compared(scan, documents) == 49_275  # measured
 
 
 def corpus_html_parts() -> list[str]:
@@ -123,7 +129,7 @@ def corpus_html_parts() -> list[str]:
 def test_corpus_html_parts_give_the_tokens_of_scan(scan):
     documents = corpus_html_parts()
     assert len(documents) == 779
-    assert compared(scan, documents) == 745  # measured: all but 34 are read in C
+    assert compared(scan, documents) == 779  # measured: every one is read in C
 
 
 # What the reader judges: colours, hiding styles, tiny fonts, links, anchors naming a domain,
@@ -167,8 +173,8 @@ def test_read_html_is_the_same_with_the_extension_switched_off(scan, monkeypatch
     )
     monkeypatch.setenv("STREAM_NB_NATIVE", "0")
     assert read_outcomes(documents) == native
-    assert read_in_c == 5_503  # measured
-    assert sum(outcome[0] == "ValueError" for outcome in native) == 1_284  # measured
+    assert read_in_c == 7_296  # measured
+    assert sum(outcome[0] == "ValueError" for outcome in native) == 1_255  # measured
 
 
 def test_corpus_html_parts_read_the_same_with_the_extension_switched_off(scan, monkeypatch):
@@ -181,7 +187,7 @@ def test_corpus_html_parts_read_the_same_with_the_extension_switched_off(scan, m
     )
     monkeypatch.setenv("STREAM_NB_NATIVE", "0")
     assert read_outcomes(documents) == native
-    assert read_in_c == 745  # of 779: the rest hold a construct only `_scan` judges
+    assert read_in_c == 779  # measured: every one
 
 
 def test_megabyte_hostile_documents_are_given_up_or_read_as_scan_reads_them(scan):

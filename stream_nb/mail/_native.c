@@ -12,11 +12,13 @@
  *
  * `scan`: html.py's `_scan` is the definition (CPython 3.11 html.parser's grammar, construct by
  * construct). `scan(markup, unescape)` reads the same tokens for documents whose every
- * construct is plain: text, start tags of an ASCII name with ASCII attribute names and closed
- * quotes, end tags '</name>', comments closed by '--\s*>', '<!...>' and '<?...>' closed by '>',
- * a '<' that opens nothing, and script/style raw text. At anything else (a marked section, an
- * unfinished construct, a '/' or '=' where the tolerant grammar would judge, a non-ASCII name)
- * it gives None and the caller runs `_scan`: this module never decides a doubtful case.
+ * construct is one it knows: text, start tags of an ASCII name (its tolerant form included:
+ * '<fontface="x">') with ASCII attribute names, '/' or blanks between them and closed quotes,
+ * end tags (tolerant: '</font color=x>'), comments closed by '--\s*>', '<!...>' and '<?...>'
+ * closed by '>', a '<' that opens nothing, and script/style raw text. At anything else (a
+ * marked section, an unfinished construct or unclosed quote, '=+', a non-ASCII name or '\0'
+ * in one) it gives None and the caller runs `_scan`: this module never decides a doubtful
+ * case.
  *
  * The tokens come as one flat list of triples: (0, text, None), (1, tag, {attribute: value}),
  * (2, tag, None). A text that is only whitespace is left out (the reader ignores it). `\s`
@@ -171,10 +173,9 @@ static Py_ssize_t start_tag(Scan *scan, Py_ssize_t opening, PyObject *markup, in
         Py_UCS4 c = CHAR(scan, cursor);
         if (c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == ' ' || c == '/' || c == '>')
             break;
-        /* a name html.parser would read with a character the attribute grammar judges */
-        if (c > 127 || c == 0 || c == '<' || c == '=' || c == '"' || c == '\'' ||
-            Py_UNICODE_ISSPACE(c))
-            return 0;
+        /* left to _scan: a non-ASCII name (str.lower's), '\0' (which ends the name there but
+         * not the tag), a blank `\s` reads but the name rule does not */
+        if (c > 127 || c == 0 || Py_UNICODE_ISSPACE(c)) return 0;
         cursor++;
     }
     if (cursor >= size) return 0;
@@ -204,14 +205,17 @@ static Py_ssize_t start_tag(Scan *scan, Py_ssize_t opening, PyObject *markup, in
                 cursor += 2;
                 break;
             }
-            goto done; /* '/' as a separator */
+            cursor++; /* a '/' not before '>' separates, as a blank does */
+            continue;
         }
-        /* an attribute name: ASCII, no quote, '<' or '=' in it */
+        /* an attribute name: its first character anything but a blank, '/' or '>' (even '=' or
+         * a quote), then up to a blank, '/', '=' or '>'; a non-ASCII or '\0' one is left */
         Py_ssize_t key_start = cursor;
         while (cursor < size) {
             c = CHAR(scan, cursor);
-            if (c == '/' || c == '=' || c == '>' || Py_UNICODE_ISSPACE(c)) break;
-            if (c > 127 || c == '"' || c == '\'' || c == '<' || c == 0) goto done;
+            if (c == '/' || c == '>' || Py_UNICODE_ISSPACE(c) || (c == '=' && cursor > key_start))
+                break;
+            if (c > 127 || c == 0) goto done;
             cursor++;
         }
         if (cursor == key_start || cursor >= size) goto done;
@@ -291,27 +295,46 @@ done:
     return result;
 }
 
-/* An end tag '</' \s* name \s* '>' at `opening` (outside raw text): emits it and returns the
- * position after its '>'; 0 to give up (anything else after '</'), -1 on a Python error. */
-static Py_ssize_t end_tag(Scan *scan, Py_ssize_t opening) {
+/* An end tag at `opening` ('</'), outside raw text or ending it: emits it and returns the
+ * position after its '>'; 0 to give up, -1 on a Python error. '</' \s* name \s* '>' is the
+ * end tag of name; outside raw text, anything else up to the next '>' is the end tag of the
+ * name (html.parser's tolerant one) that opens right after '</', or nothing. */
+static Py_ssize_t end_tag(Scan *scan, Py_ssize_t opening, PyObject *markup, int in_raw_text) {
     Py_ssize_t size = scan->size;
     Py_ssize_t name_start = skip_spaces(scan, opening + 2), cursor = name_start;
-    if (cursor >= size || !is_ascii_letter(CHAR(scan, cursor))) return 0;
-    while (cursor < size) {
-        Py_UCS4 c = CHAR(scan, cursor);
-        if (!(is_ascii_letter(c) || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == ':' ||
-              c == '_'))
-            break;
-        cursor++;
+    Py_ssize_t name_end = -1, after = -1;
+    if (cursor < size && is_ascii_letter(CHAR(scan, cursor))) {
+        while (cursor < size) {
+            Py_UCS4 c = CHAR(scan, cursor);
+            if (!(is_ascii_letter(c) || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+                  c == ':' || c == '_'))
+                break;
+            cursor++;
+        }
+        name_end = cursor;
+        cursor = skip_spaces(scan, cursor);
+        if (cursor < size && CHAR(scan, cursor) == '>') after = cursor + 1;
     }
-    Py_ssize_t name_end = cursor;
-    cursor = skip_spaces(scan, cursor);
-    if (cursor >= size || CHAR(scan, cursor) != '>') return 0;
+    if (after == -1) {
+        if (in_raw_text) return 0;
+        Py_ssize_t close = PyUnicode_FindChar(markup, '>', opening + 1, size, 1);
+        if (close == -2) return -1;
+        if (close == -1) return 0; /* unfinished */
+        after = close + 1;
+        name_start = opening + 2;
+        if (!is_ascii_letter(CHAR(scan, name_start))) return after; /* '</>', a bogus comment */
+        for (name_end = name_start; name_end < close; name_end++) {
+            Py_UCS4 c = CHAR(scan, name_end);
+            if (c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == ' ' || c == '/' || c == 0)
+                break;
+            if (c > 127) return 0; /* str.lower's */
+        }
+    }
     PyObject *tag = lowered(scan, name_start, name_end);
     if (tag == NULL) return -1;
     int failed = emit(scan, TOKEN_END, tag, Py_None) < 0;
     Py_DECREF(tag);
-    return failed ? -1 : cursor + 1;
+    return failed ? -1 : after;
 }
 
 /* After a comment opened at `opening` ('<!--'): the position after its '--\s*>', 0 if none. */
@@ -348,7 +371,7 @@ static int run_scan(Scan *scan, PyObject *markup) {
             opening = raw_text_end(scan, position, RAW_NAMES[raw]);
             if (opening == -2) return 0;
             if (opening == -1) break; /* unclosed raw text: dropped */
-            Py_ssize_t after_end = end_tag(scan, opening);
+            Py_ssize_t after_end = end_tag(scan, opening, markup, 1);
             if (after_end < 0) return -1;
             if (after_end == 0) return 0;
             raw = RAW_NONE;
@@ -369,7 +392,7 @@ static int run_scan(Scan *scan, PyObject *markup) {
         if (is_ascii_letter(following)) {
             after = start_tag(scan, position, markup, &raw);
         } else if (following == '/') {
-            after = end_tag(scan, position);
+            after = end_tag(scan, position, markup, 0);
         } else if (starts_with(scan, position, "<!--")) {
             after = comment_end(scan, position);
         } else if (starts_with(scan, position, "<![")) {
