@@ -14,10 +14,11 @@ markup: the open-element stack is bounded, and `_bounded_markup` first turns int
 '<' whose construct does not close nearby (`html.parser` rescans to the end of the input for
 each unclosed '<a', '<!--', '</' or '<?': quadratic on hostile mail before 3.13.4).
 
-The C extension stream_nb.mail._native repeats `_bounded_markup`, `_scan` (for documents of
-plain constructs: it gives any other up) and `_MarkupReader` (asking this module's functions
-for links, anchors and styles), several times faster again; without it, or with
-STREAM_NB_NATIVE=0, the Python definitions here run, with the same results.
+The C extension stream_nb.mail._native repeats `_bounded_markup`, `_scan` (for documents
+whose every construct it knows, which is nearly all mail: it gives any other document up) and
+`_MarkupReader` (asking this module's functions for links, anchors and styles), several times
+faster again; without it, or with STREAM_NB_NATIVE=0, the Python definitions here run, with
+the same results.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from html import unescape
 
 from stream_nb.native import native_allowed
 
-try:  # the C tokeniser of plain documents (setup.py builds it; `_scan` is the definition)
+try:  # the C reader (setup.py builds it; the functions here are its definition)
     from stream_nb.mail import _native
-except ImportError:  # not compiled: `_scan` reads every document
+except ImportError:  # not compiled: `_scan` and `_MarkupReader` read every document
     _native = None
 
 __all__ = ["HtmlEvidence", "read_html", "host_of_url", "registered_domain"]
