@@ -21,6 +21,7 @@ from pathlib import Path
 from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFeaturizer, TextFeaturizer
 from stream_nb.model.registry import build_model
+from stream_nb.model.scale import SCORE_SCALES
 
 SECTIONS = ("model", "features", "training", "kafka", "checkpoint", "worker", "evaluation")
 EVENT_FIELD_KEYS = ("categorical", "numeric")
@@ -115,6 +116,10 @@ EVALUATION_KEYS = {
     "unsure_band": ((list,), None),  # [low, high]: P(positive) between them is "unsure"
     # [low, high] in nats of log-odds: a score between them is "unsure" (instead of unsure_band)
     "unsure_score_band": ((list,), None),
+    # the score's scale (stream_nb.model.scale): "none", the log-odds; "sqrt_features", the
+    # log-odds per sqrt(the event's distinct features), in the worker's messages, its verdict
+    # (unsure_score_band is on this scale) and replay's scores, ROC and unsure summary
+    "score_scale": ((str,), "none"),
 }
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 # Every class costs a column of counts in the state, each checkpoint and every prediction's
@@ -247,7 +252,7 @@ class Config:
                                                   "labels_first_wait_s": 5.0, "metrics_port": 0,
                                                   "metrics_host": "127.0.0.1", "log_format": "text"})
     evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None,
-                                                      "unsure_score_band": None})
+                                                      "unsure_score_band": None, "score_scale": "none"})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     source: str = "defaults"
 
@@ -445,6 +450,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
                           f"with low <= high, got {score_band!r}")
     for section, table in (("worker", worker), ("evaluation", evaluation), ("training", training)):
         check_bounds(section, table)
+    if evaluation["score_scale"] not in SCORE_SCALES:
+        raise ConfigError(f"evaluation.score_scale: {evaluation['score_scale']!r} is not one of "
+                          f"{', '.join(SCORE_SCALES)}")
     if training["mode"] not in ("all", "on_error", "thick_threshold"):
         raise ConfigError(f"training.mode: {training['mode']!r} is not one of all, on_error, thick_threshold")
     if training["margin_scale"] not in ("none", "sqrt_features"):

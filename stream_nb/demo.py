@@ -115,7 +115,7 @@ def _run_on_kafka(events: list[dict], config_path, args, rejected) -> int:
         if not args.resume and checkpoints.exists():
             # a fresh model: a run repeats the last one's figures (--resume continues instead)
             shutil.rmtree(checkpoints)
-        worker = Worker(config, recorder=EvaluationRecorder())
+        worker = Worker(config, recorder=EvaluationRecorder(score_scale=config.evaluation["score_scale"]))
         worker.start()
         this_run = _ThisRun(worker)  # with --resume the worker's counts start at the last run's
         thread = threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False}, daemon=True)

@@ -40,7 +40,7 @@ def replay_spam_toml(rows: list[tuple[str, str]], mode: str, unlabeled_every: in
     contender = Contender("spam.toml", config.build_model(), featurizer, config.build_event_featurizer(),
                           training=dict(config.training))
     predictions = []
-    contender.on_unlabeled = lambda event, probabilities: predictions.append(probabilities)
+    contender.on_unlabeled = lambda event, probabilities, n_features: predictions.append(probabilities)
     events = [{"id": i, "text": text, "label": label} for i, (label, text) in enumerate(rows)]
     if unlabeled_every:
         for event in events[unlabeled_every - 1 :: unlabeled_every]:

@@ -114,7 +114,7 @@ def _replay_sms_mail_toml(rows, batch_size: int):
     contender = Contender("mail.toml", config.build_model(), config.build_featurizer(),
                           config.build_event_featurizer(), training=dict(config.training))
     predictions = []
-    contender.on_unlabeled = lambda event, probabilities: predictions.append(probabilities)
+    contender.on_unlabeled = lambda event, probabilities, n_features: predictions.append(probabilities)
     events = [{"id": i, "text": text, "label": None if i % 6 == 5 else label} for i, (label, text) in enumerate(rows)]
     replay_contenders(events, [contender], batch_size=batch_size)
     return predictions, contender.metrics.accuracy, contender.learned, state_of(contender.model)

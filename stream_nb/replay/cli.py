@@ -18,6 +18,7 @@ from stream_nb.kafka.discovery import NoBroker
 from stream_nb.model.decision import obvious_positive
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.model.posterior import positive_score
+from stream_nb.model.training import log_odds_per_sqrt_feature
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
 from stream_nb.replay.sources import Rejections, SourceError, add_field_options, field_options, read_events
 
@@ -222,26 +223,29 @@ _TOPIC_RULES = {
 
 
 def _contender(name: str, config: Config, recorder_class):
+    score_scale = config.evaluation["score_scale"]
     return Contender(name, config.build_model(), config.build_featurizer() if config.reads_text else None,
-                     config.build_event_featurizer(), recorder=recorder_class(), training=dict(config.training),
-                     band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"),
-                     score_band=config.evaluation.get("unsure_score_band"),
-                     reads_text=config.reads_text, max_classes=config.max_classes)
+                     config.build_event_featurizer(), recorder=recorder_class(score_scale=score_scale),
+                     training=dict(config.training), band=config.evaluation.get("unsure_band"),
+                     positive=config.evaluation.get("positive"), score_band=config.evaluation.get("unsure_score_band"),
+                     reads_text=config.reads_text, max_classes=config.max_classes, score_scale=score_scale)
 
 
 class _PredictionsFile:
     """predictions.jsonl in the report directory: the first configuration's prediction of each
     unlabeled event, {"id", "label", "proba", "score"}, as the worker publishes them: "score" the
     log-odds of the positive class ([evaluation] positive, else the obvious one of two classes;
-    absent with neither, or before any class), an infinite one as "Infinity"/"-Infinity" (made
-    only when the stream has unlabeled events; an older one is removed)."""
+    absent with neither, or before any class) on [evaluation] score_scale, an infinite one as
+    "Infinity"/"-Infinity" (made only when the stream has unlabeled events; an older one is
+    removed)."""
 
-    def __init__(self, path: Path, positive=None, model=None) -> None:
+    def __init__(self, path: Path, positive=None, model=None, score_scale: str = "none") -> None:
         self.path, self.handle = path, None
         self.positive, self.model = positive, model
+        self.score_scale = score_scale
         path.unlink(missing_ok=True)
 
-    def write(self, event: dict, probabilities: dict) -> None:
+    def write(self, event: dict, probabilities: dict, n_features: int | None = None) -> None:
         if self.handle is None:
             self.handle = self.path.open("w", encoding="utf-8")
         best = max(probabilities, key=probabilities.get) if probabilities else None
@@ -252,6 +256,8 @@ class _PredictionsFile:
             positive = obvious_positive(self.model.classes_)
         score = positive_score(probabilities, positive)
         if score is not None:
+            if self.score_scale == "sqrt_features":
+                score = log_odds_per_sqrt_feature(score, n_features)
             prediction["score"] = score_json_value(score)
         self.handle.write(json.dumps(prediction, ensure_ascii=False) + "\n")
 
@@ -272,8 +278,9 @@ def replay_and_report(events, named_configs: list[tuple[str, Config]], report_di
     contenders = [_contender(name, config, EvaluationRecorder) for name, config in named_configs]
     progress = _Progress(total)
     report_dir.mkdir(parents=True, exist_ok=True)
-    predictions = _PredictionsFile(report_dir / "predictions.jsonl", named_configs[0][1].evaluation.get("positive"),
-                                   contenders[0].model)
+    first = named_configs[0][1]
+    predictions = _PredictionsFile(report_dir / "predictions.jsonl", first.evaluation.get("positive"),
+                                   contenders[0].model, first.evaluation["score_scale"])
     contenders[0].on_unlabeled = predictions.write
     with _StopAtBatchEnd() as stop:  # until the report is written: a second Ctrl-C then stops at once
         try:
@@ -328,6 +335,8 @@ def _full_report(contender, config: Config, result, rejected: Rejections, source
         report["refused_by_model"] = (f"{sum(contender.refused.values()):,} events refused and skipped, as a worker "
                                       f"dead-letters them ({', '.join(sorted(contender.refused))}); the first: "
                                       f"{contender.first_refusal}")
+    if contender.score_scale != "none":  # what ROC, 1-ROCA% and the score band were measured on
+        report["score_scale"] = contender.score_scale
     band = config.evaluation.get("unsure_band")
     score_band = config.evaluation.get("unsure_score_band")
     if score_band is not None and skipped is None:

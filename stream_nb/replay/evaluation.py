@@ -26,10 +26,12 @@ Definitions used (n = labeled events, "positive" = spam in TREC's vocabulary):
   log P(c|x) - log P(not c|x) = s_c - logsumexp_{k != c} s_k from the joint log likelihoods
   s_k (`EvaluationRecorder.scores`): it orders events as P(c|x) does, and keeps ordering them
   where P(c|x) rounds to 0.0 or 1.0 (naive Bayes saturates: on mail, a third of the events tie
-  at P = 1.0 or 0.0). Binary: the positive class's score. More classes: the unweighted mean over
-  classes of the one-vs-rest AUC with each class's score, over the classes that occur both as
-  true and not (scikit-learn's multi_class="ovr", average="macro"). A class the model did not
-  know yet scores -inf; NaN scores rank lowest.
+  at P = 1.0 or 0.0); under [evaluation] score_scale = "sqrt_features", the log-odds divided
+  by sqrt(the event's distinct features) (stream_nb.model.scale). Binary: the positive class's
+  score. More classes: the unweighted mean over classes of the one-vs-rest AUC with each
+  class's score, over the classes that occur both as true and not (scikit-learn's
+  multi_class="ovr", average="macro"). A class the model did not know yet scores -inf; NaN
+  scores rank lowest.
 * trec (exactly two classes), after Cormack & Lynam, "TREC 2005 Spam Track Overview" and
   "On-line Supervised Spam Filter Evaluation" (ACM TOIS 25(3), 2007):
   - hm_percent = 100 * hams predicted positive / hams;
@@ -60,6 +62,7 @@ import numpy as np
 
 from stream_nb.model.decision import obvious_positive
 from stream_nb.model.posterior import Posterior, log_odds_of
+from stream_nb.model.scale import check_score_scale, scaled_score_array
 
 _NONE = -1  # predicted index of "no prediction" (the model knew no class yet)
 _MIN_PROBABILITY = 1e-15
@@ -78,18 +81,24 @@ class EvaluationRecorder:
     the probabilities (0 for a class absent from an event's dict, e.g. one not yet seen) and the
     log scores (a `Posterior`'s log_scores; log P for a plain dict of probabilities; -inf for an
     absent class). That is 8 * (2 + 2K) + 8 bytes per event: 56 bytes for two classes.
+
+    `score_scale` ([evaluation] score_scale, stream_nb.model.scale): "sqrt_features" keeps each
+    event's number of distinct features too (8 bytes more; `update` takes it), and `scores`
+    divides the log-odds by its square root, so every measure ranked on the score does.
     """
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, capacity: int = 1024, score_scale: str = "none") -> None:
         self.labels: list = []  # index -> label, in order of first appearance
         self._index: dict = {}
         self._size = 0
+        self.score_scale = check_score_scale(score_scale)
         capacity = max(int(capacity), 16)
         self._true = np.empty(capacity, dtype=np.int32)
         self._predicted = np.empty(capacity, dtype=np.int32)
         self._p_true = np.empty(capacity, dtype=np.float64)
         self._probabilities = np.zeros((capacity, 0), dtype=np.float64)
         self._log_scores = np.full((capacity, 0), -np.inf)
+        self._sizes = np.zeros(capacity if self.score_scale != "none" else 0, dtype=np.int64)
 
     def __len__(self) -> int:
         return self._size
@@ -98,7 +107,7 @@ class EvaluationRecorder:
     def nbytes(self) -> int:
         """Bytes held by the arrays (capacity included)."""
         return (self._true.nbytes + self._predicted.nbytes + self._p_true.nbytes
-                + self._probabilities.nbytes + self._log_scores.nbytes)
+                + self._probabilities.nbytes + self._log_scores.nbytes + self._sizes.nbytes)
 
     def _label_index(self, label) -> int:
         index = self._index.get(label)
@@ -119,6 +128,8 @@ class EvaluationRecorder:
         self._true = np.resize(self._true, capacity)
         self._predicted = np.resize(self._predicted, capacity)
         self._p_true = np.resize(self._p_true, capacity)
+        if self.score_scale != "none":
+            self._sizes = np.resize(self._sizes, capacity)
         grown = np.zeros((capacity, self._probabilities.shape[1]), dtype=np.float64)
         grown[: self._size] = self._probabilities[: self._size]
         self._probabilities = grown
@@ -126,11 +137,14 @@ class EvaluationRecorder:
         grown[: self._size] = self._log_scores[: self._size]
         self._log_scores = grown
 
-    def update(self, true, predicted, probabilities: dict) -> None:
+    def update(self, true, predicted, probabilities: dict, n_features: int | None = None) -> None:
         """Record one labeled event: its label, the predicted label (None if no class was known)
-        and the probabilities the model gave (class -> p, possibly empty)."""
+        and the probabilities the model gave (class -> p, possibly empty); under score_scale
+        "sqrt_features", its number of distinct features (training.event_sizes), required."""
         if true is None:
             raise ValueError("EvaluationRecorder.update needs a label; unlabeled events are not scored")
+        if self.score_scale != "none" and n_features is None:
+            raise ValueError(f"EvaluationRecorder.update needs n_features under score_scale {self.score_scale!r}")
         if self._size == len(self._true):
             self._grow()
         row = self._size
@@ -148,6 +162,8 @@ class EvaluationRecorder:
             self._probabilities[row, index] = p
             self._log_scores[row, index] = log_score
         self._p_true[row] = probabilities.get(true, 0.0)
+        if self.score_scale != "none":
+            self._sizes[row] = n_features
         self._size += 1
 
     # Read-only views of what was recorded (length len(self)).
@@ -173,10 +189,23 @@ class EvaluationRecorder:
         """events x classes: the log scores s_c (-inf for a class the event had not)."""
         return self._log_scores[: self._size]
 
+    @property
+    def sizes(self) -> np.ndarray | None:
+        """Each event's number of distinct features (score_scale "sqrt_features"), else None."""
+        return None if self.score_scale == "none" else self._sizes[: self._size]
+
     def scores(self, label) -> np.ndarray:
-        """Per event, the log-odds of `label`: s_c - logsumexp_{k != c} s_k (`log_odds_of`, the
-        very function a prediction message's score comes from); -inf where the class was not
-        known yet, +inf where it was the only one."""
+        """Per event, the score of `label` on the recorder's score_scale: the log-odds
+        s_c - logsumexp_{k != c} s_k (`log_odds_of`, the very function a prediction message's
+        score comes from; -inf where the class was not known yet, +inf where it was the only
+        one), divided by sqrt(max(n, 1)) under "sqrt_features" (stream_nb.model.scale)."""
+        scores = self.log_odds(label)
+        if self.score_scale == "none":
+            return scores
+        return scaled_score_array(scores, self.sizes)
+
+    def log_odds(self, label) -> np.ndarray:
+        """Per event, the log-odds of `label`, whatever the score's scale (see `scores`)."""
         index = self._index[label]
         rows = self.log_scores
         if rows.shape[1] == 2:  # s_c - s_other where both are finite (the same float subtraction)
@@ -502,8 +531,9 @@ def write_scores_csv(recorder: EvaluationRecorder, path, ids=None, positive=None
     """One row per recorded event: position (0-based, among labeled events), id (if `ids` is
     given, one per event), true, predicted (empty for None), correct (0/1), then p_<label> per
     class in `sorted_labels()` order, written with repr precision, then, when `positive` is
-    given, score: the log-odds of the positive class (`EvaluationRecorder.scores`; "inf" or
-    "-inf" where one side had no class learned), which ranks events P ties at 0.0 or 1.0."""
+    given, score: the log-odds of the positive class on the recorder's score_scale
+    (`EvaluationRecorder.scores`; "inf" or "-inf" where one side had no class learned), which
+    ranks events P ties at 0.0 or 1.0."""
     labels = recorder.sorted_labels()
     if ids is not None and len(ids) != len(recorder):
         raise ValueError(f"{len(ids)} ids for {len(recorder)} recorded events")

@@ -13,7 +13,8 @@ from stream_nb.features.fields import EventFeaturizer
 from stream_nb.features.mail import MailFeaturizer, UnreadableMail
 from stream_nb.model.decision import band_verdict
 from stream_nb.model.posterior import positive_score
-from stream_nb.model.training import predict_learn
+from stream_nb.model.scale import check_score_scale
+from stream_nb.model.training import event_sizes, log_odds_per_sqrt_feature, predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 
 
@@ -38,12 +39,20 @@ class Contender:
     reads_text: bool = True  # the model kind reads text (count models); else only the event featuriser
     refused: Counter = field(default_factory=Counter)  # events the featuriser or model refused, by reason
     first_refusal: str | None = None  # why the first of them was refused
-    on_unlabeled: Callable[[dict, dict], None] | None = None  # (event, probabilities) of each unlabeled event
+    # (event, probabilities, n distinct features or None) of each unlabeled event
+    on_unlabeled: Callable[[dict, dict, int | None], None] | None = None
     max_classes: int | None = None  # a label beyond this many classes is refused (too_many_classes)
     mail_read: int = 0  # mail events read (parsed), the unreadable ones included
     mail_defects: Counter = field(default_factory=Counter)  # what was wrong in them, by defect
+    # "sqrt_features": scores are the log-odds per sqrt(distinct features) (stream_nb.model.scale),
+    # for the recorder, the unsure band and on_unlabeled; each event's size is then kept
+    score_scale: str = "none"
 
     def __post_init__(self) -> None:
+        check_score_scale(self.score_scale)
+        if self.recorder is not None and getattr(self.recorder, "score_scale", "none") != self.score_scale:
+            raise ValueError(f"the recorder's score_scale {self.recorder.score_scale!r} is not the "
+                             f"contender's {self.score_scale!r}")
         featurizer = self.event_featurizer if self.event_featurizer is not None else EventFeaturizer(
             text=self.text_featurizer)
         self.mail_featurizer = MailFeaturizer(featurizer, on_parsed=self._count_mail)
@@ -87,37 +96,63 @@ class Contender:
         return beyond
 
     def predict_learn(self, items: list[dict], labels: list) -> tuple[list, list]:
+        """(predictions, learned) of `predict_learn_sized`."""
+        predictions, learned, _ = self.predict_learn_sized(items, labels)
+        return predictions, learned
+
+    def predict_learn_sized(self, items: list[dict], labels: list) -> tuple[list, list, list | None]:
         """`predict_learn` of the batch, refusing what a worker would dead-letter: a label that
         would be a class beyond max_classes ("too_many_classes"), and, when the featuriser or the
         model refuses the batch (which it does before anything is learned), each event it
         refuses, found event by event ("rejected_by_model"). A refused event gets None and is
-        counted; the others get exactly what the batch would have given them without it."""
+        counted; the others get exactly what the batch would have given them without it.
+        Third: each event's number of distinct features (training.event_sizes of the batch the
+        model read; None for a refused event) under score_scale "sqrt_features", else None."""
+        sized = self.score_scale != "none"
         beyond = self._beyond_max_classes(labels)
         if beyond:
             kept = [i for i in range(len(items)) if i not in beyond]
-            some, learned = self.predict_learn([items[i] for i in kept], [labels[i] for i in kept]) if kept else ([], [])
+            some, learned, sizes = (self.predict_learn_sized([items[i] for i in kept], [labels[i] for i in kept])
+                                    if kept else ([], [], [] if sized else None))
             predictions, was_learned = [None] * len(items), [False] * len(items)
-            for i, prediction, flag in zip(kept, some, learned):
+            all_sizes = [None] * len(items) if sized else None
+            for j, (i, prediction, flag) in enumerate(zip(kept, some, learned)):
                 predictions[i], was_learned[i] = prediction, flag
-            return predictions, was_learned
+                if sized:
+                    all_sizes[i] = sizes[j]
+            return predictions, was_learned, all_sizes
         try:
-            return predict_learn(self.model, self.featurise(items), labels, **self.training)
+            X = self.featurise(items)
+            predictions, learned = predict_learn(self.model, X, labels, **self.training)
+            return predictions, learned, event_sizes(X) if sized else None
         except (TypeError, ValueError):
             pass
-        predictions, learned = [], []
+        predictions, learned, sizes = [], [], [] if sized else None
         for item, label in zip(items, labels):
             try:
-                one, was_learned = predict_learn(self.model, self.featurise([item]), [label], **self.training)
+                X = self.featurise([item])
+                one, was_learned = predict_learn(self.model, X, [label], **self.training)
             except (TypeError, ValueError) as error:
                 self.refused[error.reason if isinstance(error, UnreadableMail) else "rejected_by_model"] += 1
                 if self.first_refusal is None:
                     self.first_refusal = f"event {item.get('id')!r}: {error}"
                 predictions.append(None)
                 learned.append(False)
+                if sized:
+                    sizes.append(None)
                 continue
             predictions.extend(one)
             learned.extend(was_learned)
-        return predictions, learned
+            if sized:
+                sizes.extend(event_sizes(X))
+        return predictions, learned, sizes
+
+    def score(self, probabilities: dict, n_features: int | None):
+        """The score of the positive class on this contender's score_scale (None without one)."""
+        score = positive_score(probabilities, self.positive)
+        if score is None or self.score_scale == "none":
+            return score
+        return log_odds_per_sqrt_feature(score, n_features)
 
 
 @dataclass
@@ -191,17 +226,18 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
             items = [event for event, _ in steps]
             labels = [None if question else event["label"] for event, question in steps]
         for contender in contenders:
-            predictions, learned = contender.predict_learn(items, labels)
+            predictions, learned, sizes = contender.predict_learn_sized(items, labels)
             contender.learned += sum(learned)
             scored = []
-            for (event, question), probabilities in zip(steps, predictions):
+            for i, ((event, question), probabilities) in enumerate(zip(steps, predictions)):
                 if not question or probabilities is None:  # an answer, or refused
                     continue
                 scored.append((event, probabilities))
                 label = event.get("label")
+                n_features = None if sizes is None else sizes[i]
                 if label is None:
                     if contender.on_unlabeled is not None:
-                        contender.on_unlabeled(event, probabilities)
+                        contender.on_unlabeled(event, probabilities, n_features)
                     continue
                 if not probabilities:
                     contender.unscored += 1
@@ -209,10 +245,10 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
                 predicted = max(probabilities, key=probabilities.get)
                 contender.metrics.update(label, predicted, probabilities)
                 if contender.recorder is not None:
-                    contender.recorder.update(label, predicted, probabilities)
+                    contender.recorder.update(label, predicted, probabilities, n_features)
                     contender.scored_ids.append(event.get("id"))
                 if contender.band is not None or contender.score_band is not None:
-                    score = positive_score(probabilities, contender.positive) if contender.score_band else None
+                    score = contender.score(probabilities, n_features) if contender.score_band else None
                     contender.verdicts.append((band_verdict(probabilities, score, contender.positive, contender.band,
                                                             contender.score_band), label))
             if contender is contenders[0]:

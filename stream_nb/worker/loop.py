@@ -52,9 +52,10 @@ from stream_nb.kafka.clients import (
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import band_verdict, obvious_positive
 from stream_nb.model.posterior import positive_score
+from stream_nb.model.scale import scaled_scores
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.registry import model_from_state
-from stream_nb.model.training import predict_learn
+from stream_nb.model.training import event_sizes, predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by
@@ -562,7 +563,9 @@ class Worker:
             learned_now = 0
             results = self._batch_or_one_by_one(events, origin, X, self._predict_then_learn,
                                                 self.labeled_rejections.append, "learning")
-            for event, result in zip(events, results):
+            sizes = (event_sizes(X) if self.recorder is not None and self.recorder.score_scale != "none"
+                     else None)  # the recorder's scores per sqrt(distinct features)
+            for i, (event, result) in enumerate(zip(events, results)):
                 if result is None:
                     continue  # refused by the model: a labeled dead letter
                 proba, was_learned = result
@@ -570,7 +573,7 @@ class Worker:
                     predicted = max(proba, key=proba.get)
                     self.metrics.update(event.label, predicted, proba)
                     if self.recorder is not None:
-                        self.recorder.update(event.label, predicted, proba)
+                        self.recorder.update(event.label, predicted, proba, None if sizes is None else sizes[i])
                 self._learned_since_checkpoint += was_learned
                 learned_now += was_learned
             self.telemetry.learned.inc(learned_now)  # once a batch: a counter's lock costs ~0.5 us
@@ -725,6 +728,8 @@ class Worker:
         if positive is None:
             positive = obvious_positive(self.model.classes_)
         scores = None if positive is None else [positive_score(proba, positive) for proba in probabilities]
+        if scores is not None and evaluation["score_scale"] != "none":  # per sqrt(distinct features) of X
+            scores = scaled_scores(scores, X, evaluation["score_scale"])
         n_clues = self.config.worker["clues"]
         # the clues read the features the predictions were made from (no second featurising)
         clues = None

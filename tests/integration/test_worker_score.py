@@ -1,6 +1,7 @@
 """The score on a real broker: every prediction the worker publishes carries the log-odds of the
 positive class (configured, or spam of spam/ham), computed apart here from the model core's joint
-log likelihoods, and an unsure band in nats decides the verdicts on it."""
+log likelihoods (divided by sqrt(distinct features) under [evaluation] score_scale =
+"sqrt_features"), and an unsure band in nats decides the verdicts on it."""
 
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ from worker_support import (
 pytestmark = pytest.mark.kafka
 
 BAND = [-4.0, 3.0]
+SCALED_BAND = [-0.6, 0.4]  # nats per sqrt(distinct feature)
 
 
-@pytest.mark.parametrize("evaluation", [{"positive": "spam", "unsure_score_band": BAND}, {}],
-                         ids=["score-band", "positive-guessed"])
+@pytest.mark.parametrize("evaluation", [{"positive": "spam", "unsure_score_band": BAND}, {},
+                                        {"positive": "spam", "unsure_score_band": SCALED_BAND,
+                                         "score_scale": "sqrt_features"}],
+                         ids=["score-band", "positive-guessed", "sqrt-features"])
 def test_predictions_carry_the_score_and_a_score_band_decides_the_verdict(kafka_broker, tmp_path, sms, transport,
                                                                           evaluation):
     from stream_nb.worker.loop import Worker
@@ -60,10 +64,13 @@ def test_predictions_carry_the_score_and_a_score_band_decides_the_verdict(kafka_
         prediction = predictions[f"u{i}"]
         x = featurizer.transform_one(text)
         expected = reference_score(model, x, config if evaluation else load_config(None))
+        band = BAND
+        if evaluation.get("score_scale") == "sqrt_features":  # per sqrt(the message's distinct features)
+            expected, band = expected / math.sqrt(max(len(x), 1)), SCALED_BAND
         score = prediction["score"]
         assert score == expected and math.isfinite(score)  # s_spam - s_ham, bit for bit
         if evaluation:
-            assert prediction["verdict"] == score_verdict(prediction["proba"], score, "spam", BAND)
+            assert prediction["verdict"] == score_verdict(prediction["proba"], score, "spam", band)
             verdicts.add(prediction["verdict"])
         else:
             assert "verdict" not in prediction
