@@ -26,22 +26,30 @@ Systems
                 training at 5.0 (learn a spam whose pR < 5, a ham whose pR > -5; pR > 0 is
                 spam, so errors are always learned). Score = pR. One crm process reads the
                 whole stream (a loop in CRM114's language, below), so no start-up per message.
-  spam.toml     configs/spam.toml, mail read by stream_nb.mail.parse_mail: the text
+  spam.toml     configs/spam.toml through the library's replay path (replay_and_report, the
+                code `stream-nb replay` runs), each message a mail event (SpamAssassin's read
+                by stream_nb.mail.sources from the tarball, labeled by folder; SMS and Enron
+                made of the bytes the peers read): stream_nb.features.mail reads it (the text
                 "Subject: <subject>\\n<body>" through the configured featuriser, plus the
-                parser's '#' evidence features (count 1); score = log-odds
-                log P(spam|x) - log P(ham|x) before learning; the [training] regime decides
-                what is learned (stream_nb_scores: the one function to swap for the library's
-                replay path when mail events land)
-  mail.toml     configs/mail.toml the same way (its thick threshold is on log-odds per
+                parser's '#' evidence features, count 1); the score is the replay recorder's
+                (scores.csv's), log P(spam|x) - log P(ham|x) before learning; the [training]
+                regime decides what is learned
+  mail.toml     configs/mail.toml the same way, with its [evaluation] score_scale set to
+                "none": the plain log-odds (its thick threshold is on log-odds per
                 sqrt(distinct features): training.margin_scale)
-  mail.toml/sqrt  the same run scored by log-odds / sqrt(n distinct features), the scale
-                mail.toml trains on (training.log_odds_per_sqrt_feature)
+  mail.toml/sqrt  configs/mail.toml as shipped: scored by log-odds / sqrt(n distinct
+                features), its score_scale (stream_nb.model.scale)
   --variant     NAME=KEY=VALUE;KEY=VALUE: configs/mail.toml with overrides (research), plus
-                the pseudo-keys mail.evidence=false (no parser evidence features),
-                mail.score=per_sqrt_feature|per_feature (the log-odds over sqrt(n) or n),
+                the pseudo-keys mail.evidence=false (no parser evidence features: each message
+                replayed as the text event of its subject and body),
+                mail.score=log_odds|per_sqrt_feature|per_feature (the log-odds, over sqrt(n)
+                or over n; the default: the configuration's score_scale),
                 mail.config=spam.toml (start from spam.toml) and mail.scorer=robinson (the same
                 features combined by Robinson's f(w) and Fisher's chi-square, bogofilter's
                 constants, training on everything; see robinson_fisher_scores)
+
+An event scored before both classes are learned scores the neutral point (stream_nb: 0, as
+bogofilter's empty database gives 0.5), where replay records +-inf (one class) or nothing.
 
 Measures, per stream and system: accuracy (spam when the score is above the neutral point:
 0.5, pR 0, log-odds 0), 1-ROCA% = 100 (1 - AUC) (ties 0.5) and sm% at hm% 0.1% (spam missed at
@@ -80,8 +88,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from stream_nb.config import load_config  # noqa: E402
+from stream_nb.features.mail import mail_text  # noqa: E402
 from stream_nb.mail.parse import ParsedMail, parse_mail  # noqa: E402
-from stream_nb.model.training import log_odds_per_sqrt_feature, predict_learn  # noqa: E402
+from stream_nb.mail.sources import parse_label_folders, read_mail  # noqa: E402
+from stream_nb.replay.cli import replay_and_report  # noqa: E402
 from stream_nb.replay.corpora import ENRON_SUBSETS, sms_spam  # noqa: E402
 from stream_nb.replay.evaluation import miss_rate_at_false_positive_rate, roc_auc  # noqa: E402
 
@@ -94,6 +104,8 @@ SHUFFLE_SEED = 23  # the issue's number; any fixed seed, documented, so every ru
 PEERS = ("bogofilter", "crm114")
 CORPORA = ("sms", "enron", "spamassassin")
 RAW_MAIL = ("spamassassin",)
+SPAMASSASSIN_FOLDERS = ("spam=spam-2", "ham=easy-ham-2")  # replay --label-folder
+REPLAY_BATCH = 1000  # replay's --batch-size default (results do not depend on it)
 
 
 @dataclass(frozen=True)
@@ -244,39 +256,51 @@ PEER_RUNNERS = {"bogofilter": bogofilter_scores, "crm114": crm114_scores}
 
 # ---- stream_nb -------------------------------------------------------------------------------
 
-def mail_text(parsed: ParsedMail) -> str:
-    """What the text featuriser reads of a parsed message: its subject line, then its body."""
-    return f"Subject: {parsed.subject}\n{parsed.body}"
+def mail_events(stream: str, messages: list[Message]) -> list[dict]:
+    """The stream as mail events, in the order of `messages`: raw mail (SpamAssassin) as
+    stream_nb.mail.sources reads the tarball, labeled by folder (`stream-nb replay --input
+    spamassassin_2003.tar.gz --label-folder spam=spam-2 --label-folder ham=easy-ham-2`), the
+    others made of the bytes the peers read. Checked: the same ids, bytes and labels."""
+    if stream not in RAW_MAIL:
+        return [{"id": m.id, "text": None, "features": None, "label": m.label, "mail": m.data} for m in messages]
+    read = {event["id"]: event for event in read_mail(SPAMASSASSIN_PATH,
+                                                      label_folders=parse_label_folders(SPAMASSASSIN_FOLDERS))}
+    events = [read[m.id] for m in messages]
+    if len(read) != len(messages) or any(e["mail"] != m.data or e["label"] != m.label
+                                         for e, m in zip(events, messages)):
+        raise RuntimeError("stream_nb.mail.sources read other messages than the benchmark's")
+    return events
 
 
-def mail_features(parsed: ParsedMail, featurizer, evidence: bool = True) -> dict:
-    """The text's features, plus the parser's evidence features, each counted once."""
-    features = featurizer.transform_one(mail_text(parsed))
-    if evidence:
-        for name in parsed.features:
-            features.setdefault(name, 1)
-    return features
+def text_events(events: list[dict]) -> list[dict]:
+    """Each mail event as the text event of its subject and body (no parser evidence features)."""
+    return [{"id": e["id"], "text": mail_text(parse_mail(e["mail"])), "features": None, "label": e["label"],
+             "mail": None} for e in events]
 
 
-def stream_nb_scores(features: list[dict], labels: list[str], config, score: str = "log_odds"
+def stream_nb_scores(events: list[dict], config, workdir: Path, score: str | None = None
                      ) -> tuple[np.ndarray, float]:
-    """The score of each event before it is learned, and the share learned: event by event,
-    the joint log likelihoods, then the library's training.predict_learn under the [training]
-    regime (the same decisions, and the same forgetting clock, as replay and the worker).
-    score "log_odds": log P(spam|x) - log P(ham|x); "per_sqrt_feature": that divided by the
-    square root of the event's distinct features (training.log_odds_per_sqrt_feature).
-    Swap for the library's replay path (its `score`) once mail events and scores land."""
-    model = config.build_model()
-    scores = np.zeros(len(labels))
-    learned = 0
-    for i, (x, label) in enumerate(zip(features, labels)):
-        joint = model.joint_log_likelihood(x)
-        if "spam" in joint and "ham" in joint:
-            log_odds = joint["spam"] - joint["ham"]
-            scores[i] = log_odds_per_sqrt_feature(log_odds, len(x)) if score == "per_sqrt_feature" else log_odds
-        _, flags = predict_learn(model, [x], [label], **config.training)
-        learned += flags[0]
-    return scores, learned / max(len(labels), 1)
+    """The score of each event before it is learned, and the share learned, read from the
+    library's replay (replay_and_report: the code `stream-nb replay --scores` runs; the
+    [training] regime, the forgetting clock and the score as replay has them): the recorder's
+    scores on the configuration's [evaluation] score_scale. `score` instead: "log_odds"
+    (the recorder's log-odds), "per_sqrt_feature" or "per_feature" (those over sqrt(n) or n).
+    An event scored before both classes are learned (no record, or +-inf) scores 0."""
+    if score is not None:  # per_feature and log_odds read the sizes the sqrt scale keeps
+        config.evaluation["score_scale"] = "none" if score == "log_odds" else "sqrt_features"
+    report_dir = Path(tempfile.mkdtemp(prefix="replay_", dir=workdir))
+    _, (contender,), _ = replay_and_report(events, [("benchmark", config)], report_dir, batch_size=REPLAY_BATCH)
+    recorder = contender.recorder
+    if score == "log_odds":
+        recorded = recorder.log_odds("spam")
+    elif score == "per_feature":
+        recorded = recorder.log_odds("spam") / np.maximum(recorder.sizes, 1)
+    else:
+        recorded = recorder.scores("spam")
+    both_known = np.isfinite(recorder.log_scores).all(axis=1) & (recorder.log_scores.shape[1] == 2)
+    by_id = dict(zip(contender.scored_ids, np.where(both_known, recorded, 0.0).tolist()))
+    scores = np.array([by_id.get(event["id"], 0.0) for event in events], dtype=np.float64)
+    return scores, contender.learned / max(len(events), 1)
 
 
 # Robinson's f(w) with Fisher's chi-square combining, bogofilter's defaults (research lever)
@@ -348,7 +372,7 @@ class Candidate:
     overrides: list[str]
     evidence: bool = True
     scorer: str = "multinomial"
-    score: str = "log_odds"  # or "per_sqrt_feature"; research: "per_feature" (log-odds / n)
+    score: str | None = None  # the configuration's score_scale; or log_odds, per_sqrt_feature, per_feature
 
     @classmethod
     def parse(cls, spec: str) -> Candidate:
@@ -373,15 +397,26 @@ STREAM_NB_SYSTEMS = ("spam.toml", "mail.toml", "mail.toml/sqrt")
 
 
 def built_in_candidate(system: str) -> Candidate:
-    """The shipped configurations scored by their log-odds, and mail.toml scored by its log-odds
-    per sqrt(feature), the scale its thick threshold is on."""
+    """The shipped configurations scored by their log-odds, and mail.toml as shipped: by its
+    log-odds per sqrt(feature) (its score_scale), the scale its thick threshold is on."""
     if system == "mail.toml/sqrt":
-        return Candidate(system, CONFIGS["mail.toml"], [], score="per_sqrt_feature")
-    return Candidate(system, CONFIGS[system], [])
+        return Candidate(system, CONFIGS["mail.toml"], [])
+    return Candidate(system, CONFIGS[system], ['evaluation.score_scale="none"'])
+
+
+def mail_features(parsed: ParsedMail, featurizer, evidence: bool = True) -> dict:
+    """The text's features, plus the parser's evidence features, each counted once (what
+    stream_nb.features.mail makes of a message), for the research scorer."""
+    features = featurizer.transform_one(mail_text(parsed))
+    if evidence:
+        for name in parsed.features:
+            features.setdefault(name, 1)
+    return features
 
 
 class FeatureCache:
-    """Parsed mail per stream, and feature dicts per (stream, featuriser options, evidence)."""
+    """Parsed mail per stream, and feature dicts per (stream, featuriser options, evidence), for
+    the research scorer (robinson_fisher_scores); stream_nb's systems go through replay."""
 
     def __init__(self):
         self.parsed: dict[str, list[ParsedMail]] = {}
@@ -396,17 +431,13 @@ class FeatureCache:
         return self.features[key]
 
 
-def run_candidate(candidate: Candidate, stream: str, messages: list[Message], cache: FeatureCache
-                  ) -> tuple[np.ndarray, float]:
+def run_candidate(candidate: Candidate, stream: str, messages: list[Message], cache: FeatureCache,
+                  events: list[dict], workdir: Path) -> tuple[np.ndarray, float]:
     config = load_config(candidate.config_path, candidate.overrides)
-    features = cache.of(stream, messages, config.build_featurizer(), candidate.evidence)
-    labels = [m.label for m in messages]
     if candidate.scorer == "robinson":  # bogofilter's regime: train on everything
-        return robinson_fisher_scores(features, labels)
-    if candidate.score == "per_feature":
-        scores, learned = stream_nb_scores(features, labels, config)
-        return scores / np.array([max(len(x), 1) for x in features], dtype=np.float64), learned
-    return stream_nb_scores(features, labels, config, candidate.score)
+        features = cache.of(stream, messages, config.build_featurizer(), candidate.evidence)
+        return robinson_fisher_scores(features, [m.label for m in messages])
+    return stream_nb_scores(events if candidate.evidence else text_events(events), config, workdir, candidate.score)
 
 
 # ---- measures --------------------------------------------------------------------------------
@@ -504,6 +535,7 @@ def main(argv=None) -> int:
     for stream in corpora:
         messages = load_stream(stream, args.quick, args.seed)
         labels = [m.label for m in messages]
+        events = mail_events(stream, messages) if candidates else []
         results: dict[str, Measures] = {}
         peer_outputs: dict[str, tuple] = {}
 
@@ -520,7 +552,7 @@ def main(argv=None) -> int:
             peers.start()
             for candidate in candidates:
                 began = time.perf_counter()
-                scores, learned = run_candidate(candidate, stream, messages, cache)
+                scores, learned = run_candidate(candidate, stream, messages, cache, events, Path(workdir))
                 neutral = NEUTRAL_ROBINSON if candidate.scorer == "robinson" else 0.0
                 results[candidate.name] = Measures.of(scores, labels, neutral, learned, time.perf_counter() - began)
                 print(row(stream, candidate.name, len(messages), results[candidate.name]), flush=True)
