@@ -85,7 +85,10 @@ def test_the_score_ranks_the_events_p_ties_and_replay_measures_on_it(tmp_path):
 
     labeled = [(p, label, score) for _, p, label, score in reference if label is not None]
     p_spam = [p for p, _, _ in labeled]
-    scores = [score for _, _, score in labeled]
+    # the ranking measures read an event scored while the model knew one class as the neutral 0
+    # (a model that knows one class cannot rank; its message says +-inf, alpha = 1 gives no other)
+    scores = [score if math.isfinite(score) else 0.0 for _, _, score in labeled]
+    assert scores.count(0.0) == 1  # the first spam, predicted when only ham was known
     is_spam = [label == "spam" for _, label, _ in labeled]
     saturated = sum(1 for p in p_spam if p in (0.0, 1.0))
     assert saturated > 0.3 * len(labeled)  # P ties at 1.0 (or 0.0) for a third of the stream...
@@ -185,6 +188,10 @@ def test_the_recorders_scores_are_log_odds_of_each_recorded_row(classes):
         rows.append(dict(zip(present, log_scores)))
     for label in classes:
         expected = [log_odds_of([row.get(c, -math.inf) for c in classes], classes.index(label)) for row in rows]
-        got = recorder.scores(label).tolist()
+        got = recorder.log_odds(label).tolist()
         assert [repr(v) for v in got] == [repr(v) for v in expected]
         assert not any(v != v for v in got)
+        # what the ranking measures read: 0 where the model did not know the class and another one
+        ranked = [0.0 if label not in row or len(row) < 2 else score for row, score in zip(rows, expected)]
+        assert [repr(v) for v in recorder.scores(label).tolist()] == [repr(v) for v in ranked]
+        assert ranked.count(0.0) >= 2

@@ -80,7 +80,8 @@ class EvaluationRecorder:
     P(true) (float64, for log loss, exactly as given) and two events x classes float64 matrices:
     the probabilities (0 for a class absent from an event's dict, e.g. one not yet seen) and the
     log scores (a `Posterior`'s log_scores; log P for a plain dict of probabilities; -inf for an
-    absent class). That is 8 * (2 + 2K) + 8 bytes per event: 56 bytes for two classes.
+    absent class), and which classes the model knew at each event (bool): 8 * (2 + 2K) + K + 8
+    bytes per event, 58 for two classes.
 
     `score_scale` ([evaluation] score_scale, stream_nb.model.scale): "sqrt_features" keeps each
     event's number of distinct features too (8 bytes more; `update` takes it), and `scores`
@@ -98,6 +99,7 @@ class EvaluationRecorder:
         self._p_true = np.empty(capacity, dtype=np.float64)
         self._probabilities = np.zeros((capacity, 0), dtype=np.float64)
         self._log_scores = np.full((capacity, 0), -np.inf)
+        self._known = np.zeros((capacity, 0), dtype=bool)  # the classes the model knew at each event
         self._sizes = np.zeros(capacity if self.score_scale != "none" else 0, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -107,7 +109,8 @@ class EvaluationRecorder:
     def nbytes(self) -> int:
         """Bytes held by the arrays (capacity included)."""
         return (self._true.nbytes + self._predicted.nbytes + self._p_true.nbytes
-                + self._probabilities.nbytes + self._log_scores.nbytes + self._sizes.nbytes)
+                + self._probabilities.nbytes + self._log_scores.nbytes + self._known.nbytes
+                + self._sizes.nbytes)
 
     def _label_index(self, label) -> int:
         index = self._index.get(label)
@@ -121,6 +124,9 @@ class EvaluationRecorder:
             grown = np.full((rows, columns + 1), -np.inf)
             grown[:, :columns] = self._log_scores
             self._log_scores = grown
+            grown = np.zeros((rows, columns + 1), dtype=bool)
+            grown[:, :columns] = self._known
+            self._known = grown
         return index
 
     def _grow(self) -> None:
@@ -136,6 +142,9 @@ class EvaluationRecorder:
         grown = np.full((capacity, self._log_scores.shape[1]), -np.inf)
         grown[: self._size] = self._log_scores[: self._size]
         self._log_scores = grown
+        grown = np.zeros((capacity, self._known.shape[1]), dtype=bool)
+        grown[: self._size] = self._known[: self._size]
+        self._known = grown
 
     def update(self, true, predicted, probabilities: dict, n_features: int | None = None) -> None:
         """Record one labeled event: its label, the predicted label (None if no class was known)
@@ -161,6 +170,7 @@ class EvaluationRecorder:
                 index = self._label_index(label)
             self._probabilities[row, index] = p
             self._log_scores[row, index] = log_score
+            self._known[row, index] = True
         self._p_true[row] = probabilities.get(true, 0.0)
         if self.score_scale != "none":
             self._sizes[row] = n_features
@@ -195,14 +205,22 @@ class EvaluationRecorder:
         return None if self.score_scale == "none" else self._sizes[: self._size]
 
     def scores(self, label) -> np.ndarray:
-        """Per event, the score of `label` on the recorder's score_scale: the log-odds
-        s_c - logsumexp_{k != c} s_k (`log_odds_of`, the very function a prediction message's
-        score comes from; -inf where the class was not known yet, +inf where it was the only
-        one), divided by sqrt(max(n, 1)) under "sqrt_features" (stream_nb.model.scale)."""
+        """Per event, the score of `label` on the recorder's score_scale, as the ranking
+        measures read it: the log-odds s_c - logsumexp_{k != c} s_k (`log_odds_of`, the very
+        function a prediction message's score comes from), divided by sqrt(max(n, 1)) under
+        "sqrt_features" (stream_nb.model.scale); and 0, the neutral middle, at an event the
+        model scored before it knew `label` and some other class (its message says -inf or
+        +inf: a model that knows one class cannot rank, as bogofilter's empty database gives
+        every message 0.5). Without that, the first spam of a stream, predicted when only ham
+        was known, would rank below every ham and weigh on 1-ROCA% for the whole stream."""
         scores = self.log_odds(label)
-        if self.score_scale == "none":
-            return scores
-        return scaled_score_array(scores, self.sizes)
+        if self.score_scale != "none":
+            scores = scaled_score_array(scores, self.sizes)
+        known = self._known[: self._size]
+        blind = ~known[:, self._index[label]] | (known.sum(axis=1) < 2)
+        if blind.any():
+            scores = np.where(blind, 0.0, scores)
+        return scores
 
     def log_odds(self, label) -> np.ndarray:
         """Per event, the log-odds of `label`, whatever the score's scale (see `scores`)."""
