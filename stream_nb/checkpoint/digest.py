@@ -72,7 +72,8 @@ def state_digest(model_state: dict) -> str:
       count models, hashed vocabulary: n_buckets and N_fc by bucket (buckets are fixed);
       CategoricalNB: (feature, value) pairs sorted by their JSON, with N_jac, features with N_jc,
           class_counts;
-      GaussianNB: features sorted with n, mean, M2 and the pooled moments, class_counts (exact
+      GaussianNB: features sorted with n, mean, M2 and the pooled moments (rows all zero, a feature
+          whose every observation was unlearned, left out), class_counts (exact
           bytes: the Welford means depend on the order of events, so only runs over the events
           in the same order compare equal);
       any other kind: a fallback over the sorted meta and every array by name, which does
@@ -109,7 +110,7 @@ def state_digest(model_state: dict) -> str:
         features = meta["features"]
         stacked = np.hstack([np.asarray(arrays[name]).reshape(len(features), -1)
                              for name in ("n", "mean", "m2", "pooled")]) if features else np.zeros((0, 0))
-        names, rows = _sorted_rows(features, stacked, drop_zero=False)
+        names, rows = _sorted_rows(features, stacked, drop_zero=True)  # all zero: every observation unlearned
         digest.rows("n|mean|m2|pooled", names, rows)
         digest.part("class_counts", _float_bytes(arrays["class_counts"]))
     else:

@@ -295,6 +295,33 @@ def _is_integral(values: np.ndarray) -> bool:
 GRID_BITS = 20
 GRID_LIMIT = 2.0 ** (52 - GRID_BITS)  # one bit of room below 2^33
 
+# Unlearning: how far what is taken back may exceed what a count holds and still be rounding.
+# A remainder within UNLEARN_RELATIVE_SLACK of the larger of the two is float rounding (sums of
+# fractional weights) and is 0. After forgetting, each decay step rounded the aggregate once and
+# each event's part once, so the parts can add up to a little more than the count: up to
+# UNLEARN_GRID_SLACK (2^10 grid steps) more is taken back as all there is (the count goes to 0).
+UNLEARN_RELATIVE_SLACK = 2.0**-32
+UNLEARN_GRID_SLACK = 2.0**-10
+
+
+class NotLearned(ValueError):
+    """Taking back what the model never learned, or more than it holds. Nothing was changed."""
+
+
+def decayed_alone(amounts: np.ndarray, factors: list[float]) -> np.ndarray:
+    """What `decay` leaves of contributions decayed alone, step by step on the grid:
+
+        a <- q round(factor a / q)  for each step's factor,   q = 2^-GRID_BITS
+
+    with `decay`'s own arithmetic (a factor of 1 leaves counts as they are)."""
+    for factor in factors:
+        if factor == 1:
+            continue
+        amounts = np.rint(amounts * (factor * 2.0**GRID_BITS)) / 2.0**GRID_BITS
+        if not amounts.any():
+            break
+    return amounts
+
 
 def _batch_mass(batch) -> float:
     """An upper bound on what learning a batch adds to any count or sum of counts."""
@@ -328,6 +355,8 @@ class NaiveBayes(river_base.Classifier):
         self._integral = True  # every count so far is a whole number
         self._on_grid = False  # every count is a multiple of 2^-GRID_BITS (after forgetting)
         self.labeled_seen = 0  # with maintenance: labeled events offered to training (learned or not), its clock
+        self.forgetting_epoch = 0  # decay steps applied so far (unlearning's learned_at counts in them)
+        self._decay_factors: list[list] = []  # [[factor, steps], ...]: the factor of every step, run-length coded
 
     # ---- class book -------------------------------------------------------------------
 
@@ -848,6 +877,120 @@ class NaiveBayes(river_base.Classifier):
             results.extend(self._probabilities(*self._run(batch, predict=True, learn=True)))
         return results
 
+    # ---- unlearning ---------------------------------------------------------------------
+
+    def unlearn_one(self, x: dict, y, w: float = 1.0, *, learned_at: int | None = None) -> None:
+        """Take back what `learn_one(x, y, w)` added, learned at forgetting epoch `learned_at`
+        (None: now, no decay since). With forgetting, what is taken back from each count is the
+        event's part decayed alone (`decayed_alone`) over the steps since learned_at, clamped at 0
+        within UNLEARN_GRID_SLACK. A count or class that returns to 0 is as if never seen.
+
+        Raises NotLearned (a ValueError), changing nothing, when the class was never learned or
+        a count holds less than its part (a feature the class never counted, more weight than
+        learned), or learned_at is negative or in the future. See README, "Unlearning".
+        """
+        if y is None:
+            raise ValueError("unlearn_one needs the label the event was learned with; y is None")
+        self._unlearn([x], [y], [w], [learned_at], name_events=False)
+
+    def unlearn_many(self, X, y, w=None, *, learned_at=None) -> None:
+        """unlearn_one of each event in order (an unlabeled event learned nothing: skipped), all
+        or nothing: every event is checked against the counts the events before it leave, then
+        the state changes; on refusal nothing has. learned_at: None, one epoch for all, or one
+        per event. X: what learn_many takes."""
+        records, labels = _as_records(X, self.ZERO_IS_ABSENT), _as_labels(y)
+        n = len(labels)
+        if len(records) != n:
+            raise ValueError(f"X has {len(records)} events but y has {n} labels")
+        weights = [1.0] * n if w is None else list(w)
+        if learned_at is None or isinstance(learned_at, (int, np.integer)):
+            epochs = [learned_at] * n
+        else:
+            epochs = list(learned_at)
+        if len(weights) != n or len(epochs) != n:
+            raise ValueError(f"{n} events but {len(weights)} weights and {len(epochs)} learned_at")
+        self._unlearn(records, labels, weights, epochs, name_events=True)
+
+    def _unlearn(self, X, y, weights, epochs, name_events: bool) -> None:
+        steps = [self._decay_steps(epoch) for epoch in epochs]
+        plans = self._plan_unlearning(X, y, weights, steps, name_events)  # every check: nothing changes before
+        for plan in plans:
+            self._apply_unlearning(plan)
+        self._drop_emptied_classes({plan[0] for plan in plans})
+        if plans:
+            self._after_unlearning()
+
+    def _decay_steps(self, learned_at) -> list[float]:
+        """The factors of the decay steps since epoch `learned_at` (None: now, none)."""
+        if learned_at is None:
+            return []
+        if isinstance(learned_at, bool) or not isinstance(learned_at, (int, np.integer)):
+            raise TypeError(f"learned_at must be a whole number (a forgetting epoch) or None, got {learned_at!r}")
+        learned_at = int(learned_at)
+        if not 0 <= learned_at <= self.forgetting_epoch:
+            raise NotLearned(f"learned_at={learned_at} is not an epoch of this model (it has decayed "
+                             f"{self.forgetting_epoch} times: 0..{self.forgetting_epoch})")
+        factors, epoch = [], 0
+        for factor, count in self._decay_factors:
+            factors += [factor] * max(0, epoch + count - max(epoch, learned_at))
+            epoch += count
+        return factors
+
+    def _record_decay(self, factor: float) -> None:
+        self.forgetting_epoch += 1
+        if self._decay_factors and self._decay_factors[-1][0] == factor:
+            self._decay_factors[-1][1] += 1
+        else:
+            self._decay_factors.append([float(factor), 1])
+
+    def _take_back(self, held: float, amount: float, what: str) -> float:
+        """What a count holding `held` holds after `amount` is taken back; NotLearned (naming
+        `what`) when amount exceeds held beyond rounding (UNLEARN_*_SLACK)."""
+        larger = max(held, amount)
+        slack = 0.0 if (held.is_integer() and amount.is_integer()) else UNLEARN_RELATIVE_SLACK * larger
+        if self.forgetting_epoch:
+            slack += UNLEARN_GRID_SLACK
+        if amount - held > slack:
+            raise NotLearned(f"{what} holds {held!r}, less than the {amount!r} to take back")
+        rest = held - amount
+        return 0.0 if rest <= UNLEARN_RELATIVE_SLACK * larger else rest
+
+    def _class_to_unlearn(self, label, where: str) -> int:
+        c = self._class_index.get(label)
+        if c is None:
+            class_sort_key(label)  # TypeError on an unsupported label, as learning gives
+            raise NotLearned(f"{where}class {label!r} was never learned (classes: {self._classes!r})")
+        return c
+
+    def _plan_unlearning(self, X, y, weights, steps, name_events: bool) -> list[tuple]:
+        """Check every event against the counts the events before it leave and return what to
+        write, one tuple per event (its class index first); changes nothing."""
+        raise NotImplementedError
+
+    def _apply_unlearning(self, plan: tuple) -> None:
+        raise NotImplementedError
+
+    def _after_unlearning(self) -> None:
+        """Rebuild what is derived from the counts."""
+
+    def _class_is_empty(self, c: int) -> bool:
+        """Every count of class c (besides N_c) is 0."""
+        raise NotImplementedError
+
+    def _delete_class_columns(self, classes: list[int]) -> None:
+        """Remove the columns of `classes` from the variant's per-class arrays."""
+
+    def _drop_emptied_classes(self, touched) -> None:
+        """A class whose N_c and counts all returned to 0 leaves the model, as if never learned."""
+        emptied = sorted(c for c in touched if self._class_counts[c] == 0 and self._class_is_empty(c))
+        if not emptied:
+            return
+        self._delete_class_columns(emptied)
+        self._class_counts = np.delete(self._class_counts, emptied)
+        gone = set(emptied)
+        self._classes = [label for c, label in enumerate(self._classes) if c not in gone]
+        self._class_index = {label: index for index, label in enumerate(self._classes)}
+
     # ---- state ------------------------------------------------------------------------
 
     def _params(self) -> dict:
@@ -867,6 +1010,9 @@ class NaiveBayes(river_base.Classifier):
         }
         if self._on_grid:  # only then, so states of before stay as they were
             meta["on_grid"] = True
+        if self.forgetting_epoch:  # likewise
+            meta["forgetting_epoch"] = self.forgetting_epoch
+            meta["decay_factors"] = [list(run) for run in self._decay_factors]
         meta.update(self._state_meta())
         arrays = {name: np.array(array, copy=True) for name, array in self._state_arrays().items()}
         return {"meta": meta, "arrays": arrays}
@@ -886,6 +1032,7 @@ class NaiveBayes(river_base.Classifier):
         model._class_index = {label: index for index, label in enumerate(model._classes)}
         model._integral = bool(meta["integral"])
         model._on_grid = bool(meta.get("on_grid", False))
+        model.forgetting_epoch, model._decay_factors = _checked_decay_record(meta)
         model._class_counts = np.array(arrays["class_counts"], dtype=np.float64)
         model._restore(meta, arrays)
         return model
@@ -954,6 +1101,24 @@ def _combine_buckets(column: list[int], value: list[float]) -> tuple[list[int], 
     for c, v in zip(column, value):
         summed[c] = summed.get(c, 0.0) + v
     return list(summed), list(summed.values())
+
+
+def _checked_decay_record(meta: dict) -> tuple[int, list[list]]:
+    """(forgetting_epoch, decay factors) of a state, checked: a state without them has decayed
+    0 times (states of before unlearning)."""
+    epoch = meta.get("forgetting_epoch", 0)
+    runs = meta.get("decay_factors", [])
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"state's forgetting_epoch must be a whole number >= 0, got {epoch!r}")
+    if not isinstance(runs, list) or not all(
+            isinstance(run, (list, tuple)) and len(run) == 2 and isinstance(run[0], (int, float))
+            and not isinstance(run[0], bool) and 0 < run[0] <= 1 and isinstance(run[1], int)
+            and not isinstance(run[1], bool) and run[1] >= 1 for run in runs):
+        raise ValueError(f"state's decay_factors must be [[factor in (0, 1], steps >= 1], ...], got {runs!r}")
+    if sum(run[1] for run in runs) != epoch:
+        raise ValueError(f"state's decay_factors count {sum(run[1] for run in runs)} steps, "
+                         f"its forgetting_epoch {epoch}")
+    return epoch, [[float(factor), count] for factor, count in runs]
 
 
 class SequentialNB(NaiveBayes):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stream_nb.model.base import SequentialNB, _check_smoothing, _check_unknown
+from stream_nb.model.base import NotLearned, SequentialNB, _check_smoothing, _check_unknown
 
 
 class CategoricalNB(SequentialNB):
@@ -14,8 +14,8 @@ class CategoricalNB(SequentialNB):
         P(x_j = a | c) = (N_jac + lambda) / (N_jc + S_j lambda)
 
     N_jac: class-c events with feature j = a; N_jc: class-c events in which feature j was
-    observed (equal to N_c when no value is ever missing); S_j: the number of values of j seen
-    so far in training, or the declared ones (`categories={feature: [values]}`), which are then
+    observed (equal to N_c when no value is ever missing); S_j: the number of values of j with
+    a count (seen in training, and not all taken back by unlearning), or the declared ones (`categories={feature: [values]}`), which are then
     the only values accepted for learning. lambda = alpha; alpha = 0 is the MLE.
 
     At prediction a feature never learned is dropped; a value never learned for a known feature
@@ -105,9 +105,65 @@ class CategoricalNB(SequentialNB):
             column = self._value_index.get((feature, value))
             if column is None:
                 column = self._add_value(feature, value)
+            elif self.categories is None and not self._value_counts[column].any():
+                self._n_values[self._value_feature[column]] += 1  # a value unlearned to 0 counts again
             self._value_counts[column, c] += w
             self._feature_counts[self._value_feature[column], c] += w
         self._class_counts[c] += w
+
+    # ---- unlearning -------------------------------------------------------------------
+
+    def _plan_unlearning(self, X, y, weights, steps, name_events):
+        """Per labeled event (w > 0): (class, N_c after, [(value column, N_jac after, j, N_jc
+        after)]), each count checked against what the events before it leave."""
+        weight = self._validate(X, y, weights)
+        held_values, held_features, held_class, plans = {}, {}, {}, []
+        for i, x in enumerate(X):
+            if y[i] is None or weight[i] == 0:
+                continue
+            where, w = (f"event {i}: " if name_events else ""), weight[i]
+            c = self._class_to_unlearn(y[i], where)
+            new_class = self._take_back(held_class.get(c, float(self._class_counts[c])), w,
+                                        f"{where}class {y[i]!r}'s count N_c")
+            held_class[c] = new_class
+            writes = []
+            for feature, value in x.items():
+                column = self._value_index.get((feature, value))
+                if column is None:
+                    raise NotLearned(f"{where}{feature!r}={value!r} was never learned (class {y[i]!r})")
+                j = int(self._value_feature[column])
+                what = f"{where}{feature!r}={value!r} in class {y[i]!r}"
+                held_values[column, c] = self._take_back(
+                    held_values.get((column, c), float(self._value_counts[column, c])), w, what)
+                held_features[j, c] = self._take_back(
+                    held_features.get((j, c), float(self._feature_counts[j, c])), w, f"{where}feature {feature!r}'s "
+                    f"count N_jc in class {y[i]!r}")
+                writes.append((column, held_values[column, c], j, held_features[j, c]))
+            plans.append((c, new_class, writes))
+        return plans
+
+    def _apply_unlearning(self, plan) -> None:
+        c, new_class, writes = plan
+        for column, value_count, j, feature_count in writes:
+            self._value_counts[column, c] = value_count
+            self._feature_counts[j, c] = feature_count
+        self._class_counts[c] = new_class
+
+    def _after_unlearning(self) -> None:
+        self._count_values()
+
+    def _count_values(self) -> None:
+        """S_j = values of j with a count in some class (declared categories: fixed)."""
+        if self.categories is None:
+            counted = self._value_feature[self._value_counts.any(axis=1)]
+            self._n_values = np.bincount(counted, minlength=len(self._feature_index)).astype(np.float64)
+
+    def _class_is_empty(self, c: int) -> bool:
+        return not (self._value_counts[:, c].any() or self._feature_counts[:, c].any())
+
+    def _delete_class_columns(self, classes: list[int]) -> None:
+        self._value_counts = np.delete(self._value_counts, classes, axis=1)
+        self._feature_counts = np.delete(self._feature_counts, classes, axis=1)
 
     # ---- state ------------------------------------------------------------------------
 
@@ -132,6 +188,7 @@ class CategoricalNB(SequentialNB):
             self._add_value(feature, value)
         self._value_counts = np.array(arrays["value_counts"], dtype=np.float64).reshape(-1, C)
         self._feature_counts = np.array(arrays["feature_counts"], dtype=np.float64).reshape(-1, C)
+        self._count_values()  # a value unlearned to 0 keeps its column but not its place in S_j
 
     def _merge_from(self, other, class_into) -> None:
         for (feature, value), column in other._value_index.items():
@@ -141,3 +198,4 @@ class CategoricalNB(SequentialNB):
             self._value_counts[own, class_into] += other._value_counts[column]
         for feature, j in other._feature_index.items():
             self._feature_counts[self._feature_index[feature], class_into] += other._feature_counts[j]
+        self._count_values()

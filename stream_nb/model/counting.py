@@ -37,9 +37,11 @@ from stream_nb.model.base import (
     GRID_BITS,
     GRID_LIMIT,
     NaiveBayes,
+    NotLearned,
     SparseBatch,
     _check_smoothing,
     _check_unknown,
+    decayed_alone,
 )
 from stream_nb.model.training import learn_decisions
 from stream_nb.model.vocabulary import HashedVocabulary, Vocabulary, vocabulary_from_state
@@ -224,6 +226,7 @@ class CountingNB(NaiveBayes):
         """
         if not 0 < factor <= 1:
             raise ValueError(f"decay factor must be in (0, 1], got {factor!r}")
+        self._record_decay(factor)  # a step of forgetting_epoch, even at factor 1 (which changes nothing)
         if factor == 1:
             return
         scale = factor * 2.0**GRID_BITS
@@ -458,6 +461,92 @@ class CountingNB(NaiveBayes):
     def _learned_event(self, event: EncodedEvent, before: np.ndarray, newly_seen: int, learned) -> None:
         """What the variant keeps besides N_fc, N_c and |V| (before: N_fc before the event)."""
 
+    # ---- unlearning -------------------------------------------------------------------
+
+    def _unlearn_amounts(self, values: list[float], weight: float) -> list[float]:
+        """What learning added to each kept feature's count: `_event_learning`'s figures."""
+        raise NotImplementedError
+
+    def _plan_unlearning(self, X, y, weights, steps, name_events):
+        """Per labeled event (w > 0): (class index, N_c after, w, feature rows, their counts
+        after, what was taken from each, exact, on grid). An event's occurrences are combined
+        as learning combines them (names repeated in a SparseBatch, names sharing a hash
+        bucket: values added from 0.0 in order), then its parts are `_unlearn_amounts`, decayed
+        alone over `steps`. A name not in the vocabulary was never learned (refused) or, with a
+        budget, evicted (nothing of it is left to take back); with a budget a feature's count is
+        taken back as far as it goes, since eviction may have taken any share of it."""
+        _, names, value, _, lengths, weight, labeled_rows, _ = self._validate(X, y, weights)
+        columns = self._vocabulary.lookup(names).tolist()
+        values = value.tolist()
+        offsets = np.concatenate(([0], np.cumsum(lengths))).tolist()
+        budget = self.max_features is not None
+        counts, held_counts, held_class = self._feature_counts, {}, {}
+        plans = []
+        for i in labeled_rows:
+            where = f"event {i}: " if name_events else ""
+            label, w = y[i], float(weight[i])
+            c = self._class_to_unlearn(label, where)
+            summed: dict = {}  # combined occurrences: key -> [name, column, value]
+            for name, column, v in zip(names[offsets[i]:offsets[i + 1]], columns[offsets[i]:offsets[i + 1]],
+                                       values[offsets[i]:offsets[i + 1]]):
+                key = (0, column) if column >= 0 else (1, name)
+                entry = summed.setdefault(key, [name, column, 0.0])
+                entry[2] = entry[2] + v
+            entries = list(summed.values())
+            keep = self._check_values(np.array([entry[2] for entry in entries], dtype=np.float64)).tolist()
+            entries = [entry for entry, kept in zip(entries, keep) if kept]
+            parts = self._unlearn_amounts([entry[2] for entry in entries], w)
+            decayed = decayed_alone(np.array(parts + [w], dtype=np.float64), steps[i]).tolist()
+            held = held_class.get(c, float(self._class_counts[c]))
+            new_class = self._take_back(held, decayed[-1], f"{where}class {label!r}'s count N_c")
+            held_class[c] = new_class
+            rows, after, taken = [], [], []
+            for (name, column, _), amount in zip(entries, decayed):
+                if column < 0:
+                    if budget:
+                        continue
+                    raise NotLearned(f"{where}feature {name!r} was never learned (class {label!r})")
+                held = held_counts.get((column, c))
+                if held is None:
+                    held = float(counts[column, c])
+                what = f"{where}feature {name!r} in class {label!r}"
+                rest = self._take_back(held, min(amount, held) if budget else amount, what)
+                held_counts[(column, c)] = rest
+                rows.append(column)
+                after.append(rest)
+                taken.append(held - rest)
+            figures = decayed + [w]
+            exact = all(map(float.is_integer, figures))
+            on_grid = all(float(f * 2.0**GRID_BITS).is_integer() for f in figures)
+            plans.append((c, new_class, w, rows, after, taken, exact, on_grid))
+        return plans
+
+    def _apply_unlearning(self, plan) -> None:
+        c, new_class, w, rows, after, taken, exact, on_grid = plan
+        if not exact:  # as learning such an event would
+            if on_grid and self._on_grid:
+                self._integral = False
+            else:
+                self._lose_exact_sums()
+        if rows:
+            counts = self._feature_counts
+            was_seen = counts[rows].any(axis=1)
+            counts[rows, c] = after
+            self._features_seen -= int(np.count_nonzero(was_seen & ~counts[rows].any(axis=1)))
+        self._class_counts[c] = new_class
+        self._learned_weight = max(self._learned_weight - w, 0.0)
+        self._unlearned_event(c, taken)
+
+    def _unlearned_event(self, c: int, taken: list[float]) -> None:
+        """What the variant keeps besides N_fc, N_c and |V| (taken: what left each N_fc)."""
+
+    def _class_is_empty(self, c: int) -> bool:
+        return not self._counts[:, c].any()
+
+    def _delete_class_columns(self, classes: list[int]) -> None:
+        self._feature_counts = np.ascontiguousarray(np.delete(self._feature_counts, classes, axis=1))
+        self._class_totals = np.delete(self._class_totals, classes)
+
     # ---- state ------------------------------------------------------------------------
 
     def _params(self) -> dict:
@@ -553,6 +642,14 @@ class MultinomialNB(CountingNB):
 
     def _learned_event(self, event, before, newly_seen, learned):
         self._class_totals[event.label] += sequential_sum(learned)  # T_c, as _add_totals adds it
+
+    def _unlearn_amounts(self, values, weight):
+        return [value * weight for value in values]
+
+    def _unlearned_event(self, c, taken):
+        total = self._class_totals[c] - sequential_sum(taken)
+        # T_c = sum_f N_fc: 0 when they all are (no float residue of fractional weights)
+        self._class_totals[c] = max(total, 0.0) if self._counts[:, c].any() else 0.0
 
     def _event_evidence(self, log_numerators: list, values: list, unseen: list) -> tuple[list, float]:
         """(sum_f x_f log_numerator_fc for each class c, sum_f x_f) over the event's known
@@ -824,6 +921,12 @@ class BernoulliNB(CountingNB):
 
     def _event_learning(self, event):
         return event.weight
+
+    def _unlearn_amounts(self, values, weight):
+        return [weight] * len(values)  # presence: each present feature's N_fc took w
+
+    def _after_unlearning(self) -> None:
+        self._rebuild_histograms()  # H_c from the counts as they are now (corrections are rare)
 
     def _learned_event(self, event, before, newly_seen, learned):
         if self._integral:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from stream_nb.model.base import SequentialNB, _check_smoothing
+from stream_nb.model.base import NotLearned, SequentialNB, _check_smoothing
 
 _LOG_2PI = math.log(2 * math.pi)
 
@@ -24,7 +24,7 @@ class GaussianNB(SequentialNB):
     as in scikit-learn, so a class with one observation or a constant feature never divides by
     zero (epsilon = var_smoothing while every feature is constant). A feature a class has never
     observed is scored for that class with the all-class estimate; a feature never observed at
-    all is dropped.
+    all (or every observation of it unlearned: pooled n = 0) is dropped.
     """
 
     def __init__(self, prior_alpha: float = 0.0, var_smoothing: float = 1e-9):
@@ -71,7 +71,8 @@ class GaussianNB(SequentialNB):
 
     def _score_one(self, x: dict):
         active, log_prior = self._current_log_prior()
-        known = [(self._feature_index[f], float(v)) for f, v in x.items() if f in self._feature_index]
+        index, pooled_n = self._feature_index, self._pooled[:, 0]
+        known = [(index[f], float(v)) for f, v in x.items() if f in index and pooled_n[index[f]] > 0]
         if not known:
             return log_prior.copy(), active, log_prior
         rows = np.array([j for j, _ in known])
@@ -104,6 +105,68 @@ class GaussianNB(SequentialNB):
                 self._n[j, c], self._mean[j, c], self._m2[j, c], value, w)
             self._pooled[j] = self._welford(*self._pooled[j], value, w)
         self._class_counts[c] += w
+
+    # ---- unlearning -------------------------------------------------------------------
+
+    def _unwelford(self, moments: tuple, value: float, w: float, what: str) -> tuple:
+        """`_welford` in reverse: the (n, mean, M2) before (value, w) was learned.
+
+            n = n' - w,   mean = mean' - (value - mean') w / n,   M2 = M2' - w (value - mean)(value - mean')
+
+        Exact only up to rounding, and the limit is cancellation: the mean's error grows like
+        eps |value - mean'| w / n, large when few events are left (n small against w), and M2's
+        like eps (M2' + w |value - mean| |value - mean'|) against what is left: taking an outlier
+        back from a tight class leaves M2 with a relative error of eps times (outlier's squared
+        distance x w) / M2. M2 is clamped at 0, and when n returns to 0 the moments are reset
+        to exactly (0, 0, 0): a class or feature with no events left is as if never seen.
+        """
+        n, mean, m2 = moments
+        rest = self._take_back(n, w, what)
+        if rest == 0:
+            return 0.0, 0.0, 0.0
+        mean_before = mean - (value - mean) * (w / rest)
+        return rest, mean_before, max(m2 - w * (value - mean_before) * (value - mean), 0.0)
+
+    def _plan_unlearning(self, X, y, weights, steps, name_events):
+        """Per labeled event (w > 0): (class, N_c after, [(j, class moments after, pooled
+        moments after)]), each checked against what the events before it leave."""
+        weight = self._validate(X, y, weights)
+        held, held_class, plans = {}, {}, []
+        for i, x in enumerate(X):
+            if y[i] is None or weight[i] == 0:
+                continue
+            where, w = (f"event {i}: " if name_events else ""), weight[i]
+            c = self._class_to_unlearn(y[i], where)
+            new_class = self._take_back(held_class.get(c, float(self._class_counts[c])), w,
+                                        f"{where}class {y[i]!r}'s count N_c")
+            held_class[c] = new_class
+            writes = []
+            for feature, value in x.items():
+                j = self._feature_index.get(feature)
+                if j is None:
+                    raise NotLearned(f"{where}feature {feature!r} was never learned (class {y[i]!r})")
+                value = float(value)
+                own = held.get((j, c)) or (float(self._n[j, c]), float(self._mean[j, c]), float(self._m2[j, c]))
+                pooled = held.get((j, None)) or tuple(map(float, self._pooled[j]))
+                held[j, c] = self._unwelford(own, value, w, f"{where}feature {feature!r}'s weight n in class {y[i]!r}")
+                held[j, None] = self._unwelford(pooled, value, w, f"{where}feature {feature!r}'s weight n")
+                writes.append((j, held[j, c], held[j, None]))
+            plans.append((c, new_class, writes))
+        return plans
+
+    def _apply_unlearning(self, plan) -> None:
+        c, new_class, writes = plan
+        for j, (n, mean, m2), pooled in writes:
+            self._n[j, c], self._mean[j, c], self._m2[j, c] = n, mean, m2
+            self._pooled[j] = pooled
+        self._class_counts[c] = new_class
+
+    def _class_is_empty(self, c: int) -> bool:
+        return not self._n[:, c].any()
+
+    def _delete_class_columns(self, classes: list[int]) -> None:
+        for name in ("_n", "_mean", "_m2"):
+            setattr(self, name, np.delete(getattr(self, name), classes, axis=1))
 
     def _params(self) -> dict:
         return {"prior_alpha": self.prior_alpha, "var_smoothing": self.var_smoothing}
