@@ -356,6 +356,7 @@ def test_with_forgetting_what_decay_left_of_each_part_is_taken_back(cls):
         if i == 250:
             model.decay(0.75)  # a step of another factor, between maintenance points
     assert model.forgetting_epoch == 500 // every + 1
+    assert epochs[:251] == [i // every for i in range(251)]  # labeled_seen // evict_every before each
     factor = 0.5 ** (every / half_life)
     step_factors = [factor] * 12 + [0.75] + [factor] * 13  # epoch 12 was the direct decay
     assert model.to_state()["meta"]["decay_factors"] == [[factor, 12], [0.75, 1], [factor, 13]]
@@ -409,6 +410,7 @@ def test_forgetting_epoch_is_part_of_the_state_and_old_states_read_as_zero():
     model = MultinomialNB(half_life=10, evict_every=5)
     X, y = text_stream(seed=13, n_events=60, labeled_fraction=1.0)
     model.learn_many(X, y)
+    assert model.forgetting_epoch == model.labeled_seen // 5 == 12  # maintenance alone: the clock's decay points
     model.decay(0.9)
     state = model.to_state()
     assert model.forgetting_epoch == 13 and state["meta"]["forgetting_epoch"] == 13

@@ -223,6 +223,8 @@ class CountingNB(NaiveBayes):
         bit at batch speed (Bernoulli's histograms need whole numbers: it goes one event at a
         time). Rounding is monotone, so N_fc <= N_c holds on. A count that rounds to 0 leaves V
         (|V| counts the features with a positive count), in the same deterministic way.
+        Every call is one step of `forgetting_epoch`, its factor recorded (unlearning decays an
+        event's part by the factors of the steps since it was learned).
         """
         if not 0 < factor <= 1:
             raise ValueError(f"decay factor must be in (0, 1], got {factor!r}")
