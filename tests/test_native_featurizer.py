@@ -413,3 +413,136 @@ def test_the_new_names_read_as_the_list_they_stand_for():
     assert repr(unknown[:2]) == "NewNames(['brave', 'new'])"
     del unknown, batch  # a view keeps the names it shows
     assert list(view) == expected[2:6]
+
+
+# ---- extra names after each text's own (a mail's evidence) -------------------------------------
+
+EXTRA_PIECES = ["#hdr:date:missing", "#mime:multipart", "#html:link", "#defect:x", "#s:word", "#s:a",
+                "word", "a", "42", "café", "#url", "#žluť", "kůň", "word a", "#hdr:from:" + "x" * 40]
+
+
+def generated_extra(seed: int, texts: list[str]) -> list:
+    """Each text's extra names: none, '#...' evidence, or names its own features may hold
+    ("#s:word" from a subject, "word", a bigram), some beyond Latin-1; each once, as
+    parse_mail gives them, in a list or a tuple."""
+    rng = random.Random(seed)
+    extra = []
+    for _ in texts:
+        names = list(dict.fromkeys(rng.choice(EXTRA_PIECES) for _ in range(rng.choice([0, 0, 1, 3, 8]))))
+        extra.append(tuple(names) if rng.random() < 0.5 else names)
+    return extra
+
+
+def expected_with_extra(featurizer: TextFeaturizer, texts: list[str], extra: list, vocabulary: Vocabulary):
+    """The definition, worked out here from the Python feature list: event i is
+    feature_list(text_i) + extra_i; distinct when binary and no extra name is one of its text's;
+    columns from the vocabulary's dict, the absent names numbered by first appearance."""
+    names, lengths, distinct = [], [], featurizer.binary
+    for text, more in zip(texts, extra):
+        own = featurizer._feature_list(text)
+        distinct = distinct and not any(name in own for name in more)
+        names += own + list(more)
+        lengths.append(len(own) + len(more))
+    column_of = vocabulary.mapping()
+    absent = list(dict.fromkeys(name for name in names if name not in column_of))
+    rank_of = {name: rank for rank, name in enumerate(absent)}
+    return {"names": names, "lengths": lengths, "distinct": distinct,
+            "columns": [column_of.get(name, -1) for name in names],
+            "ranks": [-1 if name in column_of else rank_of[name] for name in names], "unknown": absent}
+
+
+def batch_figures(batch, vocabulary: Vocabulary) -> dict:
+    ranks, unknown = batch.unknown_in(vocabulary)
+    return {"names": list(batch.names), "lengths": batch.lengths.tolist(), "distinct": batch.distinct,
+            "columns": batch.columns_in(vocabulary).tolist(), "ranks": ranks.tolist(), "unknown": list(unknown)}
+
+
+@pytest.mark.parametrize("options", [{}, {"binary": False}, {"max_tokens": 3}, {"subject_features": False}],
+                         ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "spam.toml")
+def test_extra_names_are_the_python_definition_s(options):
+    """featurize's `extra` against the definition worked out from the Python feature list, on
+    generated texts (some beyond Latin-1, so the fallback's lists meet extra names too) and
+    generated extra names, with a vocabulary holding part of the names (some wide ones): names,
+    lengths, distinct, columns, ranks and the new names, with and without the C index."""
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), **options})
+    python = TextFeaturizer.from_config(featurizer.to_config())
+    python._native_plan = None
+    texts = generated_texts(seed=23, count=1500) + ["Žluťoučký kůň word a", "kůň", "Subject: word a\nkůň"]
+    extra = generated_extra(24, texts)
+    vocabulary = Vocabulary.from_names(["kůň", "#žluť", "#hdr:date:missing", "#s:word", "word a"])
+    vocabulary.add(python.transform_sparse(texts[::3]).names)
+    outcomes = set()  # (distinct, any extra names) of each batch
+    start, sizes = 0, [1, 2, 5, 250]  # small batches too, so that some stay distinct
+    for k in range(len(texts)):
+        if start >= len(texts):
+            break
+        size = sizes[k % len(sizes)]
+        part, more = texts[start : start + size], extra[start : start + size]
+        start += size
+        expected = expected_with_extra(python, part, more, vocabulary)
+        outcomes.add((expected["distinct"], any(more)))
+        with_index = featurizer.transform_sparse(part, vocabulary=vocabulary, extra_names=more)
+        assert batch_figures(with_index, vocabulary) == expected
+        in_python = python.transform_sparse(part, vocabulary=vocabulary, extra_names=more)  # names only
+        assert in_python.names == expected["names"] and in_python.distinct == expected["distinct"]
+        assert in_python.lengths.tolist() == expected["lengths"]
+        plain = featurizer.transform_sparse(part, extra_names=more)  # names as strs, no look-ups
+        assert plain.names == expected["names"] and plain.distinct == expected["distinct"]
+        assert plain.lengths.tolist() == expected["lengths"]
+        predicting = featurizer.transform_sparse(part, vocabulary=vocabulary, number_unknown=False, extra_names=more)
+        assert predicting.columns_in(vocabulary).tolist() == expected["columns"]
+    if featurizer.binary:  # extra names met their text's own, and batches with extra names stayed distinct too
+        assert {(False, True), (True, True)} <= outcomes
+
+
+def test_the_extra_names_check_would_catch_a_plausible_bug():
+    """Mutants of the C batch that a careless implementation would give each fail the comparison:
+    distinct kept when an extra name is one of its text's (the counts would not add up), an extra
+    name dropped as a repeat of its text's, the extra names before the text's, and the new names
+    numbered again in each event."""
+    featurizer = spam_featurizer()
+    texts = ["Subject: word a\nword café", "a word", "nothing here"]
+    extra = [["#s:word", "#hdr:x"], ["word", "#hdr:x"], []]
+    vocabulary = Vocabulary.from_names(["word", "#hdr:x"])
+    expected = expected_with_extra(featurizer, texts, extra, vocabulary)
+    got = batch_figures(featurizer.transform_sparse(texts, vocabulary=vocabulary, extra_names=extra), vocabulary)
+    assert got == expected and expected["distinct"] is False
+    own = [featurizer._feature_list(text) for text in texts]
+    kept_distinct = {**got, "distinct": True}
+    deduplicated = {**got, "names": [name for o, e in zip(own, extra) for name in dict.fromkeys(o + e)]}
+    extra_first = {**got, "names": [name for o, e in zip(own, extra) for name in e + o]}
+    absent_per_event = [[name for name in o + e if name not in ("word", "#hdr:x")] for o, e in zip(own, extra)]
+    renumbered = {**got, "ranks": [-1 if name in ("word", "#hdr:x") else list(dict.fromkeys(event)).index(name)
+                                   for event, o, e in zip(absent_per_event, own, extra) for name in o + e]}
+    for mutant in (kept_distinct, deduplicated, extra_first, renumbered):
+        assert mutant != expected
+
+
+def test_bad_extra_names_are_refused_alike_and_change_nothing():
+    featurizer = spam_featurizer()
+    python = TextFeaturizer.from_config(featurizer.to_config())
+    python._native_plan = None
+    vocabulary = Vocabulary.from_names(["word"])
+    for maker in (featurizer, python):
+        with pytest.raises(ValueError, match="2 entries for 1 texts"):
+            maker.transform_sparse(["word"], vocabulary=vocabulary, extra_names=[[], []])
+        for bad in (["#x", 3], "#x", None, {"#x"}):
+            with pytest.raises(TypeError):
+                maker.transform_sparse(["word"], vocabulary=vocabulary, extra_names=[bad])
+    assert vocabulary.names() == ["word"]
+
+
+def test_extra_names_meet_the_names_of_a_text_the_python_path_takes():
+    """A text beyond Latin-1 goes to the Python feature list; its extra names are checked
+    against that list (a wide name, a one-byte one), as a Latin-1 text's are against C's."""
+    featurizer = spam_featurizer()
+    vocabulary = Vocabulary.from_names(["kůň"])
+    cases = [("Žluťoučký kůň a", ["kůň"], False), ("Žluťoučký kůň a", ["a"], False),
+             ("Žluťoučký kůň a", ["#žluť", "kůň a b"], True),
+             ("word a", ["a"], False), ("word a", ["#a"], True),
+             ("word", ["word"], False), ("", ["word"], True)]
+    for text, extra, distinct in cases:
+        for options in ({}, {"vocabulary": vocabulary}):
+            batch = featurizer.transform_sparse([text], extra_names=[extra], **options)
+            assert batch.distinct is distinct, (text, extra, options)
+            assert list(batch.names) == featurizer._feature_list(text) + extra

@@ -16,6 +16,9 @@
  * NameIndex and the vocabulary's names in column order, the names this module makes are looked
  * up in the index instead: a C hash table that mirrors that list, so a look-up costs one cache
  * line and no Python object, and the look-ups of a text overlap (prefetched together).
+ *
+ * Each text may bring extra names (a mail's '#...' evidence) that go after its own, looked up
+ * the same way, so that a mail batch reaches the model by columns as a text batch does.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -71,7 +74,8 @@ typedef struct {
     Buffer arena;          /* every byte of the current text's lowered segments and features */
     SpanList tokens, domains, subject_features, features;
     Py_ssize_t *slots; /* dedupe table: index + 1 of a feature, 0 for an empty slot */
-    Py_ssize_t n_slots;
+    Py_ssize_t n_slots; /* allocated */
+    Py_ssize_t slots_used; /* the current text's table: slots[0 .. slots_used) */
     uint64_t *hashes; /* name_hash of each feature, once `hash_features` ran */
     Py_ssize_t hashes_cap;
 } Work;
@@ -467,6 +471,7 @@ deduplicate(Work *w)
         w->n_slots = n_slots;
     }
     memset(w->slots, 0, (size_t)n_slots * sizeof(Py_ssize_t));
+    w->slots_used = n_slots;
     Span *items = w->features.items;
     const char *arena = w->arena.data;
     Py_ssize_t kept = 0;
@@ -989,9 +994,86 @@ int_list_to_bytearray(const IntList *list)
                                          list->len * (Py_ssize_t)sizeof(int64_t));
 }
 
+/* Whether the one-byte name (bytes, len) with name_hash `hash` is one of w->features, as
+ * `deduplicate` left them (its table indexes them when there are two or more). */
+static int
+among_features(const Work *w, const char *bytes, Py_ssize_t len, uint64_t hash)
+{
+    const Span *items = w->features.items;
+    const char *arena = w->arena.data;
+    if (w->features.len < 2) { /* deduplicate built no table */
+        return w->features.len == 1 && items[0].len == len && same_bytes(arena + items[0].start, bytes, len);
+    }
+    size_t mask = (size_t)(w->slots_used - 1);
+    for (size_t slot = (size_t)hash & mask; w->slots[slot]; slot = (slot + 1) & mask) {
+        Py_ssize_t i = w->slots[slot] - 1;
+        if (w->hashes[i] == hash && items[i].len == len && same_bytes(arena + items[i].start, bytes, len))
+            return 1;
+    }
+    return 0;
+}
+
+/* One of a text's extra names (see `emit_extra`). 0: done, -1: an error. */
+static int
+emit_one_extra(PyObject *name, Work *w, int own_native, PyObject *own, int check, NameIndex *index,
+               PyObject *names, Lookups *lookups, int *shared)
+{
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "an extra name must be a str, got %s", Py_TYPE(name)->tp_name);
+        return -1;
+    }
+    if (READY(name) < 0)
+        return -1;
+    int one_byte = PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND;
+    const char *bytes = one_byte ? (const char *)PyUnicode_1BYTE_DATA(name) : NULL;
+    Py_ssize_t len = one_byte ? PyUnicode_GET_LENGTH(name) : 0;
+    uint64_t hash = one_byte ? name_hash(bytes, len) : 0;
+    if (check && !*shared) {
+        if (own_native) /* the names made here are one byte a character: a wider str equals none */
+            *shared = one_byte && among_features(w, bytes, len, hash);
+        else {
+            int found = PySequence_Contains(own, name);
+            if (found < 0)
+                return -1;
+            *shared = found;
+        }
+    }
+    if (index != NULL && one_byte && PyUnicode_CheckExact(name)) {
+        int64_t column = table_find(&index->table, bytes, len, hash);
+        return column >= 0 ? record_column(NULL, lookups, column) : record_absent(lookups, name, bytes, len, hash);
+    }
+    return emit(name, names, lookups);
+}
+
+/* A text's extra names (`featurize`'s `extra`), appended after its own: each looked up as the
+ * text's names are (in the index for an exact one-byte str, else through `emit`). With `check`
+ * (a binary plan), *shared is set when one of them is among the text's own names: `own_native`
+ * says they are w->features (deduplicate's table), else they are the sequence `own`. Returns how
+ * many names were appended, -1 on error. */
+static Py_ssize_t
+emit_extra(PyObject *extra, Work *w, int own_native, PyObject *own, int check, NameIndex *index,
+           PyObject *names, Lookups *lookups, int *shared)
+{
+    if (!PyList_Check(extra) && !PyTuple_Check(extra)) {
+        PyErr_Format(PyExc_TypeError, "each text's extra names must be a list or tuple of str, got %s",
+                     Py_TYPE(extra)->tp_name);
+        return -1;
+    }
+    /* extra is held by the caller; an item is held while used (a str subclass's __eq__ may run) */
+    Py_ssize_t count = 0;
+    for (; count < PySequence_Fast_GET_SIZE(extra); count++) {
+        PyObject *name = Py_NewRef(PySequence_Fast_GET_ITEM(extra, count));
+        int failed = emit_one_extra(name, w, own_native, own, check, index, names, lookups, shared);
+        Py_DECREF(name);
+        if (failed)
+            return -1;
+    }
+    return count;
+}
+
 PyDoc_STRVAR(featurize_doc,
-"featurize(texts, plan, spans, fallback, column_of, number_unknown=True, index=None, by_column=None)\n"
-"    -> (names, lengths, columns, ranks, unknown)\n\n"
+"featurize(texts, plan, spans, fallback, column_of, number_unknown=True, index=None, by_column=None,\n"
+"          extra=None) -> (names, lengths, columns, ranks, unknown, distinct)\n\n"
 "The feature names of every text of the list `texts`, concatenated, with each text's number of\n"
 "names in `lengths` (a bytearray of native int64). `plan` is TextFeaturizer._native_plan;\n"
 "`spans(segment)` gives the special spans of a lowered segment; `fallback(text)` is the Python\n"
@@ -1005,20 +1087,27 @@ PyDoc_STRVAR(featurize_doc,
 "that only grows), the names made here are looked up in the index, brought in step first, and\n"
 "`names` is None: no str is made for a name the index holds. Name i is by_column[columns[i]], or\n"
 "unknown[ranks[i]] where the column is -1 (the absent names are numbered whatever number_unknown\n"
-"says). A call that cannot use the index (busy, or too many columns) makes every name.");
+"says). A call that cannot use the index (busy, or too many columns) makes every name.\n"
+"`extra` (a list of one list or tuple of str per text, or None): each text's extra names, appended\n"
+"after its own and looked up as they are (a mail's evidence). `distinct`: the plan is binary and\n"
+"no text's extra names meet its own (the extra names are taken to be distinct among themselves).");
 
 static PyObject *
 featurize(PyObject *module, PyObject *args)
 {
-    PyObject *texts, *spans, *fallback, *column_of, *index_arg = Py_None, *by_column = Py_None;
+    PyObject *texts, *spans, *fallback, *column_of, *index_arg = Py_None, *by_column = Py_None, *extra = Py_None;
     const unsigned char *lower, *classes;
     Py_ssize_t lower_len, classes_len;
     int bigrams, binary, subject, emails, urls, number_unknown = 1;
     Py_ssize_t max_tokens;
-    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO|pOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
+    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO|pOOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
                           &classes, &classes_len, &bigrams, &binary, &subject, &max_tokens, &emails, &urls,
-                          &spans, &fallback, &column_of, &number_unknown, &index_arg, &by_column))
+                          &spans, &fallback, &column_of, &number_unknown, &index_arg, &by_column, &extra))
         return NULL;
+    if (extra != Py_None && !(PyList_CheckExact(extra) && PyList_GET_SIZE(extra) == PyList_GET_SIZE(texts))) {
+        PyErr_SetString(PyExc_TypeError, "extra must be None or a list of one sequence of names per text");
+        return NULL;
+    }
     if (lower_len != 256 || classes_len != 256) {
         PyErr_SetString(PyExc_ValueError, "the plan's tables must have 256 bytes each");
         return NULL;
@@ -1065,6 +1154,7 @@ featurize(PyObject *module, PyObject *args)
     memset(&lookups, 0, sizeof(lookups));
     lookups.column_of = column_of;
     PyObject *names = NULL, *result = NULL;
+    int shared = 0; /* a text's extra names met its own (binary): the batch's names may repeat */
     if (index == NULL && (names = PyList_New(0)) == NULL)
         goto done;
     if (column_of != NULL && number_unknown &&
@@ -1079,6 +1169,15 @@ featurize(PyObject *module, PyObject *args)
             PyErr_Format(PyExc_TypeError, "TextFeaturizer expects a str, got %s", Py_TYPE(text)->tp_name);
             Py_DECREF(text);
             goto done;
+        }
+        PyObject *text_extra = NULL; /* held while used, as the text is */
+        if (extra != Py_None) {
+            if (t >= PyList_GET_SIZE(extra)) {
+                PyErr_SetString(PyExc_RuntimeError, "featurize: the list of extra names changed during the call");
+                Py_DECREF(text);
+                goto done;
+            }
+            text_extra = Py_NewRef(PyList_GET_ITEM(extra, t));
         }
         /* a str subclass may override what the Python path calls: it takes those */
         int outcome = PyUnicode_CheckExact(text) ? text_features(&w, text) : FALL_BACK;
@@ -1113,7 +1212,10 @@ featurize(PyObject *module, PyObject *args)
                 }
                 Py_DECREF(name);
             }
-            if (outcome == DONE && int_push(&lengths, w.features.len) < 0)
+            Py_ssize_t added = 0;
+            if (outcome == DONE && text_extra != NULL)
+                added = emit_extra(text_extra, &w, 1, NULL, binary, index, names, &lookups, &shared);
+            if (outcome == DONE && (added < 0 || int_push(&lengths, w.features.len + added) < 0))
                 outcome = FAILED;
         }
         else if (outcome == FALL_BACK) {
@@ -1127,11 +1229,15 @@ featurize(PyObject *module, PyObject *args)
                     break;
                 }
             }
-            if (outcome == DONE && int_push(&lengths, PySequence_Fast_GET_SIZE(features)) < 0)
+            Py_ssize_t added = 0;
+            if (outcome == DONE && text_extra != NULL)
+                added = emit_extra(text_extra, &w, 0, features, binary, index, names, &lookups, &shared);
+            if (outcome == DONE && (added < 0 || int_push(&lengths, PySequence_Fast_GET_SIZE(features) + added) < 0))
                 outcome = FAILED;
             Py_XDECREF(features);
         }
         Py_DECREF(text);
+        Py_XDECREF(text_extra);
         if (outcome != DONE)
             goto done;
     }
@@ -1155,7 +1261,8 @@ featurize(PyObject *module, PyObject *args)
         unknown = Py_NewRef(Py_None);
     }
     if (length_bytes != NULL && column_bytes != NULL && rank_bytes != NULL && unknown != NULL)
-        result = PyTuple_Pack(5, names ? names : Py_None, length_bytes, column_bytes, rank_bytes, unknown);
+        result = Py_BuildValue("(OOOOOO)", names ? names : Py_None, length_bytes, column_bytes, rank_bytes, unknown,
+                               binary && !shared ? Py_True : Py_False);
     Py_XDECREF(length_bytes);
     Py_XDECREF(column_bytes);
     Py_XDECREF(rank_bytes);

@@ -31,8 +31,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from stream_nb.features.fields import EventFeaturizer
 from stream_nb.mail import DEFAULT_MAX_BYTES, ParsedMail, parse_mail
 from stream_nb.model.base import SparseBatch
@@ -131,12 +129,14 @@ class MailFeaturizer:
         """`transform_event` of each event dict, in order."""
         return [self.transform_event(event) for event in events]
 
-    def transform_batch(self, events: list[Mapping[str, Any]]) -> SparseBatch | list[dict[str, int | float]]:
+    def transform_batch(self, events: list[Mapping[str, Any]], vocabulary=None,
+                        number_unknown: bool = True) -> SparseBatch | list[dict[str, int | float]]:
         """The features of a batch of event dicts for the models' batch methods: what
         `transform_many` gives, as a SparseBatch when no event carries structured features (the
-        texts through the text featuriser's `transform_sparse`, the C path where it has one,
-        each mail event's evidence names after its text's), else as `transform_many`'s dicts.
-        The model's answers are the same either way (SparseBatch: names in order of first
+        texts through the text featuriser's `transform_sparse`, each mail event's evidence names
+        as its text's `extra_names`; the C path where it has one, given the model's `vocabulary`
+        and `number_unknown` to look the names up as it makes them), else as `transform_many`'s
+        dicts. The model's answers are the same either way (SparseBatch: names in order of first
         appearance, repeats adding up, as the dict path adds evidence to a text feature)."""
         text = getattr(self.event_featurizer, "text", None)
         if text is None or any(event.get("features") is not None for event in events):
@@ -154,17 +154,5 @@ class MailFeaturizer:
                 raise UnreadableMail(detail)
             texts.append(mail_text(parsed))
             evidence.append(parsed.features)
-        batch = text.transform_sparse(texts)  # no vocabulary: the names come as a list of str
-        names, distinct = batch.names, batch.distinct
-        merged: list[str] = []
-        lengths: list[int] = []
-        start = 0
-        for n, extra in zip(batch.lengths.tolist(), evidence):
-            own = names[start:start + n]
-            start += n
-            if distinct and extra and not set(extra).isdisjoint(own):
-                distinct = False  # a token pattern that makes '#...' names: let the counts add up
-            merged += own
-            merged += extra
-            lengths.append(n + len(extra))
-        return SparseBatch(merged, np.array(lengths, dtype=np.int64), distinct=distinct)
+        return text.transform_sparse(texts, vocabulary=vocabulary, number_unknown=number_unknown,
+                                     extra_names=evidence)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Callable
@@ -397,11 +397,17 @@ class TextFeaturizer(river_base.Transformer):
             append(featurize(text))
         return results
 
-    def transform_sparse(self, texts: Iterable[str], vocabulary=None, number_unknown: bool = True) -> SparseBatch:
+    def transform_sparse(self, texts: Iterable[str], vocabulary=None, number_unknown: bool = True,
+                         extra_names: Sequence[Sequence[str]] | None = None) -> SparseBatch:
         """The features of every text as one SparseBatch, for the models' batch methods.
 
         Names come in token order with repeats kept (the model adds them up), so no dict is
         built per message; the model's answers equal those for `transform_many(texts)` exactly.
+
+        `extra_names`, one list or tuple of str per text (a mail's '#...' evidence), puts those
+        names after the text's own: event i is feature_list(text_i) + extra_names[i], so a name
+        in both counts twice, and the batch is `distinct` only when the featuriser is binary and
+        no text's extra names meet its own (they are taken to be distinct among themselves).
 
         With the C extension and a configuration it takes, the names are made in C (the same
         names: see `_native_plan`); given the model's exact `vocabulary` too, their columns are
@@ -413,21 +419,26 @@ class TextFeaturizer(river_base.Transformer):
         only when it is read (`NewNames`), as a new name that is learned is.
         """
         plan = self._native_plan
+        texts = texts if type(texts) is list else list(texts)
+        if extra_names is not None:
+            extra_names = extra_names if type(extra_names) is list else list(extra_names)
+            if len(extra_names) != len(texts):
+                raise ValueError(f"extra_names has {len(extra_names)} entries for {len(texts)} texts")
         if plan is not None:
-            texts = texts if type(texts) is list else list(texts)
             exact = vocabulary is not None and not vocabulary.hashed
             column_of, index, by_column = None, None, None
             if exact:
                 column_of, by_column = vocabulary.mapping(), vocabulary.by_column()
                 index = self._name_index = self._name_index or _native.NameIndex()
-            names, lengths, columns, ranks, unknown = _native.featurize(
-                texts, plan, self._special_spans, self._feature_list, column_of, number_unknown, index, by_column)
+            names, lengths, columns, ranks, unknown, distinct = _native.featurize(
+                texts, plan, self._special_spans, self._feature_list, column_of, number_unknown, index, by_column,
+                extra_names)
             if columns is not None:
                 columns = np.frombuffer(columns, dtype=np.int64)
                 ranks = None if ranks is None else np.frombuffer(ranks, dtype=np.int64)
             if names is None:  # only the names the vocabulary lacks were made
                 names = ColumnNames(by_column, columns, ranks, unknown)
-            batch = SparseBatch(names, np.frombuffer(lengths, dtype=np.int64), distinct=self.binary)
+            batch = SparseBatch(names, np.frombuffer(lengths, dtype=np.int64), distinct=distinct)
             if columns is not None:  # (ColumnNames numbers the new names even when not asked to)
                 batch.remember_columns(vocabulary, columns, ranks if number_unknown else None, unknown)
             return batch
@@ -436,13 +447,26 @@ class TextFeaturizer(river_base.Transformer):
         extend = names.extend
         lengths: list[int] = []
         append = lengths.append
-        for text in texts:
+        distinct = self.binary
+        for i, text in enumerate(texts):
             if type(text) is not str and not isinstance(text, str):
                 raise TypeError(f"TextFeaturizer expects a str, got {type(text).__name__}")
             features = feature_list(text)
             extend(features)
-            append(len(features))
-        return SparseBatch(names, np.array(lengths, dtype=np.int64), distinct=self.binary)
+            extra = () if extra_names is None else extra_names[i]
+            if not isinstance(extra, (list, tuple)):
+                raise TypeError(f"each text's extra names must be a list or tuple of str, got {type(extra).__name__}")
+            if not extra:
+                append(len(features))
+                continue
+            for name in extra:
+                if not isinstance(name, str):
+                    raise TypeError(f"an extra name must be a str, got {type(name).__name__}")
+            if distinct and not set(extra).isdisjoint(features):
+                distinct = False  # a token pattern that makes '#...' names: let the counts add up
+            extend(extra)
+            append(len(features) + len(extra))
+        return SparseBatch(names, np.array(lengths, dtype=np.int64), distinct=distinct)
 
     def to_config(self) -> dict[str, Any]:
         """Every option as JSON-able values; `from_config` rebuilds an identical featuriser."""

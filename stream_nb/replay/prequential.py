@@ -62,12 +62,14 @@ class Contender:
         self.mail_defects.update(parsed.defects)
 
     def featurise(self, events: list[dict]):
+        # the model's vocabulary: the C featuriser looks the names up as it makes them
+        vocabulary = getattr(self.model, "vocabulary", None)
         if self.reads_text and all(event.get("mail") is None for event in events) and (
                 self.event_featurizer is None or all(event.get("features") is None for event in events)):
-            # the model's vocabulary: the C featuriser looks the names up as it makes them
             return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events],
-                                                         vocabulary=getattr(self.model, "vocabulary", None))
-        return self.mail_featurizer.transform_batch(events)  # mail, structured features, or both
+                                                         vocabulary=vocabulary)
+        # mail, structured features, or both
+        return self.mail_featurizer.transform_batch(events, vocabulary=vocabulary)
 
     def featurise_one(self, event: dict) -> dict:
         """The features of one event as a dict, as the model sees them (for its clues)."""

@@ -664,14 +664,15 @@ class Worker:
         return kept, kept_origin
 
     def _featurise(self, events: list[Event], learning: bool = True):
+        # no dict per message: the C featuriser looks the names up in the model's vocabulary (and
+        # numbers the new ones only for a batch that may learn them)
+        vocabulary = getattr(self.model, "vocabulary", None)
         if self.config.reads_text and all(event.features is None and event.mail is None for event in events):
-            # text only: no dict per message; the C featuriser looks the names up in the model's
-            # vocabulary (and numbers the new ones only for a batch that may learn them)
             return self.text_featurizer.transform_sparse([event.text or "" for event in events],
-                                                         vocabulary=getattr(self.model, "vocabulary", None),
-                                                         number_unknown=learning)
+                                                         vocabulary=vocabulary, number_unknown=learning)
         return self.mail_featurizer.transform_batch(  # mail events, structured features, or both
-            [{"text": event.text, "features": event.features, "mail": event.mail} for event in events])
+            [{"text": event.text, "features": event.features, "mail": event.mail} for event in events],
+            vocabulary=vocabulary, number_unknown=learning)
 
     def _featurise_or_reject(self, events: list[Event], origin: list, reject,
                              learning: bool = True) -> tuple[list, list, object]:
