@@ -43,7 +43,7 @@ def native_lists(featurizer: TextFeaturizer, texts: list[str], fallback=None) ->
     """Each text's feature list as the extension makes it (`fallback`: what takes the texts it
     passes on; by default the Python feature list)."""
     names, lengths, *_ = text_module._native.featurize(
-        texts, featurizer._native_plan, featurizer._special_spans, fallback or featurizer._feature_list, None)
+        texts, featurizer._native_plan, featurizer._native_spans, fallback or featurizer._feature_list, None)
     bounds = np.concatenate(([0], np.cumsum(np.frombuffer(lengths, dtype=np.int64)))).tolist()
     return [names[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
 
@@ -345,7 +345,7 @@ def test_a_second_call_while_the_index_is_in_use_looks_names_up_in_the_dict():
     assert len(with_links) >= 20
     expected = _names_and_look_ups(featurizer, with_links, vocabulary)
     inner_results = []
-    spans = featurizer._special_spans
+    spans = featurizer._native_spans
     inner = texts[2000:2100]
 
     depth = [0]
@@ -359,11 +359,11 @@ def test_a_second_call_while_the_index_is_in_use_looks_names_up_in_the_dict():
                 depth[0] -= 1
         return spans(segment)
 
-    featurizer._special_spans = spans_calling_again
+    featurizer._native_spans = spans_calling_again
     try:
         assert _names_and_look_ups(featurizer, with_links, vocabulary) == expected
     finally:
-        featurizer._special_spans = spans
+        featurizer._native_spans = spans
     assert len(inner_results) >= 20
     assert all(result == _names_and_look_ups(featurizer, inner, vocabulary) for result in inner_results)
 
@@ -546,3 +546,75 @@ def test_extra_names_meet_the_names_of_a_text_the_python_path_takes():
             batch = featurizer.transform_sparse([text], extra_names=[extra], **options)
             assert batch.distinct is distinct, (text, extra, options)
             assert list(batch.names) == featurizer._feature_list(text) + extra
+
+
+# ---- special_spans: SpecialSpans.find in C ---------------------------------------------------
+
+SPAN_ALPHABET = "aAwW.:/@+-_ \t\n<>\"',;!?)]}x1é²ß\xa0\x85\x1c\x00"
+
+
+def generated_span_texts(seed: int, count: int) -> list[str]:
+    """Strings of the characters the URL and e-mail patterns turn on (classes, anchors, the
+    trailing punctuation, Latin-1 letters, digits and white space that \\w and \\s take), and
+    strings of PIECES, kept to one byte a character."""
+    rng = random.Random(seed)
+    texts = []
+    while len(texts) < count:
+        if len(texts) % 2:
+            text = "".join(rng.choice(SPAN_ALPHABET) for _ in range(rng.randint(0, 60)))
+        else:
+            text = "".join(rng.choice(PIECES) + rng.choice(["", " ", "\n", ",", "."]) for _ in range(rng.randint(0, 20)))
+        if one_byte_per_character(text):
+            texts.append(text)
+    return texts
+
+
+def definition_spans(specials, text: str) -> list[tuple[int, int, str]]:
+    return [(match.start(), match.end(), match.lastgroup) for match in specials.definition.finditer(text)]
+
+
+@pytest.mark.parametrize("urls,emails", [(True, True), (True, False), (False, True)])
+def test_special_spans_in_c_are_the_definition_s(urls, emails):
+    """_native.special_spans against specials.py's regular expression (finditer) on 40,000
+    generated strings and the hostile families; None for a str beyond Latin-1."""
+    from hostile import FAMILIES
+
+    from stream_nb.features.specials import SpecialSpans
+
+    _require_native()
+    specials = SpecialSpans(urls, emails, False)
+    texts = generated_span_texts(31, 40_000)
+    texts += [make_text(n) for make_text in FAMILIES.values() for n in (7, 90, 2_000)]
+    found = 0
+    for text in texts:
+        if not one_byte_per_character(text):
+            assert text_module._native.special_spans(text, urls, emails) is None
+            continue
+        expected = definition_spans(specials, text)
+        assert text_module._native.special_spans(text, urls, emails) == expected, repr(text)
+        found += len(expected)
+    assert found > 10_000
+    assert text_module._native.special_spans("kůň a@b.cz", urls, emails) is None
+
+
+def test_the_generated_span_texts_tell_plausible_mistakes_apart():
+    """Patterns a port could plausibly get wrong (no word boundary before a scheme, trailing
+    punctuation kept in a URL, no look-behind before an address, one-label domains) find
+    other spans than the definition on the generated strings."""
+    import re
+
+    from stream_nb.features.specials import EMAIL_PATTERN, URL_PATTERN, SpecialSpans
+
+    definition = SpecialSpans(True, True, False)
+    texts = generated_span_texts(31, 5_000)
+    mutants = [
+        (URL_PATTERN.replace(r"\b[a-zA-Z]", "[a-zA-Z]", 1), EMAIL_PATTERN),
+        (URL_PATTERN.replace(r"[^\s<>\"'.,;:!?)\]}]", r"[^\s<>\"']"), EMAIL_PATTERN),
+        (URL_PATTERN, EMAIL_PATTERN.replace(r"(?<![\w.+\-])", "")),
+        (URL_PATTERN, EMAIL_PATTERN.replace(r"(?:\.[\w\-]+)+", r"(?:\.[\w\-]+)*")),
+    ]
+    for url, email in mutants:
+        assert (url, email) != (URL_PATTERN, EMAIL_PATTERN)
+        mutant = re.compile(f"(?P<url>{url})|(?P<email>{email})")
+        assert any([(m.start(), m.end(), m.lastgroup) for m in mutant.finditer(text)]
+                   != definition_spans(definition, text) for text in texts), (url, email)

@@ -1281,6 +1281,182 @@ done:
     return result;
 }
 
+/* ---- special_spans: SpecialSpans.find (specials.py) for a one-byte str, without numbers ---------
+ *
+ * The matches of `(?P<url>URL)|(?P<email>EMAIL)` (specials.py's patterns) in finditer's order,
+ * read left to right with each character looked at a bounded number of times: a scheme run, a
+ * URL body run and an e-mail's local part are each read once however many starts fall in them.
+ * The classes are the re module's for str patterns: \w is a character that is alphanumeric or
+ * '_', \s one that is white space (Py_UNICODE_ISALNUM, Py_UNICODE_ISSPACE), over Latin-1. */
+
+enum { SP_WORD = 1, SP_SPACE = 2, SP_SCHEME = 4, SP_BODY = 8, SP_KEPT = 16, SP_LOCAL = 32, SP_DOMAIN = 64 };
+static unsigned char span_classes[256];
+
+static void
+span_classes_init(void)
+{
+    for (int c = 0; c < 256; c++) {
+        unsigned char k = 0;
+        int word = Py_UNICODE_ISALNUM((Py_UCS4)c) || c == '_';
+        int space = Py_UNICODE_ISSPACE((Py_UCS4)c);
+        if (word)
+            k |= SP_WORD;
+        if (space)
+            k |= SP_SPACE;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '.' ||
+            c == '-')
+            k |= SP_SCHEME; /* [a-zA-Z0-9+.\-] */
+        if (!space && c != '<' && c != '>' && c != '"' && c != '\'') {
+            k |= SP_BODY; /* [^\s<>"'] */
+            if (!strchr(".,;:!?)]}", c) || c == 0)
+                k |= SP_KEPT; /* [^\s<>"'.,;:!?)\]}] */
+        }
+        if (word || c == '.' || c == '+' || c == '-')
+            k |= SP_LOCAL; /* [\w.+\-] */
+        if (word || c == '-')
+            k |= SP_DOMAIN; /* [\w\-] */
+        span_classes[c] = k;
+    }
+}
+
+/* Where a URL body `[^\s<>"']*[^\s<>"'.,;:!?)\]}]` that starts at `start` ends, -1 for none.
+ * Every start in one run of body characters ends at the run's last kept character: the run is
+ * read once (memo: [from, run_end) read, kept_end its answer). */
+typedef struct {
+    Py_ssize_t from, run_end, kept_end;
+} BodyRun;
+
+static Py_ssize_t
+url_body_end(const unsigned char *t, Py_ssize_t n, Py_ssize_t start, BodyRun *memo)
+{
+    if (!(memo->from <= start && start < memo->run_end)) {
+        Py_ssize_t k = start, kept = -1;
+        while (k < n && (span_classes[t[k]] & SP_BODY)) {
+            if (span_classes[t[k]] & SP_KEPT)
+                kept = k + 1;
+            k++;
+        }
+        memo->from = start;
+        memo->run_end = k;
+        memo->kept_end = kept;
+    }
+    return memo->kept_end > start ? memo->kept_end : -1;
+}
+
+/* The end of `[\w\-]+(?:\.[\w\-]+)+` matched at `start` (an e-mail's domain), -1 for none. */
+static Py_ssize_t
+email_domain_end(const unsigned char *t, Py_ssize_t n, Py_ssize_t start)
+{
+    Py_ssize_t k = start, end = -1;
+    while (k < n && (span_classes[t[k]] & SP_DOMAIN))
+        k++;
+    if (k == start)
+        return -1;
+    while (k + 1 < n && t[k] == '.' && (span_classes[t[k + 1]] & SP_DOMAIN)) {
+        k += 1;
+        while (k < n && (span_classes[t[k]] & SP_DOMAIN))
+            k++;
+        end = k;
+    }
+    return end;
+}
+
+static int
+span_append(PyObject *spans, Py_ssize_t start, Py_ssize_t end, PyObject *kind)
+{
+    PyObject *item = Py_BuildValue("(nnO)", start, end, kind);
+    if (item == NULL)
+        return -1;
+    int failed = PyList_Append(spans, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+static PyObject *url_kind, *email_kind; /* "url", "email" */
+
+PyDoc_STRVAR(special_spans_doc,
+"special_spans(text, urls, emails) -> [(start, end, kind)] or None\n\n"
+"SpecialSpans(urls, emails, False).find(text) (specials.py, the definition) for a str stored one\n"
+"byte per character; None for any other str (the caller asks the Python code).");
+
+static PyObject *
+special_spans(PyObject *module, PyObject *args)
+{
+    PyObject *text;
+    int urls, emails;
+    if (!PyArg_ParseTuple(args, "Upp:special_spans", &text, &urls, &emails))
+        return NULL;
+    if (READY(text) < 0)
+        return NULL;
+    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND)
+        Py_RETURN_NONE;
+    const unsigned char *t = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    PyObject *spans = PyList_New(0);
+    if (spans == NULL)
+        return NULL;
+    BodyRun bodies = {0, 0, -1};
+    Py_ssize_t scheme_from = 0, scheme_end = 0; /* the scheme run read last: [from, end) */
+    for (Py_ssize_t i = 0; i < n;) {
+        unsigned char c = t[i];
+        int after_word = i > 0 && (span_classes[t[i - 1]] & SP_WORD);
+        if (urls && !after_word) { /* \b before a letter: the start of a word */
+            if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+                /* `[a-zA-Z][a-zA-Z0-9+.\-]*(?=://)://`: ':' ends a scheme run, so only the run's end may
+                 * be followed by "://", and every start in the run shares it */
+                if (!(scheme_from <= i && i < scheme_end)) {
+                    Py_ssize_t k = i;
+                    while (k < n && (span_classes[t[k]] & SP_SCHEME))
+                        k++;
+                    scheme_from = i;
+                    scheme_end = k;
+                }
+                Py_ssize_t q = scheme_end;
+                if (q + 3 <= n && t[q] == ':' && t[q + 1] == '/' && t[q + 2] == '/') {
+                    Py_ssize_t end = url_body_end(t, n, q + 3, &bodies);
+                    if (end >= 0) {
+                        if (span_append(spans, i, end, url_kind) < 0)
+                            goto failed;
+                        i = end;
+                        continue;
+                    }
+                }
+            }
+            if ((c == 'w' || c == 'W') && i + 4 <= n && (t[i + 1] == 'w' || t[i + 1] == 'W') &&
+                (t[i + 2] == 'w' || t[i + 2] == 'W') && t[i + 3] == '.') {
+                Py_ssize_t end = url_body_end(t, n, i + 4, &bodies);
+                if (end >= 0) {
+                    if (span_append(spans, i, end, url_kind) < 0)
+                        goto failed;
+                    i = end;
+                    continue;
+                }
+            }
+        }
+        /* `(?<![\w.+\-])[\w.+\-]+@...`: only the first character of a local-part run may start one,
+         * and its run must end at '@'; a failed run is passed over whole */
+        if (emails && (span_classes[c] & SP_LOCAL) && !(i > 0 && (span_classes[t[i - 1]] & SP_LOCAL))) {
+            Py_ssize_t k = i;
+            while (k < n && (span_classes[t[k]] & SP_LOCAL))
+                k++;
+            if (k < n && t[k] == '@') {
+                Py_ssize_t end = email_domain_end(t, n, k + 1);
+                if (end >= 0) {
+                    if (span_append(spans, i, end, email_kind) < 0)
+                        goto failed;
+                    i = end;
+                    continue;
+                }
+            }
+        }
+        i++;
+    }
+    return spans;
+failed:
+    Py_DECREF(spans);
+    return NULL;
+}
+
 /* _name_hash(b): the tables' hash of the bytes b, for the tests of its seed. */
 static PyObject *
 native_name_hash(PyObject *module, PyObject *arg)
@@ -1294,6 +1470,7 @@ native_name_hash(PyObject *module, PyObject *arg)
 
 static PyMethodDef native_methods[] = {
     {"featurize", featurize, METH_VARARGS, featurize_doc},
+    {"special_spans", special_spans, METH_VARARGS, special_spans_doc},
     {"_name_hash", native_name_hash, METH_O, "The tables' (seeded) hash of some bytes; for tests."},
     {NULL, NULL, 0, NULL},
 };
@@ -1313,6 +1490,10 @@ native_exec(PyObject *module)
     }
     memcpy(&hash_seed, PyBytes_AS_STRING(seed), sizeof hash_seed);
     Py_DECREF(seed);
+    span_classes_init();
+    if (url_kind == NULL && ((url_kind = PyUnicode_InternFromString("url")) == NULL ||
+                             (email_kind = PyUnicode_InternFromString("email")) == NULL))
+        return -1;
     if (PyType_Ready(&NameIndexType) < 0 || PyType_Ready(&NewNamesType) < 0 ||
         PyModule_AddObjectRef(module, "NewNames", (PyObject *)&NewNamesType) < 0)
         return -1;

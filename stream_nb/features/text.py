@@ -431,7 +431,7 @@ class TextFeaturizer(river_base.Transformer):
                 column_of, by_column = vocabulary.mapping(), vocabulary.by_column()
                 index = self._name_index = self._name_index or _native.NameIndex()
             names, lengths, columns, ranks, unknown, distinct = _native.featurize(
-                texts, plan, self._special_spans, self._feature_list, column_of, number_unknown, index, by_column,
+                texts, plan, self._native_spans, self._feature_list, column_of, number_unknown, index, by_column,
                 extra_names)
             if columns is not None:
                 columns = np.frombuffer(columns, dtype=np.int64)
@@ -522,7 +522,7 @@ class TextFeaturizer(river_base.Transformer):
         """The C extension's settings (see _native.c), or None where it does not apply: not
         built, switched off (STREAM_NB_NATIVE=0), or options it does not implement. It implements
         the spam token pattern on lowercased text, with unigrams or unigrams and bigrams, subject
-        features, URL and e-mail placeholders (their spans found by `_special_spans`),
+        features, URL and e-mail placeholders (their spans found by `_native_spans`),
         max_tokens and binary; no accent stripping, stop words, character n-grams or numbers."""
         if _native is None or not native_allowed():  # read by each TextFeaturizer as it is made
             return None
@@ -543,10 +543,19 @@ class TextFeaturizer(river_base.Transformer):
 
     def _special_spans(self, text: str) -> Iterator[tuple[int, int, str, str | None]]:
         """(start, end, placeholder, URL domain feature or None) of each special match of a
-        lowercased text, in order: what `_tokens_with_placeholders` reads, and what the C
-        extension asks for the segments that hold an anchor. Lazy, so a token cap reached early
-        takes no domain beyond it."""
-        for start, end, kind in self._specials.find(text):  # type: ignore[union-attr]
+        lowercased text, in order: what `_tokens_with_placeholders` reads. Lazy, so a token cap
+        reached early takes no domain beyond it."""
+        return self._placeholders(text, self._specials.find(text))  # type: ignore[union-attr]
+
+    def _native_spans(self, text: str) -> Iterator[tuple[int, int, str, str | None]]:
+        """`_special_spans` as the C extension asks for them (a segment that holds an anchor),
+        the spans found by `_native.special_spans` (held to SpecialSpans.find), which takes a
+        str of one byte a character and no numbers (the native plan has none)."""
+        found = _native.special_spans(text, self.normalize_urls, self.normalize_emails)
+        return self._placeholders(text, self._specials.find(text) if found is None else found)  # type: ignore[union-attr]
+
+    def _placeholders(self, text: str, spans) -> Iterator[tuple[int, int, str, str | None]]:
+        for start, end, kind in spans:
             domain = None
             if kind == "url":
                 placeholder = URL_TOKEN
