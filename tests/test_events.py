@@ -261,6 +261,20 @@ _BAD = [
     ("lone surrogate in feature value", b'{"id":"a","features":{"k":"\\udbff"},"label":"l"}',
      True, "lone_surrogate"),
     ("lone surrogate in mail", b'{"id":"a","mail":"Subject: \\ud800","label":"l"}', True, "lone_surrogate"),
+    # --- corrections (unlearn)
+    ("null label, null unlearn", b'{"id":"a","text":"x","label":null,"unlearn":null}', True, "missing_label"),
+    ("float unlearn", b'{"id":"a","text":"x","label":"ham","unlearn":1.0}', True, "invalid_unlearn"),
+    ("bool unlearn", b'{"id":"a","text":"x","label":"ham","unlearn":false}', True, "invalid_unlearn"),
+    ("list unlearn", b'{"id":"a","text":"x","unlearn":["spam"]}', True, "invalid_unlearn"),
+    ("empty unlearn", b'{"id":"a","text":"x","label":"ham","unlearn":""}', True, "invalid_unlearn"),
+    ("bad label before bad unlearn", b'{"id":"a","text":"x","label":1.5,"unlearn":1.5}', True, "label_type"),
+    ("unlearn equal to label", b'{"id":"a","text":"x","label":"ham","unlearn":"ham"}', True, "unlearn_is_label"),
+    ("int unlearn equal to label", b'{"id":"a","text":"x","label":-3,"unlearn":-3}', True, "unlearn_is_label"),
+    ("unlearn on unlabeled topic", b'{"id":"a","text":"x","unlearn":"spam"}', False, "unlearn_on_unlabeled_topic"),
+    ("label before unlearn on unlabeled topic", b'{"id":"a","text":"x","label":"s","unlearn":"h"}', False,
+     "label_on_unlabeled_topic"),
+    ("lone surrogate in unlearn", b'{"id":"a","text":"x","label":"l","unlearn":"\\ud800"}', True,
+     "lone_surrogate"),
 ]
 
 
@@ -299,7 +313,7 @@ def test_the_first_failing_check_names_the_reason():
 
 def test_every_reason_code_is_tested_and_documented():
     # too_large and undeclared_label need an argument (max_bytes, classes): tested on their own
-    assert {reason for *_, reason in _BAD} | {"too_large", "undeclared_label"} == set(REASONS)
+    assert {reason for *_, reason in _BAD} | {"too_large", "undeclared_label", "undeclared_unlearn"} == set(REASONS)
     assert len(set(REASONS)) == len(REASONS)
     table = set(re.findall(r"^``([a-z0-9_]+)``  ", codec.__doc__, flags=re.MULTILINE))
     assert table == set(REASONS)
@@ -617,6 +631,44 @@ def test_declared_classes_leave_unlabeled_events_and_the_earlier_label_checks_al
     assert decode(b'{"id":"x","text":"t","label":1.0}', classes=HAM_SPAM).reason == "label_type"
     assert decode(b'{"id":"x","text":"t","label":""}', classes=HAM_SPAM).reason == "empty_label"
     assert decode(b'{"id":"x","text":"t"}', classes=HAM_SPAM).reason == "missing_label"
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("value, label, unlearn", [
+    (b'{"id":"a","text":"t","label":"spam","unlearn":"ham"}', "spam", "ham"),
+    (b'{"id":"a","text":"t","unlearn":"ham"}', None, "ham"),
+    (b'{"id":"a","text":"t","label":null,"unlearn":"ham"}', None, "ham"),
+    (b'{"id":"a","features":{"k":1},"label":2,"unlearn":1}', 2, 1),
+    (b'{"id":"a","text":"t","label":1,"unlearn":"1"}', 1, "1"),  # the type counts: "1" is another class
+    (b'{"id":"a","mail":"Subject: x\\r\\n\\r\\nhi","unlearn":"spam"}', None, "spam"),
+    (b'{"id":"a","text":"t","label":"ham","unlearn":null}', "ham", None),  # null is absence
+])
+def test_a_correction_carries_the_class_to_take_back(native, monkeypatch, value, label, unlearn):
+    monkeypatch.setenv("STREAM_NB_NATIVE", native)
+    event = decode(value)
+    assert type(event) is Event and (event.label, event.unlearn) == (label, unlearn)
+    assert type(event.label) is type(label) and type(event.unlearn) is type(unlearn)
+
+
+def test_an_event_without_unlearn_has_none():
+    assert decode(b'{"id":"a","text":"t","label":"ham"}').unlearn is None
+    assert decode(b'{"id":"a","text":"t"}', labeled=False).unlearn is None
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_unlearn_must_be_a_declared_class_when_classes_are_declared(native, monkeypatch):
+    monkeypatch.setenv("STREAM_NB_NATIVE", native)
+    stray = b'{"id":"x","text":"t","label":"ham","unlearn":"spma"}'  # a shape the C decoder takes
+    refused = decode(stray, classes=HAM_SPAM)
+    assert (refused.reason, refused.detail) == ("undeclared_unlearn",
+                                                "unlearn 'spma' is not a declared class ('ham', 'spam')")
+    assert decode(b'{"id":"x","text":"t","unlearn":1}', classes=HAM_SPAM).reason == "undeclared_unlearn"
+    # the label is checked first
+    assert decode(b'{"id":"x","text":"t","label":"eggs","unlearn":"spma"}', classes=HAM_SPAM).reason == \
+        "undeclared_label"
+    taken = decode(b'{"id":"x","text":"t","unlearn":"spam"}', classes=HAM_SPAM)
+    assert (taken.label, taken.unlearn) == (None, "spam")
+    assert decode(b'{"id":"x","text":"t","label":"ham","unlearn":"spam"}', classes=HAM_SPAM).unlearn == "spam"
 
 
 def test_a_parsed_event_from_a_file_follows_the_same_rule():

@@ -38,7 +38,7 @@ def in_c(native, value, labeled: bool, max_bytes: int = MAX_BYTES) -> Event | No
 
 
 def same_event(got: Event, expected: Event) -> bool:
-    fields = ("id", "text", "features", "label", "source")
+    fields = ("id", "text", "features", "label", "source", "mail", "unlearn")
     return type(got) is Event and all(
         getattr(got, name) == getattr(expected, name) and type(getattr(got, name)) is type(getattr(expected, name))
         for name in fields)
@@ -74,10 +74,24 @@ def test_every_sms_message_is_taken_and_made_alike(native):
     (b' \t\r\n{ "label" : "ham" , "text" :"" ,"id": "a" }\n ', True, "ham"),
     (b'{"id":"\\u00e9\\ud83d\\ude00\\"\\\\\\/\\b\\f\\n\\r\\t","text":"\\u0000"}', False, None),
     ('{"id":"é😀","text":"日本語 \x7f"}'.encode(), False, None),
+    (b'{"id":"a","text":"t","label":"spam","unlearn":"ham"}', True, "spam"),
+    (b'{"unlearn":-7,"id":"a","text":"t"}', True, None),  # a take-back only
+    (b'{"id":"a","text":"t","label":1,"unlearn":"1"}', True, 1),
 ])
 def test_what_the_c_decoder_takes(native, value, labeled, label):
     made = check(native, value, labeled)
     assert made is not None and made.label == label and type(made.label) is type(label)
+
+
+@pytest.mark.parametrize("value, unlearn", [
+    (b'{"id":"a","text":"t","label":"spam","unlearn":"ham"}', "ham"),
+    (b'{"unlearn":-7,"id":"a","text":"t"}', -7),
+    (b'{"id":"a","text":"t","label":1,"unlearn":"1"}', "1"),
+    (b'{"id":"a","text":"t","label":"ham"}', None),
+])
+def test_the_c_decoder_keeps_unlearn_with_its_type(native, value, unlearn):
+    made = check(native, value, True)
+    assert made is not None and made.unlearn == unlearn and type(made.unlearn) is type(unlearn)
 
 
 @pytest.mark.parametrize("value, labeled, reason", [
@@ -108,6 +122,13 @@ def test_what_the_c_decoder_takes(native, value, labeled, label):
     (b'{"id":"a","text":"t}', False, "invalid_json"),
     (b'{"id":"a","text":"t","label":01}', True, "invalid_json"),
     (b'{"id":"a","text":"t","label":-}', True, "invalid_json"),
+    (b'{"id":"a","text":"t","label":"x","unlearn":""}', True, "invalid_unlearn"),
+    (b'{"id":"a","text":"t","label":"x","unlearn":1.5}', True, "invalid_unlearn"),
+    (b'{"id":"a","text":"t","label":"x","unlearn":"x"}', True, "unlearn_is_label"),
+    (b'{"id":"a","text":"t","label":7,"unlearn":7}', True, "unlearn_is_label"),
+    (b'{"id":"a","text":"t","unlearn":"x"}', False, "unlearn_on_unlabeled_topic"),
+    (b'{"id":"a","text":"t","unlearn":"x","unlearn":"y"}', True, "duplicate_key"),
+    (b'{"id":"a","text":"t","label":"x","unlearn":"\\udc00"}', True, "lone_surrogate"),
     (b'[]', False, "not_an_object"),
     (b'', False, "empty_value"),
     (b'{"id":"a","text":"' + b"x" * 64 + b'"}', False, "too_large"),
@@ -122,6 +143,7 @@ def test_what_the_contract_refuses_the_c_decoder_declines(native, value, labeled
     (b'{"id":"a","text":"t","extra":1}', False),  # valid, but not the common shape
     (b'{"id":"a","features":{"x":1}}', False),
     (b'{"id":"a","text":"t","label":null}', False),
+    (b'{"id":"a","text":"t","label":null,"unlearn":"x"}', True),  # a null label is codec.py's to read
     (b'{"\\u0069d":"a","text":"t"}', False),  # an escaped spelling of "id"
     (b'{"id":"a","text":"t","label":1234567890123456789}', True),  # past 18 digits
 ])
@@ -165,6 +187,25 @@ def test_mutated_values_are_declined_or_made_alike(native):
                 declined += made is None
     # both outcomes are exercised: a decoder that declined everything would pass check() alone
     assert taken > 1_500 and declined > 30_000, (taken, declined)
+
+
+def test_mutated_corrections_are_declined_or_made_alike(native):
+    rng = random.Random(24)
+    seeds = [
+        b'{"id":"c1","text":"Free \\u00a3100","label":"spam","unlearn":"ham"}',
+        b'{"unlearn":12,"id":"c2","text":"t"}',
+        b'{"id":"c3","text":"x","label":3,"unlearn":"3"}',
+        b'{"id":"c4","text":"x","label":"ham","unlearn":"ham"}',  # refused: its mutations may be taken
+    ]
+    taken = declined = with_unlearn = 0
+    for seed in seeds:
+        for value in mutations(seed, rng, 5_000):
+            for labeled in (True, False):
+                made = check(native, value, labeled)
+                taken += made is not None
+                declined += made is None
+                with_unlearn += made is not None and made.unlearn is not None
+    assert with_unlearn > 1_000 and declined > 30_000, (taken, with_unlearn, declined)
 
 
 def test_switched_off_it_is_not_called_and_a_batch_decodes_alike(native, monkeypatch):

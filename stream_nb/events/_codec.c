@@ -13,8 +13,10 @@
  * surrogate), is declined (None): the caller encodes it in Python, which may refuse it.
  *
  * decode_event reads the other way, for the events of the common shape: a JSON object whose only
- * keys are "id" and "text" (and "label" on the labeled topic), each once, with a non-empty str id,
- * a str text, and a non-empty str or an integer of up to 18 digits as label. Anything else (an
+ * keys are "id" and "text" (and "label" and "unlearn" on the labeled topic), each once, with a
+ * non-empty str id, a str text, and a non-empty str or an integer of up to 18 digits as label and
+ * as unlearn; a correction without a label (a take-back only) is taken when "label" is absent, and
+ * one whose unlearn equals its label (value and type) is declined. Anything else (an
  * unknown key, a null, features, a float, a lone surrogate escape, bytes that are not UTF-8, a
  * value past max_bytes) is declined: codec.py's decoder gives the Event or the refusal.
  */
@@ -528,7 +530,7 @@ read_integer(Cursor *c, PyObject **out)
     return *out == NULL ? FAILED : WRITTEN;
 }
 
-enum { FIELD_ID, FIELD_TEXT, FIELD_LABEL, FIELDS };
+enum { FIELD_ID, FIELD_TEXT, FIELD_LABEL, FIELD_UNLEARN, FIELDS };
 
 /* The object's fields into fields[]; WRITTEN, DECLINED or FAILED (fields[] then holds
  * references for the caller to drop). */
@@ -556,6 +558,8 @@ read_event(Cursor *c, Buffer *scratch, int labeled, PyObject **fields)
             field = FIELD_TEXT;
         else if (labeled && q - key == 5 && memcmp(key, "label", 5) == 0)
             field = FIELD_LABEL;
+        else if (labeled && q - key == 7 && memcmp(key, "unlearn", 7) == 0)
+            field = FIELD_UNLEARN;
         else
             return DECLINED;
         if (fields[field] != NULL)
@@ -570,7 +574,7 @@ read_event(Cursor *c, Buffer *scratch, int labeled, PyObject **fields)
             return DECLINED;
         if (*c->p == '"')
             STEP(read_string(c, scratch, &fields[field]));
-        else if (field == FIELD_LABEL)
+        else if (field == FIELD_LABEL || field == FIELD_UNLEARN)
             STEP(read_integer(c, &fields[field]));
         else
             return DECLINED;
@@ -589,12 +593,29 @@ read_event(Cursor *c, Buffer *scratch, int labeled, PyObject **fields)
     }
 }
 
-static PyObject *attribute_text, *attribute_features, *attribute_label, *attribute_mail;
+static PyObject *attribute_text, *attribute_features, *attribute_label, *attribute_mail, *attribute_unlearn;
+
+/* A label field's str or int, read by read_string or read_integer: an empty str is declined. */
+static int
+empty_label(PyObject *label)
+{
+    return label != NULL && PyUnicode_Check(label) && PyUnicode_GET_LENGTH(label) == 0;
+}
+
+/* unlearn equal to label, value and type (codec.py refuses it as unlearn_is_label): 1, 0 or -1. */
+static int
+same_label(PyObject *label, PyObject *unlearn)
+{
+    if (label == NULL || unlearn == NULL || Py_TYPE(label) != Py_TYPE(unlearn))
+        return 0;
+    return PyObject_RichCompareBool(label, unlearn, Py_EQ);
+}
 
 PyDoc_STRVAR(decode_event_doc,
 "decode_event(value, labeled, max_bytes, source, event_type) -> Event | None\n\n"
 "The Event codec.py's decoder makes of `value` when the value has the common shape (see the\n"
-"module's doc), made as event_type(id, text, None, label or None, source, mail=None); None for any other\n"
+"module's doc), made as event_type(id, text, None, label or None, source, mail=None, unlearn=unlearn or None);\n"
+"None for any other\n"
 "value, valid or not: codec.py decides it.");
 
 static PyObject *
@@ -615,15 +636,23 @@ decode_event(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(value);
     Cursor c = {data, data + PyBytes_GET_SIZE(value)};
     Buffer scratch = {NULL, 0, 0};
-    PyObject *fields[FIELDS] = {NULL, NULL, NULL};
+    PyObject *fields[FIELDS] = {NULL, NULL, NULL, NULL};
     int outcome = read_event(&c, &scratch, labeled, fields);
     PyMem_Free(scratch.data);
     PyObject *event = NULL;
     if (outcome == WRITTEN) {
         PyObject *id = fields[FIELD_ID], *text = fields[FIELD_TEXT], *label = fields[FIELD_LABEL];
-        if (id == NULL || PyUnicode_GET_LENGTH(id) == 0 || text == NULL || (labeled && label == NULL)
-            || (label != NULL && PyUnicode_Check(label) && PyUnicode_GET_LENGTH(label) == 0))
+        PyObject *unlearn = fields[FIELD_UNLEARN];
+        if (id == NULL || PyUnicode_GET_LENGTH(id) == 0 || text == NULL || (labeled && label == NULL && unlearn == NULL)
+            || empty_label(label) || empty_label(unlearn))
             outcome = DECLINED;
+        else {
+            int same = same_label(label, unlearn);
+            if (same < 0)
+                outcome = FAILED;
+            else if (same)
+                outcome = DECLINED;
+        }
     }
     if (outcome == WRITTEN) {
         /* the frozen dataclass's __init__ sets its slots with object.__setattr__: so does this */
@@ -634,7 +663,9 @@ decode_event(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             || PyObject_GenericSetAttr(event, attribute_features, Py_None) < 0
             || PyObject_GenericSetAttr(event, attribute_label, fields[FIELD_LABEL] ? fields[FIELD_LABEL] : Py_None) < 0
             || PyObject_GenericSetAttr(event, attribute_source, source) < 0
-            || PyObject_GenericSetAttr(event, attribute_mail, Py_None) < 0)  /* a mail event takes codec.py's path */
+            || PyObject_GenericSetAttr(event, attribute_mail, Py_None) < 0  /* a mail event takes codec.py's path */
+            || PyObject_GenericSetAttr(event, attribute_unlearn,
+                                       fields[FIELD_UNLEARN] ? fields[FIELD_UNLEARN] : Py_None) < 0)
             Py_CLEAR(event);
     }
     for (int i = 0; i < FIELDS; i++)
@@ -671,7 +702,8 @@ PyInit__codec(void)
         || (attribute_text = PyUnicode_InternFromString("text")) == NULL
         || (attribute_features = PyUnicode_InternFromString("features")) == NULL
         || (attribute_label = PyUnicode_InternFromString("label")) == NULL
-        || (attribute_mail = PyUnicode_InternFromString("mail")) == NULL)
+        || (attribute_mail = PyUnicode_InternFromString("mail")) == NULL
+        || (attribute_unlearn = PyUnicode_InternFromString("unlearn")) == NULL)
         return NULL;
     return PyModule_Create(&codec_module);
 }

@@ -9,14 +9,22 @@ Event contract (JSON object, UTF-8, key = id)::
     {"id": str, "text": str, "features": {str: str | number}, "label": str | int}
     {"id": str, "mail": str, "features": {...}, "label": ...}          (a mail event)
     {"id": str, "mail_base64": str, "features": {...}, "label": ...}   (a mail event, exact bytes)
+    {"id": str, ..., "label": str | int | null, "unlearn": str | int}  (a correction)
 
 ``text`` and ``features`` are each optional but not both absent; ``label`` is required on the
-labeled topic and forbidden on the unlabeled one. A *mail event* carries an RFC 5322 message
+labeled topic (null only beside ``unlearn``) and forbidden on the unlabeled one. A *mail event* carries an RFC 5322 message
 instead of ``text``: ``mail`` (a JSON string; the message is its UTF-8 encoding) or
 ``mail_base64`` (the message's exact bytes in standard base64, for 8-bit mail that is not
 UTF-8). Either becomes `Event.mail` (bytes); ``features`` may accompany it. What is read of the
 message is the featuriser's business (`stream_nb.features.mail`), which refuses a message of
 which nothing can be read (``unreadable_mail``, a reason of the featurising stage).
+
+A *correction* is a labeled event that also carries ``unlearn``, the class (str or int, as
+``label``) the same message (same id, same text / features / mail) was learned as earlier: what
+that learning added is taken back, then the event is learned as ``label``; with ``"label":
+null`` it is only taken back. `Event.unlearn` holds it (None on every other event). What is
+taken back, and what is done when the id was learned as another class or not at all, is the
+rule of `stream_nb.lessons`; the decoder checks only the value.
 
 Reason codes
 ------------
@@ -59,16 +67,26 @@ code                            meaning
                                 whitespace or line breaks, length a multiple of 4)
 ``no_text_or_features``         none of ``text``, ``features``, ``mail`` and ``mail_base64``
                                 present (or all null)
-``missing_label``               labeled topic, ``label`` absent or null
+``missing_label``               labeled topic, ``label`` absent or null and no ``unlearn``
+                                (a null label is accepted only on a take-back)
 ``label_type``                  labeled topic, ``label`` not a string or int (bool, float,
                                 array and object are refused)
 ``empty_label``                 labeled topic, ``label`` is ``""``
 ``undeclared_label``            labeled topic, the configuration declares its classes
                                 (``[model] classes``) and ``label`` is none of them (exact
                                 value and type: ``1`` is not ``"1"``)
+``invalid_unlearn``             labeled topic, ``unlearn`` present, not null, and not a
+                                non-empty str or an int (bool, float, ``""`` are refused)
+``undeclared_unlearn``          labeled topic, classes declared and ``unlearn`` is none of them
+                                (no event could have been learned as it)
+``unlearn_is_label``            labeled topic, ``unlearn`` equals ``label`` (value and type):
+                                a correction that corrects nothing is refused, not taken as a
+                                duplicate (see Decisions)
 ``label_on_unlabeled_topic``    unlabeled topic, ``label`` present and not null
-``lone_surrogate``              ``id``, ``text``, ``mail``, a string label, a feature name or a
-                                string feature value holds an unpaired ``\\uD800``-``\\uDFFF``
+``unlearn_on_unlabeled_topic``  unlabeled topic, ``unlearn`` present and not null (nothing is
+                                learned from that topic, so nothing can be taken back)
+``lone_surrogate``              ``id``, ``text``, ``mail``, a string ``label`` or ``unlearn``, a
+                                feature name or a string feature value holds an unpaired ``\\uD800``-``\\uDFFF``
                                 escape: it decodes to a Python str that cannot be encoded as
                                 UTF-8, so it could never be re-published or checkpointed
 ==============================  ==============================================================
@@ -78,7 +96,7 @@ Decisions
 - **null is absence.** A top-level field whose value is ``null`` is treated exactly as if the
   field were absent (many serialisers write ``null`` for an unset optional). So ``"id": null``
   is ``missing_id``, ``"label": null`` on the unlabeled topic is accepted, and on the labeled
-  topic it is ``missing_label``. Inside ``features`` a null value is refused
+  topic it is ``missing_label`` (unless ``unlearn`` makes the event a take-back only). Inside ``features`` a null value is refused
   (``feature_value_type``): the contract says ``str | number`` and "null" is ambiguous there.
 - **Feature values** are str, int, float (finite) or bool. A boolean is not a number; it is
   kept as ``True``/``False`` and the featurisers turn it into the category ``"true"`` /
@@ -91,6 +109,13 @@ Decisions
   ``"mail": "..."`` gives ``mail.encode("utf-8")``, ``"mail_base64"`` its decoded bytes.
 - **Labels** are a non-empty str or an int (not bool, not float: ``1.0`` vs ``1`` would be two
   classes by accident). The type is kept: ``1`` and ``"1"`` are different labels.
+- **Corrections.** ``unlearn`` follows ``label``'s rules (a non-empty str or an int, the type
+  kept, a declared class when classes are declared). ``"unlearn": X`` with ``"label": X`` is
+  refused (``unlearn_is_label``) rather than read as a duplicate: taking back X to learn X
+  again changes nothing when X was learned and learns X when it was not, so the producer
+  meant something else (a stale correction, a copied field); the refusal depends on the
+  message alone, so every replica makes it, and the producer is told. ``"label": null``
+  with ``unlearn`` is a take-back only; null without ``unlearn`` stays ``missing_label``.
 - **Ids** are non-empty strings; an int id is refused rather than converted, because ``1``,
   ``1.0`` and ``"1"`` would otherwise collide on the prediction key.
 - **Key vs id.** The key is *not* checked against the id. The id in the value is
@@ -173,7 +198,11 @@ REASONS: tuple[str, ...] = (
     "label_type",
     "empty_label",
     "undeclared_label",
+    "invalid_unlearn",
+    "undeclared_unlearn",
+    "unlearn_is_label",
     "label_on_unlabeled_topic",
+    "unlearn_on_unlabeled_topic",
     "lone_surrogate",
 )
 
@@ -214,8 +243,9 @@ class SourcePosition:
 class Event:
     """A valid event. `features` is the parsed object ({str: str | int | float | bool}) or None;
     `mail` the bytes of the RFC 5322 message of a mail event (then `text` is None), else None;
-    `text`, `features` and `mail` are never all None; `label` is None exactly on the unlabeled
-    topic."""
+    `text`, `features` and `mail` are never all None; `label` is None on the unlabeled topic and
+    on a take-back only; `unlearn` is the class a correction takes back (labeled topic only),
+    else None."""
 
     id: str
     text: str | None
@@ -223,6 +253,7 @@ class Event:
     label: Label | None
     source: SourcePosition
     mail: bytes | None = None  # last, with a default: Event(id, text, features, label, source) stays
+    unlearn: Label | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +326,8 @@ def has_lone_surrogate(text: str) -> bool:
 
 
 def _check_surrogates(
-    id_: str, text: str | None, features: dict[str, Any] | None, label: Any, mail: Any = None
+    id_: str, text: str | None, features: dict[str, Any] | None, label: Any, mail: Any = None,
+    unlearn: Any = None,
 ) -> None:
     """Refuse a lone surrogate in any string the event carries onward (see the module table)."""
     if has_lone_surrogate(id_):
@@ -306,6 +338,8 @@ def _check_surrogates(
         raise _Refused("lone_surrogate", "mail holds an unpaired surrogate escape")
     if type(label) is str and has_lone_surrogate(label):
         raise _Refused("lone_surrogate", "label holds an unpaired surrogate escape")
+    if type(unlearn) is str and has_lone_surrogate(unlearn):
+        raise _Refused("lone_surrogate", "unlearn holds an unpaired surrogate escape")
     if features:
         for name, value in features.items():
             if has_lone_surrogate(name) or (type(value) is str and has_lone_surrogate(value)):
@@ -411,28 +445,47 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
         raise _Refused("no_text_or_features", "none of text, features, mail and mail_base64")
 
     label = obj.get("label")
+    unlearn = obj.get("unlearn")
     if labeled:
-        if label is None:
+        if label is not None:
+            kind = type(label)
+            if kind is str:
+                if not label:
+                    raise _Refused("empty_label", "label is the empty string")
+            elif kind is not int:
+                raise _Refused(
+                    "label_type", f"label is {_type_name(label)}, expected string or integer"
+                )
+            if classes is not None and label not in classes:
+                raise _undeclared(label, classes)
+        elif unlearn is None:
             raise _Refused("missing_label", "no label on the labeled topic")
-        kind = type(label)
-        if kind is str:
-            if not label:
-                raise _Refused("empty_label", "label is the empty string")
-        elif kind is not int:
-            raise _Refused(
-                "label_type", f"label is {_type_name(label)}, expected string or integer"
-            )
-        if classes is not None and label not in classes:
-            raise _undeclared(label, classes)
+        if unlearn is not None:
+            _check_unlearn(unlearn, label, classes)
     elif label is not None:
         raise _Refused("label_on_unlabeled_topic", "label present on the unlabeled topic")
+    elif unlearn is not None:
+        raise _Refused("unlearn_on_unlabeled_topic", "unlearn present on the unlabeled topic")
 
     if surrogates_possible:
-        _check_surrogates(id_, text, features, label, mail)
+        _check_surrogates(id_, text, features, label, mail, unlearn)
 
     if mail is None:
-        return Event(id_, text, features, label, source)
-    return Event(id_, None, features, label, source, mail.encode("utf-8") if type(mail) is str else mail)
+        return Event(id_, text, features, label, source, None, unlearn)
+    return Event(id_, None, features, label, source, mail.encode("utf-8") if type(mail) is str else mail, unlearn)
+
+
+def _check_unlearn(unlearn: Any, label: Any, classes: frozenset | None) -> None:
+    """The ``unlearn`` checks of the module table, in order (a labeled event, `unlearn` not None)."""
+    kind = type(unlearn)
+    if kind is not int and (kind is not str or not unlearn):
+        shown = "the empty string" if kind is str else _type_name(unlearn)
+        raise _Refused("invalid_unlearn", f"unlearn is {shown}, expected a non-empty string or an integer")
+    if classes is not None and unlearn not in classes:
+        declared = ", ".join(sorted(map(repr, classes)))
+        raise _Refused("undeclared_unlearn", _short(f"unlearn {unlearn!r} is not a declared class ({declared})"))
+    if kind is type(label) and unlearn == label:
+        raise _Refused("unlearn_is_label", _short(f"unlearn and label are both {label!r}: nothing to correct"))
 
 
 def _mail_field(obj: dict, text: str | None) -> str | bytes | None:
@@ -527,7 +580,9 @@ def record_decoder(
     ) -> Event | Rejected:
         if native is not None:
             event = native(value, labeled, max_bytes, source, Event)
-            if event is not None and (classes is None or event.label in classes):
+            if event is not None and (classes is None or (
+                    (event.label is None or event.label in classes)
+                    and (event.unlearn is None or event.unlearn in classes))):
                 return event
         return _decode_or_reject(value, key, headers, source, labeled, max_bytes, classes)
 

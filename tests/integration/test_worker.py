@@ -395,6 +395,10 @@ MALFORMED: list[tuple[str, bytes | None, str]] = [
     ("U", b'{"id":"a","text":"a labeled event on the unlabeled topic","label":"spam"}', "label_on_unlabeled_topic"),
     ("U", b'{"id":"a","text":"x \\ud800 y"}', "lone_surrogate"),
     ("L", b'{"id":"a","text":"x","label":"\\udc00"}', "lone_surrogate"),
+    # Corrections the contract refuses (valid ones wait for the worker to apply them: issue 24).
+    ("L", b'{"id":"a","text":"x","label":"ham","unlearn":0.5}', "invalid_unlearn"),
+    ("L", b'{"id":"a","text":"x","label":"ham","unlearn":"ham"}', "unlearn_is_label"),
+    ("U", b'{"id":"a","text":"x","unlearn":"spam"}', "unlearn_on_unlabeled_topic"),
     # After the good events labeled "1" and 7 below have been learned:
     ("L", b'{"id":"c1","text":"int one after string one","label":1}', "label_type_conflict"),
     ("L", b'{"id":"c7","text":"string seven after int seven","label":"7"}', "label_type_conflict"),
@@ -429,9 +433,9 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("bad")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
-    # undeclared_label needs declared classes, which this stream's labels 1 and 7 are not
+    # undeclared_label and undeclared_unlearn need declared classes, which this stream's labels 1 and 7 are not
     # (test_declared_classes.py); label_type_conflict needs classes learned as they come
-    assert set(REASONS) - {"undeclared_label"} | {"label_type_conflict", "rejected_by_model", "unreadable_mail"} == \
+    assert set(REASONS) - {"undeclared_label", "undeclared_unlearn"} | {"label_type_conflict", "rejected_by_model", "unreadable_mail"} == \
         {reason for _, _, reason in MALFORMED}
     assert len(MALFORMED) >= 30
 
