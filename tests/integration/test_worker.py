@@ -443,7 +443,7 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     # events with a bad message after every fourth good one.
     good: list[tuple[str, dict]] = [("L", event) for event in GOOD_LABELED_EDGES]
     good += [("U", event) for event in GOOD_UNLABELED_EDGES]
-    for i in range(198):
+    for i in range(204):
         label, text = sms[i]
         if i % 3 == 2:
             good.append(("U", {"id": f"g{i}", "text": text}))
@@ -509,10 +509,10 @@ def test_malformed_messages_go_to_the_dead_letter_topic(kafka_broker, tmp_path, 
     good_labeled = [event for kind, event in good if kind == "L"]
     good_unlabeled = [event["id"] for kind, event in good if kind == "U"]
     summary = latest_summary(tmp_path / "checkpoints")
-    assert len(good_labeled) == 138
+    assert len(good_labeled) == 142
     assert (summary.digest, summary.events_learned) == reference_digest_events(good_labeled)
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
-    assert set(predictions) == set(good_unlabeled) and len(good_unlabeled) == 69
+    assert set(predictions) == set(good_unlabeled) and len(good_unlabeled) == 71
     assert all(len(copies) == 1 for copies in predictions.values())
     # The classes the model holds are exactly the good labels, with their types.
     assert set(predictions["u-non-ascii"][0]["proba"]) == {"1", "7", "ham", "spam"}
