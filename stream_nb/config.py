@@ -54,9 +54,11 @@ KAFKA_KEYS = {
     "transport": ((str,), "kafka-python"),
     # What a record's value is: "json", an event of the contract (stream_nb.events.codec); "mail",
     # a raw RFC 5322 message, its id the key and its label the header named label_header
-    # (stream_nb.events.raw_mail), for mail systems that publish messages as they are.
+    # (stream_nb.events.raw_mail), for mail systems that publish messages as they are; a
+    # correction names the class to take back in the header unlearn_header.
     "value_format": ((str,), "json"),
     "label_header": ((str,), "label"),
+    "unlearn_header": ((str,), "unlearn"),
 }
 PROCESSING_GUARANTEES = ("exactly_once", "at_least_once")
 TRANSPORTS = ("kafka-python", "confluent-kafka")
@@ -429,10 +431,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError(f"kafka.transport: {kafka['transport']!r} is not one of {', '.join(TRANSPORTS)}")
         if kafka["value_format"] not in VALUE_FORMATS:
             raise ConfigError(f"kafka.value_format: {kafka['value_format']!r} is not one of {', '.join(VALUE_FORMATS)}")
-        if not kafka["label_header"] or not kafka["label_header"].isprintable() or kafka["label_header"].strip() != \
-                kafka["label_header"]:
-            raise ConfigError(f"kafka.label_header: {kafka['label_header']!r} is not a header name (printable, "
-                              "no surrounding spaces, not empty)")
+        for key in ("label_header", "unlearn_header"):
+            if not kafka[key] or not kafka[key].isprintable() or kafka[key].strip() != kafka[key]:
+                raise ConfigError(f"kafka.{key}: {kafka[key]!r} is not a header name (printable, "
+                                  "no surrounding spaces, not empty)")
+        if kafka["unlearn_header"] == kafka["label_header"]:
+            raise ConfigError(f"kafka.unlearn_header: {kafka['unlearn_header']!r} is also kafka.label_header: a "
+                              "correction names the class to take back in a header of its own")
         if kafka["on_lost_position"] not in ("fail", "from_beginning"):
             raise ConfigError(f"kafka.on_lost_position: {kafka['on_lost_position']!r} is not one of fail, from_beginning")
         overlap = set(kafka["labeled_topics"]) & set(kafka["unlabeled_topics"])

@@ -28,6 +28,19 @@ def test_a_labeled_raw_message_is_a_mail_event_with_its_exact_bytes():
     assert decode(RAW, headers=(("label", None),), labeled=False).label is None  # a null header is absence
 
 
+def test_a_correction_names_the_class_to_take_back_in_its_own_header():
+    assert decode(RAW, headers=(("label", b"spam"), ("unlearn", b"ham"))) == \
+        Event("msg-1", None, None, "spam", SRC, RAW, "ham")
+    take_back = decode(RAW, headers=(("unlearn", b"ham"),))  # no label header: a take-back only
+    assert (take_back.label, take_back.unlearn) == (None, "ham")
+    assert decode(RAW, headers=(("unlearn", b"ham"), ("unlearn", b"spam"), ("label", b"x"))).unlearn == "spam"
+    assert decode(RAW, headers=(("label", b"spam"), ("was", b"ham")), unlearn_header="was").unlearn == "ham"
+    assert decode(RAW, headers=(("label", b"spam"), ("unlearn", None))).unlearn is None  # null is absence
+    assert decode(RAW).unlearn is None
+    as_mail = decoder_for({"value_format": "mail", "unlearn_header": "X-Was"}, labeled=True)
+    assert as_mail(RAW, b"k", (("label", b"spam"), ("X-Was", b"ham")), SRC).unlearn == "ham"
+
+
 @pytest.mark.parametrize("key", [None, b"", b"\xff\xfe"])
 def test_a_record_without_a_usable_key_is_named_by_its_position(key):
     assert decode(RAW, key=key).id == "mail-in:2:41"
@@ -43,7 +56,13 @@ BAD = [  # (value, headers, labeled, options, reason): one per code, in table or
     (RAW, (("label", b"sp\xe4m"),), True, {}, "invalid_utf8"),
     (RAW, (("label", b""),), True, {}, "empty_label"),
     (RAW, (("label", b"eggs"),), True, {"classes": frozenset({"ham", "spam"})}, "undeclared_label"),
+    (RAW, (("label", b"spam"), ("unlearn", b"\xff")), True, {}, "invalid_unlearn"),
+    (RAW, (("label", b"spam"), ("unlearn", b"")), True, {}, "invalid_unlearn"),
+    (RAW, (("unlearn", b"eggs"),), True, {"classes": frozenset({"ham", "spam"})}, "undeclared_unlearn"),
+    (RAW, (("label", b"spam"), ("unlearn", b"spam")), True, {}, "unlearn_is_label"),
     (RAW, (("label", b"spam"),), False, {}, "label_on_unlabeled_topic"),
+    (RAW, (("label", b"spam"), ("unlearn", b"ham")), False, {}, "label_on_unlabeled_topic"),
+    (RAW, (("unlearn", b"ham"),), False, {}, "unlearn_on_unlabeled_topic"),
 ]
 
 
@@ -77,6 +96,8 @@ def test_the_value_format_picks_the_decoder():
     ("kafka.value_format=1", "kafka.value_format: expected str, got int 1"),
     ('kafka.label_header=""', "kafka.label_header: '' is not a header name"),
     ('kafka.label_header=" label"', "kafka.label_header: ' label' is not a header name"),
+    ('kafka.unlearn_header=""', "kafka.unlearn_header: '' is not a header name"),
+    ('kafka.unlearn_header="label"', "kafka.unlearn_header: 'label' is also kafka.label_header"),
 ])
 def test_bad_value_format_settings_are_one_clear_error(override, error):
     with pytest.raises(ConfigError, match=re.escape(error)):
@@ -88,3 +109,4 @@ def test_value_format_defaults_to_json_and_label_header_to_label():
     assert (kafka["value_format"], kafka["label_header"]) == ("json", "label")
     kafka = load_config("configs/spam.toml", ['kafka.value_format="mail"', 'kafka.label_header="X-Spam-Class"']).kafka
     assert (kafka["value_format"], kafka["label_header"]) == ("mail", "X-Spam-Class")
+    assert kafka["unlearn_header"] == "unlearn"

@@ -6,8 +6,10 @@ A record of such a topic is::
     value    the RFC 5322 message, its exact bytes
     key      the event's id (UTF-8)
     header   ``label_header`` ("label" by default): the label, UTF-8, on the labeled topic only
+    header   ``unlearn_header`` ("unlearn" by default): on a correction, the class the message
+             was learned as earlier (`codec`'s ``unlearn``), UTF-8, on the labeled topic only
 
-and becomes ``Event(id, text=None, features=None, label, source, mail=value)``; what is read of
+and becomes ``Event(id, text=None, features=None, label, source, mail=value, unlearn)``; what is read of
 the message is the mail featuriser's business (which refuses an unreadable one,
 ``unreadable_mail``).
 
@@ -19,6 +21,8 @@ Decisions
 - **Label**: the last header named ``label_header`` (Kafka allows repeats; the last one set
   wins, as for HTTP-style header maps). Header labels are strings: a configuration that
   declares int classes cannot be fed by raw-mail topics (``undeclared_label``).
+- **Corrections**: the last ``unlearn_header`` header, read as the label is; with it the label
+  header may be left out (a take-back only), as ``"label": null`` beside ``unlearn`` in JSON.
 
 Reason codes
 ------------
@@ -30,11 +34,17 @@ code                            meaning
 ``empty_value``                 value is ``None`` (a tombstone) or zero bytes
 ``too_large``                   ``len(value) > max_bytes``
 ``missing_label``               labeled topic, no ``label_header`` header (or its value null)
+                                and no ``unlearn_header`` header
 ``invalid_utf8``                labeled topic, the label header is not strict UTF-8
 ``empty_label``                 labeled topic, the label header is empty
 ``undeclared_label``            labeled topic, ``[model] classes`` declared and the label is
                                 none of them
+``invalid_unlearn``             labeled topic, the unlearn header is empty or not strict UTF-8
+``undeclared_unlearn``          labeled topic, classes declared and the unlearn header's class is
+                                none of them
+``unlearn_is_label``            labeled topic, the unlearn header says what the label header says
 ``label_on_unlabeled_topic``    unlabeled topic, a ``label_header`` header with a value
+``unlearn_on_unlabeled_topic``  unlabeled topic, an ``unlearn_header`` header with a value
 ==============================  ==============================================================
 """
 
@@ -44,13 +54,16 @@ from collections.abc import Callable, Iterable
 
 from stream_nb.events.codec import DEFAULT_MAX_BYTES, Event, Header, Rejected, SourcePosition, record_decoder
 
-__all__ = ["DEFAULT_LABEL_HEADER", "RAW_MAIL_REASONS", "VALUE_FORMATS", "decoder_for", "raw_mail_decoder"]
+__all__ = ["DEFAULT_LABEL_HEADER", "DEFAULT_UNLEARN_HEADER", "RAW_MAIL_REASONS", "VALUE_FORMATS", "decoder_for",
+           "raw_mail_decoder"]
 
 VALUE_FORMATS = ("json", "mail")
 DEFAULT_LABEL_HEADER = "label"
+DEFAULT_UNLEARN_HEADER = "unlearn"
 RAW_MAIL_REASONS: tuple[str, ...] = (
     "empty_value", "too_large", "missing_label", "invalid_utf8", "empty_label", "undeclared_label",
-    "label_on_unlabeled_topic",
+    "invalid_unlearn", "undeclared_unlearn", "unlearn_is_label", "label_on_unlabeled_topic",
+    "unlearn_on_unlabeled_topic",
 )
 
 Decoder = Callable[[bytes | None, bytes | None, Iterable[Header] | None, SourcePosition], Event | Rejected]
@@ -75,7 +88,8 @@ def _label_value(headers: tuple[Header, ...], name: str) -> bytes | None:
 
 
 def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, classes: frozenset | None = None,
-                     label_header: str = DEFAULT_LABEL_HEADER) -> Decoder:
+                     label_header: str = DEFAULT_LABEL_HEADER,
+                     unlearn_header: str = DEFAULT_UNLEARN_HEADER) -> Decoder:
     """A decoder of raw-mail records (the module's table), the same signature as
     `codec.record_decoder`'s: (value, key, headers, source) -> Event | Rejected. Never raises."""
     classes = classes if labeled else None
@@ -92,32 +106,52 @@ def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, class
         if len(value) > max_bytes:
             return refuse("too_large", f"value is {len(value)} bytes, limit {max_bytes}")
         raw_label = _label_value(kept, label_header)
-        label = None
+        raw_unlearn = _label_value(kept, unlearn_header)
+        label = unlearn = None
         if labeled:
-            if raw_label is None:
+            if raw_label is None and raw_unlearn is None:
                 return refuse("missing_label", f"no {label_header!a} header on the labeled topic")
-            try:
-                label = raw_label.decode("utf-8")
-            except UnicodeDecodeError as error:
-                return refuse("invalid_utf8", f"header {label_header!a}: invalid UTF-8 at byte {error.start}")
-            if not label:
-                return refuse("empty_label", f"header {label_header!a} is empty")
-            if classes is not None and label not in classes:
-                declared = ", ".join(sorted(map(repr, classes)))
-                return refuse("undeclared_label",
-                              f"label {label!a} is not a declared class ({declared})"[:200])
+            if raw_label is not None:
+                try:
+                    label = raw_label.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    return refuse("invalid_utf8", f"header {label_header!a}: invalid UTF-8 at byte {error.start}")
+                if not label:
+                    return refuse("empty_label", f"header {label_header!a} is empty")
+                if classes is not None and label not in classes:
+                    declared = ", ".join(sorted(map(repr, classes)))
+                    return refuse("undeclared_label",
+                                  f"label {label!a} is not a declared class ({declared})"[:200])
+            if raw_unlearn is not None:
+                try:
+                    unlearn = raw_unlearn.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    return refuse("invalid_unlearn", f"header {unlearn_header!a}: invalid UTF-8 at byte {error.start}")
+                if not unlearn:
+                    return refuse("invalid_unlearn", f"header {unlearn_header!a} is empty")
+                if classes is not None and unlearn not in classes:
+                    declared = ", ".join(sorted(map(repr, classes)))
+                    return refuse("undeclared_unlearn",
+                                  f"unlearn {unlearn!a} is not a declared class ({declared})"[:200])
+                if unlearn == label:
+                    return refuse("unlearn_is_label", f"headers {label_header!a} and {unlearn_header!a} are both "
+                                                      f"{label!a}: nothing to correct"[:200])
         elif raw_label is not None:  # a null header value is absence, as null is in JSON events
             return refuse("label_on_unlabeled_topic", f"header {label_header!a} on the unlabeled topic")
-        return Event(_id_of(key, source), None, None, label, source, value)
+        elif raw_unlearn is not None:
+            return refuse("unlearn_on_unlabeled_topic", f"header {unlearn_header!a} on the unlabeled topic")
+        return Event(_id_of(key, source), None, None, label, source, value, unlearn)
 
     return decode
 
 
 def decoder_for(kafka: dict, *, labeled: bool, classes: frozenset | None = None) -> Decoder:
     """The decoder of a topic by ``[kafka] value_format``: JSON events (`codec.record_decoder`)
-    or raw mail (`raw_mail_decoder`), bounded by ``max_message_bytes``."""
+    or raw mail (`raw_mail_decoder`, its headers ``label_header`` and ``unlearn_header``),
+    bounded by ``max_message_bytes``."""
     max_bytes = kafka.get("max_message_bytes", DEFAULT_MAX_BYTES)
     if kafka.get("value_format", "json") == "mail":
         return raw_mail_decoder(labeled=labeled, max_bytes=max_bytes, classes=classes,
-                                label_header=kafka.get("label_header", DEFAULT_LABEL_HEADER))
+                                label_header=kafka.get("label_header", DEFAULT_LABEL_HEADER),
+                                unlearn_header=kafka.get("unlearn_header", DEFAULT_UNLEARN_HEADER))
     return record_decoder(labeled=labeled, max_bytes=max_bytes, classes=classes)

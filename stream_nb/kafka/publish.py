@@ -2,14 +2,17 @@
 
 Each event becomes one message in the worker's event contract (`stream_nb.events.codec`):
 the value is compact UTF-8 JSON, ``{"id","text","features","label"}`` (text and features as
-the file has them) or, with ``--no-label``, the same without the label; the key is the id's UTF-8 bytes (``--key none`` sends no key).
+the file has them, and a correction's ``"unlearn"``) or, with ``--no-label``, the same without the
+label; the key is the id's UTF-8 bytes (``--key none`` sends no key).
 Mail (a directory, Maildir, mbox or tarball of messages: `stream_nb.mail.sources`; or a JSONL
 file of mail events) is published as mail events: ``"mail"`` when the message is UTF-8, else
 ``"mail_base64"`` (its exact bytes), labeled by folder. FILE ``-`` is one message on stdin (a
 mail system's pipe), its id ``--id``, else its Message-ID, else ``sha256:<first 16 hex digits>``
-of its bytes, and its label ``--label``. ``--value-format mail`` publishes the messages raw
-instead, for a topic read with ``[kafka] value_format = "mail"``: the value is the message's
-bytes, the key its id and the label the ``--label-header`` header (`stream_nb.events.raw_mail`).
+of its bytes, and its label ``--label`` (a correction: ``--unlearn CLASS`` as well, the class
+it was learned as; without ``--label``, a take-back only). ``--value-format mail`` publishes the
+messages raw instead, for a topic read with ``[kafka] value_format = "mail"``: the value is the
+message's bytes, the key its id, the label the ``--label-header`` header and a correction's
+class to take back the ``--unlearn-header`` header (`stream_nb.events.raw_mail`).
 
 A first pass checks (and encodes) every event before anything is sent, so a malformed line at
 the end of a file does not leave half of it in the topic; the encoded messages are kept in
@@ -77,8 +80,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "= id, label in the --label-header header) for [kafka] value_format = \"mail\"")
     parser.add_argument("--label-header", default="label", metavar="NAME",
                         help="(--value-format mail) the record header that carries the label (default: label)")
+    parser.add_argument("--unlearn-header", default="unlearn", metavar="NAME",
+                        help="(--value-format mail) the record header that carries a correction's class to take "
+                             "back (default: unlearn)")
     parser.add_argument("--label", dest="stdin_label", default=None, metavar="LABEL",
                         help="(FILE -) the label of the message read from stdin")
+    parser.add_argument("--unlearn", dest="stdin_unlearn", default=None, metavar="CLASS",
+                        help="(FILE -) a correction: the class the message was learned as, taken back before it is "
+                             "learned as --label (no --label: only taken back)")
     parser.add_argument("--id", dest="stdin_id", default=None, metavar="ID",
                         help="(FILE -) the id of the message read from stdin (default: its Message-ID, else "
                              "sha256:<16 hex digits of its bytes>)")
@@ -128,47 +137,64 @@ def encode_event(event: dict, *, with_labels: bool) -> bytes:
         except UnicodeDecodeError:
             body["mail_base64"] = base64.b64encode(mail).decode("ascii")
     if with_labels:
-        body["label"] = event["label"]
+        body["label"] = event["label"]  # null beside unlearn: a take-back only
+        if event.get("unlearn") is not None:
+            body["unlearn"] = event["unlearn"]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 _MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*<?([^>\r\n]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
 
-def stdin_event(data: bytes, *, event_id: str | None, label: str | None, with_labels: bool) -> dict:
+def stdin_event(data: bytes, *, event_id: str | None, label: str | None, with_labels: bool,
+                unlearn: str | None = None) -> dict:
     """The mail event of one message piped in: its id `event_id`, else its Message-ID (in the
-    headers, before the first blank line), else sha256:<16 hex digits> of its bytes."""
-    if with_labels and label is None:
-        raise PublishError("-: a message from stdin needs --label LABEL (or --no-label for the unlabeled topic)")
+    headers, before the first blank line), else sha256:<16 hex digits> of its bytes; a
+    correction when `unlearn` is given (the class it was learned as)."""
+    if with_labels and label is None and unlearn is None:
+        raise PublishError("-: a message from stdin needs --label LABEL, or --unlearn CLASS to take it back "
+                           "(or --no-label for the unlabeled topic)")
+    if not with_labels and unlearn is not None:
+        raise PublishError("-: --unlearn corrects a labeled message; it has no place beside --no-label")
     if event_id is None:
         headers = re.split(rb"\r?\n\r?\n", data, maxsplit=1)[0]
         found = _MESSAGE_ID.search(headers)
         event_id = found.group(1).decode("utf-8", "replace").strip() if found else ""
         event_id = event_id or "sha256:" + hashlib.sha256(data).hexdigest()[:16]
-    return {"id": event_id, "text": None, "features": None, "label": label if with_labels else None, "mail": data}
+    event = {"id": event_id, "text": None, "features": None, "label": label if with_labels else None, "mail": data}
+    if unlearn is not None:
+        event["unlearn"] = unlearn
+    return event
 
 
-def encode_raw_mail(event: dict, *, with_labels: bool, label_header: str) -> tuple[bytes, list]:
-    """(value, headers) of a mail event on a raw-mail topic: the message's bytes, and the label
-    as the `label_header` header (`with_labels`)."""
+def encode_raw_mail(event: dict, *, with_labels: bool, label_header: str,
+                    unlearn_header: str = "unlearn") -> tuple[bytes, list]:
+    """(value, headers) of a mail event on a raw-mail topic: the message's bytes, and
+    (`with_labels`) the label as the `label_header` header (none on a take-back only) and a
+    correction's class to take back as the `unlearn_header` header."""
     if event.get("mail") is None:
         raise PublishError(f"event {event['id']!r} is not mail: --value-format mail publishes messages only")
-    headers = [(label_header, str(event["label"]).encode("utf-8"))] if with_labels else []
+    headers = []
+    if with_labels:
+        for name, value in ((label_header, event["label"]), (unlearn_header, event.get("unlearn"))):
+            if value is not None:
+                headers.append((name, str(value).encode("utf-8")))
     return event["mail"], headers
 
 
 def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, limit: int | None, with_keys: bool,
                   max_bytes: int | None = None, fields: dict | None = None, value_format: str = "json",
-                  label_header: str = "label", stdin: dict | None = None) -> Iterator[tuple]:
+                  label_header: str = "label", stdin: dict | None = None,
+                  unlearn_header: str = "unlearn") -> Iterator[tuple]:
     """(key, value) per event (and its headers with `value_format` "mail"), in file order;
     PublishError names the file and the event. Each event is checked by the worker's event
     contract first (the reason codes of its dead letters). `fields`: read_events' field names
-    (text_field, label_field, ...); `stdin`: {"data", "event_id", "label"} for FILE "-"."""
+    (text_field, label_field, ...); `stdin`: {"data", "event_id", "label", "unlearn"} for FILE "-"."""
     from stream_nb.replay.sources import SourceError, read_events
 
     if stdin is not None:
         events = iter([stdin_event(stdin["data"], event_id=stdin["event_id"], label=stdin["label"],
-                                   with_labels=with_labels)])
+                                   with_labels=with_labels, unlearn=stdin.get("unlearn"))])
     else:
         events = read_events(path, **(fields or {}), file_format=file_format,
                              labels="required" if with_labels else "dropped")
@@ -180,7 +206,8 @@ def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, lim
             count += 1
             key = event["id"].encode("utf-8") if with_keys else None
             if value_format == "mail":
-                value, headers = encode_raw_mail(event, with_labels=with_labels, label_header=label_header)
+                value, headers = encode_raw_mail(event, with_labels=with_labels, label_header=label_header,
+                                                 unlearn_header=unlearn_header)
             else:
                 value, headers = encode_event(event, with_labels=with_labels), None
             if max_bytes is not None and len(value) > max_bytes:
@@ -357,9 +384,11 @@ def publish_command(args: argparse.Namespace) -> int:
     timeout_ms = max(1, int(args.connect_timeout * 1000))
     options = dict(file_format=args.file_format, fields=field_options(args),
                    with_labels=args.with_labels, limit=args.limit, with_keys=args.key == "id",
-                   max_bytes=args.max_bytes, value_format=args.value_format, label_header=args.label_header)
+                   max_bytes=args.max_bytes, value_format=args.value_format, label_header=args.label_header,
+                   unlearn_header=args.unlearn_header)
     if str(args.file) == "-":  # one message piped in: read once, kept for both passes
-        options["stdin"] = {"data": sys.stdin.buffer.read(), "event_id": args.stdin_id, "label": args.stdin_label}
+        options["stdin"] = {"data": sys.stdin.buffer.read(), "event_id": args.stdin_id, "label": args.stdin_label,
+                            "unlearn": args.stdin_unlearn}
     try:
         if args.partitions is not None and not args.create_topic:
             raise PublishError("--partitions applies to a topic made by --create-topic; add it")

@@ -200,7 +200,8 @@ def _events_of(args, config: Config, rejected: Rejections):
                       max_events=args.max_events, client=config.kafka_client, rejected=rejected,
                       transport=kafka.get("transport", "kafka-python"), labeled=labeled,
                       max_bytes=kafka.get("max_message_bytes", DEFAULT_MAX_BYTES), classes=config.classes,
-                      value_format=kafka.get("value_format", "json"), label_header=kafka.get("label_header", "label"))
+                      value_format=kafka.get("value_format", "json"), label_header=kafka.get("label_header", "label"),
+                      unlearn_header=kafka.get("unlearn_header", "unlearn"))
 
 
 def topic_is_labeled(config: Config, topic: str) -> bool | None:

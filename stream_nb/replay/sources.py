@@ -51,8 +51,8 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
                 file_format: str | None = None,
                 labels: str = "required", rejected: Counter | None = None,
                 classes: frozenset | None = None, label_folders: list[str] | None = None) -> Iterator[dict]:
-    """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event) from a
-    file, in file order.
+    """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event, and
+    "unlearn" of a correction) from a file, in file order.
 
     Formats (by extension unless `file_format` says):
     - `.tsv`/no extension: `label<TAB>text` without header (the SMS Spam Collection's layout);
@@ -62,13 +62,15 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
       is absent;
     - `.jsonl`: one JSON object per line; text, features ({name: value}) or both, or a mail
       event ("mail" or "mail_base64", with or without features: the event contract's rules);
+      a correction's "unlearn" (the class to take back) is kept, and its label may be null;
     - mail where it lives (`file_format` "mail", or a directory, a .tar/.tar.gz or an mbox):
       one mail event per message, labeled by folder (`label_folders`: ["LABEL=FOLDER", ...],
       default spam=spam and ham=ham): `stream_nb.mail.sources`. A file passed over (not a
       message, unreadable) is counted in `rejected`, never an error.
 
-    `labels`: "required" (an event without a label is an error: a labeled topic), "optional"
-    (it is an unlabeled event: predicted, not scored) or "dropped" (every event unlabeled).
+    `labels`: "required" (an event without a label is an error: a labeled topic; a take-back,
+    "unlearn" with a null label, has none), "optional" (it is an unlabeled event: predicted, not
+    scored) or "dropped" (every event unlabeled: labels and "unlearn" are left out).
     Events without an id get `<file stem>:<line>`; a numeric id becomes its string.
 
     An event the contract refuses is a `SourceError` naming the line and the reason code, or,
@@ -105,9 +107,10 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
             record["id"] = str(event_id)
         if labels == "dropped":
             record.pop("label", None)
-        elif labels == "required" and record.get("label") in (None, ""):
+            record.pop("unlearn", None)
+        elif labels == "required" and record.get("label") in (None, "") and record.get("unlearn") is None:
             raise SourceError(f"{path}:{line_number}: field {label_field!r} is missing")
-        labeled = record.get("label") is not None
+        labeled = record.get("label") is not None or record.get("unlearn") is not None
         event = event_from_object(record, source, labeled=labeled, classes=classes)
         if isinstance(event, Rejected):
             _refuse(event, path, line_number, rejected)
@@ -143,10 +146,12 @@ def _read_mail_events(path: Path, labels: str, rejected: Counter | None, classes
 
 def event_dict(event) -> dict:
     """The dict replay reads of an `Event`: {"id", "text", "features", "label"}, and "mail" (bytes)
-    for a mail event only (a text event's dict stays as it was)."""
+    for a mail event only, "unlearn" for a correction only (any other event's dict stays as it was)."""
     item = {"id": event.id, "text": event.text, "features": event.features, "label": event.label}
     if event.mail is not None:
         item["mail"] = event.mail
+    if event.unlearn is not None:
+        item["unlearn"] = event.unlearn
     return item
 
 
@@ -302,7 +307,7 @@ def _read_jsonl(path: Path, fields: dict):
             continue
         record = parse_json(line, SourcePosition(str(path), 0, line_number))
         if isinstance(record, dict):
-            mail = {key: record[key] for key in ("mail", "mail_base64") if key in record}
+            kept = {key: record[key] for key in ("mail", "mail_base64", "unlearn") if key in record}
             record = {key: record.get(fields[key]) for key in ("text", "label", "id", "features")}
-            record.update(mail)
+            record.update(kept)
         yield line_number, record

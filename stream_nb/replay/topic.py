@@ -30,7 +30,8 @@ def parse_time(text: str) -> int:
 def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = None, from_time_ms: int | None = None,
                max_events: int | None = None, client: dict | None = None, rejected: Counter | None = None,
                transport: str = "kafka-python", labeled: bool | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-               classes: frozenset | None = None, value_format: str = "json", label_header: str = "label"):
+               classes: frozenset | None = None, value_format: str = "json", label_header: str = "label",
+               unlearn_header: str = "unlearn"):
     """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event) of
     `topic`, in timestamp order.
 
@@ -44,7 +45,8 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     topic of neither kind, where labeled and unlabeled events may be mixed.
     Labels beyond `classes` ([model] classes; None: any) are rejected as `undeclared_label`.
     `value_format` "mail": the records are raw messages, labeled by the `label_header` header
-    (`stream_nb.events.raw_mail`), as the worker reads them.
+    (a correction's class to take back: `unlearn_header`; `stream_nb.events.raw_mail`), as the
+    worker reads them. A correction's dict carries "unlearn" (`event_dict`).
     """
     # read_committed, as every downstream reader of a transactional producer (the worker's
     # outputs) must: records of open or aborted transactions are not events
@@ -82,7 +84,8 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     finally:
         consumer.close(autocommit=False)
     merged = heapq.merge(*records.values(), key=lambda r: (r.timestamp, r.partition, r.offset))
-    kafka = {"max_message_bytes": max_bytes, "value_format": value_format, "label_header": label_header}
+    kafka = {"max_message_bytes": max_bytes, "value_format": value_format, "label_header": label_header,
+             "unlearn_header": unlearn_header}
     decode = decoder_for(kafka, labeled=labeled is not False, classes=classes)
     decode_unlabeled = decoder_for(kafka, labeled=False) if labeled is None else None
     produced = 0
