@@ -20,6 +20,7 @@ from pathlib import Path
 
 from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFeaturizer, TextFeaturizer
+from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS
 from stream_nb.model.registry import build_model
 from stream_nb.model.scale import SCORE_SCALES
 
@@ -111,6 +112,10 @@ TRAINING_KEYS = {
     "mode": ((str,), "all"),  # all | on_error | thick_threshold
     "margin": ((int, float), 0.0),  # thick_threshold: nats of log-odds
     "margin_scale": ((str,), "none"),  # none | sqrt_features: the margin is per sqrt(distinct features)
+    # How many learned ids (and as what) the worker remembers, for duplicates and corrections
+    # (stream_nb.lessons); 0: none, every event is learned and no correction takes anything back.
+    # Kept as Config.remember_ids, out of `training` (predict_learn's options, the fingerprint).
+    "remember_ids": ((int,), DEFAULT_REMEMBER_IDS),
 }
 EVALUATION_KEYS = {
     "positive": ((str, int), None),  # the positive (spam) class of the binary measures
@@ -176,6 +181,7 @@ BOUNDS = {
     "worker.labels_first_wait_s": (0, 3_600, "predictions held back an hour are not live"),
     "worker.metrics_port": (0, 65_535, "a TCP port (0: off)"),
     "training.margin": (0, 1e6, "nats of log-odds, far beyond a message's: to learn every event, mode = \"all\""),
+    "training.remember_ids": (0, 10**7, "each remembered id costs about 280 bytes of memory and 60 in every checkpoint"),
     "evaluation.window": (1, 1_000_000, "events per point of the rolling curves"),
     "evaluation.unsure_score_band": (-1e6, 1e6, "nats of log-odds, far beyond a message's"),
     "model.max_classes": (2, 10_000, "each class is a column in the state, each checkpoint and every prediction"),
@@ -257,6 +263,9 @@ class Config:
                                                       "unsure_score_band": None, "score_scale": "none"})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     source: str = "defaults"
+    # [training] remember_ids: the capacity of the worker's LearnedIds (stream_nb.lessons). Not
+    # part of the fingerprint: the model never sees it, and the memory saves its own capacity.
+    remember_ids: int = DEFAULT_REMEMBER_IDS
 
     @property
     def classes(self) -> frozenset | None:
@@ -453,8 +462,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
                                    or not all(math.isfinite(b) for b in score_band) or score_band[0] > score_band[1]):
         raise ConfigError(f"evaluation.unsure_score_band: expected [low, high] in nats of log-odds, finite numbers "
                           f"with low <= high, got {score_band!r}")
+    if training["remember_ids"] < 0:
+        raise ConfigError(f"training.remember_ids: {training['remember_ids']!r} is negative (a number of ids to "
+                          "remember; 0 remembers none)")
     for section, table in (("worker", worker), ("evaluation", evaluation), ("training", training)):
         check_bounds(section, table)
+    remember_ids = training.pop("remember_ids")
     if evaluation["score_scale"] not in SCORE_SCALES:
         raise ConfigError(f"evaluation.score_scale: {evaluation['score_scale']!r} is not one of "
                           f"{', '.join(SCORE_SCALES)}")
@@ -483,7 +496,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         raise ConfigError("worker.instance_id: must not be empty (leave it out to use the host name)")
     config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
-                    checkpoint=checkpoint, worker=worker, source=source)
+                    checkpoint=checkpoint, worker=worker, source=source, remember_ids=remember_ids)
     max_classes = config.model.get("max_classes", DEFAULT_MAX_CLASSES)
     if isinstance(max_classes, bool) or not isinstance(max_classes, int) or max_classes < 2:
         raise ConfigError(f"model.max_classes: must be a whole number >= 2, got {max_classes!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -294,3 +295,26 @@ def test_training_margin_scale_is_checked_and_kept_only_when_set(tmp_path):
     assert mail.training == {"mode": "thick_threshold", "margin": 5.0, "margin_scale": "sqrt_features"}
     with pytest.raises(ConfigError, match="training.margin_scale"):
         load_config("configs/spam.toml", ['training.margin_scale="sqrt"'])
+
+
+def test_training_remember_ids_is_checked_and_kept_out_of_the_training_options_and_fingerprint():
+    spam = load_config("configs/spam.toml")
+    assert spam.remember_ids == 100_000  # the default, commented in the shipped configurations
+    assert "remember_ids" not in spam.training  # predict_learn takes **training: no stray option
+    assert load_config("configs/spam.toml", ["training.remember_ids=0"]).remember_ids == 0
+    small = load_config("configs/spam.toml", ["training.remember_ids=10"])
+    assert small.remember_ids == 10 and small.resolved() == spam.resolved()
+    for text in (Path("configs/spam.toml").read_text(), Path("configs/mail.toml").read_text()):
+        assert "# remember_ids = 100000" in text
+
+
+@pytest.mark.parametrize("override, error", [
+    ("training.remember_ids=-1", "training.remember_ids: -1 is negative"),
+    ("training.remember_ids=1.5", "training.remember_ids: expected int, got float 1.5"),
+    ("training.remember_ids=true", "training.remember_ids: expected int, got bool True"),
+    ('training.remember_ids="100"', "training.remember_ids: expected int, got str '100'"),
+    ("training.remember_ids=10000001", "training.remember_ids: 10000001 is outside 0 to 10,000,000"),
+])
+def test_a_bad_remember_ids_is_one_clear_error(override, error):
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load_config("configs/spam.toml", [override])
