@@ -246,6 +246,13 @@ def test_a_state_that_breaks_an_invariant_is_refused(state, error):
         LearnedIds.from_state(state)
 
 
+def test_a_state_learned_after_the_models_epoch_is_refused():
+    state = filled().to_state()  # the last entries were learned at epoch 3
+    assert LearnedIds.from_state(state, max_epoch=3) == filled()
+    with pytest.raises(LearnedIdsStateError, match="entry 2: learned at epoch 3, after the model's forgetting epoch"):
+        LearnedIds.from_state(state, max_epoch=2)
+
+
 def test_a_state_with_a_class_the_model_does_not_have_is_refused():
     state = filled().to_state()
     assert LearnedIds.from_state(state, classes=["ham", "spam", 1, "1"]) == filled()

@@ -179,13 +179,14 @@ class LearnedIds:
                 "weights": [entry.weight for entry in values]}
 
     @classmethod
-    def from_state(cls, state: dict, *, classes=None) -> LearnedIds:
+    def from_state(cls, state: dict, *, classes=None, max_epoch: int | None = None) -> LearnedIds:
         """The memory `to_state` gave, after checking it: the keys, equal lengths, capacity
         respected, non-empty unique str ids, classes a non-empty str or an int (and among
         `classes` when given: the model's classes, or the declared ones), epochs ints >= 0
-        not decreasing in labeled order, weights finite and > 0. LearnedIdsStateError names
-        the first broken invariant."""
-        problem = _state_problem(state, classes)
+        not decreasing in labeled order (and none after `max_epoch` when given: the model's
+        forgetting_epoch, which no entry can have been learned after), weights finite and > 0.
+        LearnedIdsStateError names the first broken invariant."""
+        problem = _state_problem(state, classes, max_epoch)
         if problem:
             raise LearnedIdsStateError(f"learned ids: {problem}")
         memory = cls(state["capacity"])
@@ -216,7 +217,7 @@ class LearnedIds:
         return f"LearnedIds(capacity={self._capacity}, remembered={len(self._entries)})"
 
 
-def _state_problem(state, classes) -> str | None:
+def _state_problem(state, classes, max_epoch) -> str | None:
     """The first invariant `state` breaks, or None."""
     if not isinstance(state, dict):
         return f"expected an object, got {type(state).__name__}"
@@ -247,5 +248,7 @@ def _state_problem(state, classes) -> str | None:
             return f"entry {position}: class {label!r} is not one of the model's ({', '.join(map(repr, classes))})"
         if epoch < last:
             return f"entry {position}: epoch {epoch} is before the previous entry's ({last}): not in labeled order"
+        if max_epoch is not None and epoch > max_epoch:
+            return f"entry {position}: learned at epoch {epoch}, after the model's forgetting epoch ({max_epoch})"
         last = epoch
     return None

@@ -31,6 +31,8 @@ L or null   U            M      ``correction_mismatch``   M          L (null: no
 L or null   U            --     ``correction_of_unknown`` nothing    L (null: nothing)
 ==========  ===========  =====  ========================  =========  ========================
 
+- **Outcomes are what was planned**: ``learned``, ``relearned`` and the corrections with a
+  label are learned if the training mode decides so (counted as learned events as before).
 - **Only what was learned is taken back**, and exactly what was (its class, epoch and weight
   as remembered). The producer's ``unlearn`` names what it believes was learned; where the
   memory says otherwise (``correction_mismatch``) the memory wins, since taking back a class
