@@ -2,10 +2,12 @@
 
 Pure logic, no I/O and no model: `memory.LearnedIds` is the bounded memory of learned ids
 (saved in checkpoints and snapshots as JSON-able lists), `rules.plan` decides what one labeled
-event takes back and learns, `rules.settle` writes back what was learned. The model's side
+event takes back and learns, `rules.settle` writes back what was learned, `apply.LabeledLessons` runs them on a model
+batch by batch (the worker's and replay's labeled path). The model's side
 (``unlearn_one`` / ``unlearn_many``, ``forgetting_epoch``) is the model's.
 """
 
+from stream_nb.lessons.apply import LabeledLessons, Lesson, learning_epochs
 from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS, Learned, LearnedIds, LearnedIdsStateError
 from stream_nb.lessons.rules import (
     CORRECTED,
@@ -29,10 +31,13 @@ __all__ = [
     "LEARNED",
     "OUTCOMES",
     "RELEARNED",
+    "LabeledLessons",
     "Learned",
     "LearnedIds",
     "LearnedIdsStateError",
+    "Lesson",
     "Plan",
     "plan",
+    "learning_epochs",
     "settle",
 ]

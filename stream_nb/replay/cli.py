@@ -15,6 +15,7 @@ from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.events import DEFAULT_MAX_BYTES
 from stream_nb.events.codec import score_json_value
 from stream_nb.kafka.discovery import NoBroker
+from stream_nb.lessons import LEARNED, OUTCOMES, LabeledLessons, LearnedIds
 from stream_nb.model.decision import obvious_positive
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.model.posterior import positive_score
@@ -168,6 +169,8 @@ def _summary(model, featurise_one, result: PrequentialResult, report: dict, repo
         print(f"mail             {mail['read']:,} messages read as mail, {mail['unreadable']:,} unreadable")
         for defect, count in sorted(mail["defects"].items(), key=lambda item: (-item[1], item[0]))[:10]:
             print(f"  {defect:24s} {count:,}")
+    if "lessons" in report:
+        print("lessons          " + ", ".join(f"{outcome} {count:,}" for outcome, count in report["lessons"].items()))
     for note in _notes(report):
         print(f"note             {note}")
     if report_path is not None:
@@ -229,7 +232,8 @@ def _contender(name: str, config: Config, recorder_class):
                      config.build_event_featurizer(), recorder=recorder_class(score_scale=score_scale),
                      training=dict(config.training), band=config.evaluation.get("unsure_band"),
                      positive=config.evaluation.get("positive"), score_band=config.evaluation.get("unsure_score_band"),
-                     reads_text=config.reads_text, max_classes=config.max_classes, score_scale=score_scale)
+                     reads_text=config.reads_text, max_classes=config.max_classes, score_scale=score_scale,
+                     lessons=LabeledLessons(LearnedIds(config.remember_ids)))
 
 
 class _PredictionsFile:
@@ -360,6 +364,10 @@ def _full_report(contender, config: Config, result, rejected: Rejections, source
     if contender.mail_read:  # mail events only: the report of a text stream stays as it was
         report["mail"] = {"read": contender.mail_read, "unreadable": contender.refused.get("unreadable_mail", 0),
                           "defects": dict(sorted(contender.mail_defects.items()))}
+    outcomes = contender.lessons.outcomes
+    if any(count for outcome, count in outcomes.items() if outcome != LEARNED):
+        # duplicates and corrections (stream_nb.lessons): a stream without them reports as before
+        report["lessons"] = {outcome: outcomes.get(outcome, 0) for outcome in OUTCOMES}
     return report
 
 

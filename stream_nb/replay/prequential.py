@@ -11,6 +11,7 @@ from itertools import islice
 from stream_nb.config import beyond_max_classes
 from stream_nb.features.fields import EventFeaturizer
 from stream_nb.features.mail import MailFeaturizer, UnreadableMail
+from stream_nb.lessons import DEFAULT_REMEMBER_IDS, LEARNED, LabeledLessons, LearnedIds
 from stream_nb.model.decision import band_verdict
 from stream_nb.model.posterior import positive_score
 from stream_nb.model.scale import check_score_scale
@@ -47,6 +48,8 @@ class Contender:
     # "sqrt_features": scores are the log-odds per sqrt(distinct features) (stream_nb.model.scale),
     # for the recorder, the unsure band and on_unlabeled; each event's size is then kept
     score_scale: str = "none"
+    # the memory of learned ids and the rules of duplicates and corrections, as the worker's
+    lessons: LabeledLessons = field(default_factory=lambda: LabeledLessons(LearnedIds(DEFAULT_REMEMBER_IDS)))
 
     def __post_init__(self) -> None:
         check_score_scale(self.score_scale)
@@ -102,7 +105,44 @@ class Contender:
         predictions, learned, _ = self.predict_learn_sized(items, labels)
         return predictions, learned
 
-    def predict_learn_sized(self, items: list[dict], labels: list) -> tuple[list, list, list | None]:
+    def predict_learn_sized(self, items: list[dict], labels: list,
+                            unlearns: list | None = None) -> tuple[list, list, list | None]:
+        """`_predict_learn_plain` of the batch through the rules of duplicates and corrections
+        (stream_nb.lessons, as the worker runs them; `unlearns` each event's "unlearn", None
+        for none): an event is predicted and learned as it comes unless the memory of learned
+        ids says otherwise. Only an unlabeled event or a labeled one seen for the first time
+        (outcome "learned") keeps its prediction; a duplicate or correction gets None, as a
+        refused event does, and is not scored (it was when it first came). Third: as
+        `_predict_learn_plain`'s (None for those events)."""
+        n = len(items)
+        if unlearns is None:
+            unlearns = [None] * n
+        sized = self.score_scale != "none"
+        sizes: list | None = [None] * n if sized else None
+
+        def learn(start: int, stop: int) -> list:
+            predictions, learned, some_sizes = self._predict_learn_plain(items[start:stop], labels[start:stop])
+            if sized:
+                sizes[start:stop] = some_sizes
+            return [None if p is None else (p, flag) for p, flag in zip(predictions, learned)]
+
+        def reject(i: int, error: Exception) -> None:
+            self.refused["rejected_by_model"] += 1
+            if self.first_refusal is None:
+                self.first_refusal = f"event {items[i].get('id')!r}: {error}"
+
+        lessons = self.lessons.run(self.model, [item.get("id") for item in items], labels, unlearns,
+                                   _Featurised(self, items), learn, reject)
+        predictions, learned = [], []
+        for i, lesson in enumerate(lessons):
+            kept = lesson is not None and lesson.outcome in (None, LEARNED)
+            predictions.append(lesson.proba if kept else None)
+            learned.append(lesson is not None and lesson.learned)
+            if sized and not kept:
+                sizes[i] = None
+        return predictions, learned, sizes
+
+    def _predict_learn_plain(self, items: list[dict], labels: list) -> tuple[list, list, list | None]:
         """`predict_learn` of the batch, refusing what a worker would dead-letter: a label that
         would be a class beyond max_classes ("too_many_classes"), and, when the featuriser or the
         model refuses the batch (which it does before anything is learned), each event it
@@ -114,7 +154,7 @@ class Contender:
         beyond = self._beyond_max_classes(labels)
         if beyond:
             kept = [i for i in range(len(items)) if i not in beyond]
-            some, learned, sizes = (self.predict_learn_sized([items[i] for i in kept], [labels[i] for i in kept])
+            some, learned, sizes = (self._predict_learn_plain([items[i] for i in kept], [labels[i] for i in kept])
                                     if kept else ([], [], [] if sized else None))
             predictions, was_learned = [None] * len(items), [False] * len(items)
             all_sizes = [None] * len(items) if sized else None
@@ -157,6 +197,19 @@ class Contender:
         return log_odds_per_sqrt_feature(score, n_features)
 
 
+class _Featurised:
+    """A batch's features, made when a slice is asked for (the rules take back one event's)."""
+
+    def __init__(self, contender: Contender, items: list[dict]) -> None:
+        self.contender, self.items = contender, items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, events: slice):
+        return self.contender.featurise(self.items[events])
+
+
 @dataclass
 class PrequentialResult:
     contenders: list[Contender]
@@ -183,14 +236,16 @@ def _batches(events: Iterable[dict], size: int) -> Iterator[list[dict]]:
 def _delayed_steps(batch: list[dict], first_index: int, delay: int, pending: deque, final: bool):
     """The batch as River's simulate_qa orders it: before question i, reveal every answer j with
     j + delay <= i (oldest first); at the end of the stream, reveal the rest. Yields (event,
-    is_question) pairs; labeled events wait in `pending` across batches."""
+    is_question) pairs; labeled events wait in `pending` across batches. A correction (an
+    event with "unlearn") is an answer only: its message was asked when it first came."""
     for offset, event in enumerate(batch):
         i = first_index + offset
         while pending and pending[0][0] + delay <= i:
             yield pending.popleft()[1], False
-        if event.get("label") is not None:
+        if event.get("label") is not None or event.get("unlearn") is not None:
             pending.append((i, event))
-        yield event, True
+        if event.get("unlearn") is None:
+            yield event, True
     if final:
         while pending:
             yield pending.popleft()[1], False
@@ -223,12 +278,14 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
         if delay == 0:
             steps = [(event, True) for event in batch]
             items, labels = batch, [event.get("label") for event in batch]
+            unlearns = [event.get("unlearn") for event in batch]
         else:
             steps = list(_delayed_steps(batch, result.events, delay, pending, final=following is None))
             items = [event for event, _ in steps]
-            labels = [None if question else event["label"] for event, question in steps]
+            labels = [None if question else event.get("label") for event, question in steps]
+            unlearns = [None if question else event.get("unlearn") for event, question in steps]
         for contender in contenders:
-            predictions, learned, sizes = contender.predict_learn_sized(items, labels)
+            predictions, learned, sizes = contender.predict_learn_sized(items, labels, unlearns)
             contender.learned += sum(learned)
             scored = []
             for i, ((event, question), probabilities) in enumerate(zip(steps, predictions)):

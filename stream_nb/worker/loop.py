@@ -49,6 +49,7 @@ from stream_nb.kafka.clients import (
     take_part_in_rebalances,
     transaction_lost,
 )
+from stream_nb.lessons import LabeledLessons, LearnedIds, LearnedIdsStateError
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import band_verdict, obvious_positive
 from stream_nb.model.posterior import positive_score
@@ -139,6 +140,7 @@ class Worker:
         self.store = CheckpointStore(directory, keep=config.checkpoint["keep"])
         self.saver = BackgroundSaver(self.store) if config.checkpoint["background"] else None
         self.model = config.build_model()
+        self.lessons = LabeledLessons(LearnedIds(config.remember_ids))  # what was learned by id: duplicates, corrections
         self.snapshot_topic = config.checkpoint["snapshot_topic"]
         self.snapshots = SnapshotWriter(self.snapshot_topic, config.checkpoint["snapshot_interval_s"],
                                         self.kafka["max_message_bytes"], self.instance_id) if self.snapshot_topic else None
@@ -238,10 +240,26 @@ class Worker:
         self._checkpoint_path = checkpoint.path  # a snapshot's: topic@id
         self._processed = int(checkpoint.extra.get("events_processed", 0))
         self.labeled_rejections = [_rejection_from(saved) for saved in checkpoint.extra.get("labeled_rejections", [])]
+        self.lessons = LabeledLessons(self._learned_ids_from(checkpoint.extra.get("learned_ids"), checkpoint.id))
         # Checkpoints hold the labeled offsets only (older ones held every topic's).
         offsets = {key: offset for key, offset in checkpoint.offsets.items() if key[0] in self.labeled_topics}
         self._restored = {"offsets": offsets, "topic_ids": checkpoint.extra.get("topic_ids", {})}
         log.info("restored checkpoint %s: %d events learned", checkpoint.id, int(self.model.events_learned))
+
+    def _learned_ids_from(self, saved: dict | None, checkpoint_id: str) -> LearnedIds:
+        """The memory of learned ids a checkpoint holds, checked against the model restored with
+        it, at this configuration's capacity (a smaller one evicts the oldest now). A checkpoint
+        from before the memory existed holds none: an empty memory (its ids are then unknown to
+        corrections, which take back nothing)."""
+        if saved is None:
+            return LearnedIds(self.config.remember_ids)
+        try:
+            memory = LearnedIds.from_state(saved, classes=self.model.classes_,
+                                           max_epoch=getattr(self.model, "forgetting_epoch", 0))
+        except LearnedIdsStateError as error:
+            raise CheckpointError(f"checkpoint {checkpoint_id}: its learned ids are not sound: {error}") from error
+        memory.set_capacity(self.config.remember_ids)
+        return memory
 
     def _bootstrap_from_snapshot(self):
         """The newest snapshot on the snapshot topic (None if it has none); one made with another
@@ -560,25 +578,42 @@ class Worker:
         if events:
             events, origin, X = self._featurise_or_reject(events, origin, self.labeled_rejections.append)
         if events:
-            learned_now = 0
-            results = self._batch_or_one_by_one(events, origin, X, self._predict_then_learn,
-                                                self.labeled_rejections.append, "learning")
+            lessons = self._learn_lessons(events, origin, X)
             sizes = (event_sizes(X) if self.recorder is not None and self.recorder.score_scale != "none"
                      else None)  # the recorder's scores per sqrt(distinct features)
-            for i, (event, result) in enumerate(zip(events, results)):
-                if result is None:
+            learned_now = 0
+            for i, (event, lesson) in enumerate(zip(events, lessons)):
+                if lesson is None:
                     continue  # refused by the model: a labeled dead letter
-                proba, was_learned = result
-                if proba:  # as River and replay: an event predicted before any class is not scored
+                if lesson.scored:  # as River and replay: an event predicted before any class is not scored
+                    proba = lesson.proba
                     predicted = max(proba, key=proba.get)
                     self.metrics.update(event.label, predicted, proba)
                     if self.recorder is not None:
                         self.recorder.update(event.label, predicted, proba, None if sizes is None else sizes[i])
-                self._learned_since_checkpoint += was_learned
-                learned_now += was_learned
+                learned_now += lesson.learned
+            self._learned_since_checkpoint += learned_now
             self.telemetry.learned.inc(learned_now)  # once a batch: a counter's lock costs ~0.5 us
         self._processed += len(records)
         self._changed_since_checkpoint = True
+
+    def _learn_lessons(self, events: list[Event], origin: list, X) -> list:
+        """The labeled batch through the rules of duplicates and corrections (stream_nb.lessons):
+        a Lesson per event, None for one refused (dead-lettered here)."""
+        def learn(start: int, stop: int) -> list:
+            return self._batch_or_one_by_one(events[start:stop], origin[start:stop], X[start:stop],
+                                             self._predict_then_learn, self.labeled_rejections.append, "learning")
+
+        def reject(i: int, error: Exception) -> None:
+            self.labeled_rejections.append(_refusal(events[i], error, "unlearning", origin[i]))
+
+        before = dict(self.lessons.outcomes)
+        lessons = self.lessons.run(self.model, [event.id for event in events], [event.label for event in events],
+                                   [event.unlearn for event in events], X, learn, reject)
+        for outcome, count in self.lessons.outcomes.items():
+            if count != before.get(outcome, 0):
+                self.telemetry.lessons.labels(outcome).inc(count - before.get(outcome, 0))
+        return lessons
 
     def _predict_then_learn(self, events: list[Event], X) -> list[tuple[dict, bool]]:
         probabilities, learned = predict_learn(self.model, X, [event.label for event in events], **self.config.training)
@@ -649,6 +684,10 @@ class Worker:
         known = {str(label): label for label in self.model.classes_}
         kept, kept_origin = [], []
         for event, record in zip(events, origin):
+            if event.label is None:  # a take-back only (unlearn): it adds no class
+                kept.append(event)
+                kept_origin.append(record)
+                continue
             refusal = beyond_max_classes(event.label, known, self.config.max_classes)
             if refusal is not None:
                 self.labeled_rejections.append(_rejected_by_us(event, "too_many_classes", refusal, record))
@@ -1006,7 +1045,8 @@ class Worker:
     def _state_extra(self) -> dict:
         return {"metrics": _metrics_to(self.metrics), "events_processed": self._processed,
                 "topic_ids": dict(self.labeled.ids),
-                "labeled_rejections": [_rejection_to(r) for r in self.labeled_rejections]}
+                "labeled_rejections": [_rejection_to(r) for r in self.labeled_rejections],
+                "learned_ids": self.lessons.memory.to_state()}
 
     # ---- reporting ------------------------------------------------------------------------------
 

@@ -68,6 +68,9 @@ class WorkerMetrics:
         self.mail_defects = Counter("stream_nb_mail_defects", "Faults found or caps hit in the mail read, by defect "
                                     "(stream_nb.mail.parse; a message counts each of its defects once)",
                                     ["defect"], registry=registry)
+        self.lessons = Counter("stream_nb_labeled_outcomes", "Labeled events by what the rules of duplicates "
+                               "and corrections made of them (stream_nb.lessons: learned, duplicate, relearned, "
+                               "corrected, correction_mismatch, correction_of_unknown)", ["outcome"], registry=registry)
         self.last_step = time.monotonic()
         self.ready = False
 
