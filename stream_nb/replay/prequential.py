@@ -131,7 +131,7 @@ class Contender:
             if self.first_refusal is None:
                 self.first_refusal = f"event {items[i].get('id')!r}: {error}"
 
-        lessons = self.lessons.run(self.model, [item.get("id") for item in items], labels, unlearns,
+        lessons = self.lessons.run(self.model, [_memory_key(item.get("id")) for item in items], labels, unlearns,
                                    _Featurised(self, items), learn, reject)
         predictions, learned = [], []
         for i, lesson in enumerate(lessons):
@@ -195,6 +195,15 @@ class Contender:
         if score is None or self.score_scale == "none":
             return score
         return log_odds_per_sqrt_feature(score, n_features)
+
+
+def _memory_key(event_id) -> str | None:
+    """The id the memory of learned ids knows an event by: ids are strings on topics and in files
+    (replay's readers make them so); an event of the Python API may carry 7 for "7". No id (or
+    an empty one): never remembered."""
+    if event_id is None or event_id == "":
+        return None
+    return event_id if type(event_id) is str else str(event_id)
 
 
 class _Featurised:
