@@ -94,10 +94,10 @@ class LabeledLessons:
             if stop > start:
                 epochs = iter(learning_epochs(model, sum(label is not None for label in labels[start:stop])))
                 for k, result in enumerate(learn(start, stop)):
+                    if result is None:  # refused before the model counted it: no place on the labeled clock
+                        continue
                     label = labels[start + k]
                     epoch = next(epochs) if label is not None else None
-                    if result is None:
-                        continue
                     proba, learned = result
                     if label is None:
                         lessons[start + k] = Lesson(proba, False, None)
