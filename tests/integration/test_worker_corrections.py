@@ -245,7 +245,7 @@ def expected_memory(stream: CorrectedStream) -> list[tuple[str, str]]:
     return list(memory.items())
 
 
-def test_plain_settings_corrected_stream_equals_the_stream_of_corrected_labels(kafka_broker, tmp_path, sms):
+def test_plain_settings_corrected_stream_equals_the_stream_of_corrected_labels(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     stream = corrected_stream(sms[:400], "c", seed=24, take_backs=5, duplicates=22, repeated_corrections=8)
     kinds = Counter(stream.kinds)
@@ -258,7 +258,7 @@ def test_plain_settings_corrected_stream_equals_the_stream_of_corrected_labels(k
 
     port = free_port()
     settings = {"training": PLAIN_TRAINING, "model": NO_FORGETTING, "kafka": {"poll_max_records": 50},
-                "checkpoint": {"every_events": 100, "interval_s": 0.5}}
+                "checkpoint": {"every_events": 100, "interval_s": 0.5}, "transport": transport}
     corrections_path = write_config(tmp_path / "corrections.toml", bootstrap, corrections, tmp_path / "corrections",
                                     worker={"metrics_port": port}, **settings)
     plain_path = write_config(tmp_path / "corrected.toml", bootstrap, plain, tmp_path / "corrected", **settings)
