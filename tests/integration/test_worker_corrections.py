@@ -481,3 +481,52 @@ def test_sigkill_while_corrections_flow_restores_the_learned_ids(kafka_broker, t
     forgetful = replayed(contender(config_path), stream.events[:at_kill])
     forgetful.lessons = LabeledLessons(LearnedIds(DEFAULT_REMEMBER_IDS))
     assert digest_of(replayed(forgetful, everything[at_kill:])) != killed.digest
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Replicas and snapshots: a worker that bootstraps from another's snapshot takes its memory
+
+
+def test_a_worker_bootstrapped_from_a_snapshot_corrects_what_the_snapshot_learned(kafka_broker, tmp_path, sms):
+    """configs/spam.toml's settings. A first worker learns the first part of the stream and
+    publishes snapshots (model, offsets and learned ids together); the rest of the stream then
+    corrects and re-sends ids learned in the first part. A late worker with an empty checkpoint
+    directory bootstraps from the snapshot and a replica restarts from its own checkpoint: both
+    end in the state, memory and counters replay gives for the whole stream, which they can
+    only reach with the snapshot's memory (without it the corrections would take nothing back)."""
+    bootstrap = kafka_broker.bootstrap
+    stream = corrected_stream(sms[2800:3800], "r", seed=11, take_backs=10, duplicates=20, repeated_corrections=5)
+    cut = [i for i, kind in enumerate(stream.kinds) if kind == "message"][600]  # before the 601st message
+    later = stream.events[cut:]
+    assert sum(1 for event in later if event.get("unlearn") is not None) >= 30  # the snapshot's ids corrected
+    topics = Topics.new("replica")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    produce(bootstrap, to_messages(topics.labeled, stream.events[:cut]))
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "unused",
+                               checkpoint={"snapshot_topic": f"{topics.labeled}-snapshots", "snapshot_interval_s": 0.5})
+
+    def run(name: str) -> WorkerProcess:
+        return WorkerProcess(config_path, tmp_path / f"{name}.log", stop_when_idle=3,
+                             overrides=(f'worker.instance_id="{name}"', f'checkpoint.dir="{tmp_path / name}"'))
+
+    first = run("first")
+    assert first.wait(120) == 0, first.log_tail()
+    assert "snapshot with" in (tmp_path / "first.log").read_text()
+    produce(bootstrap, to_messages(topics.labeled, later))
+    late, replica = run("late"), run("first")  # the replica goes on from its own checkpoint
+    assert late.wait(120) == 0, late.log_tail()
+    assert replica.wait(120) == 0, replica.log_tail()
+    assert "bootstrapped from snapshot" in (tmp_path / "late.log").read_text()
+
+    reference = replayed(contender(config_path), stream.events)
+    for name in ("late", "first"):
+        summary = latest_summary(tmp_path / name)
+        assert summary.offsets == {(topics.labeled, 0): len(stream.events)}, name
+        assert summary.digest == digest_of(reference), name
+        assert learned_ids(tmp_path / name) == reference.lessons.memory, name
+    assert reference.lessons.outcomes["corrected"] >= 30
+    # what the snapshot's memory is worth: the later part replayed on the snapshot's model
+    # with an empty memory ends elsewhere
+    forgetful = replayed(contender(config_path), stream.events[:cut])
+    forgetful.lessons.memory = LearnedIds(DEFAULT_REMEMBER_IDS)
+    assert digest_of(replayed(forgetful, later)) != digest_of(reference)
