@@ -385,3 +385,34 @@ def test_a_hand_worked_stream():
     state, outcomes = run_rules(messages, events + [("m", None, "spam")], capacity=10)
     assert state == {("#class", "str", "ham"): 2.0, ("hi", "str", "ham"): 2.0}
     assert outcomes[CORRECTED] == 2
+
+
+def test_record_new_equals_record_learned_one_at_a_time_and_refuses_what_it_must():
+    """The batch insert of a plain run keeps the same entries, order and evictions as the
+    per-id definition; bad input changes nothing."""
+    rng = random.Random(5)
+    for capacity in (0, 7, 50, 1000):
+        one, batch = LearnedIds(capacity), LearnedIds(capacity)
+        epoch = 0
+        for run in range(20):
+            ids = [f"r{run}-{k}" for k in range(rng.randrange(0, 15))]
+            labels = [rng.choice(["ham", "spam", 3]) for _ in ids]
+            epochs = []
+            for _ in ids:
+                epoch += rng.random() < 0.2
+                epochs.append(epoch)
+            evicted_one = [gone for i, l, e in zip(ids, labels, epochs) for gone in one.record_learned(i, l, e)]
+            assert batch.record_new(ids, labels, epochs) == evicted_one
+            assert list(batch.items()) == list(one.items())
+    memory = LearnedIds(100)
+    memory.record_new(["a", "b"], ["ham", "spam"], [2, 2])
+    before = memory.to_state()
+    for ids, labels, epochs in ([["a"], ["ham"], [2]],            # remembered already
+                                [["c", "c"], ["ham", "ham"], [2, 2]],  # repeated
+                                [[""], ["ham"], [2]], [[7], ["ham"], [2]], [["\udc80"], ["ham"], [2]],
+                                [["c"], [True], [2]], [["c"], [""], [2]], [["c"], ["ham"], [-1]],
+                                [["c"], ["ham"], [1]],            # before the last entry's epoch
+                                [["c", "d"], ["ham", "ham"], [3, 2]]):  # out of order
+        with pytest.raises(ValueError):
+            memory.record_new(ids, labels, epochs)
+        assert memory.to_state() == before

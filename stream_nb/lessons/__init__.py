@@ -7,7 +7,7 @@ batch by batch (the worker's and replay's labeled path). The model's side
 (``unlearn_one`` / ``unlearn_many``, ``forgetting_epoch``) is the model's.
 """
 
-from stream_nb.lessons.apply import LabeledLessons, Lesson, learning_epochs
+from stream_nb.lessons.apply import REFUSED, LabeledLessons, Lessons, learning_epochs
 from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS, Learned, LearnedIds, LearnedIdsStateError
 from stream_nb.lessons.rules import (
     CORRECTED,
@@ -30,12 +30,13 @@ __all__ = [
     "DUPLICATE",
     "LEARNED",
     "OUTCOMES",
+    "REFUSED",
     "RELEARNED",
     "LabeledLessons",
     "Learned",
     "LearnedIds",
     "LearnedIdsStateError",
-    "Lesson",
+    "Lessons",
     "Plan",
     "plan",
     "learning_epochs",

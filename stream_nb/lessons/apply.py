@@ -16,29 +16,32 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from itertools import compress
+from typing import NamedTuple
 
 from stream_nb.lessons.memory import LearnedIds
 from stream_nb.lessons.rules import LEARNED, plan, settle
 
-__all__ = ["LabeledLessons", "Lesson", "learning_epochs"]
+__all__ = ["REFUSED", "LabeledLessons", "Lessons", "learning_epochs"]
 
 
-@dataclass(frozen=True, slots=True)
-class Lesson:
-    """What became of one event: `proba` its prediction (None when it was not predicted: a
-    duplicate, a take-back only), `learned` whether it was learned, `outcome` one of
-    rules.OUTCOMES (None: an unlabeled event, only predicted). Only a `learned` outcome (a
-    message seen for the first time) is scored by the prequential metrics: the others were
-    scored when they first came."""
+REFUSED = "refused"  # the outcome of an event the model refused (dead-lettered by the caller)
 
-    proba: dict | None
-    learned: bool
-    outcome: str | None
 
-    @property
-    def scored(self) -> bool:
-        return self.outcome == LEARNED and bool(self.proba)
+class Lessons(NamedTuple):
+    """What became of a batch's events, one entry an event in three columns (lists, made at
+    batch speed): `probas` each prediction (None when the event was not predicted: a
+    duplicate, a take-back only, a refused event), `learned` whether it was learned,
+    `outcomes` one of rules.OUTCOMES, None for an unlabeled event (only predicted), or REFUSED.
+    Only a `learned` outcome (a message seen for the first time) is scored by the prequential
+    metrics: the others were scored when they first came."""
+
+    probas: list
+    learned: list
+    outcomes: list
+
+    def scored(self, i: int) -> bool:
+        return self.outcomes[i] == LEARNED and bool(self.probas[i])
 
 
 def learning_epochs(model, count: int) -> list[int]:
@@ -63,6 +66,11 @@ class LabeledLessons:
         """The end of the run of events from `start` that the rules leave alone: unlabeled
         events (label None, no unlearn: replay's questions, only predicted) and labeled ones the
         rules would plan as `learned` (no unlearn, an id neither remembered nor earlier in the run)."""
+        if start == 0 and unlearns.count(None) == len(unlearns):  # the common batch, at C speed
+            remembered = ids if None not in labels and None not in ids else [
+                event_id for event_id, label in zip(ids, labels) if label is not None and event_id is not None]
+            if len(set(remembered)) == len(remembered) and self.memory.none_of(remembered):
+                return len(ids)
         memory, seen, end = self.memory, set(), start
         while end < len(ids):
             event_id = ids[end]
@@ -76,46 +84,80 @@ class LabeledLessons:
         return end
 
     def run(self, model, ids: Sequence, labels: Sequence, unlearns: Sequence, X,
-            learn: Callable[[int, int], list], reject: Callable[[int, Exception], None]) -> list[Lesson | None]:
-        """One Lesson per event, None for an event refused. `learn(start, stop)` predicts the
-        events [start, stop) and learns the labeled ones as the caller's training mode says
-        (their own labels; an event it refuses gets None, as the caller dead-letters it) and
-        returns a (proba, learned) per event. An unlabeled event's Lesson has outcome None. A
-        take-back the model refuses (NotLearned: the memory and the model disagree, e.g. a
-        state restored without its memory) goes to `reject`, and the event is not learned
-        either: its id is forgotten, so the memory holds no claim the model cannot honour."""
+            learn: Callable[[int, int], list], reject: Callable[[int, Exception], None]) -> Lessons:
+        """The Lessons of a batch. `learn(start, stop)` predicts the events [start, stop) and
+        learns the labeled ones as the caller's training mode says (their own labels; an event
+        it refuses gets None, as the caller dead-letters it) and returns a (proba, learned) per
+        event. A take-back the model refuses (NotLearned: the memory and the model disagree,
+        e.g. a state restored without its memory) goes to `reject`, and the event is not
+        learned either: its id is forgotten, so the memory holds no claim the model cannot honour."""
         n = len(ids)
         if not (len(labels) == len(unlearns) == len(X) == n):
             raise ValueError("ids, labels, unlearns and X must have one entry per event")
-        lessons: list[Lesson | None] = [None] * n
-        memory, start = self.memory, 0
+        lessons = Lessons([None] * n, [False] * n, [REFUSED] * n)
+        start = 0
         while start < n:
             stop = self.plain_run(ids, labels, unlearns, start)
             if stop > start:
-                epochs = iter(learning_epochs(model, sum(label is not None for label in labels[start:stop])))
-                for k, result in enumerate(learn(start, stop)):
-                    if result is None:  # refused before the model counted it: no place on the labeled clock
-                        continue
-                    label = labels[start + k]
-                    epoch = next(epochs) if label is not None else None
-                    proba, learned = result
-                    if label is None:
-                        lessons[start + k] = Lesson(proba, False, None)
-                        continue
-                    if learned and ids[start + k] is not None:
-                        memory.record_learned(ids[start + k], label, epoch)
-                    lessons[start + k] = Lesson(proba, bool(learned), LEARNED)
-                    self.outcomes[LEARNED] += 1
+                self._plain(model, ids, labels, start, stop, learn, lessons)
                 start = stop
                 continue
-            lessons[start] = self._one(model, start, ids[start], labels[start], unlearns[start], X, learn, reject)
+            proba, learned, outcome = self._one(model, start, ids[start], labels[start], unlearns[start], X, learn,
+                                                reject)
+            lessons.probas[start], lessons.learned[start], lessons.outcomes[start] = proba, learned, outcome
             start += 1
         return lessons
 
-    def _one(self, model, i: int, event_id: str, label, unlearn, X, learn, reject) -> Lesson | None:
+    def _plain(self, model, ids, labels, start: int, stop: int, learn, lessons: Lessons) -> None:
+        """Events [start, stop) of a plain run through the caller's batch path, their lessons
+        into `lessons`, the learned ones remembered (in one call: the run's ids are new)."""
+        run_labels = labels[start:stop]
+        # the clock before the run: the epoch of its k-th labeled event that the model counts
+        epochs = learning_epochs(model, len(run_labels) - run_labels.count(None))
+        results = learn(start, stop)
+        if None not in results and None not in run_labels:  # every event labeled and read: list operations
+            probas = [result[0] for result in results]
+            learned = [bool(result[1]) for result in results]
+            lessons.probas[start:stop], lessons.learned[start:stop] = probas, learned
+            lessons.outcomes[start:stop] = [LEARNED] * (stop - start)
+            run_ids = ids[start:stop]
+            if None in run_ids:  # an event without an id is never remembered
+                keep = [flag and event_id is not None for flag, event_id in zip(learned, run_ids)]
+            else:
+                keep = learned
+            if any(keep):
+                self.memory.record_new(list(compress(run_ids, keep)), list(compress(run_labels, keep)),
+                                       list(compress(epochs, keep)))
+            self.outcomes[LEARNED] += stop - start
+            return
+        epochs = iter(epochs)
+        learned_ids, learned_labels, learned_at = [], [], []
+        n_labeled = 0
+        for k, result in enumerate(results, start):
+            if result is None:  # refused before the model counted it: no place on the labeled clock
+                continue
+            label = labels[k]
+            proba, learned = result
+            lessons.probas[k], lessons.learned[k] = proba, bool(learned) and label is not None
+            if label is None:
+                lessons.outcomes[k] = None
+                continue
+            epoch = next(epochs)
+            n_labeled += 1
+            lessons.outcomes[k] = LEARNED
+            if learned and ids[k] is not None:
+                learned_ids.append(ids[k])
+                learned_labels.append(label)
+                learned_at.append(epoch)
+        if learned_ids:
+            self.memory.record_new(learned_ids, learned_labels, learned_at)
+        self.outcomes[LEARNED] += n_labeled
+
+    def _one(self, model, i: int, event_id: str, label, unlearn, X, learn, reject) -> tuple:
+        """(proba, learned, outcome) of one event the rules act on."""
         if event_id is None:
             reject(i, ValueError("a correction (unlearn) needs the id its message was learned under"))
-            return None
+            return None, False, REFUSED
         planned = plan(event_id, label, unlearn, self.memory.get(event_id))
         back = planned.take_back
         if back is not None:
@@ -124,7 +166,7 @@ class LabeledLessons:
             except ValueError as error:  # NotLearned, or features the model cannot read
                 self.memory.forget(event_id)
                 reject(i, error)
-                return None
+                return None, False, REFUSED
         proba, learned = None, False
         if planned.learn is not None:
             epoch = learning_epochs(model, 1)[0]
@@ -132,10 +174,10 @@ class LabeledLessons:
             if result is None:  # refused by the model: what was taken back stays out
                 if back is not None:
                     self.memory.forget(event_id)
-                return None
+                return None, False, REFUSED
             proba, learned = result
             settle(self.memory, event_id, planned, learned=bool(learned), epoch=epoch)
         else:
             settle(self.memory, event_id, planned, learned=False, epoch=0)
         self.outcomes[planned.outcome] += 1
-        return Lesson(proba, bool(learned), planned.outcome)
+        return proba, bool(learned), planned.outcome

@@ -133,14 +133,13 @@ class Contender:
 
         lessons = self.lessons.run(self.model, [_memory_key(item.get("id")) for item in items], labels, unlearns,
                                    _Featurised(self, items), learn, reject)
-        predictions, learned = [], []
-        for i, lesson in enumerate(lessons):
-            kept = lesson is not None and lesson.outcome in (None, LEARNED)
-            predictions.append(lesson.proba if kept else None)
-            learned.append(lesson is not None and lesson.learned)
-            if sized and not kept:
-                sizes[i] = None
-        return predictions, learned, sizes
+        predictions = lessons.probas
+        for i, outcome in enumerate(lessons.outcomes):
+            if outcome is not None and outcome != LEARNED:  # not a first sending, or refused
+                predictions[i] = None
+                if sized:
+                    sizes[i] = None
+        return predictions, lessons.learned, sizes
 
     def _predict_learn_plain(self, items: list[dict], labels: list) -> tuple[list, list, list | None]:
         """`predict_learn` of the batch, refusing what a worker would dead-letter: a label that

@@ -49,7 +49,7 @@ from stream_nb.kafka.clients import (
     take_part_in_rebalances,
     transaction_lost,
 )
-from stream_nb.lessons import LabeledLessons, LearnedIds, LearnedIdsStateError
+from stream_nb.lessons import LEARNED, LabeledLessons, LearnedIds, LearnedIdsStateError
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import band_verdict, obvious_positive
 from stream_nb.model.posterior import positive_score
@@ -581,17 +581,15 @@ class Worker:
             lessons = self._learn_lessons(events, origin, X)
             sizes = (event_sizes(X) if self.recorder is not None and self.recorder.score_scale != "none"
                      else None)  # the recorder's scores per sqrt(distinct features)
-            learned_now = 0
-            for i, (event, lesson) in enumerate(zip(events, lessons)):
-                if lesson is None:
-                    continue  # refused by the model: a labeled dead letter
-                if lesson.scored:  # as River and replay: an event predicted before any class is not scored
-                    proba = lesson.proba
+            for i, (event, proba, outcome) in enumerate(zip(events, lessons.probas, lessons.outcomes)):
+                # a first sending only (a refused event is a dead letter; duplicates and corrections were
+                # scored when they first came), predicted with some class known (as River and replay)
+                if outcome == LEARNED and proba:
                     predicted = max(proba, key=proba.get)
                     self.metrics.update(event.label, predicted, proba)
                     if self.recorder is not None:
                         self.recorder.update(event.label, predicted, proba, None if sizes is None else sizes[i])
-                learned_now += lesson.learned
+            learned_now = sum(lessons.learned)
             self._learned_since_checkpoint += learned_now
             self.telemetry.learned.inc(learned_now)  # once a batch: a counter's lock costs ~0.5 us
         self._processed += len(records)
@@ -599,7 +597,7 @@ class Worker:
 
     def _learn_lessons(self, events: list[Event], origin: list, X) -> list:
         """The labeled batch through the rules of duplicates and corrections (stream_nb.lessons):
-        a Lesson per event, None for one refused (dead-lettered here)."""
+        its Lessons (a refused event is dead-lettered here)."""
         def learn(start: int, stop: int) -> list:
             return self._batch_or_one_by_one(events[start:stop], origin[start:stop], X[start:stop],
                                              self._predict_then_learn, self.labeled_rejections.append, "learning")
