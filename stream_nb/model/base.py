@@ -1022,11 +1022,12 @@ class NaiveBayes(river_base.Classifier):
 
     @classmethod
     def from_state(cls, state: dict):
+        """The model a state holds; InvalidState (a ValueError) naming the broken invariant when
+        it breaks one of the model's (`state_check`), before anything is built from it."""
+        from stream_nb.model.state_check import check_state  # it imports this module
+
+        check_state(cls, state)
         meta, arrays = state["meta"], state["arrays"]
-        if meta.get("kind") != cls.__name__:
-            raise ValueError(f"state holds a {meta.get('kind')}, not a {cls.__name__}")
-        if meta.get("format") != 1:
-            raise ValueError(f"unsupported state format {meta.get('format')!r}")
         model = cls(**meta["params"])
         model._classes = list(meta["classes"])
         model._class_index = {label: index for index, label in enumerate(model._classes)}

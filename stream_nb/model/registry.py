@@ -7,6 +7,7 @@ import inspect
 from stream_nb.model.categorical import CategoricalNB
 from stream_nb.model.counting import BernoulliNB, ComplementNB, MultinomialNB
 from stream_nb.model.gaussian import GaussianNB
+from stream_nb.model.state_check import InvalidState, check_state
 
 MODEL_KINDS = {
     "multinomial": MultinomialNB,
@@ -40,6 +41,22 @@ def kind_of(class_name: str):
                      f"{', '.join(cls.__name__ for cls in MODEL_KINDS.values())})")
 
 
+def _class_of_state(state) -> type:
+    meta = state.get("meta") if isinstance(state, dict) else None
+    if not isinstance(meta, dict):
+        raise InvalidState("state must be {'meta': dict, 'arrays': dict}")
+    try:
+        return kind_of(meta.get("kind"))[1]
+    except ValueError as error:
+        raise InvalidState(str(error)) from None
+
+
 def model_from_state(state: dict):
-    """Rebuild a model of whatever kind `state` (from `to_state()`) holds."""
-    return kind_of(state["meta"].get("kind"))[1].from_state(state)
+    """Rebuild a model of whatever kind `state` (from `to_state()`) holds; InvalidState (a
+    ValueError, one line) when the state breaks the model's invariants (see state_check)."""
+    return _class_of_state(state).from_state(state)
+
+
+def check_model_state(state: dict) -> None:
+    """`model_from_state`'s checks alone, building nothing: InvalidState naming the broken invariant."""
+    check_state(_class_of_state(state), state)
