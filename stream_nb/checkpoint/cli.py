@@ -202,6 +202,10 @@ def run_inspect(args: argparse.Namespace) -> int:
     except CheckpointError as error:
         print(f"{_PROG}: {error}", file=sys.stderr)
         return 1
+    except Exception as error:  # noqa: BLE001 - the reader checks states; a slip still gets one line
+        print(f"{_PROG}: {directory}: cannot summarise the checkpoint ({type(error).__name__}: {error})",
+              file=sys.stderr)
+        return 1
     finally:
         store_log.removeHandler(handler)
         store_log.propagate = propagate

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import operator
 import os
 import re
@@ -18,6 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from stream_nb.model.registry import check_model_state
+from stream_nb.model.state_check import InvalidState
+
 log = logging.getLogger("stream_nb.checkpoint")
 
 FORMAT = 1
@@ -27,6 +31,7 @@ _META_MEMBER = "checkpoint.json"
 _ARRAY_PREFIX = "array."
 _MAX_HEADER = 256  # a header longer than this is not ours (stops reading garbage as a header)
 _NUMERIC_KINDS = "biuf"  # bool, int, uint, float: the only dtypes a checkpoint may hold
+_MAX_NPY_HEADER = 10_000  # an .npy header longer than this is not ours (numpy's own default)
 _STALE_TEMP_S = 3600.0  # temp files older than this are leftovers of a crashed save
 
 
@@ -191,27 +196,13 @@ def parse_checkpoint(data: bytes, path: Path) -> Checkpoint:
     # The checksum only proves the file is as written; the content is still checked as untrusted.
     if bytes(body[:4]) != b"PK\x03\x04":
         raise CheckpointError(f"{path}: body is not an .npz archive")
-    members: dict[str, np.ndarray] = {}
-    try:
-        with np.load(io.BytesIO(body), allow_pickle=False) as archive:
-            for name in archive.files:
-                members[name] = archive[name]
-    except ValueError as error:
-        if "pickle" in str(error):
-            raise CheckpointError(f"{path}: refused: holds Python objects (pickled data); "
-                                  f"a checkpoint holds only numeric arrays") from None
-        raise CheckpointError(f"{path}: unreadable archive: {error}") from None
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as error:
-        raise CheckpointError(f"{path}: unreadable archive: {error}") from None
-    for name, array in members.items():
-        if array.dtype.kind not in _NUMERIC_KINDS:
-            raise CheckpointError(f"{path}: refused: member {name!r} has dtype {array.dtype} (only numeric arrays)")
+    members = _read_members(bytes(body), path)
     raw_meta = members.pop(_META_MEMBER, None)
     if raw_meta is None or raw_meta.dtype != np.uint8 or raw_meta.ndim != 1:
         raise CheckpointError(f"{path}: no {_META_MEMBER} member")
     try:
         document = json.loads(raw_meta.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise CheckpointError(f"{path}: {_META_MEMBER} is not valid JSON: {error}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise CheckpointError(f"{path}: {_META_MEMBER} is not a format-{FORMAT} checkpoint document")
@@ -237,8 +228,71 @@ def parse_checkpoint(data: bytes, path: Path) -> Checkpoint:
         arrays[name] = array
     if members:
         raise CheckpointError(f"{path}: unexpected members {sorted(members)}")
-    return Checkpoint(checkpoint_id, path, {"meta": model_meta, "arrays": arrays}, offsets, fingerprint,
-                      float(created_at), extra)
+    model_state = {"meta": model_meta, "arrays": arrays}
+    try:  # the model's own invariants: a state that breaks one is as unusable as a corrupt file
+        check_model_state(model_state)
+    except InvalidState as error:
+        raise CheckpointError(f"{path}: refused: {error}") from None
+    return Checkpoint(checkpoint_id, path, model_state, offsets, fingerprint, float(created_at), extra)
+
+
+def _read_members(body: bytes, path: Path) -> dict[str, np.ndarray]:
+    """The .npz's arrays, read without trusting what the file declares: members must be stored
+    (a compressed one could grow without bound), their sizes add up to at most the body's, and
+    each .npy header's shape x itemsize must equal the bytes that follow it, all checked before
+    an array is allocated. Only bool/int/float dtypes are read, so nothing is ever unpickled."""
+    members: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            infos = archive.infolist()
+            if sum(info.file_size for info in infos) > len(body):  # overlapping members read twice
+                raise CheckpointError(f"{path}: refused: members declare more bytes than the archive holds")
+            for info in infos:
+                members[_member_name(info, path, members)] = _read_member(archive, info, path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, KeyError, ValueError,
+            NotImplementedError) as error:
+        if isinstance(error, CheckpointError):
+            raise
+        raise CheckpointError(f"{path}: unreadable archive: {error}") from None
+    return members
+
+
+def _member_name(info: zipfile.ZipInfo, path: Path, members: dict) -> str:
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise CheckpointError(f"{path}: refused: member {info.filename!r} is compressed "
+                              f"(a checkpoint's members are stored as they are)")
+    if not info.filename.endswith(".npy"):
+        raise CheckpointError(f"{path}: refused: member {info.filename!r} is not an .npy array")
+    name = info.filename[: -len(".npy")]
+    if name in members:
+        raise CheckpointError(f"{path}: refused: member {name!r} appears twice")
+    return name
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version not in ((1, 0), (2, 0)):
+            raise CheckpointError(f"{path}: refused: member {info.filename!r} is .npy format {version}")
+        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = header(member, max_header_size=_MAX_NPY_HEADER)
+        if dtype.hasobject:
+            raise CheckpointError(f"{path}: refused: holds Python objects (pickled data); "
+                                  f"a checkpoint holds only numeric arrays")
+        if dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+            raise CheckpointError(f"{path}: refused: member {info.filename!r} has dtype {dtype} (only numeric arrays)")
+        if any(extent < 0 for extent in shape):
+            raise CheckpointError(f"{path}: refused: member {info.filename!r} declares shape {shape}")
+        declared = math.prod(shape) * dtype.itemsize  # Python ints: no overflow
+        held = info.file_size - member.tell()
+        if declared != held:
+            raise CheckpointError(f"{path}: refused: member {info.filename!r} declares shape {shape} of {dtype} "
+                                  f"({declared:,} bytes) but holds {held:,} bytes")
+        array = np.empty(shape, dtype=dtype, order="F" if fortran_order else "C")
+        view = memoryview(array.reshape(-1, order="A")).cast("B") if array.size else bytearray()
+        if member.readinto(view) != declared:
+            raise CheckpointError(f"{path}: member {info.filename!r} is shorter than it declares")
+    return array
 
 
 def _fsync_directory(directory: Path) -> None:
