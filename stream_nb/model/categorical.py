@@ -186,8 +186,9 @@ class CategoricalNB(SequentialNB):
         self._value_counts, self._feature_counts, self._n_values = np.zeros((0, C)), np.zeros((0, C)), np.zeros(0)
         for feature, value in meta["values"]:
             self._add_value(feature, value)
-        self._value_counts = np.array(arrays["value_counts"], dtype=np.float64).reshape(-1, C)
-        self._feature_counts = np.array(arrays["feature_counts"], dtype=np.float64).reshape(-1, C)
+        # shapes checked (state_check): (values, C) and (features, C), even with C = 0
+        self._value_counts = np.array(arrays["value_counts"], dtype=np.float64).reshape(len(self._value_index), C)
+        self._feature_counts = np.array(arrays["feature_counts"], dtype=np.float64).reshape(len(self._feature_index), C)
         self._count_values()  # a value unlearned to 0 keeps its column but not its place in S_j
 
     def _merge_from(self, other, class_into) -> None:

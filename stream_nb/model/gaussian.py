@@ -186,9 +186,9 @@ class GaussianNB(SequentialNB):
     def _restore(self, meta: dict, arrays: dict) -> None:
         C = len(self._classes)
         self._feature_index = {feature: j for j, feature in enumerate(meta["features"])}
-        for name in ("n", "mean", "m2"):
-            setattr(self, f"_{name}", np.array(arrays[name], dtype=np.float64).reshape(-1, C))
-        self._pooled = np.array(arrays["pooled"], dtype=np.float64).reshape(-1, 3)
+        for name in ("n", "mean", "m2"):  # shapes checked (state_check): (F, C), even with C = 0
+            setattr(self, f"_{name}", np.array(arrays[name], dtype=np.float64).reshape(len(self._feature_index), C))
+        self._pooled = np.array(arrays["pooled"], dtype=np.float64).reshape(len(self._feature_index), 3)
 
     @staticmethod
     def _combine(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
