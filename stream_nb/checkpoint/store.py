@@ -245,10 +245,11 @@ def _read_members(body: bytes, path: Path) -> dict[str, np.ndarray]:
     try:
         with zipfile.ZipFile(io.BytesIO(body)) as archive:
             infos = archive.infolist()
+            names = [_member_name(info, path, names) for names in [set()] for info in infos]
             if sum(info.file_size for info in infos) > len(body):  # overlapping members read twice
                 raise CheckpointError(f"{path}: refused: members declare more bytes than the archive holds")
-            for info in infos:
-                members[_member_name(info, path, members)] = _read_member(archive, info, path)
+            for name, info in zip(names, infos):
+                members[name] = _read_member(archive, info, path)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, KeyError, ValueError,
             NotImplementedError) as error:
         if isinstance(error, CheckpointError):
@@ -257,15 +258,16 @@ def _read_members(body: bytes, path: Path) -> dict[str, np.ndarray]:
     return members
 
 
-def _member_name(info: zipfile.ZipInfo, path: Path, members: dict) -> str:
+def _member_name(info: zipfile.ZipInfo, path: Path, seen: set) -> str:
     if info.compress_type != zipfile.ZIP_STORED:
         raise CheckpointError(f"{path}: refused: member {info.filename!r} is compressed "
                               f"(a checkpoint's members are stored as they are)")
     if not info.filename.endswith(".npy"):
         raise CheckpointError(f"{path}: refused: member {info.filename!r} is not an .npy array")
     name = info.filename[: -len(".npy")]
-    if name in members:
+    if name in seen:
         raise CheckpointError(f"{path}: refused: member {name!r} appears twice")
+    seen.add(name)
     return name
 
 
