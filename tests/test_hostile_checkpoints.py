@@ -428,6 +428,47 @@ def test_a_snapshot_is_checked_the_same_way(states):
         parse_checkpoint(data, Path("snapshots@000000000009"))
 
 
+def test_a_refused_snapshot_is_a_warning_and_the_worker_learns_the_log(monkeypatch, states, caplog):
+    from kafka import TopicPartition
+
+    from stream_nb.worker import snapshots
+
+    header, body, _ = encode_checkpoint("3-a", _mutated(states, "hashed", _hashed_buckets(10**10)), OFFSETS, FP)
+    records = [(key, value, offset) for offset, (key, value)
+               in enumerate(snapshot_records(header + body, "3-a", chunk_bytes=1 << 16))]
+    tp = TopicPartition("snapshots", 0)
+
+    class ScriptedReader:  # the snapshot's records, once
+        def partitions_for_topic(self, topic):
+            return {0}
+
+        def assign(self, partitions):
+            pass
+
+        def seek_to_beginning(self, *partitions):
+            pass
+
+        def end_offsets(self, partitions):
+            return {tp: len(records)}
+
+        def position(self, partition):
+            return len(records) if self.polled else 0
+
+        polled = False
+
+        def poll(self, timeout_ms):
+            self.polled = True
+            return {tp: [type("Record", (), {"key": k, "value": v, "offset": o}) for k, v, o in records]}
+
+        def close(self, autocommit):
+            pass
+
+    monkeypatch.setattr(snapshots, "make_reader", lambda kafka, client: ScriptedReader())
+    with caplog.at_level(logging.WARNING, logger="stream_nb.worker"):
+        assert snapshots.load_snapshot({}, {}, "snapshots") is None
+    assert "snapshots@3-a: refused: n_hash_buckets must be a whole number" in caplog.text
+
+
 INSPECTED = [("class_counts of bool", "multinomial"), ("class_counts 0-d", "categorical"),
              ("class_counts 3-d", "gaussian"), ("class_counts shorter than classes", "bernoulli"),
              ("duplicate class names", "complement")]

@@ -22,7 +22,7 @@ READ_TIMEOUT_S = 120.0
 
 def load_snapshot(kafka: dict, client: dict, topic: str) -> tuple[Checkpoint, dict] | None:
     """(checkpoint, manifest) of the newest complete snapshot on `topic`, or None when it holds
-    none (an empty topic, or a damaged snapshot: said in a warning)."""
+    none (an empty topic, or a damaged snapshot or one whose state is refused: said in a warning)."""
     consumer = make_reader(kafka, client)
     try:
         partitions = [TopicPartition(topic, n) for n in sorted(consumer.partitions_for_topic(topic) or ())]
@@ -53,7 +53,12 @@ def load_snapshot(kafka: dict, client: dict, topic: str) -> tuple[Checkpoint, di
     except SnapshotError as error:
         log.warning("snapshot topic %s holds no usable snapshot (%s): learning the labeled log instead", topic, error)
         return None
-    return parse_checkpoint(data, Path(f"{topic}@{manifest['id']}")), manifest
+    try:  # every new worker is handed these bytes: a refused state must not stop them all
+        checkpoint = parse_checkpoint(data, Path(f"{topic}@{manifest['id']}"))
+    except CheckpointError as error:
+        log.warning("snapshot topic %s holds no usable snapshot (%s): learning the labeled log instead", topic, error)
+        return None
+    return checkpoint, manifest
 
 
 class SnapshotWriter:
