@@ -24,8 +24,11 @@ the file. The body is an uncompressed numpy .npz archive (a zip of .npy members)
     array.<name>         one numeric array per model array (to_state()["arrays"][name])
 
 Reading checks the header, the length (a truncated file is reported as such) and the checksum
-before parsing anything, then loads with `np.load(allow_pickle=False)` and accepts only
-bool/integer/float arrays: loading a checkpoint never runs code. `tail -c +<header length + 1>`
+before parsing anything, then reads the members itself: stored (never compressed) members whose
+sizes add up to at most the body's, .npy headers of bool/integer/float dtypes whose shape x
+itemsize equals the member's bytes, checked before an array is allocated: loading a checkpoint
+never runs code and never allocates more than the file holds. The model state is then checked
+against the model's invariants (stream_nb.model.state_check); a file that fails is refused. `tail -c +<header length + 1>`
 of a file is a plain .npz.
 
 Writing goes to a hidden temporary file in the same directory (`.checkpoint-<id>.*.tmp`), which is
