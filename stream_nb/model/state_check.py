@@ -21,6 +21,7 @@ Gaussian:           n, mean, M2 shape (F, C), pooled (F, 3); n, M2 >= 0; n_fc <=
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def _checked_classes(classes) -> list:
         if isinstance(label, bool) or not isinstance(label, (str, int)):
             raise InvalidState(f"class labels must be str or int, got {label!r}")
     if len(set(classes)) != len(classes):
-        repeated = sorted({label for label in classes if classes.count(label) > 1}, key=class_sort_key)
+        repeated = sorted((label for label, n in Counter(classes).items() if n > 1), key=class_sort_key)
         raise InvalidState(f"duplicate class labels {repeated!r}")
     if classes != sorted(classes, key=class_sort_key):
         raise InvalidState(f"classes are not in canonical order (ints by value, then strs): {classes!r}")
@@ -118,9 +119,10 @@ def _checked_names(what: str, names) -> list:
     """Feature names: str, int or finite float (what JSON keeps of a dict key), distinct."""
     if not isinstance(names, list):
         raise InvalidState(f"{what} must be a list, got {type(names).__name__}")
-    for name in names:
-        if not _is_name(name):
-            raise InvalidState(f"{what}: a feature name must be str or a number, got {name!r}")
+    if not set(map(type, names)) <= {str}:  # the common case checked at C speed; else name by name
+        for name in names:
+            if not _is_name(name):
+                raise InvalidState(f"{what}: a feature name must be str or a number, got {name!r}")
     if len(set(names)) != len(names):
         raise InvalidState(f"{what}: duplicate feature names")
     return names
