@@ -400,8 +400,11 @@ def test_declared_sizes_are_bounded_before_allocation(tmp_path, states, build):
 
 def test_hashed_bound_is_the_configuration_bound():
     assert BOUNDS["model.n_hash_buckets"][1] == state_check.MAX_HASH_BUCKETS == 2**26
-    with pytest.raises(ValueError, match="n_hash_buckets must be a whole number"):
-        MultinomialNB(n_hash_buckets=2**26 + 1)
+    at_bound = MultinomialNB(n_hash_buckets=2**26).to_state()  # no class: (2^26, 0) counts, no bytes
+    state_check.check_state(MultinomialNB, at_bound)
+    at_bound["meta"]["params"]["n_hash_buckets"] = at_bound["meta"]["vocabulary"]["n_buckets"] = 2**26 + 1
+    with pytest.raises(InvalidState, match="n_hash_buckets must be a whole number in 1..67108864, got 67108865"):
+        state_check.check_state(MultinomialNB, at_bound)
 
 
 # ---- what the worker and inspect do with them ----------------------------------------------------
