@@ -39,6 +39,11 @@ KILL_AT = int(N_LABELED * 0.45)
 # spam.toml (forgetting included) with a budget checked every 100 labeled events (spam.toml's
 # own evict_every, 1,000, would let ~48,000 new features of this stream in between two checks)
 BUDGET = {"max_features": 50_000, "evict_every": 100}
+# The memory of learned ids (stream_nb.lessons) is bounded too, at [training] remember_ids
+# (100,000 by default: ~28 MB and ~5.7 MB of checkpoint, full only after ~120,000 labeled events
+# here). A bound of 5,000 fills within the first 30,000 events, so the flat figures below hold
+# the memory's bound as well as the feature budget's.
+REMEMBER_IDS = 5_000
 
 
 def growing_text(text: str, i: int) -> str:
@@ -101,6 +106,7 @@ def test_a_long_growing_stream_stays_within_the_budget_and_a_kill_changes_nothin
 
     checkpoints = tmp_path / "checkpoints"
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, checkpoints, model=BUDGET,
+                               training={"remember_ids": REMEMBER_IDS},
                                checkpoint={"every_events": 5_000, "interval_s": 0})
     log_path = tmp_path / "worker.log"
     series = Series(checkpoints, topics.labeled)
@@ -135,6 +141,8 @@ def test_a_long_growing_stream_stays_within_the_budget_and_a_kill_changes_nothin
     assert summary.offsets[(topics.labeled, 0)] == N_LABELED
     assert summary.digest == state_digest(model.to_state())
     assert summary.events_learned == int(model.events_learned)
+    memory = read_checkpoint(CheckpointStore(checkpoints).list()[-1]).extra["learned_ids"]
+    assert len(memory["ids"]) == REMEMBER_IDS  # full, and no fuller
 
     # Flat once the budget is reached (it is within ~6,000 labeled events; every event brings 2
     # words never seen before, so an unbounded vocabulary would end above 2 x N_LABELED): every
