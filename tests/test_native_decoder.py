@@ -152,6 +152,25 @@ def test_valid_events_of_other_shapes_are_left_to_codec_py(native, value, labele
     assert type(decode_record(value, None, None, SOURCE, labeled=labeled)) is Event
 
 
+@pytest.mark.parametrize("digits", [18, 19, 20, 21, 25, 40])
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_long_integer_labels_are_read_exactly(native, digits, sign):
+    """Up to 18 digits the C decoder reads the label (a long long holds it); past that it declines
+    before its product overflows (undefined behaviour that `make sanitize` reports) and codec.py
+    reads Python's exact int. The numbers are written out digit by digit, not computed."""
+    text = "9" * digits if digits % 2 else ("1234567890" * 4)[:digits]
+    value = f'{{"id":"a","text":"t","label":{sign}{text}}}'.encode()
+    expected = int(sign + text)
+    made = in_c(native, value, True)
+    if digits <= 18:
+        assert made is not None and made.label == expected
+    else:
+        assert made is None  # a wrapped long long would be taken here, with a wrong label
+    event = decode_record(value, None, None, SOURCE, labeled=True)
+    assert type(event) is Event and event.label == expected and type(event.label) is int
+    assert str(abs(event.label)) == text
+
+
 def mutations(value: bytes, rng: random.Random, count: int):
     """`count` variants of `value` with one to three bytes deleted, replaced or inserted, the new
     bytes drawn from the ones that matter to a JSON reader."""

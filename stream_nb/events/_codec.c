@@ -516,10 +516,11 @@ read_integer(Cursor *c, PyObject **out)
     const unsigned char *digits = p;
     long long value = 0;
     while (p < c->end && *p >= '0' && *p <= '9') {
+        /* at most 18 digits fit a long long; counted before the product, which would overflow */
+        if (p - digits == 18)
+            return DECLINED;
         value = value * 10 + (*p - '0');
         p++;
-        if (p - digits > 18)
-            return DECLINED;
     }
     if (p == digits || (p - digits > 1 && *digits == '0'))
         return DECLINED;
