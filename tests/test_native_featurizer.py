@@ -148,6 +148,23 @@ def test_hostile_texts_give_the_python_lists(options):
     assert passed_on == sum(not one_byte_per_character(text) for text in texts)  # "ā": beyond Latin-1
 
 
+@pytest.mark.parametrize("options", FUZZ_OPTIONS, ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "spam.toml")
+def test_an_empty_first_text_of_a_call(options):
+    """An empty text (or an empty subject line) first in a call, before the scratch space holds a
+    byte: no features, and the texts after it featurised as alone (the C code once searched
+    a null pointer for '@' there, undefined behaviour that `make sanitize` reports)."""
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), **options})
+    for texts in ([""], ["", "Mail a@b.co now"], ["", "", "www.x.org"], ["Subject:\nHello there"],
+                  ["Subject:"], ["subject:", "x"]):
+        got = native_lists(featurizer, texts, fallback=lambda text: pytest.fail(f"went to Python: {text!r}"))
+        assert got == [featurizer._feature_list(text) for text in texts]
+        for text, features in zip(texts, got):
+            if text == "" or (text.lower() == "subject:" and featurizer.subject_features):
+                assert features == []
+    spam = spam_featurizer()
+    assert native_lists(spam, ["", "Mail a@b.co now"]) == [[], ["mail", "#email", "now", "mail #email", "#email now"]]
+
+
 def test_max_tokens_with_placeholders_in_play():
     featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), "max_tokens": 3})
     cases = [

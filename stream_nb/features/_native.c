@@ -271,6 +271,9 @@ find_bytes(const char *haystack, Py_ssize_t n, const char *needle, Py_ssize_t m)
 static int
 segment_features(Work *w, const Py_UCS1 *source, Py_ssize_t n, SpanList *out)
 {
+    /* An empty segment has no features; the arena may not be allocated yet (no memchr on NULL). */
+    if (n == 0)
+        return DONE;
     Py_ssize_t base;
     if (grow((void **)&w->arena.data, &w->arena.cap, w->arena.len + n, 1) < 0)
         return FAILED;
