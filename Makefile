@@ -1,11 +1,12 @@
 # The two commands a new user needs (see README.md):
 #   make demo   set up the environment and run the main job
 #   make test   set up the environment and run the whole test suite
+# and, for work on the C extensions, make sanitize (below).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench sanitize clean
 
 # setup.py and the C sources too: the optional extensions are built in place, and rebuilt when they change
 $(BIN)/stream-nb: pyproject.toml setup.py stream_nb/features/_native.c stream_nb/model/_kernel.c stream_nb/events/_codec.c stream_nb/mail/_native.c
@@ -24,6 +25,40 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/model_throughput.py
+
+# make sanitize: the C extensions built with AddressSanitizer and UndefinedBehaviorSanitizer
+# into a scratch copy of the package (build/sanitize; the in-place .so files are not touched),
+# and the native tests run on that copy. PYTHONSAFEPATH and PYTHONPATH put the copy before the
+# work tree on sys.path (checked before the tests); PYTHONMALLOC=malloc lets ASan see the
+# extensions' PyMem buffers; -fno-wrapv undoes Python's -fwrapv, under which UBSan does not
+# check signed overflow; CI=true makes a missing extension fail, not skip, and derandomizes
+# hypothesis. Any report stops the process (halt_on_error, no recovery), so pytest exits
+# non-zero and so does the target; --capture=sys leaves the report on the terminal.
+# Measured: 4 min 1 s on the 2 shared cores (build 9 s, 224 tests 3 min 52 s). Not in .ci/run.
+SANITIZE_DIR   := build/sanitize
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+                  -fno-wrapv -g -O1
+NATIVE_TESTS   := tests/test_native_codec.py tests/test_native_decoder.py tests/test_native_featurizer.py \
+                  tests/test_native_kernel.py tests/test_mail_native.py tests/test_native_properties.py
+SANITIZED      := LD_PRELOAD=$$(gcc -print-file-name=libasan.so) PYTHONSAFEPATH=1 \
+                  PYTHONPATH=$(SANITIZE_DIR):$(CURDIR) PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
+                  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+sanitize: setup
+	rm -rf $(SANITIZE_DIR)
+	mkdir -p $(SANITIZE_DIR)
+	@# setup.py without pyproject.toml: build_ext runs with any setuptools
+	cp setup.py $(SANITIZE_DIR)/
+	cp -r stream_nb $(SANITIZE_DIR)/
+	find $(SANITIZE_DIR)/stream_nb \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
+	cd $(SANITIZE_DIR) && CFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="$(SANITIZE_FLAGS)" \
+		$(abspath $(BIN))/python setup.py --quiet build_ext --inplace
+	@# the extensions are optional (a failed compile is skipped): here all four must be there, and imported
+	test $$(ls $(SANITIZE_DIR)/stream_nb/*/*.so | wc -l) -eq 4
+	$(SANITIZED) $(BIN)/python -c 'import sys, stream_nb.events._codec as c, stream_nb.features._native as f, \
+		stream_nb.model._kernel as k, stream_nb.mail._native as m; \
+		sys.exit(any("$(SANITIZE_DIR)/" not in x.__file__ for x in (c, f, k, m)))'
+	$(SANITIZED) CI=true $(BIN)/python -m pytest -q --capture=sys -p no:cacheprovider $(NATIVE_TESTS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache stream_nb/features/_native*.so stream_nb/model/_kernel*.so stream_nb/events/_codec*.so stream_nb/mail/_native*.so
