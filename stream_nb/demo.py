@@ -38,7 +38,9 @@ def register(subparsers) -> None:
     demo.add_argument("--kafka-dir", type=Path, default=Path(".kafka"), help="the local broker's directory")
     demo.add_argument("--report", type=Path, default=Path("reports/demo"), help="directory for the report")
     demo.add_argument("--resume", action="store_true",
-                      help="continue from the model in REPORT/checkpoints (default: a fresh model each run)")
+                      help="continue from the model in REPORT/checkpoints (default: a fresh model each run); the "
+                           "generated stream is new messages each run, a --data file's ids are its own (sent "
+                           "again, they are duplicates the model does not learn twice)")
     demo.add_argument("--no-kafka", action="store_true", help="replay the stream in-process instead (no broker)")
     demo.add_argument("--batch-size", type=int, default=1000, help="(--no-kafka) events per batch")
     add_field_options(demo)
@@ -102,6 +104,10 @@ def _run_on_kafka(events: list[dict], config_path, args, rejected) -> int:
     try:
         ctrl_c.check()  # pressed while the broker started
         run = time.strftime("%Y%m%d-%H%M%S")
+        if args.data is None:
+            # the generated stream is new traffic each run: ids of its own, so that a --resume'd
+            # model does not take it for the last run's messages re-sent (duplicates, not learned)
+            events = [dict(event, id=f"{event['id']}-{run}") for event in events]
         topics = {name: f"demo-{run}-{name}" for name in ("labeled", "unlabeled", "predictions", "dead-letter")}
         overrides = [
             *args.set,

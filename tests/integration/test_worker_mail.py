@@ -316,7 +316,8 @@ def test_publish_feeds_the_worker_from_labeled_folders_a_maildir_and_a_pipe(kafk
     truth[message_id] = piped_label
     refused = _publish(bootstrap, "-", "--topic", topics.labeled, *fmt, stdin=piped)
     assert refused.returncode == 2 and refused.stderr.decode().strip().endswith(
-        "a message from stdin needs --label LABEL (or --no-label for the unlabeled topic)")
+        "a message from stdin needs --label LABEL, or --unlearn CLASS to take it back (or --no-label for the "
+        "unlabeled topic)")
 
     records = read_topic(bootstrap, topics.labeled)
     if value_format == "mail":  # the raw bytes, keyed by path, labeled by header
