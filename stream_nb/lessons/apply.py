@@ -127,7 +127,7 @@ class LabeledLessons:
                 keep = learned
             if any(keep):
                 self.memory.record_new(list(compress(run_ids, keep)), list(compress(run_labels, keep)),
-                                       list(compress(epochs, keep)))
+                                       list(compress(epochs, keep)), known_new=True)
             self.outcomes[LEARNED] += stop - start
             return
         epochs = iter(epochs)
@@ -150,7 +150,7 @@ class LabeledLessons:
                 learned_labels.append(label)
                 learned_at.append(epoch)
         if learned_ids:
-            self.memory.record_new(learned_ids, learned_labels, learned_at)
+            self.memory.record_new(learned_ids, learned_labels, learned_at, known_new=True)
         self.outcomes[LEARNED] += n_labeled
 
     def _one(self, model, i: int, event_id: str, label, unlearn, X, learn, reject) -> tuple:

@@ -152,17 +152,19 @@ class LearnedIds:
         """Whether no id of `event_ids` is remembered."""
         return self._entries.keys().isdisjoint(event_ids)
 
-    def record_new(self, event_ids: list, labels: list, learned_at: list) -> list[str]:
+    def record_new(self, event_ids: list, labels: list, learned_at: list, *, known_new: bool = False) -> list[str]:
         """`record_learned` of ids not remembered, each once, in labeled order, with weight 1:
         the learned events of a batch the rules left alone, at batch speed (one check of the
         lists, then one insert an id; the evictions at the end, which keep the same entries as
         one call at a time would). Returns the ids evicted. ValueError, changing nothing, for an
-        id already remembered or repeated, a bad id, class or epoch, epochs out of order."""
+        id already remembered or repeated, a bad id, class or epoch, epochs out of order.
+        `known_new`: the caller has just proved the ids new and distinct (LabeledLessons'
+        plain run), so that check is not made twice."""
         if not (len(event_ids) == len(labels) == len(learned_at)):
             raise ValueError("event_ids, labels and learned_at must have one entry per id")
         if not event_ids:
             return []
-        if len(set(event_ids)) != len(event_ids) or not self.none_of(event_ids):
+        if not known_new and (len(set(event_ids)) != len(event_ids) or not self.none_of(event_ids)):
             raise ValueError("record_new takes ids that are not remembered, each once")
         problem = None
         try:  # the ids as a whole first (C speed), one by one only to name a bad one

@@ -131,7 +131,10 @@ class Contender:
             if self.first_refusal is None:
                 self.first_refusal = f"event {items[i].get('id')!r}: {error}"
 
-        lessons = self.lessons.run(self.model, [_memory_key(item.get("id")) for item in items], labels, unlearns,
+        ids = [item.get("id") for item in items]
+        if set(map(type, ids)) != {str} or "" in ids:  # else every id is its own key
+            ids = [_memory_key(event_id) for event_id in ids]
+        lessons = self.lessons.run(self.model, ids, labels, unlearns,
                                    _Featurised(self, items), learn, reject)
         predictions = lessons.probas
         for i, outcome in enumerate(lessons.outcomes):
