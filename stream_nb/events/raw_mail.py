@@ -87,6 +87,22 @@ def _label_value(headers: tuple[Header, ...], name: str) -> bytes | None:
     return value
 
 
+def _header_class(raw: bytes, header: str, what: str, reasons: tuple[str, str, str],
+                  classes: frozenset | None) -> str | tuple[str, str]:
+    """The class a header names, or (reason, detail) when it names none: not UTF-8, empty, or
+    not a declared class (`reasons` in that order)."""
+    try:
+        value = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return reasons[0], f"header {header!a}: invalid UTF-8 at byte {error.start}"
+    if not value:
+        return reasons[1], f"header {header!a} is empty"
+    if classes is not None and value not in classes:
+        declared = ", ".join(sorted(map(repr, classes)))
+        return reasons[2], f"{what} {value!a} is not a declared class ({declared})"[:200]
+    return value
+
+
 def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, classes: frozenset | None = None,
                      label_header: str = DEFAULT_LABEL_HEADER,
                      unlearn_header: str = DEFAULT_UNLEARN_HEADER) -> Decoder:
@@ -112,27 +128,15 @@ def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, class
             if raw_label is None and raw_unlearn is None:
                 return refuse("missing_label", f"no {label_header!a} header on the labeled topic")
             if raw_label is not None:
-                try:
-                    label = raw_label.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    return refuse("invalid_utf8", f"header {label_header!a}: invalid UTF-8 at byte {error.start}")
-                if not label:
-                    return refuse("empty_label", f"header {label_header!a} is empty")
-                if classes is not None and label not in classes:
-                    declared = ", ".join(sorted(map(repr, classes)))
-                    return refuse("undeclared_label",
-                                  f"label {label!a} is not a declared class ({declared})"[:200])
+                label = _header_class(raw_label, label_header, "label", ("invalid_utf8", "empty_label",
+                                                                         "undeclared_label"), classes)
+                if type(label) is tuple:
+                    return refuse(*label)
             if raw_unlearn is not None:
-                try:
-                    unlearn = raw_unlearn.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    return refuse("invalid_unlearn", f"header {unlearn_header!a}: invalid UTF-8 at byte {error.start}")
-                if not unlearn:
-                    return refuse("invalid_unlearn", f"header {unlearn_header!a} is empty")
-                if classes is not None and unlearn not in classes:
-                    declared = ", ".join(sorted(map(repr, classes)))
-                    return refuse("undeclared_unlearn",
-                                  f"unlearn {unlearn!a} is not a declared class ({declared})"[:200])
+                unlearn = _header_class(raw_unlearn, unlearn_header, "unlearn", ("invalid_unlearn", "invalid_unlearn",
+                                                                                 "undeclared_unlearn"), classes)
+                if type(unlearn) is tuple:
+                    return refuse(*unlearn)
                 if unlearn == label:
                     return refuse("unlearn_is_label", f"headers {label_header!a} and {unlearn_header!a} are both "
                                                       f"{label!a}: nothing to correct"[:200])
