@@ -393,11 +393,13 @@ HOSTILE_FAMILIES = {
 
 
 def best_time(data: bytes) -> float:
+    """The fastest of 3 parses in CPU time of this process: wall time counted the machine's
+    other work (75x for 16x the mail once, on a shared machine during the suite)."""
     best = float("inf")
-    for _ in range(2):
-        started = time.perf_counter()
+    for _ in range(3):
+        started = time.process_time()
         parse_mail(data)
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     return best
 
 
@@ -405,6 +407,8 @@ def best_time(data: bytes) -> float:
 def test_parsing_hostile_mail_grows_linearly_with_its_size(family):
     make = HOSTILE_FAMILIES[family]
     small, large = best_time(make(SMALL)), best_time(make(LARGE))
+    if large / max(small, 1e-4) > MOST_GROWTH:  # once more: a busy machine can stretch one measurement
+        small, large = best_time(make(SMALL)), best_time(make(LARGE))
     assert large / max(small, 1e-4) <= MOST_GROWTH, (family, small, large)
 
 
