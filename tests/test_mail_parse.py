@@ -252,9 +252,9 @@ def test_features_and_defects_are_deterministic_and_unique():
 
 def test_a_30_mb_message_is_cut_at_the_byte_cap():
     message = build("Subject: big", b"word " * (30 * 1024 * 1024 // 5))
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the machine's other work does not count
     parsed = parse_mail(message)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert "byte_cap" in parsed.defects
     assert DEFAULT_MAX_BYTES - 100 < len(parsed.body) <= DEFAULT_MAX_BYTES
     assert elapsed < 2.0  # about 0.05 s measured; what matters is that 30 MB is never read
