@@ -962,6 +962,21 @@ class NaiveBayes(river_base.Classifier):
             raise NotLearned(f"{where}class {label!r} was never learned (classes: {self._classes!r})")
         return c
 
+    def _class_take_backs(self, X, y, weights, name_events: bool):
+        """For each event that learning counted (labeled, w > 0): (x, label, where, w, c, N_c
+        after), N_c checked against what the events before it leave (the part of
+        _plan_unlearning every variant shares; `where` names the event in a refusal)."""
+        weight = self._validate(X, y, weights)
+        held_class = {}
+        for i, x in enumerate(X):
+            if y[i] is None or weight[i] == 0:
+                continue
+            where, w = (f"event {i}: " if name_events else ""), weight[i]
+            c = self._class_to_unlearn(y[i], where)
+            held_class[c] = self._take_back(held_class.get(c, float(self._class_counts[c])), w,
+                                            f"{where}class {y[i]!r}'s count N_c")
+            yield x, y[i], where, w, c, held_class[c]
+
     def _plan_unlearning(self, X, y, weights, steps, name_events: bool) -> list[tuple]:
         """Check every event against the counts the events before it leave and return what to
         write, one tuple per event (its class index first); changes nothing."""

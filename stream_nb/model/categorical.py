@@ -116,28 +116,20 @@ class CategoricalNB(SequentialNB):
     def _plan_unlearning(self, X, y, weights, steps, name_events):
         """Per labeled event (w > 0): (class, N_c after, [(value column, N_jac after, j, N_jc
         after)]), each count checked against what the events before it leave."""
-        weight = self._validate(X, y, weights)
-        held_values, held_features, held_class, plans = {}, {}, {}, []
-        for i, x in enumerate(X):
-            if y[i] is None or weight[i] == 0:
-                continue
-            where, w = (f"event {i}: " if name_events else ""), weight[i]
-            c = self._class_to_unlearn(y[i], where)
-            new_class = self._take_back(held_class.get(c, float(self._class_counts[c])), w,
-                                        f"{where}class {y[i]!r}'s count N_c")
-            held_class[c] = new_class
+        held_values, held_features, plans = {}, {}, []
+        for x, label, where, w, c, new_class in self._class_take_backs(X, y, weights, name_events):
             writes = []
             for feature, value in x.items():
                 column = self._value_index.get((feature, value))
                 if column is None:
-                    raise NotLearned(f"{where}{feature!r}={value!r} was never learned (class {y[i]!r})")
+                    raise NotLearned(f"{where}{feature!r}={value!r} was never learned (class {label!r})")
                 j = int(self._value_feature[column])
-                what = f"{where}{feature!r}={value!r} in class {y[i]!r}"
+                what = f"{where}{feature!r}={value!r} in class {label!r}"
                 held_values[column, c] = self._take_back(
                     held_values.get((column, c), float(self._value_counts[column, c])), w, what)
                 held_features[j, c] = self._take_back(
                     held_features.get((j, c), float(self._feature_counts[j, c])), w, f"{where}feature {feature!r}'s "
-                    f"count N_jc in class {y[i]!r}")
+                    f"count N_jc in class {label!r}")
                 writes.append((column, held_values[column, c], j, held_features[j, c]))
             plans.append((c, new_class, writes))
         return plans

@@ -135,25 +135,17 @@ class GaussianNB(SequentialNB):
     def _plan_unlearning(self, X, y, weights, steps, name_events):
         """Per labeled event (w > 0): (class, N_c after, [(j, class moments after, pooled
         moments after)]), each checked against what the events before it leave."""
-        weight = self._validate(X, y, weights)
-        held, held_class, plans = {}, {}, []
-        for i, x in enumerate(X):
-            if y[i] is None or weight[i] == 0:
-                continue
-            where, w = (f"event {i}: " if name_events else ""), weight[i]
-            c = self._class_to_unlearn(y[i], where)
-            new_class = self._take_back(held_class.get(c, float(self._class_counts[c])), w,
-                                        f"{where}class {y[i]!r}'s count N_c")
-            held_class[c] = new_class
+        held, plans = {}, []
+        for x, label, where, w, c, new_class in self._class_take_backs(X, y, weights, name_events):
             writes = []
             for feature, value in x.items():
                 j = self._feature_index.get(feature)
                 if j is None:
-                    raise NotLearned(f"{where}feature {feature!r} was never learned (class {y[i]!r})")
+                    raise NotLearned(f"{where}feature {feature!r} was never learned (class {label!r})")
                 value = float(value)
                 own = held.get((j, c)) or (float(self._n[j, c]), float(self._mean[j, c]), float(self._m2[j, c]))
                 pooled = held.get((j, None)) or tuple(map(float, self._pooled[j]))
-                held[j, c] = self._unwelford(own, value, w, f"{where}feature {feature!r}'s weight n in class {y[i]!r}")
+                held[j, c] = self._unwelford(own, value, w, f"{where}feature {feature!r}'s weight n in class {label!r}")
                 held[j, None] = self._unwelford(pooled, value, w, f"{where}feature {feature!r}'s weight n")
                 writes.append((j, held[j, c], held[j, None]))
             plans.append((c, new_class, writes))
