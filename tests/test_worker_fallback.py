@@ -113,3 +113,66 @@ def test_a_labeled_batch_that_raised_after_learning_part_of_itself_is_not_redone
                                                 "disagree after learning part of it"):
         worker._batch_or_one_by_one(events, origin, X, learning_then_failing, [].append, "learning")
     assert worker.model.events_learned == 1  # learned once, not again one at a time
+
+
+class _ReaderCutShort:
+    """A labeled reader whose broker goes away in the middle of LabeledLog.start (after the
+    partitions were found, before their offsets were read), as a broker killed during a
+    reconnect does."""
+
+    closed = 0
+    confluent = True  # speaks the transport seam's calls (stream_nb.kafka.confluent's shape)
+
+    def topic_ids(self, topics):
+        return {}
+
+    def partitions_for_topic(self, topic):
+        return {0}
+
+    def assign(self, partitions):
+        pass
+
+    def beginning_offsets(self, partitions):
+        raise KafkaError("the broker went away")
+
+    def close(self, autocommit=True):
+        _ReaderCutShort.closed += 1
+
+
+class _Reader(_ReaderCutShort):
+    def __init__(self) -> None:
+        self.sought = {}
+
+    def beginning_offsets(self, partitions):
+        return {tp: 0 for tp in partitions}
+
+    def end_offsets(self, partitions):
+        return {tp: 5_000 for tp in partitions}
+
+    def seek(self, tp, offset):
+        self.sought[tp] = offset
+
+
+def test_a_reconnect_cut_short_keeps_the_models_labeled_positions(worker, monkeypatch):
+    """Found on a 3-broker cluster (a coordinator killed): a reconnect whose labeled reader
+    failed half way through its start left the worker with a log of no positions, so the next
+    attempt read the labeled log from its beginning and learned again what thick-threshold
+    training had skipped. The positions must survive any number of failed starts."""
+    import stream_nb.worker.loop as loop
+
+    topic = worker.config.kafka["labeled_topics"][0]
+    worker._restored = {"offsets": {(topic, 0): 1234}, "topic_ids": {}}  # the checkpoint's, at start
+    readers = [_Reader(), _ReaderCutShort(), _ReaderCutShort(), _Reader()]
+    monkeypatch.setattr(loop, "make_labeled_reader", lambda kafka, client: readers.pop(0))
+    monkeypatch.setattr(loop, "make_producer", lambda *args, **kwargs: (_ for _ in ()).throw(KafkaError("later")))
+    with pytest.raises(KafkaError, match="later"):  # the first start: the reader stands, the producer not
+        worker._open_clients()
+    worker.labeled.positions[(topic, 0)] = 1500  # the model learned on before the broker went away
+    for attempt in range(2):
+        with pytest.raises(KafkaError, match="the broker went away"):
+            worker._open_clients()
+    with pytest.raises(KafkaError, match="later"):
+        worker._open_clients()
+    assert worker.labeled.positions == {(topic, 0): 1500}
+    assert list(worker.labeled.consumer.sought.values()) == [1500]
+    assert _ReaderCutShort.closed == 2  # each reader cut short is closed, not leaked

@@ -20,6 +20,7 @@ pauses them, and commits, with the dead letters, the offset up to which they are
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import signal
 import time
@@ -30,7 +31,7 @@ from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
 from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
-from stream_nb.config import Config, ConfigError, beyond_max_classes
+from stream_nb.config import TRANSACTION_TIMEOUT_MS, Config, ConfigError, beyond_max_classes
 from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
                               record_decoder)
 from stream_nb.events.raw_mail import decoder_for
@@ -59,7 +60,7 @@ from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import event_sizes, predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.labeled import LabeledLog
-from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by
+from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by, transaction_call_timeout_s
 from stream_nb.worker.metrics import MetricsServer, WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
 from stream_nb.worker.snapshots import SnapshotWriter, load_snapshot
@@ -70,7 +71,7 @@ log = logging.getLogger("stream_nb.worker")
 __all__ = ["DeliveryError", "Fenced", "Worker"]
 
 RETRY_AFTER_ERROR_S = 2.0
-TRANSACTION_TIMEOUT_MS = 60_000  # kafka-python's and librdkafka's default transaction_timeout_ms
+
 SESSION_TIMEOUT_MS = 10_000  # kafka-python's default session_timeout_ms (librdkafka's is longer)
 
 
@@ -286,16 +287,25 @@ class Worker:
         # From the checkpoint at start; after a Kafka error, from where the model in memory stands.
         saved = self._restored if self._restored is not None else {
             "offsets": dict(self.labeled.positions), "topic_ids": dict(self.labeled.ids)}
-        self.labeled = LabeledLog(make_labeled_reader(self.kafka, client), sorted(self.labeled_topics),
-                                  one_order=self.config.order_dependence,
-                                  on_lost_position=self.kafka["on_lost_position"])
-        self.labeled.start(saved["offsets"], saved["topic_ids"])
+        # The log that holds the model's positions is replaced only once its successor stands at
+        # them: a start cut short by the broker (the next attempt copies self.labeled's positions)
+        # must not leave a log with none, which would send the model back to the beginning.
+        labeled = LabeledLog(make_labeled_reader(self.kafka, client), sorted(self.labeled_topics),
+                             one_order=self.config.order_dependence, on_lost_position=self.kafka["on_lost_position"])
+        try:
+            labeled.start(saved["offsets"], saved["topic_ids"])
+        except BaseException:
+            with contextlib.suppress(Exception):
+                labeled.consumer.close(autocommit=False)
+            raise
+        self.labeled = labeled
         self._restored = None
         self.producer = make_producer(self.kafka, client, self.transactional_id)
         self.group = self._join_group()
         self.outputs = Outputs(self.producer, self.group, exactly_once=self.exactly_once,
                                commit_interval_s=self.kafka["commit_interval_ms"] / 1000,
-                               transactional_id=self.transactional_id, published=self._published)
+                               transactional_id=self.transactional_id, published=self._published,
+                               call_timeout_s=transaction_call_timeout_s(self._transaction_timeout_s))
         self._cursors = {}
         self._assignment_changed = True
         self._single_partition = {

@@ -33,6 +33,15 @@ from stream_nb.kafka.clients import abort_transaction, commit_transaction, send_
 log = logging.getLogger("stream_nb.worker")
 
 TRANSACTION_CALL_TIMEOUT_S = 30.0
+
+
+def transaction_call_timeout_s(transaction_timeout_s: float) -> float:
+    """How long a commit or abort may wait for the broker: 30 s, but a third of the transaction
+    timeout when that is less. A call stuck on a coordinator that died (kafka-python 3.0.12 may
+    wait on the dead one until its producer is replaced) then gives up while the transaction is
+    still young enough that the worker reconnects instead of stopping as if it had been paused
+    and replaced (Worker._recover stops once the open transaction outlived the timeout)."""
+    return min(TRANSACTION_CALL_TIMEOUT_S, transaction_timeout_s / 3)
 FENCING_ERRORS = (ProducerFencedError, InvalidProducerEpochError, FencedInstanceIdError,
                   TransactionalIdAuthorizationFailedError)
 
@@ -63,8 +72,10 @@ def fenced_by(error: BaseException, producer=None) -> bool:
 
 class Outputs:
     def __init__(self, producer, group_consumer, *, exactly_once: bool, commit_interval_s: float,
-                 transactional_id: str | None, published: Counter | None = None) -> None:
+                 transactional_id: str | None, published: Counter | None = None,
+                 call_timeout_s: float = TRANSACTION_CALL_TIMEOUT_S) -> None:
         self.producer = producer
+        self.call_timeout_s = call_timeout_s
         self.group = group_consumer
         self.exactly_once = exactly_once
         self.commit_interval_s = commit_interval_s
@@ -125,9 +136,9 @@ class Outputs:
         if not self._open:
             return
         if self.exactly_once:
-            commit_transaction(self.producer, offsets, self._metadata, TRANSACTION_CALL_TIMEOUT_S)
+            commit_transaction(self.producer, offsets, self._metadata, self.call_timeout_s)
         else:
-            self.producer.flush(timeout=TRANSACTION_CALL_TIMEOUT_S)
+            self.producer.flush(timeout=self.call_timeout_s)
             failed = [future for future in self._pending if future.failed() or not future.is_done]
             if failed:
                 raise DeliveryError(f"{len(failed)} outputs were not delivered: {failed[0].exception}")
@@ -142,7 +153,7 @@ class Outputs:
         """Drop the open transaction's outputs (at_least_once: forget them; they may be out)."""
         if self._open and self.exactly_once:
             try:
-                abort_transaction(self.producer, TRANSACTION_CALL_TIMEOUT_S)
+                abort_transaction(self.producer, self.call_timeout_s)
             except KafkaError as error:
                 if fenced_by(error, self.producer):
                     raise
