@@ -40,6 +40,9 @@ KAFKA_KEYS = {
     "partitions": ((int,), 1),  # of the topics the worker creates, but the labeled ones:
     "labeled_partitions": ((int,), 1),  # one labeled order (see training.mode)
     "replication_factor": ((int,), 1),
+    # of the topics the worker creates; 0: one less than replication_factor (at least 1), so one
+    # broker may be away while writes with acks=all go on and an acknowledged write has two copies
+    "min_insync_replicas": ((int,), 0),
     "max_message_bytes": ((int,), 1_000_000),
     "poll_max_records": ((int,), 1000),
     "poll_timeout_ms": ((int,), 200),
@@ -135,6 +138,11 @@ DEFAULT_MAX_CLASSES = 50
 
 INT32_MAX = 2**31 - 1
 TRANSACTION_TIMEOUT_MS = 60_000  # kafka-python's and librdkafka's default transaction_timeout_ms
+
+
+def min_insync_replicas(kafka: dict) -> int:
+    """kafka.min_insync_replicas, its 0 read as one less than the replication factor (at least 1)."""
+    return kafka.get("min_insync_replicas") or max(1, kafka.get("replication_factor", 1) - 1)
 # librdkafka's message.max.bytes stops at 1,000,000,000, and the worker's producer asks for
 # 2 * max_message_bytes + 65,536 (a dead letter carries the original bytes: kafka/clients.py).
 # Kafka's own limit is an int32, the decoders' a Py_ssize_t: both hold more.
@@ -449,6 +457,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
                               "correction names the class to take back in a header of its own")
         if kafka["on_lost_position"] not in ("fail", "from_beginning"):
             raise ConfigError(f"kafka.on_lost_position: {kafka['on_lost_position']!r} is not one of fail, from_beginning")
+        if kafka["min_insync_replicas"] < 0:
+            raise ConfigError(f"kafka.min_insync_replicas: {kafka['min_insync_replicas']} is negative (0: one less "
+                              "than kafka.replication_factor)")
+        if kafka["min_insync_replicas"] > kafka["replication_factor"]:
+            raise ConfigError(f"kafka.min_insync_replicas: {kafka['min_insync_replicas']} is more than "
+                              f"kafka.replication_factor ({kafka['replication_factor']}): no write could be acknowledged")
         overlap = set(kafka["labeled_topics"]) & set(kafka["unlabeled_topics"])
         if overlap:
             raise ConfigError(f"kafka.unlabeled_topics: {', '.join(sorted(overlap))} is also a labeled topic")

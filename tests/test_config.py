@@ -318,3 +318,27 @@ def test_training_remember_ids_is_checked_and_kept_out_of_the_training_options_a
 def test_a_bad_remember_ids_is_one_clear_error(override, error):
     with pytest.raises(ConfigError, match=re.escape(error)):
         load_config("configs/spam.toml", [override])
+
+
+@pytest.mark.parametrize("settings, expected", [
+    ([], 1),  # one replica: the broker's default stands (the worker sets nothing)
+    (["kafka.replication_factor=3"], 2),  # one broker may be away, every acknowledged write has two copies
+    (["kafka.replication_factor=2"], 1),
+    (["kafka.replication_factor=5", "kafka.min_insync_replicas=3"], 3),
+])
+def test_min_insync_replicas_is_one_less_than_the_replication_factor_unless_set(settings, expected):
+    from stream_nb.config import min_insync_replicas
+
+    assert min_insync_replicas(load_config(CONFIGS / "spam.toml", settings).kafka) == expected
+
+
+@pytest.mark.parametrize("settings, message", [
+    (["kafka.replication_factor=3", "kafka.min_insync_replicas=4"],
+     "kafka.min_insync_replicas: 4 is more than kafka.replication_factor (3): no write could be acknowledged"),
+    (["kafka.min_insync_replicas=-1"], "kafka.min_insync_replicas: -1 is negative (0: one less than "
+                                       "kafka.replication_factor)"),
+])
+def test_a_min_insync_replicas_no_write_could_meet_is_refused(settings, message):
+    with pytest.raises(ConfigError) as refused:
+        load_config(CONFIGS / "spam.toml", settings)
+    assert str(refused.value) == message

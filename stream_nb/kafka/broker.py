@@ -268,8 +268,10 @@ class LocalKafkaBroker:
         cache_dir: Path | None = None,
         ready_timeout: float = 120.0,
         stop_timeout: float = 30.0,
+        cluster_id: str | None = None,
     ) -> None:
         self.directory = Path(directory).resolve()
+        self.cluster_id = cluster_id  # None: a new one when the storage is formatted
         self.requested_port = port
         self.requested_controller_port = controller_port
         self.extra_properties = dict(properties or {})
@@ -356,6 +358,25 @@ class LocalKafkaBroker:
         """Start the broker (or find it already running) and wait until clients can use it."""
         with self._directory_lock():
             return self._start_locked()
+
+    def launch(self) -> int | None:
+        """Start the JVM without waiting for it (a cluster's nodes wait for each other's quorum);
+        returns the log offset to pass to `wait_until_ready`, None when it was already running.
+        Uses the requested ports, with no retry."""
+        with self._directory_lock():
+            if self.is_running():
+                return None
+            classpath = str(resolve_jars(self.cache_dir) / "*")
+            java = _java_executable()
+            port, controller_port = self._choose_ports(avoid_previous=False)
+            self._write_properties(port, controller_port)
+            self._format_storage_once(java, classpath)
+            return self._launch(java, classpath, port, controller_port)
+
+    def wait_until_ready(self, log_offset: int | None) -> None:
+        """Wait for a `launch()`ed broker; BrokerError (with the log's first exception) if it exits
+        or is not ready within `ready_timeout`."""
+        self._wait_until_ready(log_offset=log_offset or 0, pid=self._running_pid())
 
     def _start_locked(self) -> LocalKafkaBroker:
         if self.is_running():
@@ -446,7 +467,7 @@ class LocalKafkaBroker:
             "-cp", classpath, self._log4j_option(),
             "kafka.tools.StorageTool", "format",
             "--config", str(self.properties_path),
-            "--cluster-id", _new_cluster_id(),
+            "--cluster-id", self.cluster_id or _new_cluster_id(),
             "--ignore-formatted",
         ]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -465,6 +486,10 @@ class LocalKafkaBroker:
         return f"-Dlog4j2.configurationFile={config}"
 
     def _launch_and_wait(self, java: str, classpath: str, port: int, controller_port: int) -> None:
+        log_offset = self._launch(java, classpath, port, controller_port)
+        self._wait_until_ready(log_offset=log_offset, pid=self._running_pid())
+
+    def _launch(self, java: str, classpath: str, port: int, controller_port: int) -> int:
         command = [
             java, *self.jvm_options, self._log4j_option(),
             "-cp", classpath, "kafka.Kafka", str(self.properties_path),
@@ -491,7 +516,7 @@ class LocalKafkaBroker:
             "started_at": time.time(),
             "log": str(self.log_path),
         })
-        self._wait_until_ready(log_offset=log_offset, pid=process.pid)
+        return log_offset
 
     def _wait_until_ready(self, *, log_offset: int, pid: int | None) -> None:
         deadline = time.monotonic() + self.ready_timeout
@@ -561,20 +586,23 @@ class LocalKafkaBroker:
 
     # -- stop ---------------------------------------------------------------------------------
 
-    def stop(self) -> bool:
-        """Stop the broker: SIGTERM (a clean shutdown), SIGKILL after `stop_timeout` seconds.
-        Returns whether a running broker was found. The data and ports are kept for a restart."""
+    def stop(self, *, kill: bool = False) -> bool:
+        """Stop the broker: SIGTERM (a clean, controlled shutdown: its partitions' leadership is
+        handed over first), SIGKILL after `stop_timeout` seconds, or SIGKILL at once with `kill`
+        (a crash: the cluster notices only when the broker's session times out). Returns whether
+        a running broker was found. The data and ports are kept for a restart."""
         if not self.directory.is_dir():
             return False
         with self._directory_lock():
-            return self._stop_locked()
+            return self._stop_locked(kill=kill)
 
-    def _stop_locked(self) -> bool:
+    def _stop_locked(self, *, kill: bool = False) -> bool:
         pid = self._running_pid()
         if pid is None:
             return False
-        self._signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.stop_timeout
+        if not kill:
+            self._signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + (0.0 if kill else self.stop_timeout)
         while time.monotonic() < deadline and _process_alive(pid):
             time.sleep(0.1)
         if _process_alive(pid):

@@ -24,7 +24,7 @@ from kafka.errors import (FencedInstanceIdError, InvalidProducerEpochError, Kafk
                           TopicAlreadyExistsError)
 from kafka.structs import MemberState, OffsetAndMetadata
 
-from stream_nb.config import KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS
+from stream_nb.config import KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS, min_insync_replicas
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,13 @@ log = logging.getLogger(__name__)
 # added to a topic is seen (and read) within this long. kafka-python's default is 5 minutes.
 METADATA_MAX_AGE_MS = 5_000
 BOOTSTRAP_TIMEOUT_MS = 10_000
+
+
+# kafka-python 3.0.12's sender waits up to request_timeout_ms for a dead transaction coordinator
+# before it asks again who coordinates (30 s by default). Measured on a 3-broker cluster with the
+# coordinator killed: a commit waited over 60 s at 30 s, 12.6 s at 5 s (the controller fences the
+# dead broker after 9 s). A request that times out is sent again; the producer is idempotent.
+KAFKA_PYTHON_PRODUCER_REQUEST_TIMEOUT_MS = 5_000
 
 
 class KafkaSetupError(RuntimeError):
@@ -67,7 +74,8 @@ def _connect(factory, kafka: dict, what: str, *args, **options):
 
 
 def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) -> None:
-    """Create missing topics (kafka.partitions, kafka.replication_factor) or report them;
+    """Create missing topics (kafka.partitions, kafka.replication_factor, kafka.min_insync_replicas)
+    or report them;
     `compacted` topics (snapshots) get one partition and cleanup.policy=compact."""
     wanted = [*kafka["labeled_topics"], *kafka["unlabeled_topics"], kafka["predictions_topic"], kafka["dead_letter_topic"],
               *compacted]
@@ -81,11 +89,14 @@ def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) ->
         if not kafka["create_topics"]:
             raise KafkaSetupError(f"kafka: topics {', '.join(missing)} do not exist and kafka.create_topics is false")
         labeled = set(kafka["labeled_topics"])
+        # With replicas, a write acknowledged (acks=all) is on min.insync.replicas brokers before
+        # the worker counts it done, so a broker lost afterwards loses none of it.
+        replicated = {"min.insync.replicas": str(min_insync_replicas(kafka))} if kafka["replication_factor"] > 1 else {}
         spec = {topic: {"num_partitions": kafka["labeled_partitions" if topic in labeled else "partitions"],
-                        "replication_factor": kafka["replication_factor"]}
+                        "replication_factor": kafka["replication_factor"], "configs": dict(replicated)}
                 for topic in missing}
         for topic in set(compacted) & set(missing):
-            spec[topic].update(num_partitions=1, configs={"cleanup.policy": "compact"})
+            spec[topic].update(num_partitions=1, configs={**replicated, "cleanup.policy": "compact"})
         try:
             admin.create_topics(spec, wait_for_metadata=True)
         except TopicAlreadyExistsError:
@@ -242,6 +253,7 @@ def make_producer(kafka: dict, client: dict, transactional_id: str | None = None
     if _uses_confluent(kafka):
         producer = _connect(_confluent().Producer, kafka, "producer", options)
     else:
+        options.setdefault("request_timeout_ms", KAFKA_PYTHON_PRODUCER_REQUEST_TIMEOUT_MS)
         producer = _connect(KafkaProducer, kafka, "producer", **options)
         if transactional_id is not None:
             _stale_epoch_means_fenced(producer)

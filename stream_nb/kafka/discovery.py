@@ -5,7 +5,7 @@ Order (the first that gives an address wins):
 1. ``--bootstrap HOST:PORT[,...]`` (or ``--set kafka.bootstrap_servers=...``) on the command line;
 2. ``$STREAM_NB_BOOTSTRAP``;
 3. ``kafka.bootstrap_servers`` of the configuration;
-4. the broker ``stream-nb kafka start`` left running in ``./.kafka``.
+4. the broker (or the live brokers of the cluster) ``stream-nb kafka start`` left running in ``./.kafka``.
 
 An address someone wrote down wins over the development broker: a production configuration run
 from a checkout talks to its own cluster, and its start line says which local broker it passed over.
@@ -60,6 +60,15 @@ def find_bootstrap(command_line: str | None = None, configured: str | list | Non
 
 
 def _local_broker(directory: Path) -> str | None:
+    from stream_nb.kafka.cluster import LocalKafkaCluster, is_cluster_directory
+
+    if is_cluster_directory(directory):
+        try:
+            nodes = LocalKafkaCluster(directory).status()
+        except RuntimeError:  # not a cluster stream_nb wrote: no local broker to offer
+            return None
+        live = [node.address for node in nodes if node.running]
+        return ",".join(live) or None
     if not (directory / "state.json").is_file():
         return None
     from stream_nb.kafka.broker import LocalKafkaBroker

@@ -1,0 +1,66 @@
+"""The cluster's plan without starting a JVM: where Kafka puts a group's and a transactional id's
+coordinator, and the directory rules of `stream-nb kafka start --brokers N`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stream_nb.kafka.cluster import ClusterError, LocalKafkaCluster, coordinator_partition, java_string_hash
+
+
+@pytest.mark.parametrize("text, java", [
+    # printed by Java 17's jshell: "<text>".hashCode()
+    ("hello", 99162322),
+    ("stream-nb-group-abc-a", -913736644),
+    ("日本語\U0001F600x", -798549378),  # a surrogate pair counts as two UTF-16 units
+    ("polygenelubricants", -2147483648),  # Integer.MIN_VALUE, whose abs Kafka masks to 0
+    ("", 0),
+])
+def test_the_hash_is_javas_string_hashcode(text, java):
+    assert java_string_hash(text) == java
+
+
+def test_the_coordinator_partition_masks_the_sign_as_kafka_does():
+    assert coordinator_partition("polygenelubricants", 3) == 0
+    assert coordinator_partition("stream-nb-group-abc-a", 3) == (-913736644 & 0x7FFFFFFF) % 3
+    assert coordinator_partition("hello", 50) == 99162322 % 50
+
+
+def test_a_new_cluster_gets_distinct_ports_and_writes_its_plan_on_start(tmp_path):
+    cluster = LocalKafkaCluster(tmp_path / "c", 3)
+    ports = [port for node in cluster.node_ids for port in (cluster.address(node).rsplit(":", 1)[1],)]
+    assert cluster.node_ids == [1, 2, 3] and len(set(ports)) == 3
+    assert cluster.bootstrap == ",".join(cluster.address(node) for node in (1, 2, 3))
+    properties = cluster.node(2).extra_properties
+    assert properties["node.id"] == "2"
+    assert properties["controller.quorum.voters"].count("@127.0.0.1:") == 3
+    assert (properties["min.insync.replicas"], properties["transaction.state.log.min.isr"]) == ("2", "2")
+    assert properties["offsets.topic.replication.factor"] == "3"
+    assert not (tmp_path / "c" / "cluster.json").exists()  # written by start(), not by a look
+
+
+@pytest.mark.parametrize("brokers, message", [(0, "--brokers must be between 1 and 9, not 0"),
+                                              (10, "--brokers must be between 1 and 9, not 10")])
+def test_a_cluster_size_out_of_range_is_refused(tmp_path, brokers, message):
+    with pytest.raises(ClusterError, match=message):
+        LocalKafkaCluster(tmp_path, brokers)
+
+
+def test_a_directory_of_a_single_broker_or_of_another_cluster_is_refused(tmp_path):
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "state.json").write_text("{}")
+    with pytest.raises(ClusterError, match="holds a single broker"):
+        LocalKafkaCluster(tmp_path / "single", 3)
+    (tmp_path / "three").mkdir()
+    (tmp_path / "three" / "cluster.json").write_text(json.dumps(
+        {"cluster_id": "x", "nodes": {str(n): {"port": 9000 + n, "controller_port": 9100 + n} for n in (1, 2, 3)}}))
+    with pytest.raises(ClusterError, match="holds a cluster of 3 brokers, not 2"):
+        LocalKafkaCluster(tmp_path / "three", 2)
+    assert LocalKafkaCluster(tmp_path / "three").bootstrap == "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"
+    (tmp_path / "three" / "cluster.json").write_text("{not json")
+    with pytest.raises(ClusterError, match="is not a cluster description stream_nb wrote"):
+        LocalKafkaCluster(tmp_path / "three")
+    with pytest.raises(ClusterError, match="no cluster in"):
+        LocalKafkaCluster(tmp_path / "none")
