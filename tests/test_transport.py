@@ -195,3 +195,30 @@ def test_a_partition_given_up_and_assigned_again_is_read_from_its_new_start():
     reader.assign([])
     reader.assign([tp])  # at the beginning: no floor from the seek before
     assert [record.offset for batch in reader.poll(0).values() for record in batch] == [0, 1]
+
+
+@pytest.mark.parametrize("error_name, lost", [
+    ("ProducerFencedError", True),
+    ("InvalidProducerEpochError", True),  # the coordinator aborted a transaction that outlived its timeout
+    ("TransactionalIdAuthorizationFailedError", True),
+    ("RequestTimedOutError", False),  # a coordinator that died: the producer is replaced, the worker goes on
+    (None, False),
+])
+def test_only_a_fencing_error_ends_a_kafka_python_transaction_as_lost(error_name, lost):
+    import kafka.errors
+
+    from stream_nb.kafka.clients import transaction_lost
+
+    class Manager:
+        def is_bumping_epoch(self):
+            return False
+
+        def has_fatal_error(self):
+            return error_name is not None
+
+        last_error = None if error_name is None else getattr(kafka.errors, error_name)()
+
+    class Producer:
+        _transaction_manager = Manager()
+
+    assert transaction_lost(Producer()) is lost

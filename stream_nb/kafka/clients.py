@@ -21,7 +21,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import (FencedInstanceIdError, InvalidProducerEpochError, KafkaError, KafkaTimeoutError,
-                          TopicAlreadyExistsError)
+                          ProducerFencedError, TopicAlreadyExistsError, TransactionalIdAuthorizationFailedError)
 from kafka.structs import MemberState, OffsetAndMetadata
 
 from stream_nb.config import KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS, min_insync_replicas
@@ -359,7 +359,16 @@ def transaction_lost(producer: KafkaProducer | None) -> bool:
     if _is_confluent(producer):
         return producer.fatal_error is not None
     manager = getattr(producer, "_transaction_manager", None)
-    return manager is not None and (manager.is_bumping_epoch() or manager.has_fatal_error())
+    if manager is None:
+        return False
+    # kafka-python also ends a producer for a transactional request that timed out ("could not
+    # execute transactional request for unknown reasons": a coordinator that died, seen on a
+    # 3-broker cluster). That producer is lost, not fenced: the worker replaces it.
+    return manager.is_bumping_epoch() or (manager.has_fatal_error() and _fenced_error(manager.last_error))
+
+
+def _fenced_error(error) -> bool:
+    return isinstance(error, (ProducerFencedError, InvalidProducerEpochError, TransactionalIdAuthorizationFailedError))
 
 
 def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
