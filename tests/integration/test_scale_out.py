@@ -23,6 +23,7 @@ from stream_nb.worker.cli import EXIT_FENCED
 
 from worker_support import (
     Message,
+    assert_each_output_once,
     Topics,
     WorkerProcess,
     assert_predictions_reproduced,
@@ -33,6 +34,7 @@ from worker_support import (
     latest_summary,
     newest_learned,
     newest_offsets,
+    planned_message,
     produce,
     read_topic,
     reference_digest_events,
@@ -67,24 +69,15 @@ class Stream:
         self.messages: list[Message] = []
         self.labeled_records = 0  # records on the labeled topic, good and bad
         for i in range(n_events):
-            label, text = rows[i % len(rows)]
-            event_id = f"e{i}"
-            if i % 997 == 500:
-                value = b'{"id":"bad-%d","text":"x","features":{"x":-1},"label":"spam"}' % i
-                self.messages.append(Message(topics.labeled, value, event_id.encode()))
-                self.bad.append(value)
-                self.labeled_records += 1
-            elif i % 1009 == 700:
-                value = b"not json %d" % i
-                self.messages.append(Message(topics.unlabeled, value, event_id.encode()))
-                self.bad.append(value)
-            elif i % 2:
-                self.messages.append(Message(topics.labeled, labeled_event(event_id, text, label), event_id.encode()))
-                self.labeled.append({"id": event_id, "text": text, "label": label, "offset": self.labeled_records})
-                self.labeled_records += 1
+            message, kind, event = planned_message(i, rows, topics, self.labeled_records)
+            self.messages.append(message)
+            if kind == "labeled":
+                self.labeled.append(event)
+            elif kind == "unlabeled":
+                self.unlabeled[event["id"]] = event["text"]
             else:
-                self.messages.append(Message(topics.unlabeled, unlabeled_event(event_id, text), event_id.encode()))
-                self.unlabeled[event_id] = text
+                self.bad.append(message.value)
+            self.labeled_records += message.topic == topics.labeled
         self.chunk, self.pause_s = chunk, pause_s
         self.sent = 0
         self.error: BaseException | None = None
@@ -108,21 +101,6 @@ class Stream:
         assert not self.thread.is_alive(), "the producer did not finish"
         if self.error is not None:
             raise self.error
-
-
-def assert_each_output_once(bootstrap: str, topics: Topics, stream: Stream) -> dict[str, dict]:
-    """What a read_committed reader sees: every unlabeled id predicted exactly once, each from its
-    own source record, and every bad message dead-lettered exactly once."""
-    predictions: dict[str, dict] = {}
-    for record in read_topic(bootstrap, topics.predictions, timeout=120):
-        prediction = json.loads(record.value)
-        assert prediction["id"] not in predictions, f"{prediction['id']} predicted twice"
-        assert prediction["source"]["topic"] == topics.unlabeled
-        predictions[prediction["id"]] = prediction
-    assert set(predictions) == set(stream.unlabeled)
-    dead = [record.value for record in read_topic(bootstrap, topics.dead_letters, timeout=60)]
-    assert sorted(dead) == sorted(stream.bad)
-    return predictions
 
 
 def kill_inside_an_open_transaction(worker: WorkerProcess, bootstrap: str, config_path: Path, instance: str,

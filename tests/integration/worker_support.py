@@ -123,6 +123,25 @@ def unlabeled_event(event_id: str, text: str) -> bytes:
     return json.dumps({"id": event_id, "text": text}, ensure_ascii=False).encode()
 
 
+def planned_message(i: int, rows, topics: Topics, labeled_offset: int) -> tuple[Message, str, dict | None]:
+    """The i-th message of a test stream over `rows` ((label, text) pairs), keyed by its id, with
+    its kind: "labeled" (odd i; the event with its offset on the labeled topic, `labeled_offset`),
+    "unlabeled" (even i; {"id", "text"}), or "bad" (every 997th a labeled event the model must
+    refuse, every 1009th unlabeled bytes that are not JSON: each must reach the dead letters once)."""
+    label, text = rows[i % len(rows)]
+    event_id = f"e{i}"
+    if i % 997 == 500:
+        value = b'{"id":"bad-%d","text":"x","features":{"x":-1},"label":"spam"}' % i
+        return Message(topics.labeled, value, event_id.encode()), "bad", None
+    if i % 1009 == 700:
+        return Message(topics.unlabeled, b"not json %d" % i, event_id.encode()), "bad", None
+    if i % 2:
+        event = {"id": event_id, "text": text, "label": label, "offset": labeled_offset}
+        return Message(topics.labeled, labeled_event(event_id, text, label), event_id.encode()), "labeled", event
+    return Message(topics.unlabeled, unlabeled_event(event_id, text), event_id.encode()), "unlabeled", \
+        {"id": event_id, "text": text}
+
+
 @dataclass(frozen=True)
 class Message:
     topic: str
@@ -191,6 +210,22 @@ def predictions_by_id(records: list) -> dict[str, list[dict]]:
         assert record.key == prediction["id"].encode(), (record.key, prediction["id"])
         found.setdefault(prediction["id"], []).append(prediction)
     return found
+
+
+def assert_each_output_once(bootstrap: str, topics: Topics, stream) -> dict[str, dict]:
+    """What a read_committed reader sees: every unlabeled id predicted exactly once, each from its
+    own source record, and every bad message dead-lettered exactly once. `stream` has
+    `unlabeled` ({id: text}) and `bad` (the values that must be dead letters)."""
+    predictions: dict[str, dict] = {}
+    for record in read_topic(bootstrap, topics.predictions, timeout=120):
+        prediction = json.loads(record.value)
+        assert prediction["id"] not in predictions, f"{prediction['id']} predicted twice"
+        assert prediction["source"]["topic"] == topics.unlabeled
+        predictions[prediction["id"]] = prediction
+    assert set(predictions) == set(stream.unlabeled)
+    dead = [record.value for record in read_topic(bootstrap, topics.dead_letters, timeout=60)]
+    assert sorted(dead) == sorted(stream.bad)
+    return predictions
 
 
 # ---------------------------------------------------------------------------------------------
