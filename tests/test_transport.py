@@ -222,3 +222,21 @@ def test_only_a_fencing_error_ends_a_kafka_python_transaction_as_lost(error_name
         _transaction_manager = Manager()
 
     assert transaction_lost(Producer()) is lost
+
+
+@pytest.mark.parametrize("error_name, lost", [
+    ("ProducerFencedError", True),  # _FENCED, PRODUCER_FENCED and INVALID_PRODUCER_EPOCH map to it
+    ("FencedInstanceIdError", True),
+    ("InvalidTxnStateError", False),  # librdkafka's fatal INVALID_TXN_STATE after a coordinator moved
+    (None, False),
+])
+def test_only_a_fencing_error_ends_a_confluent_transaction_as_lost(error_name, lost):
+    import kafka.errors
+
+    from stream_nb.kafka.clients import transaction_lost
+
+    class Producer:
+        confluent = True
+        fatal_error = None if error_name is None else getattr(kafka.errors, error_name)("fatal")
+
+    assert transaction_lost(Producer()) is lost

@@ -356,19 +356,21 @@ def transaction_lost(producer: KafkaProducer | None) -> bool:
     """Whether the broker ended this producer's transaction behind its back: it failed fatally
     (fenced, or a stale epoch after the coordinator aborted a transaction that outlived
     transaction_timeout_ms: see _stale_epoch_means_fenced), or it is bumping its epoch."""
+    # Both libraries also end a producer for what is no fencing, seen on a 3-broker cluster with
+    # a coordinator killed: kafka-python for a transactional request that timed out ("could not
+    # execute transactional request for unknown reasons"), librdkafka for INVALID_TXN_STATE from
+    # the coordinator that took over. Such a producer is lost, not fenced: the worker replaces it.
     if _is_confluent(producer):
-        return producer.fatal_error is not None
+        return producer.fatal_error is not None and _fenced_error(producer.fatal_error)
     manager = getattr(producer, "_transaction_manager", None)
     if manager is None:
         return False
-    # kafka-python also ends a producer for a transactional request that timed out ("could not
-    # execute transactional request for unknown reasons": a coordinator that died, seen on a
-    # 3-broker cluster). That producer is lost, not fenced: the worker replaces it.
     return manager.is_bumping_epoch() or (manager.has_fatal_error() and _fenced_error(manager.last_error))
 
 
 def _fenced_error(error) -> bool:
-    return isinstance(error, (ProducerFencedError, InvalidProducerEpochError, TransactionalIdAuthorizationFailedError))
+    return isinstance(error, (ProducerFencedError, InvalidProducerEpochError, FencedInstanceIdError,
+                              TransactionalIdAuthorizationFailedError))
 
 
 def close_producer(producer: KafkaProducer, timeout_s: float) -> None:
