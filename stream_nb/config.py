@@ -138,11 +138,6 @@ DEFAULT_MAX_CLASSES = 50
 
 INT32_MAX = 2**31 - 1
 TRANSACTION_TIMEOUT_MS = 60_000  # kafka-python's and librdkafka's default transaction_timeout_ms
-
-
-def min_insync_replicas(kafka: dict) -> int:
-    """kafka.min_insync_replicas, its 0 read as one less than the replication factor (at least 1)."""
-    return kafka.get("min_insync_replicas") or max(1, kafka.get("replication_factor", 1) - 1)
 # librdkafka's message.max.bytes stops at 1,000,000,000, and the worker's producer asks for
 # 2 * max_message_bytes + 65,536 (a dead letter carries the original bytes: kafka/clients.py).
 # Kafka's own limit is an int32, the decoders' a Py_ssize_t: both hold more.
@@ -390,6 +385,11 @@ class Config:
         if not self.kafka["labeled_topics"] and not self.kafka["unlabeled_topics"]:
             raise ConfigError("kafka.labeled_topics: no topic to read (labeled_topics and unlabeled_topics are empty)")
         return self.kafka
+
+
+def min_insync_replicas(kafka: dict) -> int:
+    """kafka.min_insync_replicas, its 0 read as one less than the replication factor (at least 1)."""
+    return kafka.get("min_insync_replicas") or max(1, kafka.get("replication_factor", 1) - 1)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:

@@ -368,10 +368,7 @@ class LocalKafkaBroker:
                 return None
             classpath = str(resolve_jars(self.cache_dir) / "*")
             java = _java_executable()
-            port, controller_port = self._choose_ports(avoid_previous=False)
-            self._write_properties(port, controller_port)
-            self._format_storage_once(java, classpath)
-            return self._launch(java, classpath, port, controller_port)
+            return self._launch(java, classpath, *self._configure(java, classpath, avoid_previous=False))
 
     def wait_until_ready(self, log_offset: int | None) -> None:
         """Wait for a `launch()`ed broker; BrokerError (with the log's first exception) if it exits
@@ -387,9 +384,7 @@ class LocalKafkaBroker:
         # A loaded machine sometimes loses a start (a port taken between probe and bind, a slow
         # quorum); one retry with fresh ports covers that before failing loudly.
         for attempt in (1, 2):
-            port, controller_port = self._choose_ports(avoid_previous=attempt > 1)
-            self._write_properties(port, controller_port)
-            self._format_storage_once(java, classpath)
+            port, controller_port = self._configure(java, classpath, avoid_previous=attempt > 1)
             try:
                 self._launch_and_wait(java, classpath, port, controller_port)
                 return self
@@ -398,6 +393,14 @@ class LocalKafkaBroker:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _configure(self, java: str, classpath: str, *, avoid_previous: bool) -> tuple[int, int]:
+        """Ports chosen, server.properties written, storage formatted (the first time): what a
+        launch needs. Returns (port, controller_port)."""
+        port, controller_port = self._choose_ports(avoid_previous=avoid_previous)
+        self._write_properties(port, controller_port)
+        self._format_storage_once(java, classpath)
+        return port, controller_port
 
     def _choose_ports(self, *, avoid_previous: bool) -> tuple[int, int]:
         previous = self._read_state()

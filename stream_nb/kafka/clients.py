@@ -41,6 +41,12 @@ BOOTSTRAP_TIMEOUT_MS = 10_000
 KAFKA_PYTHON_PRODUCER_REQUEST_TIMEOUT_MS = 5_000
 
 
+# The errors that mean a newer producer or member holds this worker's ids (or the coordinator
+# aborted a transaction that outlived its timeout, a stale epoch): the worker stops, never fences back.
+FENCING_ERRORS = (ProducerFencedError, InvalidProducerEpochError, FencedInstanceIdError,
+                  TransactionalIdAuthorizationFailedError)
+
+
 class KafkaSetupError(RuntimeError):
     """The broker cannot be reached or the topics are not as configured; one clear line."""
 
@@ -361,16 +367,12 @@ def transaction_lost(producer: KafkaProducer | None) -> bool:
     # execute transactional request for unknown reasons"), librdkafka for INVALID_TXN_STATE from
     # the coordinator that took over. Such a producer is lost, not fenced: the worker replaces it.
     if _is_confluent(producer):
-        return producer.fatal_error is not None and _fenced_error(producer.fatal_error)
+        return isinstance(producer.fatal_error, FENCING_ERRORS)
     manager = getattr(producer, "_transaction_manager", None)
     if manager is None:
         return False
-    return manager.is_bumping_epoch() or (manager.has_fatal_error() and _fenced_error(manager.last_error))
-
-
-def _fenced_error(error) -> bool:
-    return isinstance(error, (ProducerFencedError, InvalidProducerEpochError, FencedInstanceIdError,
-                              TransactionalIdAuthorizationFailedError))
+    fenced = manager.has_fatal_error() and isinstance(manager.last_error, FENCING_ERRORS)
+    return manager.is_bumping_epoch() or fenced
 
 
 def close_producer(producer: KafkaProducer, timeout_s: float) -> None:

@@ -19,16 +19,11 @@ import time
 from collections import Counter
 
 from kafka import TopicPartition
-from kafka.errors import (
-    FencedInstanceIdError,
-    InvalidProducerEpochError,
-    KafkaError,
-    ProducerFencedError,
-    TransactionalIdAuthorizationFailedError,
-)
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from stream_nb.kafka.clients import abort_transaction, commit_transaction, send_null_record, transaction_lost
+from stream_nb.kafka.clients import (FENCING_ERRORS, abort_transaction, commit_transaction, send_null_record,
+                                     transaction_lost)
 
 log = logging.getLogger("stream_nb.worker")
 
@@ -42,8 +37,6 @@ def transaction_call_timeout_s(transaction_timeout_s: float) -> float:
     still young enough that the worker reconnects instead of stopping as if it had been paused
     and replaced (Worker._recover stops once the open transaction outlived the timeout)."""
     return min(TRANSACTION_CALL_TIMEOUT_S, transaction_timeout_s / 3)
-FENCING_ERRORS = (ProducerFencedError, InvalidProducerEpochError, FencedInstanceIdError,
-                  TransactionalIdAuthorizationFailedError)
 
 
 class DeliveryError(KafkaError):
