@@ -310,6 +310,34 @@ class LocalKafkaCluster:
             time.sleep(0.25)
         raise ClusterError(f"partitions not in sync within {timeout:.0f}s: {behind[:10]}")
 
+    def prefer_leaders(self, timeout: float = 60.0) -> None:
+        """Move every partition's leadership back to its preferred replica (the first of its
+        assignment) and wait until it is there.
+
+        After a node came back it leads nothing; the controller's own rebalance moves leaders
+        back later (leader.imbalance.check.interval.seconds, 300 s by default), at a moment no
+        one chose. Electing now gives a layout that stays put.
+        """
+        from kafka import KafkaAdminClient
+
+        deadline = time.monotonic() + timeout
+        displaced: list = []
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # a controller just elected may not answer yet
+                admin = KafkaAdminClient(bootstrap_servers=self._live_bootstrap(), client_id="stream-nb-cluster",
+                                         request_timeout_ms=10_000)
+                try:
+                    admin.elect_leaders(0, None, timeout_ms=10_000)  # 0: preferred; None: every partition
+                finally:
+                    admin.close()
+            leaders = self.partition_leaders()
+            displaced = [key for key, state in leaders.items()
+                         if state["replicas"] and state["leader"] != state["replicas"][0]]
+            if not displaced:
+                return
+            time.sleep(0.5)
+        raise ClusterError(f"partitions not led by their preferred replica within {timeout:.0f}s: {displaced[:10]}")
+
     def _live_bootstrap(self) -> str:
         live = [status.address for status in self.status() if status.running]
         if not live:

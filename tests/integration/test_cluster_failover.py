@@ -74,9 +74,12 @@ def cluster(tmp_path_factory) -> LocalKafkaCluster:
 
 
 def whole(cluster: LocalKafkaCluster) -> LocalKafkaCluster:
-    """Every broker running and every replica in sync (a case that failed may have left one down)."""
+    """Every broker running, every replica in sync (a case that failed may have left one down) and
+    every partition led by its preferred replica, so that the controller's own rebalance does not
+    move a leader in the middle of a case."""
     cluster.start()
     cluster.wait_until_in_sync(timeout=180)
+    cluster.prefer_leaders()
     return cluster
 
 
