@@ -161,9 +161,9 @@ def test_the_workers_message_carries_the_score_per_sqrt_feature_and_its_verdict(
     texts = [event["text"] for event in train if event["label"] is not None]
     labels = [event["label"] for event in train if event["label"] is not None]
     featurizer = worker.text_featurizer
-    worker._predict_then_learn([Event(id=str(i), text=t, features=None, label=y, source=SourcePosition("t", 0, i))
-                                for i, (t, y) in enumerate(zip(texts, labels))],
-                               featurizer.transform_sparse(texts, vocabulary=worker.model.vocabulary))
+    worker.learner.predict_then_learn([Event(id=str(i), text=t, features=None, label=y, source=SourcePosition("t", 0, i))
+                                       for i, (t, y) in enumerate(zip(texts, labels))],
+                                      featurizer.transform_sparse(texts, vocabulary=worker.model.vocabulary))
     unseen = [" ".join(rng.choices(["free", "prize", "lunch", "team", "zebra", "quux", "the"], k=rng.randint(1, 40)))
               for _ in range(60)]
     events = [Event(id=f"u{i}", text=text, features=None, label=None, source=SourcePosition("u", 0, i))

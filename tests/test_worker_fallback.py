@@ -14,6 +14,7 @@ from stream_nb.config import load_config
 from stream_nb.events import Event, SourcePosition
 from stream_nb.worker.loop import ModelStateUnknown, Worker
 from stream_nb.worker.outputs import Fenced
+from stream_nb.worker.records import batch_or_one_by_one, featurise_or_reject
 
 SPAM = Path(__file__).resolve().parents[1] / "configs" / "spam.toml"
 
@@ -41,7 +42,7 @@ def batch(worker: Worker, texts: list[str], labels=None):
 def test_one_event_whose_scoring_raises_is_set_aside_and_the_others_keep_their_results(worker):
     events, origin, X = batch(worker, ["free prize now", "see you at lunch", "call me later"],
                               ["spam", "ham", "ham"])
-    worker._predict_then_learn(events, X)
+    worker.learner.predict_then_learn(events, X)
     expected = worker.model.predict_proba_many(X)
 
     def scoring(some, X_some):
@@ -50,7 +51,7 @@ def test_one_event_whose_scoring_raises_is_set_aside_and_the_others_keep_their_r
         return worker.model.predict_proba_many(X_some)
 
     rejected = []
-    results = worker._batch_or_one_by_one(events, origin, X, scoring, rejected.append, "scoring")
+    results = batch_or_one_by_one(worker.model, events, origin, X, scoring, rejected.append, "scoring")
     assert results == [expected[0], None, expected[2]]
     (dead,) = rejected
     assert (dead.reason, dead.detail) == ("processing_failed", "scoring raised IndexError: index 9 is out of bounds")
@@ -64,7 +65,7 @@ def test_a_refusal_of_the_model_stays_rejected_by_model(worker):
         raise ValueError("MultinomialNB needs feature values >= 0")
 
     rejected = []
-    assert worker._batch_or_one_by_one(events, origin, X, scoring, rejected.append, "scoring") == [None, None]
+    assert batch_or_one_by_one(worker.model, events, origin, X, scoring, rejected.append, "scoring") == [None, None]
     refusal = ("rejected_by_model", "MultinomialNB needs feature values >= 0")
     assert [(r.reason, r.detail) for r in rejected] == [refusal] * 2
 
@@ -79,7 +80,7 @@ def test_what_is_no_one_events_failure_propagates(worker, error):
 
     rejected = []
     with pytest.raises(type(error)):
-        worker._batch_or_one_by_one(events, origin, X, scoring, rejected.append, "scoring")
+        batch_or_one_by_one(worker.model, events, origin, X, scoring, rejected.append, "scoring")
     assert rejected == []
 
 
@@ -95,7 +96,7 @@ def test_an_event_whose_featurising_raises_is_set_aside_and_the_others_featurise
 
     worker.text_featurizer = Failing()
     rejected = []
-    kept, kept_origin, X = worker._featurise_or_reject(events, origin, rejected.append, learning=False)
+    kept, kept_origin, X = featurise_or_reject(events, origin, rejected.append, worker.featurise, learning=False)
     assert [event.id for event in kept] == ["e0", "e2"] and [r.offset for r in kept_origin] == [0, 2]
     assert X.to_dicts() == featurizer.transform_sparse(["win cash", "hello"]).to_dicts()
     assert [(r.reason, r.detail) for r in rejected] == [
@@ -106,12 +107,12 @@ def test_a_labeled_batch_that_raised_after_learning_part_of_itself_is_not_redone
     events, origin, X = batch(worker, ["free prize", "lunch at one", "cash now"], ["spam", "ham", "spam"])
 
     def learning_then_failing(some, X_some):
-        worker._predict_then_learn(some[:1], X_some[:1])  # the first is learned, then the batch fails
+        worker.learner.predict_then_learn(some[:1], X_some[:1])  # the first is learned, then the batch fails
         raise IndexError("counts and vocabulary disagree")
 
     with pytest.raises(ModelStateUnknown, match="learning of a batch raised IndexError: counts and vocabulary "
                                                 "disagree after learning part of it"):
-        worker._batch_or_one_by_one(events, origin, X, learning_then_failing, [].append, "learning")
+        batch_or_one_by_one(worker.model, events, origin, X, learning_then_failing, [].append, "learning")
     assert worker.model.events_learned == 1  # learned once, not again one at a time
 
 

@@ -31,11 +31,9 @@ from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
 from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
-from stream_nb.config import TRANSACTION_TIMEOUT_MS, Config, ConfigError, beyond_max_classes
-from stream_nb.events import (Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers,
-                              record_decoder)
-from stream_nb.events.raw_mail import decoder_for
-from stream_nb.features.mail import MailFeaturizer, UnreadableMail
+from stream_nb.config import TRANSACTION_TIMEOUT_MS, Config, ConfigError
+from stream_nb.events import Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers
+from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.clients import (
     close_producer,
     ensure_topics,
@@ -50,57 +48,31 @@ from stream_nb.kafka.clients import (
     take_part_in_rebalances,
     transaction_lost,
 )
-from stream_nb.lessons import LEARNED, LabeledLessons, LearnedIds, LearnedIdsStateError
+from stream_nb.lessons import LabeledLessons, LearnedIds, LearnedIdsStateError
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import band_verdict, obvious_positive
 from stream_nb.model.posterior import positive_score
 from stream_nb.model.scale import scaled_scores
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.registry import model_from_state
-from stream_nb.model.training import event_sizes, predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.labeled import LabeledLog
+from stream_nb.worker.learner import Learner
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by, transaction_call_timeout_s
 from stream_nb.worker.metrics import MetricsServer, WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
+from stream_nb.worker.records import (ModelStateUnknown, batch_or_one_by_one, count_consumed, decode, featurise,
+                                      featurise_or_reject, rejected_by_us)
 from stream_nb.worker.snapshots import SnapshotWriter, load_snapshot
 
 TELEMETRY_INTERVAL_S = 2.0  # gauges and readiness, when metrics are served (a lag query each time)
 log = logging.getLogger("stream_nb.worker")
 
-__all__ = ["DeliveryError", "Fenced", "Worker"]
+__all__ = ["DeliveryError", "Fenced", "ModelStateUnknown", "Worker"]
 
 RETRY_AFTER_ERROR_S = 2.0
 
 SESSION_TIMEOUT_MS = 10_000  # kafka-python's default session_timeout_ms (librdkafka's is longer)
-
-
-# One event's decoding, featurising or scoring that raises anything but these is that event's
-# failure alone: it is dead-lettered and the worker goes on. These stop the step instead: no
-# memory left, and Kafka's errors (a fenced transaction among them), which _recover or the
-# caller handles. (KeyboardInterrupt and SystemExit are no Exception: they always propagate.)
-NOT_ONE_EVENTS_FAILURE = (MemoryError, KafkaError, Fenced)
-
-
-class ModelStateUnknown(RuntimeError):
-    """A labeled batch raised after part of it was learned: the model no longer matches its
-    labeled offsets; the worker stops (its checkpoint and the log restore it)."""
-
-
-def _rejected_by_us(event: Event, reason: str, detail: str, record) -> Rejected:
-    """A decoded event the model cannot take (e.g. a negative count), for the dead-letter topic."""
-    return Rejected(reason=reason, detail=detail[:200], value=record.value, key=record.key,
-                    headers=tuple(record.headers or ()), source=event.source)
-
-
-def _refusal(event: Event, error: Exception, stage: str, record) -> Rejected:
-    """The dead letter of an event whose `stage` raised `error`: a TypeError or ValueError is
-    the model refusing the event (rejected_by_model); anything else is processing_failed, the
-    exception named (e.g. an IndexError of an inconsistent model)."""
-    if isinstance(error, (TypeError, ValueError)):
-        return _rejected_by_us(event, error.reason if isinstance(error, UnreadableMail) else "rejected_by_model",
-                               str(error), record)
-    return _rejected_by_us(event, "processing_failed", f"{stage} raised {type(error).__name__}: {error}", record)
 
 
 class _PauseLabeled(ConsumerRebalanceListener):
@@ -179,6 +151,12 @@ class Worker:
         self.mail_featurizer = MailFeaturizer(self.event_featurizer, on_parsed=self.telemetry.count_mail)
         self._caught_up_once = False
         self._metrics_server: MetricsServer | None = None
+        self.learner = Learner(self)
+
+    def featurise(self, events: list[Event], learning: bool = True):
+        """The events' features, by this worker's featurisers and the model's vocabulary as they are now."""
+        return featurise(events, learning, model=self.model, reads_text=self.config.reads_text,
+                         text_featurizer=self.text_featurizer, mail_featurizer=self.mail_featurizer)
 
     # ---- life cycle -----------------------------------------------------------------------
 
@@ -559,7 +537,7 @@ class Worker:
                 break
             records = self.labeled.poll(int(min(100, remaining * 1000)), self.kafka["poll_max_records"])
             if records:
-                self._learn(records)
+                self.learner.learn(records)
                 read += len(records)
             self.labeled.advance()
             take_part_in_rebalances(self.group)
@@ -578,190 +556,21 @@ class Worker:
         except CommitFailedError as error:  # the group moved on (a rebalance): redo, don't reconnect
             self._rewind_outputs(f"commit refused ({error})")
 
-    # ---- learning ------------------------------------------------------------------------------
-
-    def _learn(self, records: list) -> None:
-        """Decode, predict (for the prequential metrics) and learn labeled records in order."""
-        self._count_consumed(records)
-        events, origin = self._decode(records, labeled=True, rejected=self.labeled_rejections.append)
-        events, origin = self._screen_labels(events, origin)
-        if events:
-            events, origin, X = self._featurise_or_reject(events, origin, self.labeled_rejections.append)
-        if events:
-            lessons = self._learn_lessons(events, origin, X)
-            sizes = (event_sizes(X) if self.recorder is not None and self.recorder.score_scale != "none"
-                     else None)  # the recorder's scores per sqrt(distinct features)
-            for i, (event, proba, outcome) in enumerate(zip(events, lessons.probas, lessons.outcomes)):
-                # a first sending only (a refused event is a dead letter; duplicates and corrections were
-                # scored when they first came), predicted with some class known (as River and replay)
-                if outcome == LEARNED and proba:
-                    predicted = max(proba, key=proba.get)
-                    self.metrics.update(event.label, predicted, proba)
-                    if self.recorder is not None:
-                        self.recorder.update(event.label, predicted, proba, None if sizes is None else sizes[i])
-            learned_now = sum(lessons.learned)
-            self._learned_since_checkpoint += learned_now
-            self.telemetry.learned.inc(learned_now)  # once a batch: a counter's lock costs ~0.5 us
-        self._processed += len(records)
-        self._changed_since_checkpoint = True
-
-    def _learn_lessons(self, events: list[Event], origin: list, X) -> list:
-        """The labeled batch through the rules of duplicates and corrections (stream_nb.lessons):
-        its Lessons (a refused event is dead-lettered here)."""
-        def learn(start: int, stop: int) -> list:
-            return self._batch_or_one_by_one(events[start:stop], origin[start:stop], X[start:stop],
-                                             self._predict_then_learn, self.labeled_rejections.append, "learning")
-
-        def reject(i: int, error: Exception) -> None:
-            self.labeled_rejections.append(_refusal(events[i], error, "unlearning", origin[i]))
-
-        before = dict(self.lessons.outcomes)
-        lessons = self.lessons.run(self.model, [event.id for event in events], [event.label for event in events],
-                                   [event.unlearn for event in events], X, learn, reject)
-        for outcome, count in self.lessons.outcomes.items():
-            if count != before.get(outcome, 0):
-                self.telemetry.lessons.labels(outcome).inc(count - before.get(outcome, 0))
-        return lessons
-
-    def _predict_then_learn(self, events: list[Event], X) -> list[tuple[dict, bool]]:
-        probabilities, learned = predict_learn(self.model, X, [event.label for event in events], **self.config.training)
-        return list(zip(probabilities, learned))
-
     def _predict_only(self, events: list[Event], X) -> list[dict]:
         return self.model.predict_proba_many(X)
 
-    def _batch_or_one_by_one(self, events: list[Event], origin: list, X, compute, reject, stage: str) -> list:
-        """compute(events, their features X), one result per event. One bad event makes the
-        model refuse the whole batch before anything is learned (in every training mode), so on
-        a refusal, or any failure of one event (NOT_ONE_EVENTS_FAILURE aside), the events go
-        one at a time: each failing one goes to `reject` (its result is None), the others get
-        the results the batch would have given. A batch that failed after learning part of
-        itself cannot be redone event by event (those would be learned twice): ModelStateUnknown."""
-        learned_before = self.model.events_learned
-        try:
-            return compute(events, X)
-        except NOT_ONE_EVENTS_FAILURE:
-            raise
-        except Exception as batch_error:
-            self._stop_if_half_learned(learned_before, f"{stage} of a batch", batch_error)
-            results = []
-            for i, (event, record) in enumerate(zip(events, origin)):
-                learned_before = self.model.events_learned
-                try:
-                    results.extend(compute([event], X[i : i + 1]))
-                except NOT_ONE_EVENTS_FAILURE:
-                    raise
-                except Exception as error:
-                    self._stop_if_half_learned(learned_before, f"{stage} of event {event.id!r}", error)
-                    reject(_refusal(event, error, stage, record))
-                    results.append(None)
-            return results
-
-    def _stop_if_half_learned(self, learned_before: int, what: str, error: Exception) -> None:
-        """ModelStateUnknown when `what` raised `error` after the model had learned part of it."""
-        if self.model.events_learned != learned_before:
-            raise ModelStateUnknown(f"{what} raised {type(error).__name__}: {error} after learning part of it; "
-                                    f"stopping (a restart resumes from the last checkpoint)") from error
-
-    def _decode(self, records: list, labeled: bool, rejected) -> tuple[list[Event], list]:
-        """(events, their records); each message that is not a valid event goes to `rejected`."""
-        events, origin = [], []
-        decode = (decoder_for(self.kafka, labeled=labeled, classes=self.config.classes)  # raw mail
-                  if self.kafka["value_format"] == "mail" else
-                  record_decoder(labeled=labeled, max_bytes=self.kafka["max_message_bytes"], classes=self.config.classes))
-        for record in records:
-            source = SourcePosition(record.topic, record.partition, record.offset)
-            try:
-                decoded = decode(record.value, record.key, record.headers or (), source)
-            except NOT_ONE_EVENTS_FAILURE:
-                raise
-            except Exception as error:  # the decoder's own failure, not a verdict on the message
-                decoded = Rejected(reason="processing_failed", detail=f"decoding raised {type(error).__name__}: "
-                                   f"{error}"[:200], value=record.value, key=record.key,
-                                   headers=tuple(record.headers or ()), source=source)
-            if type(decoded) is Rejected:
-                rejected(decoded)
-            else:
-                events.append(decoded)
-                origin.append(record)
-        return events, origin
-
-    def _screen_labels(self, events: list[Event], origin: list) -> tuple[list, list]:
-        """Labels 1 and "1" would be two classes with one JSON name: keep the first type seen.
-        A label that would be a class beyond [model] max_classes is set aside too."""
-        known = {str(label): label for label in self.model.classes_}
-        kept, kept_origin = [], []
-        for event, record in zip(events, origin):
-            if event.label is None:  # a take-back only (unlearn): it adds no class
-                kept.append(event)
-                kept_origin.append(record)
-                continue
-            refusal = beyond_max_classes(event.label, known, self.config.max_classes)
-            if refusal is not None:
-                self.labeled_rejections.append(_rejected_by_us(event, "too_many_classes", refusal, record))
-                continue
-            existing = known.setdefault(str(event.label), event.label)
-            if type(existing) is not type(event.label):
-                self.labeled_rejections.append(_rejected_by_us(
-                    event, "label_type_conflict",
-                    f"label {event.label!r} clashes with the class {existing!r} already learned", record))
-                continue
-            kept.append(event)
-            kept_origin.append(record)
-        return kept, kept_origin
-
-    def _featurise(self, events: list[Event], learning: bool = True):
-        # no dict per message: the C featuriser looks the names up in the model's vocabulary (and
-        # numbers the new ones only for a batch that may learn them)
-        vocabulary = getattr(self.model, "vocabulary", None)
-        if self.config.reads_text and all(event.features is None and event.mail is None for event in events):
-            return self.text_featurizer.transform_sparse([event.text or "" for event in events],
-                                                         vocabulary=vocabulary, number_unknown=learning)
-        return self.mail_featurizer.transform_batch(  # mail events, structured features, or both
-            [{"text": event.text, "features": event.features, "mail": event.mail} for event in events],
-            vocabulary=vocabulary, number_unknown=learning)
-
-    def _featurise_or_reject(self, events: list[Event], origin: list, reject,
-                             learning: bool = True) -> tuple[list, list, object]:
-        """(events, their records, their features): an event the featuriser refuses (text sent
-        to a categorical or gaussian model, a string where a number is needed), or fails on,
-        goes to `reject`."""
-        try:
-            return events, origin, self._featurise(events, learning)
-        except NOT_ONE_EVENTS_FAILURE:
-            raise
-        except Exception:
-            kept, kept_origin = [], []
-            for event, record in zip(events, origin):
-                try:
-                    self._featurise([event], learning)
-                except NOT_ONE_EVENTS_FAILURE:
-                    raise
-                except Exception as error:
-                    reject(_refusal(event, error, "featurising", record))
-                    continue
-                kept.append(event)
-                kept_origin.append(record)
-            return kept, kept_origin, self._featurise(kept, learning) if kept else []
-
     # ---- predicting ----------------------------------------------------------------------------
-
-    def _count_consumed(self, records: list) -> None:
-        counts: dict = {}
-        for record in records:
-            counts[record.topic] = counts.get(record.topic, 0) + 1
-        for topic, count in counts.items():
-            self.telemetry.consumed.labels(topic).inc(count)
 
     def _predict(self, records: list) -> None:
         """Decode and predict unlabeled records with the model as it stands; publish."""
-        self._count_consumed(records)
-        events, origin = self._decode(records, labeled=False, rejected=self._dead_letter)
+        count_consumed(self.telemetry, records)
+        events, origin = decode(records, labeled=False, rejected=self._dead_letter, kafka=self.kafka,
+                                classes=self.config.classes)
         if events:
-            events, origin, X = self._featurise_or_reject(events, origin, self._dead_letter, learning=False)
+            events, origin, X = featurise_or_reject(events, origin, self._dead_letter, self.featurise, learning=False)
         if events:
-            probabilities = self._batch_or_one_by_one(events, origin, X, self._predict_only, self._dead_letter,
-                                                      "scoring")
+            probabilities = batch_or_one_by_one(self.model, events, origin, X, self._predict_only, self._dead_letter,
+                                                "scoring")
             self._publish_predictions(events, origin, probabilities, X)
         self._processed += len(records)
 
@@ -797,7 +606,7 @@ class Worker:
             if encoded is None:
                 continue  # dead-lettered above
             if isinstance(encoded, Exception):
-                self._dead_letter(_rejected_by_us(event, "prediction_not_encodable", str(encoded), record))
+                self._dead_letter(rejected_by_us(event, "prediction_not_encodable", str(encoded), record))
                 continue
             key, value = encoded
             self._send(self.kafka["predictions_topic"], value, key, None)

@@ -87,6 +87,7 @@ class ModelFailingOn:
 def test_empty_records_and_events_whose_processing_raises_are_dead_lettered_and_the_worker_goes_on(
         kafka_broker, tmp_path, sms, monkeypatch, training, transport):
     import stream_nb.worker.loop as loop
+    import stream_nb.worker.records as records
 
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("poison")
@@ -135,7 +136,7 @@ def test_empty_records_and_events_whose_processing_raises_are_dead_lettered_and_
     config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
                                training=training, worker={"labels_first_wait_s": 600}, transport=transport)
     assert load_config(config_path, []).kafka["processing_guarantee"] == "exactly_once"
-    monkeypatch.setattr(loop, "record_decoder", DecoderFailingOn(loop.record_decoder, DECODE_FAILS))
+    monkeypatch.setattr(records, "record_decoder", DecoderFailingOn(records.record_decoder, DECODE_FAILS))
     worker = loop.Worker(load_config(config_path, []))
     worker.text_featurizer = FeaturizerFailingOn(worker.text_featurizer, FEATURISE_FAILS)
     worker.model = ModelFailingOn(worker.model, SCORE_FAILS)

@@ -1,0 +1,142 @@
+"""From records to events to features, for learning and predicting alike: decoding, featurising,
+and the per-event fallback that sets one failing event aside as a dead letter (Rejected) while
+the others keep the results their batch would have given."""
+
+from __future__ import annotations
+
+from kafka.errors import KafkaError
+
+from stream_nb.events import Event, Rejected, SourcePosition, record_decoder
+from stream_nb.events.raw_mail import decoder_for
+from stream_nb.features.mail import UnreadableMail
+from stream_nb.worker.outputs import Fenced
+
+# One event's decoding, featurising or scoring that raises anything but these is that event's
+# failure alone: it is dead-lettered and the worker goes on. These stop the step instead: no
+# memory left, and Kafka's errors (a fenced transaction among them), which _recover or the
+# caller handles. (KeyboardInterrupt and SystemExit are no Exception: they always propagate.)
+NOT_ONE_EVENTS_FAILURE = (MemoryError, KafkaError, Fenced)
+
+
+class ModelStateUnknown(RuntimeError):
+    """A labeled batch raised after part of it was learned: the model no longer matches its
+    labeled offsets; the worker stops (its checkpoint and the log restore it)."""
+
+
+def rejected_by_us(event: Event, reason: str, detail: str, record) -> Rejected:
+    """A decoded event the model cannot take (e.g. a negative count), for the dead-letter topic."""
+    return Rejected(reason=reason, detail=detail[:200], value=record.value, key=record.key,
+                    headers=tuple(record.headers or ()), source=event.source)
+
+
+def refusal(event: Event, error: Exception, stage: str, record) -> Rejected:
+    """The dead letter of an event whose `stage` raised `error`: a TypeError or ValueError is
+    the model refusing the event (rejected_by_model); anything else is processing_failed, the
+    exception named (e.g. an IndexError of an inconsistent model)."""
+    if isinstance(error, (TypeError, ValueError)):
+        return rejected_by_us(event, error.reason if isinstance(error, UnreadableMail) else "rejected_by_model",
+                              str(error), record)
+    return rejected_by_us(event, "processing_failed", f"{stage} raised {type(error).__name__}: {error}", record)
+
+
+def count_consumed(telemetry, records: list) -> None:
+    counts: dict = {}
+    for record in records:
+        counts[record.topic] = counts.get(record.topic, 0) + 1
+    for topic, count in counts.items():
+        telemetry.consumed.labels(topic).inc(count)
+
+
+def decode(records: list, labeled: bool, rejected, kafka: dict, classes) -> tuple[list[Event], list]:
+    """(events, their records); each message that is not a valid event goes to `rejected`."""
+    events, origin = [], []
+    decoder = (decoder_for(kafka, labeled=labeled, classes=classes)  # raw mail
+               if kafka["value_format"] == "mail" else
+               record_decoder(labeled=labeled, max_bytes=kafka["max_message_bytes"], classes=classes))
+    for record in records:
+        source = SourcePosition(record.topic, record.partition, record.offset)
+        try:
+            decoded = decoder(record.value, record.key, record.headers or (), source)
+        except NOT_ONE_EVENTS_FAILURE:
+            raise
+        except Exception as error:  # the decoder's own failure, not a verdict on the message
+            decoded = Rejected(reason="processing_failed", detail=f"decoding raised {type(error).__name__}: "
+                               f"{error}"[:200], value=record.value, key=record.key,
+                               headers=tuple(record.headers or ()), source=source)
+        if type(decoded) is Rejected:
+            rejected(decoded)
+        else:
+            events.append(decoded)
+            origin.append(record)
+    return events, origin
+
+
+def featurise(events: list[Event], learning: bool, *, model, reads_text: bool, text_featurizer, mail_featurizer):
+    # no dict per message: the C featuriser looks the names up in the model's vocabulary (and
+    # numbers the new ones only for a batch that may learn them)
+    vocabulary = getattr(model, "vocabulary", None)
+    if reads_text and all(event.features is None and event.mail is None for event in events):
+        return text_featurizer.transform_sparse([event.text or "" for event in events],
+                                                vocabulary=vocabulary, number_unknown=learning)
+    return mail_featurizer.transform_batch(  # mail events, structured features, or both
+        [{"text": event.text, "features": event.features, "mail": event.mail} for event in events],
+        vocabulary=vocabulary, number_unknown=learning)
+
+
+def featurise_or_reject(events: list[Event], origin: list, reject, featurise,
+                        learning: bool = True) -> tuple[list, list, object]:
+    """(events, their records, their features by `featurise(events, learning)`): an event the
+    featuriser refuses (text sent to a categorical or gaussian model, a string where a number is
+    needed), or fails on, goes to `reject`."""
+    try:
+        return events, origin, featurise(events, learning)
+    except NOT_ONE_EVENTS_FAILURE:
+        raise
+    except Exception:
+        kept, kept_origin = [], []
+        for event, record in zip(events, origin):
+            try:
+                featurise([event], learning)
+            except NOT_ONE_EVENTS_FAILURE:
+                raise
+            except Exception as error:
+                reject(refusal(event, error, "featurising", record))
+                continue
+            kept.append(event)
+            kept_origin.append(record)
+        return kept, kept_origin, featurise(kept, learning) if kept else []
+
+
+def batch_or_one_by_one(model, events: list[Event], origin: list, X, compute, reject, stage: str) -> list:
+    """compute(events, their features X), one result per event. One bad event makes the
+    model refuse the whole batch before anything is learned (in every training mode), so on
+    a refusal, or any failure of one event (NOT_ONE_EVENTS_FAILURE aside), the events go
+    one at a time: each failing one goes to `reject` (its result is None), the others get
+    the results the batch would have given. A batch that failed after learning part of
+    itself cannot be redone event by event (those would be learned twice): ModelStateUnknown."""
+    learned_before = model.events_learned
+    try:
+        return compute(events, X)
+    except NOT_ONE_EVENTS_FAILURE:
+        raise
+    except Exception as batch_error:
+        _stop_if_half_learned(model, learned_before, f"{stage} of a batch", batch_error)
+        results = []
+        for i, (event, record) in enumerate(zip(events, origin)):
+            learned_before = model.events_learned
+            try:
+                results.extend(compute([event], X[i : i + 1]))
+            except NOT_ONE_EVENTS_FAILURE:
+                raise
+            except Exception as error:
+                _stop_if_half_learned(model, learned_before, f"{stage} of event {event.id!r}", error)
+                reject(refusal(event, error, stage, record))
+                results.append(None)
+        return results
+
+
+def _stop_if_half_learned(model, learned_before: int, what: str, error: Exception) -> None:
+    """ModelStateUnknown when `what` raised `error` after the model had learned part of it."""
+    if model.events_learned != learned_before:
+        raise ModelStateUnknown(f"{what} raised {type(error).__name__}: {error} after learning part of it; "
+                                f"stopping (a restart resumes from the last checkpoint)") from error
