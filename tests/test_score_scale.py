@@ -149,7 +149,7 @@ def scaled_worker(tmp_path):
     worker = Worker(load_config(path, [*SCALED, f'checkpoint.dir="{tmp_path}"',
                                        'kafka.bootstrap_servers="127.0.0.1:9"']))
     sent = []
-    worker._send = lambda topic, value, key, headers: sent.append(json.loads(value))  # no broker is reached
+    worker.predictor.send = lambda topic, value, key, headers: sent.append(json.loads(value))  # no broker is reached
     worker.labeled = type("NoLabeledLog", (), {"offsets": lambda self: []})()
     return worker, sent
 
@@ -169,7 +169,7 @@ def test_the_workers_message_carries_the_score_per_sqrt_feature_and_its_verdict(
     events = [Event(id=f"u{i}", text=text, features=None, label=None, source=SourcePosition("u", 0, i))
               for i, text in enumerate(unseen)]
     X = featurizer.transform_sparse(unseen, vocabulary=worker.model.vocabulary, number_unknown=False)
-    worker._publish_predictions(events, [None] * len(events), worker.model.predict_proba_many(X), X)
+    worker.predictor.publish_predictions(events, [None] * len(events), worker.model.predict_proba_many(X), X)
 
     assert len(sent) == 60
     verdicts = set()

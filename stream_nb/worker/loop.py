@@ -32,7 +32,7 @@ from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
 from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
 from stream_nb.config import TRANSACTION_TIMEOUT_MS, Config, ConfigError
-from stream_nb.events import Event, PredictionEncoder, Rejected, SourcePosition, dead_letter_headers
+from stream_nb.events import Event, Rejected, SourcePosition
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.clients import (
     close_producer,
@@ -49,11 +49,6 @@ from stream_nb.kafka.clients import (
     transaction_lost,
 )
 from stream_nb.lessons import LabeledLessons, LearnedIds, LearnedIdsStateError
-from stream_nb.model.base import SparseBatch
-from stream_nb.model.decision import band_verdict, obvious_positive
-from stream_nb.model.posterior import positive_score
-from stream_nb.model.scale import scaled_scores
-from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.registry import model_from_state
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.labeled import LabeledLog
@@ -61,8 +56,8 @@ from stream_nb.worker.learner import Learner
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by, transaction_call_timeout_s
 from stream_nb.worker.metrics import MetricsServer, WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
-from stream_nb.worker.records import (ModelStateUnknown, batch_or_one_by_one, count_consumed, decode, featurise,
-                                      featurise_or_reject, rejected_by_us)
+from stream_nb.worker.predictor import Predictor
+from stream_nb.worker.records import ModelStateUnknown, featurise
 from stream_nb.worker.snapshots import SnapshotWriter, load_snapshot
 
 TELEMETRY_INTERVAL_S = 2.0  # gauges and readiness, when metrics are served (a lag query each time)
@@ -127,7 +122,6 @@ class Worker:
         self.labeled_rejections: list[Rejected] = []
         self._cursors: dict[TopicPartition, int] = {}  # owned labeled partition -> published up to
         self._assignment_changed = False
-        self._single_partition: dict[str, bool] = {}
         self._stopping = False
         self._stop_reason = "asked to stop"
         self._published: Counter = Counter()  # {topic: outputs committed} since start
@@ -152,6 +146,7 @@ class Worker:
         self._caught_up_once = False
         self._metrics_server: MetricsServer | None = None
         self.learner = Learner(self)
+        self.predictor = Predictor(self)
 
     def featurise(self, events: list[Event], learning: bool = True):
         """The events' features, by this worker's featurisers and the model's vocabulary as they are now."""
@@ -286,9 +281,7 @@ class Worker:
                                call_timeout_s=transaction_call_timeout_s(self._transaction_timeout_s))
         self._cursors = {}
         self._assignment_changed = True
-        self._single_partition = {
-            topic: len(self.group.partitions_for_topic(topic) or ()) == 1
-            for topic in (self.kafka["predictions_topic"], self.kafka["dead_letter_topic"])}
+        self.predictor.count_output_partitions(self.group)
 
     def _join_group(self):
         group = make_group_consumer(self.kafka, self.config.kafka_client, self.instance_id)
@@ -512,7 +505,7 @@ class Worker:
                    for record in batch]
         if records:
             self.outputs.begin(metadata)
-            self._predict(records)
+            self.predictor.predict(records)
         if self.outputs.due() or self._labeled_dead_letters_due():
             self._commit_outputs_or_rewind()
         self._collect_checkpoint()
@@ -555,76 +548,6 @@ class Worker:
             self._commit_outputs()
         except CommitFailedError as error:  # the group moved on (a rebalance): redo, don't reconnect
             self._rewind_outputs(f"commit refused ({error})")
-
-    def _predict_only(self, events: list[Event], X) -> list[dict]:
-        return self.model.predict_proba_many(X)
-
-    # ---- predicting ----------------------------------------------------------------------------
-
-    def _predict(self, records: list) -> None:
-        """Decode and predict unlabeled records with the model as it stands; publish."""
-        count_consumed(self.telemetry, records)
-        events, origin = decode(records, labeled=False, rejected=self._dead_letter, kafka=self.kafka,
-                                classes=self.config.classes)
-        if events:
-            events, origin, X = featurise_or_reject(events, origin, self._dead_letter, self.featurise, learning=False)
-        if events:
-            probabilities = batch_or_one_by_one(self.model, events, origin, X, self._predict_only, self._dead_letter,
-                                                "scoring")
-            self._publish_predictions(events, origin, probabilities, X)
-        self._processed += len(records)
-
-    def _publish_predictions(self, events: list[Event], origin: list, probabilities: list, X) -> None:
-        learned = int(self.model.events_learned)
-        labeled_offsets = self.labeled.offsets()
-        evaluation = self.config.evaluation
-        band, score_band = evaluation["unsure_band"], evaluation.get("unsure_score_band")
-        # the score's positive class: the configured one, else the obvious one of two classes (spam of
-        # spam/ham, True/1 of booleans); with neither the messages carry no score
-        positive = evaluation["positive"]
-        if positive is None:
-            positive = obvious_positive(self.model.classes_)
-        scores = None if positive is None else [positive_score(proba, positive) for proba in probabilities]
-        if scores is not None and evaluation["score_scale"] != "none":  # per sqrt(distinct features) of X
-            scores = scaled_scores(scores, X, evaluation["score_scale"])
-        n_clues = self.config.worker["clues"]
-        # the clues read the features the predictions were made from (no second featurising)
-        clues = None
-        if n_clues:
-            clues = (strongest_clues_many(self.model, X, probabilities, top=n_clues) if isinstance(X, SparseBatch)
-                     else [strongest_clues(self.model, x, top=n_clues, proba=proba) if proba else None
-                           for x, proba in zip(X, probabilities)])
-        encoder = PredictionEncoder(events_learned=learned, checkpoint=self.checkpoint_id,
-                                    labeled_offsets=labeled_offsets)
-        verdicts = None if band is None and score_band is None else [
-            band_verdict(proba, None if scores is None else scores[i], positive, band, score_band)
-            if proba is not None else None for i, proba in enumerate(probabilities)]
-        messages = encoder.encode_many(events, probabilities, verdicts, clues, scores)
-        # The latency histogram costs ~1 us a prediction: only when metrics are served.
-        sent, timed = 0, self._metrics_server is not None
-        for event, record, encoded in zip(events, origin, messages):
-            if encoded is None:
-                continue  # dead-lettered above
-            if isinstance(encoded, Exception):
-                self._dead_letter(rejected_by_us(event, "prediction_not_encodable", str(encoded), record))
-                continue
-            key, value = encoded
-            self._send(self.kafka["predictions_topic"], value, key, None)
-            sent += 1
-            if timed and record.timestamp and record.timestamp > 0:  # source append (or create) time, ms
-                self.telemetry.latency.observe(max(0.0, time.time() - record.timestamp / 1000))
-        self.telemetry.predictions.inc(sent)
-
-    def _dead_letter(self, rejected: Rejected) -> None:
-        log.debug("dead letter %s:%d:%d %s", rejected.source.topic, rejected.source.partition,
-                  rejected.source.offset, rejected.reason)
-        self._send(self.kafka["dead_letter_topic"], rejected.value, rejected.key, dead_letter_headers(rejected))
-        self.telemetry.dead_letters.labels(rejected.reason).inc()
-
-    def _send(self, topic: str, value, key, headers) -> None:
-        # A one-partition topic needs no key hash: kafka-python's murmur2 is pure Python and
-        # cost about a fifth of each send; with more partitions the key decides, as usual.
-        self.outputs.send(topic, value, key, headers, 0 if self._single_partition.get(topic) else None)
 
     # ---- the commit of outputs (one place) ------------------------------------------------------
 
@@ -712,7 +635,7 @@ class Worker:
             if due or (final and position > cursor):
                 self.outputs.begin(self.group.group_metadata())
             for rejected in due:
-                self._dead_letter(rejected)
+                self.predictor.dead_letter(rejected)
             cursors[tp] = max(cursor, position)
         if not self.outputs.open:
             return True

@@ -1,0 +1,108 @@
+"""The predictor: unlabeled records decoded, featurised and scored with the model as it stands,
+each prediction naming the labeled offsets its model reflects (so a replay reproduces it), sent
+into the open outputs with the dead letters (stream_nb.worker.outputs commits them)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from stream_nb.events import Event, PredictionEncoder, Rejected, dead_letter_headers
+from stream_nb.model.base import SparseBatch
+from stream_nb.model.decision import band_verdict, obvious_positive
+from stream_nb.model.explain import strongest_clues, strongest_clues_many
+from stream_nb.model.posterior import positive_score
+from stream_nb.model.scale import scaled_scores
+from stream_nb.worker.records import batch_or_one_by_one, count_consumed, decode, featurise_or_reject, rejected_by_us
+
+if TYPE_CHECKING:
+    from stream_nb.worker.loop import Worker
+
+log = logging.getLogger("stream_nb.worker")
+
+
+class Predictor:
+    """Predicts unlabeled records and publishes predictions and dead letters into worker.outputs."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._single_partition: dict[str, bool] = {}
+
+    def count_output_partitions(self, group) -> None:
+        """Which output topics have one partition (their sends need no key hash), as `group` sees them."""
+        kafka = self.worker.kafka
+        self._single_partition = {
+            topic: len(group.partitions_for_topic(topic) or ()) == 1
+            for topic in (kafka["predictions_topic"], kafka["dead_letter_topic"])}
+
+    def _predict_only(self, events: list[Event], X) -> list[dict]:
+        return self.worker.model.predict_proba_many(X)
+
+    def predict(self, records: list) -> None:
+        """Decode and predict unlabeled records with the model as it stands; publish."""
+        w = self.worker
+        count_consumed(w.telemetry, records)
+        events, origin = decode(records, labeled=False, rejected=self.dead_letter, kafka=w.kafka,
+                                classes=w.config.classes)
+        if events:
+            events, origin, X = featurise_or_reject(events, origin, self.dead_letter, w.featurise, learning=False)
+        if events:
+            probabilities = batch_or_one_by_one(w.model, events, origin, X, self._predict_only, self.dead_letter,
+                                                "scoring")
+            self.publish_predictions(events, origin, probabilities, X)
+        w._processed += len(records)
+
+    def publish_predictions(self, events: list[Event], origin: list, probabilities: list, X) -> None:
+        w = self.worker
+        model = w.model
+        learned = int(model.events_learned)
+        labeled_offsets = w.labeled.offsets()
+        evaluation = w.config.evaluation
+        band, score_band = evaluation["unsure_band"], evaluation.get("unsure_score_band")
+        # the score's positive class: the configured one, else the obvious one of two classes (spam of
+        # spam/ham, True/1 of booleans); with neither the messages carry no score
+        positive = evaluation["positive"]
+        if positive is None:
+            positive = obvious_positive(model.classes_)
+        scores = None if positive is None else [positive_score(proba, positive) for proba in probabilities]
+        if scores is not None and evaluation["score_scale"] != "none":  # per sqrt(distinct features) of X
+            scores = scaled_scores(scores, X, evaluation["score_scale"])
+        n_clues = w.config.worker["clues"]
+        # the clues read the features the predictions were made from (no second featurising)
+        clues = None
+        if n_clues:
+            clues = (strongest_clues_many(model, X, probabilities, top=n_clues) if isinstance(X, SparseBatch)
+                     else [strongest_clues(model, x, top=n_clues, proba=proba) if proba else None
+                           for x, proba in zip(X, probabilities)])
+        encoder = PredictionEncoder(events_learned=learned, checkpoint=w.checkpoint_id,
+                                    labeled_offsets=labeled_offsets)
+        verdicts = None if band is None and score_band is None else [
+            band_verdict(proba, None if scores is None else scores[i], positive, band, score_band)
+            if proba is not None else None for i, proba in enumerate(probabilities)]
+        messages = encoder.encode_many(events, probabilities, verdicts, clues, scores)
+        # The latency histogram costs ~1 us a prediction: only when metrics are served.
+        sent, timed = 0, w._metrics_server is not None
+        for event, record, encoded in zip(events, origin, messages):
+            if encoded is None:
+                continue  # dead-lettered above
+            if isinstance(encoded, Exception):
+                self.dead_letter(rejected_by_us(event, "prediction_not_encodable", str(encoded), record))
+                continue
+            key, value = encoded
+            self.send(w.kafka["predictions_topic"], value, key, None)
+            sent += 1
+            if timed and record.timestamp and record.timestamp > 0:  # source append (or create) time, ms
+                w.telemetry.latency.observe(max(0.0, time.time() - record.timestamp / 1000))
+        w.telemetry.predictions.inc(sent)
+
+    def dead_letter(self, rejected: Rejected) -> None:
+        log.debug("dead letter %s:%d:%d %s", rejected.source.topic, rejected.source.partition,
+                  rejected.source.offset, rejected.reason)
+        self.send(self.worker.kafka["dead_letter_topic"], rejected.value, rejected.key, dead_letter_headers(rejected))
+        self.worker.telemetry.dead_letters.labels(rejected.reason).inc()
+
+    def send(self, topic: str, value, key, headers) -> None:
+        # A one-partition topic needs no key hash: kafka-python's murmur2 is pure Python and
+        # cost about a fifth of each send; with more partitions the key decides, as usual.
+        self.worker.outputs.send(topic, value, key, headers, 0 if self._single_partition.get(topic) else None)
