@@ -51,6 +51,7 @@ from stream_nb.kafka.clients import (
 from stream_nb.lessons import LabeledLessons, LearnedIds, LearnedIdsStateError
 from stream_nb.model.registry import model_from_state
 from stream_nb.replay.metrics import PrequentialMetrics
+from stream_nb.worker.commits import Commits
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.learner import Learner
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by, transaction_call_timeout_s
@@ -120,7 +121,6 @@ class Worker:
         self.outputs: Outputs | None = None
         # Labeled dead letters not yet published by the partition's owner (offset >= its cursor).
         self.labeled_rejections: list[Rejected] = []
-        self._cursors: dict[TopicPartition, int] = {}  # owned labeled partition -> published up to
         self._assignment_changed = False
         self._stopping = False
         self._stop_reason = "asked to stop"
@@ -147,6 +147,7 @@ class Worker:
         self._metrics_server: MetricsServer | None = None
         self.learner = Learner(self)
         self.predictor = Predictor(self)
+        self.commits = Commits(self)
 
     def featurise(self, events: list[Event], learning: bool = True):
         """The events' features, by this worker's featurisers and the model's vocabulary as they are now."""
@@ -279,7 +280,7 @@ class Worker:
                                commit_interval_s=self.kafka["commit_interval_ms"] / 1000,
                                transactional_id=self.transactional_id, published=self._published,
                                call_timeout_s=transaction_call_timeout_s(self._transaction_timeout_s))
-        self._cursors = {}
+        self.commits.cursors = {}
         self._assignment_changed = True
         self.predictor.count_output_partitions(self.group)
 
@@ -352,7 +353,7 @@ class Worker:
                         last_telemetry = now
                 # A stop asked for leaves redone outputs to the partitions' next owner; an idle
                 # stop (a catch-up run) whose last commit was redone goes on until it is done.
-                if self._final_commit() or self._stopping:
+                if self.commits.final_commit() or self._stopping:
                     break
                 idle_since = time.monotonic()
             self.checkpoint()
@@ -381,22 +382,6 @@ class Worker:
         log.info("stopped (%s): %d events read, %d learned, %d predictions and %d dead letters published; %s",
                  self._stop_reason, processed, learned, self._published[self.kafka["predictions_topic"]],
                  self._published[self.kafka["dead_letter_topic"]], final)
-
-    def _final_commit(self) -> bool:
-        """The last commit of a clean stop (retried once after a Kafka error). False when the
-        outputs were aborted to be redone (a rebalance, a refused commit)."""
-        for attempt in range(2):
-            try:
-                return self._commit_outputs(final=True)
-            except CommitFailedError as error:
-                self._rewind_outputs(f"final commit refused ({error})")
-                return False
-            except KafkaError as error:
-                if attempt:
-                    log.warning("final commit failed (%s): the outputs since the last commit will be redone", error)
-                    return False
-                self._recover(error)
-        return False
 
     def close(self) -> None:
         self._close_clients()
@@ -471,7 +456,7 @@ class Worker:
         except Exception as close_error:  # a fatal consumer may refuse a clean close; it is replaced
             log.debug("closing the fenced consumer: %s", close_error)
         self.group = self.outputs.group = self._join_group()
-        self._cursors = {}
+        self.commits.cursors = {}
         self._assignment_changed = True
         self._unconfirmed = f"its consumer was fenced by another member with instance id {self.instance_id!r}"
         return True
@@ -497,7 +482,7 @@ class Worker:
         if (now.generation_id, now.member_id) != (metadata.generation_id, metadata.member_id) or self.outputs.stale(now):
             # The group changed during the poll: its records may be of partitions that have moved.
             if polled or self.outputs.open:
-                self._rewind_outputs("the group rebalanced" if metadata.generation_id >= 0 else None)
+                self.commits.rewind("the group rebalanced" if metadata.generation_id >= 0 else None)
             return bool(polled)
         if polled:
             OUTAGE.back()  # the broker answered
@@ -506,8 +491,8 @@ class Worker:
         if records:
             self.outputs.begin(metadata)
             self.predictor.predict(records)
-        if self.outputs.due() or self._labeled_dead_letters_due():
-            self._commit_outputs_or_rewind()
+        if self.outputs.due() or self.commits.labeled_dead_letters_due():
+            self.commits.commit_or_rewind()
         self._collect_checkpoint()
         if self._checkpoint_due():
             self._checkpoint_or_carry_on()
@@ -537,17 +522,11 @@ class Worker:
             if self.outputs.due():
                 # Every polled record is processed at this point, so this commit is exact; it keeps
                 # a transaction from staying open through a long catch-up (transaction_timeout_ms).
-                self._commit_outputs_or_rewind()
+                self.commits.commit_or_rewind()
             self._collect_checkpoint()
             if self._checkpoint_due():  # a long backlog keeps the schedule too (every_events)
                 self._checkpoint_or_carry_on()
         return read
-
-    def _commit_outputs_or_rewind(self) -> None:
-        try:
-            self._commit_outputs()
-        except CommitFailedError as error:  # the group moved on (a rebalance): redo, don't reconnect
-            self._rewind_outputs(f"commit refused ({error})")
 
     # ---- the commit of outputs (one place) ------------------------------------------------------
 
@@ -566,12 +545,12 @@ class Worker:
         log.info("group %s assigns this worker %s", self.kafka["group_id"],
                  ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assignment)) or "no partition")
         owned = {tp for tp in assignment if tp.topic in self.labeled_topics}  # paused by _PauseLabeled
-        self._cursors = {tp: offset for tp, offset in self._cursors.items() if tp in owned}
-        for tp in owned - set(self._cursors):
-            self._cursors[tp] = self.group.committed(tp) or 0
+        self.commits.cursors = {tp: offset for tp, offset in self.commits.cursors.items() if tp in owned}
+        for tp in owned - set(self.commits.cursors):
+            self.commits.cursors[tp] = self.group.committed(tp) or 0
         if owned:
             log.info("publishing the dead letters of labeled partitions %s",
-                     ", ".join(f"{tp.topic}[{tp.partition}] from offset {offset}" for tp, offset in self._cursors.items()))
+                     ", ".join(f"{tp.topic}[{tp.partition}] from offset {offset}" for tp, offset in self.commits.cursors.items()))
 
     def _confirm_ownership_after_a_stall(self) -> None:
         """Start to start: a pause that lands inside a step shows in the gap before the next."""
@@ -613,68 +592,19 @@ class Worker:
             self.outputs.commit(committed)
         except CommitFailedError:
             # The transaction coordinator took our epoch (it answers before the group does): ours.
-            self._rewind_outputs(None)
+            self.commits.rewind(None)
         self._unconfirmed = None
-
-    def _labeled_dead_letters_due(self) -> bool:
-        return any(self._cursors.get(TopicPartition(r.source.topic, r.source.partition), 1 << 62) <= r.source.offset
-                   for r in self.labeled_rejections)
-
-    def _commit_outputs(self, final: bool = False) -> bool:
-        """The commit protocol: publish the labeled dead letters this worker owns, then commit the
-        open outputs with the group's offsets (unlabeled positions, labeled dead-letter cursors).
-        False when the outputs were aborted instead, to be redone (a rebalance meanwhile)."""
-        if self._assignment_changed:  # a rebalance since the last poll: what we own is not known
-            self._rewind_outputs("the group rebalanced")
-            return False
-        cursors = {}
-        for tp, cursor in self._cursors.items():
-            position = self.labeled.positions.get((tp.topic, tp.partition), 0)
-            due = [r for r in self.labeled_rejections
-                   if (r.source.topic, r.source.partition) == (tp.topic, tp.partition) and cursor <= r.source.offset < position]
-            if due or (final and position > cursor):
-                self.outputs.begin(self.group.group_metadata())
-            for rejected in due:
-                self.predictor.dead_letter(rejected)
-            cursors[tp] = max(cursor, position)
-        if not self.outputs.open:
-            return True
-        offsets = {tp: self.group.position(tp) for tp in self.group.assignment() if tp.topic not in self.labeled_topics}
-        self.outputs.commit({**offsets, **cursors})
-        self._cursors.update(cursors)
-        self._prune_rejections(self._cursors)
-        return True
-
-    def _prune_rejections(self, cursors: dict[TopicPartition, int]) -> None:
-        self.labeled_rejections = [
-            r for r in self.labeled_rejections
-            if r.source.offset >= cursors.get(TopicPartition(r.source.topic, r.source.partition), -1)]
-
-    def _rewind_outputs(self, why: str | None) -> None:
-        """Abort the open outputs and go back to the group's committed offsets."""
-        if why is not None:  # None: the first assignment, nothing to redo
-            self.telemetry.rewinds.inc()
-            log.info("%s: the open outputs are aborted and redone from the committed offsets", why)
-        self.outputs.abort()
-        for tp in self.group.assignment():
-            if tp.topic in self.labeled_topics:
-                continue
-            committed = self.group.committed(tp)
-            if committed is None:
-                self.group.seek_to_beginning(tp)
-            else:
-                self.group.seek(tp, committed)
 
     # ---- snapshots ----------------------------------------------------------------------------
 
     def _holds_snapshot_role(self) -> bool:
         """One worker writes snapshots: the owner of the first labeled partition."""
         first = min(self.labeled.positions, default=None)
-        return first is not None and TopicPartition(*first) in self._cursors
+        return first is not None and TopicPartition(*first) in self.commits.cursors
 
     def _publish_snapshot(self) -> None:
         """The model with its labeled offsets to the snapshot topic, in a transaction of its own."""
-        self._commit_outputs_or_rewind()
+        self.commits.commit_or_rewind()
         if self.outputs.open:
             return
         records = self.snapshots.records(self.model.to_state(), self.labeled.positions, self.fingerprint,
@@ -685,7 +615,7 @@ class Worker:
         try:
             self.outputs.commit({})
         except CommitFailedError as error:
-            self._rewind_outputs(f"snapshot refused ({error})")
+            self.commits.rewind(f"snapshot refused ({error})")
             return
         log.info("snapshot with %d events learned published to %s (%d records)", int(self.model.events_learned),
                  self.snapshot_topic, len(records))
@@ -764,10 +694,10 @@ class Worker:
     def _checkpoint_copy(self) -> tuple[dict, dict, dict]:
         """(model state, labeled offsets, extra) as they are now, copies the loop no longer changes."""
         not_owned = [TopicPartition(*key) for key in self.labeled.positions
-                     if TopicPartition(*key) not in self._cursors]
+                     if TopicPartition(*key) not in self.commits.cursors]
         if self.labeled_rejections and not_owned:
             try:  # drop what the owners have published meanwhile
-                self._prune_rejections({tp: self.group.committed(tp) or 0 for tp in not_owned})
+                self.commits.prune_rejections({tp: self.group.committed(tp) or 0 for tp in not_owned})
             except KafkaError as error:
                 log.debug("could not read the labeled dead-letter cursors: %s", error)
         return self.model.to_state(), dict(self.labeled.positions), self._state_extra()

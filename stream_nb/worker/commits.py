@@ -1,0 +1,99 @@
+"""The commit of outputs, in one place: the labeled dead letters published by the owner of their
+partition (the group assigns it; the consumer pauses it), then the open outputs committed with
+the group's offsets (stream_nb.worker.outputs' transaction), or aborted and redone from the
+committed offsets when the group moved on meanwhile."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kafka import TopicPartition
+from kafka.errors import CommitFailedError, KafkaError
+
+if TYPE_CHECKING:
+    from stream_nb.worker.loop import Worker
+
+log = logging.getLogger("stream_nb.worker")
+
+
+class Commits:
+    """Commits worker.outputs with the group's offsets and the labeled dead-letter cursors."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.cursors: dict[TopicPartition, int] = {}  # owned labeled partition -> published up to
+
+    def labeled_dead_letters_due(self) -> bool:
+        return any(self.cursors.get(TopicPartition(r.source.topic, r.source.partition), 1 << 62) <= r.source.offset
+                   for r in self.worker.labeled_rejections)
+
+    def commit_or_rewind(self) -> None:
+        try:
+            self.commit()
+        except CommitFailedError as error:  # the group moved on (a rebalance): redo, don't reconnect
+            self.rewind(f"commit refused ({error})")
+
+    def commit(self, final: bool = False) -> bool:
+        """The commit protocol: publish the labeled dead letters this worker owns, then commit the
+        open outputs with the group's offsets (unlabeled positions, labeled dead-letter cursors).
+        False when the outputs were aborted instead, to be redone (a rebalance meanwhile)."""
+        w = self.worker
+        if w._assignment_changed:  # a rebalance since the last poll: what we own is not known
+            self.rewind("the group rebalanced")
+            return False
+        cursors = {}
+        for tp, cursor in self.cursors.items():
+            position = w.labeled.positions.get((tp.topic, tp.partition), 0)
+            due = [r for r in w.labeled_rejections
+                   if (r.source.topic, r.source.partition) == (tp.topic, tp.partition) and cursor <= r.source.offset < position]
+            if due or (final and position > cursor):
+                w.outputs.begin(w.group.group_metadata())
+            for rejected in due:
+                w.predictor.dead_letter(rejected)
+            cursors[tp] = max(cursor, position)
+        if not w.outputs.open:
+            return True
+        offsets = {tp: w.group.position(tp) for tp in w.group.assignment() if tp.topic not in w.labeled_topics}
+        w.outputs.commit({**offsets, **cursors})
+        self.cursors.update(cursors)
+        self.prune_rejections(self.cursors)
+        return True
+
+    def final_commit(self) -> bool:
+        """The last commit of a clean stop (retried once after a Kafka error). False when the
+        outputs were aborted to be redone (a rebalance, a refused commit)."""
+        for attempt in range(2):
+            try:
+                return self.commit(final=True)
+            except CommitFailedError as error:
+                self.rewind(f"final commit refused ({error})")
+                return False
+            except KafkaError as error:
+                if attempt:
+                    log.warning("final commit failed (%s): the outputs since the last commit will be redone", error)
+                    return False
+                self.worker._recover(error)
+        return False
+
+    def prune_rejections(self, cursors: dict[TopicPartition, int]) -> None:
+        w = self.worker
+        w.labeled_rejections = [
+            r for r in w.labeled_rejections
+            if r.source.offset >= cursors.get(TopicPartition(r.source.topic, r.source.partition), -1)]
+
+    def rewind(self, why: str | None) -> None:
+        """Abort the open outputs and go back to the group's committed offsets."""
+        w = self.worker
+        if why is not None:  # None: the first assignment, nothing to redo
+            w.telemetry.rewinds.inc()
+            log.info("%s: the open outputs are aborted and redone from the committed offsets", why)
+        w.outputs.abort()
+        for tp in w.group.assignment():
+            if tp.topic in w.labeled_topics:
+                continue
+            committed = w.group.committed(tp)
+            if committed is None:
+                w.group.seek_to_beginning(tp)
+            else:
+                w.group.seek(tp, committed)
