@@ -48,10 +48,10 @@ class Learner:
                     if w.recorder is not None:
                         w.recorder.update(event.label, predicted, proba, None if sizes is None else sizes[i])
             learned_now = sum(lessons.learned)
-            w._learned_since_checkpoint += learned_now
+            w.checkpoints.learned_since_checkpoint += learned_now
             w.telemetry.learned.inc(learned_now)  # once a batch: a counter's lock costs ~0.5 us
         w._processed += len(records)
-        w._changed_since_checkpoint = True
+        w.checkpoints.changed_since_checkpoint = True
 
     def _learn_lessons(self, events: list[Event], origin: list, X) -> list:
         """The labeled batch through the rules of duplicates and corrections (stream_nb.lessons):

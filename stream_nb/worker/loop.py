@@ -19,20 +19,18 @@ pauses them, and commits, with the dead letters, the offset up to which they are
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 import signal
 import time
 from collections import Counter
 
-from kafka import ConsumerRebalanceListener, TopicPartition
+from kafka import ConsumerRebalanceListener
 from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 
-from stream_nb.checkpoint import CheckpointError, CheckpointStore, config_fingerprint
-from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
+from stream_nb.checkpoint import config_fingerprint
 from stream_nb.config import TRANSACTION_TIMEOUT_MS, Config, ConfigError
-from stream_nb.events import Event, Rejected, SourcePosition
+from stream_nb.events import Event, Rejected
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.clients import (
     close_producer,
@@ -48,9 +46,9 @@ from stream_nb.kafka.clients import (
     take_part_in_rebalances,
     transaction_lost,
 )
-from stream_nb.lessons import LabeledLessons, LearnedIds, LearnedIdsStateError
-from stream_nb.model.registry import model_from_state
+from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.replay.metrics import PrequentialMetrics
+from stream_nb.worker.checkpoints import Checkpoints
 from stream_nb.worker.commits import Commits
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.learner import Learner
@@ -59,7 +57,6 @@ from stream_nb.worker.metrics import MetricsServer, WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
 from stream_nb.worker.predictor import Predictor
 from stream_nb.worker.records import ModelStateUnknown, featurise
-from stream_nb.worker.snapshots import SnapshotWriter, load_snapshot
 
 TELEMETRY_INTERVAL_S = 2.0  # gauges and readiness, when metrics are served (a lag query each time)
 log = logging.getLogger("stream_nb.worker")
@@ -104,17 +101,10 @@ class Worker:
         self.text_featurizer = config.build_featurizer()
         self.event_featurizer = config.build_event_featurizer()
         self.fingerprint = config_fingerprint(config.resolved())
-        # "{instance_id}" in the directory gives each replica its own (docker compose --scale)
-        directory = config.checkpoint["dir"].replace("{instance_id}", self.instance_id)
-        self.store = CheckpointStore(directory, keep=config.checkpoint["keep"])
-        self.saver = BackgroundSaver(self.store) if config.checkpoint["background"] else None
+        self.checkpoints = Checkpoints(self)
         self.model = config.build_model()
         self.lessons = LabeledLessons(LearnedIds(config.remember_ids))  # what was learned by id: duplicates, corrections
-        self.snapshot_topic = config.checkpoint["snapshot_topic"]
-        self.snapshots = SnapshotWriter(self.snapshot_topic, config.checkpoint["snapshot_interval_s"],
-                                        self.kafka["max_message_bytes"], self.instance_id) if self.snapshot_topic else None
         self.metrics = PrequentialMetrics()
-        self.checkpoint_id: str | None = None
         self.labeled: LabeledLog | None = None
         self.group = None
         self.producer = None
@@ -125,12 +115,8 @@ class Worker:
         self._stopping = False
         self._stop_reason = "asked to stop"
         self._published: Counter = Counter()  # {topic: outputs committed} since start
-        self._checkpoint_path = None  # of the newest checkpoint this worker wrote or restored
         self._processed = 0
-        self._learned_since_checkpoint = 0
         self._evicted_reported = 0  # of the model's features_evicted, already added to the counter
-        self._changed_since_checkpoint = False
-        self._last_checkpoint = time.monotonic()
         self._restored: dict | None = None
         self._member_id = ""  # the last member id the group gave this worker
         self._unconfirmed: str | None = None  # why its transactional id must be shown to be its own
@@ -160,11 +146,12 @@ class Worker:
         """Create missing topics, lock the checkpoint directory, restore the newest checkpoint,
         open the clients. Raises (one line) on anything that stops a worker from starting."""
         # first: an unreachable broker leaves no trace
-        ensure_topics(self.kafka, self.config.kafka_client, (self.snapshot_topic,) if self.snapshot_topic else ())
-        self.store.lock()
+        snapshot_topic = self.checkpoints.snapshot_topic
+        ensure_topics(self.kafka, self.config.kafka_client, (snapshot_topic,) if snapshot_topic else ())
+        self.checkpoints.store.lock()
         try:
             self._serve_metrics()
-            self._restore()
+            self.checkpoints.restore()
             self._open_clients_retrying()
         except BaseException:
             self.close()
@@ -200,61 +187,6 @@ class Worker:
             self._metrics_server = MetricsServer(self.telemetry, host, port, alive_within_s=max(60.0, 2 * self._stall_limit_s))
         except OSError as error:
             raise ConfigError(f"worker.metrics_port: cannot listen on {host}:{port} ({error.strerror or error})") from None
-
-    def _restore(self) -> None:
-        checkpoint = self.store.load_latest(self.fingerprint)
-        if checkpoint is None and self.snapshot_topic:
-            checkpoint = self._bootstrap_from_snapshot()
-        if checkpoint is None:
-            log.info("no checkpoint in %s: learning the labeled log from its beginning", self.store.directory)
-            self._restored = {"offsets": {}, "topic_ids": {}}
-            return
-        self.model = model_from_state(checkpoint.model_state)
-        self.metrics = _metrics_from(checkpoint.extra.get("metrics"))
-        self.checkpoint_id = checkpoint.id
-        self._checkpoint_path = checkpoint.path  # a snapshot's: topic@id
-        self._processed = int(checkpoint.extra.get("events_processed", 0))
-        self.labeled_rejections = [_rejection_from(saved) for saved in checkpoint.extra.get("labeled_rejections", [])]
-        self.lessons = LabeledLessons(self._learned_ids_from(checkpoint.extra.get("learned_ids"), checkpoint.id))
-        # Checkpoints hold the labeled offsets only (older ones held every topic's).
-        offsets = {key: offset for key, offset in checkpoint.offsets.items() if key[0] in self.labeled_topics}
-        self._restored = {"offsets": offsets, "topic_ids": checkpoint.extra.get("topic_ids", {})}
-        log.info("restored checkpoint %s: %d events learned", checkpoint.id, int(self.model.events_learned))
-
-    def _learned_ids_from(self, saved: dict | None, checkpoint_id: str) -> LearnedIds:
-        """The memory of learned ids a checkpoint holds, checked against the model restored with
-        it, at this configuration's capacity (a smaller one evicts the oldest now). A checkpoint
-        from before the memory existed holds none: an empty memory (its ids are then unknown to
-        corrections, which take back nothing)."""
-        if saved is None:
-            return LearnedIds(self.config.remember_ids)
-        try:
-            memory = LearnedIds.from_state(saved, classes=self.model.classes_,
-                                           max_epoch=getattr(self.model, "forgetting_epoch", 0))
-        except LearnedIdsStateError as error:
-            raise CheckpointError(f"checkpoint {checkpoint_id}: its learned ids are not sound: {error}") from error
-        memory.set_capacity(self.config.remember_ids)
-        return memory
-
-    def _bootstrap_from_snapshot(self):
-        """The newest snapshot on the snapshot topic (None if it has none); one made with another
-        configuration is refused."""
-        loaded = load_snapshot(self.kafka, self.config.kafka_client, self.snapshot_topic)
-        if loaded is None:
-            log.info("no snapshot on %s", self.snapshot_topic)
-            return None
-        checkpoint, manifest = loaded
-        if checkpoint.fingerprint != self.fingerprint:
-            raise CheckpointError(f"snapshot {manifest['id']} on {self.snapshot_topic} was written for configuration "
-                                  f"fingerprint {checkpoint.fingerprint}, but this configuration's is {self.fingerprint}; "
-                                  f"refusing to mix them (use the configuration it was written with, or another "
-                                  f"checkpoint.snapshot_topic)")
-        self.snapshots.known_chunks = manifest["chunks"]
-        log.info("no checkpoint in %s: bootstrapped from snapshot %s on %s (%d bytes), labeled offsets %s",
-                 self.store.directory, manifest["id"], self.snapshot_topic, manifest["bytes"],
-                 ", ".join(f"{topic}[{partition}]@{offset}"
-                           for (topic, partition), offset in sorted(checkpoint.offsets.items())))
-        return checkpoint
 
     def _open_clients(self) -> None:
         client = self.config.kafka_client
@@ -356,7 +288,7 @@ class Worker:
                 if self.commits.final_commit() or self._stopping:
                     break
                 idle_since = time.monotonic()
-            self.checkpoint()
+            self.checkpoints.checkpoint()
             clean = True
             self._log_stop(self._processed - processed_at_start,
                            int(self.telemetry.events_learned() - learned_at_start))
@@ -364,30 +296,27 @@ class Worker:
             self._close_clients()
             if clean:  # a static member's close keeps its place in the group: leave it explicitly
                 leave_group(self.kafka, self.config.kafka_client, self.instance_id)
-            if self.saver is not None:
-                self.saver.close()  # no write may outlive the directory lock
-            self.store.unlock()
+            self.checkpoints.close()
             if self._metrics_server is not None:
                 self._metrics_server.close()
                 self._metrics_server = None
 
     def _log_stop(self, processed: int, learned: int) -> None:
         """The one line of a clean stop: why, what this run did, the final checkpoint."""
-        if self.checkpoint_id is None:
+        checkpoints = self.checkpoints
+        if checkpoints.checkpoint_id is None:
             final = "no checkpoint (nothing learned)"
         else:
-            where = f" in {self._checkpoint_path}" if self._checkpoint_path else ""
+            where = f" in {checkpoints.checkpoint_path}" if checkpoints.checkpoint_path else ""
             offsets = ", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets())
-            final = f"final checkpoint {self.checkpoint_id}{where} at labeled offsets {offsets or 'none'}"
+            final = f"final checkpoint {checkpoints.checkpoint_id}{where} at labeled offsets {offsets or 'none'}"
         log.info("stopped (%s): %d events read, %d learned, %d predictions and %d dead letters published; %s",
                  self._stop_reason, processed, learned, self._published[self.kafka["predictions_topic"]],
                  self._published[self.kafka["dead_letter_topic"]], final)
 
     def close(self) -> None:
         self._close_clients()
-        if self.saver is not None:
-            self.saver.close()
-        self.store.unlock()
+        self.checkpoints.close()
 
     def _recover(self, error: KafkaError) -> None:
         """Ride out a Kafka error: drop the open outputs, reopen every client, go on from the
@@ -493,11 +422,11 @@ class Worker:
             self.predictor.predict(records)
         if self.outputs.due() or self.commits.labeled_dead_letters_due():
             self.commits.commit_or_rewind()
-        self._collect_checkpoint()
-        if self._checkpoint_due():
-            self._checkpoint_or_carry_on()
-        if self.snapshots is not None and self._holds_snapshot_role() and self.snapshots.due(self.model.events_learned):
-            self._publish_snapshot()
+        self.checkpoints.collect()
+        if self.checkpoints.due():
+            self.checkpoints.checkpoint_or_carry_on()
+        if self.checkpoints.snapshot_due():
+            self.checkpoints.publish_snapshot()
         self.labeled.refresh()
         return bool(learned or records)
 
@@ -523,9 +452,9 @@ class Worker:
                 # Every polled record is processed at this point, so this commit is exact; it keeps
                 # a transaction from staying open through a long catch-up (transaction_timeout_ms).
                 self.commits.commit_or_rewind()
-            self._collect_checkpoint()
-            if self._checkpoint_due():  # a long backlog keeps the schedule too (every_events)
-                self._checkpoint_or_carry_on()
+            self.checkpoints.collect()
+            if self.checkpoints.due():  # a long backlog keeps the schedule too (every_events)
+                self.checkpoints.checkpoint_or_carry_on()
         return read
 
     # ---- the commit of outputs (one place) ------------------------------------------------------
@@ -595,129 +524,6 @@ class Worker:
             self.commits.rewind(None)
         self._unconfirmed = None
 
-    # ---- snapshots ----------------------------------------------------------------------------
-
-    def _holds_snapshot_role(self) -> bool:
-        """One worker writes snapshots: the owner of the first labeled partition."""
-        first = min(self.labeled.positions, default=None)
-        return first is not None and TopicPartition(*first) in self.commits.cursors
-
-    def _publish_snapshot(self) -> None:
-        """The model with its labeled offsets to the snapshot topic, in a transaction of its own."""
-        self.commits.commit_or_rewind()
-        if self.outputs.open:
-            return
-        records = self.snapshots.records(self.model.to_state(), self.labeled.positions, self.fingerprint,
-                                         self._state_extra(), self.model.events_learned)
-        self.outputs.begin(self.group.group_metadata())
-        for key, value in records:
-            self.outputs.send(self.snapshot_topic, value, key, None, 0)
-        try:
-            self.outputs.commit({})
-        except CommitFailedError as error:
-            self.commits.rewind(f"snapshot refused ({error})")
-            return
-        log.info("snapshot with %d events learned published to %s (%d records)", int(self.model.events_learned),
-                 self.snapshot_topic, len(records))
-
-    # ---- checkpoints --------------------------------------------------------------------------
-
-    def _checkpoint_due(self) -> bool:
-        if not self._changed_since_checkpoint:
-            return False  # an idle worker writes no copies of the same checkpoint
-        every = self.config.checkpoint["every_events"]
-        interval = self.config.checkpoint["interval_s"]
-        return bool((every and self._learned_since_checkpoint >= every)
-                    or (interval and time.monotonic() - self._last_checkpoint >= interval))
-
-    def _checkpoint_or_carry_on(self) -> None:
-        """A scheduled checkpoint: in the background, the loop only copies the state (a write
-        still under way puts it off to the next step). One that cannot be written (a full disk)
-        is one error line and a retry in due course: the outputs stay exact (their progress is
-        the group's offsets), only a restart would re-learn more of the labeled log. The final
-        checkpoint's failure stops the worker (exit 2)."""
-        if self.saver is None:
-            try:
-                self.checkpoint()
-            except CheckpointError as error:
-                self._checkpoint_failed(error)
-            return
-        if self.saver.busy:
-            return
-        started = time.perf_counter()
-        model_state, offsets, extra = self._checkpoint_copy()
-        self.saver.submit(model_state, offsets, self.fingerprint, extra, self.model.events_learned)
-        self.telemetry.checkpoint_pause.observe(time.perf_counter() - started)
-        self._changed_since_checkpoint = False
-        self._restart_checkpoint_schedule()
-
-    def _collect_checkpoint(self, wait: bool = False) -> None:
-        """Take note of a background write that has completed (with `wait`, of the one under way)."""
-        if self.saver is None or not self.saver.busy:
-            return
-        try:
-            saved = self.saver.wait() if wait else self.saver.finished()
-        except CheckpointError as error:
-            self._changed_since_checkpoint = True  # the state it held is not saved: try again in due course
-            self._checkpoint_failed(error)
-            return
-        if saved is not None:
-            self._checkpoint_written(saved)
-
-    def _checkpoint_failed(self, error: CheckpointError) -> None:
-        self.telemetry.checkpoint_failures.inc()
-        log.error("%s; going on, the next checkpoint is tried in due course", error)
-        self._restart_checkpoint_schedule()
-
-    def _restart_checkpoint_schedule(self) -> None:
-        """The next scheduled checkpoint falls every_events learned events or interval_s seconds from now."""
-        self._learned_since_checkpoint = 0
-        self._last_checkpoint = time.monotonic()
-
-    def checkpoint(self) -> None:
-        """Save the model with the labeled offsets it reflects (and the labeled dead letters not
-        yet published), now, in this thread (after a background write under way). Outputs are
-        not part of it: their progress is the group's offsets."""
-        self._collect_checkpoint(wait=True)
-        if not self._changed_since_checkpoint:
-            return
-        started = time.perf_counter()
-        model_state, offsets, extra = self._checkpoint_copy()
-        events_learned = self.model.events_learned
-        checkpoint = self.store.save(model_state, offsets, self.fingerprint, extra=extra)
-        seconds = time.perf_counter() - started
-        self.telemetry.checkpoint_pause.observe(seconds)
-        self._changed_since_checkpoint = False
-        self._restart_checkpoint_schedule()
-        self._checkpoint_written(SavedCheckpoint(checkpoint, seconds, events_learned))
-
-    def _checkpoint_copy(self) -> tuple[dict, dict, dict]:
-        """(model state, labeled offsets, extra) as they are now, copies the loop no longer changes."""
-        not_owned = [TopicPartition(*key) for key in self.labeled.positions
-                     if TopicPartition(*key) not in self.commits.cursors]
-        if self.labeled_rejections and not_owned:
-            try:  # drop what the owners have published meanwhile
-                self.commits.prune_rejections({tp: self.group.committed(tp) or 0 for tp in not_owned})
-            except KafkaError as error:
-                log.debug("could not read the labeled dead-letter cursors: %s", error)
-        return self.model.to_state(), dict(self.labeled.positions), self._state_extra()
-
-    def _checkpoint_written(self, saved: SavedCheckpoint) -> None:
-        self.telemetry.checkpoint_seconds.observe(saved.seconds)
-        try:
-            self.telemetry.checkpoint_bytes.set(saved.checkpoint.path.stat().st_size)
-        except OSError:  # pruned by another look already; the size is only a gauge
-            pass
-        self.checkpoint_id = saved.checkpoint.id
-        self._checkpoint_path = saved.checkpoint.path
-        log.info("checkpoint %s: %d events learned", saved.checkpoint.id, int(saved.events_learned))
-
-    def _state_extra(self) -> dict:
-        return {"metrics": _metrics_to(self.metrics), "events_processed": self._processed,
-                "topic_ids": dict(self.labeled.ids),
-                "labeled_rejections": [_rejection_to(r) for r in self.labeled_rejections],
-                "learned_ids": self.lessons.memory.to_state()}
-
     # ---- reporting ------------------------------------------------------------------------------
 
     def _caught_up(self) -> bool:
@@ -773,38 +579,3 @@ class Worker:
                  self._processed, processed / seconds if seconds > 0 else 0.0, int(self.model.events_learned),
                  lag if lag >= 0 else "unknown", self.metrics.accuracy)
 
-
-def _metrics_to(metrics: PrequentialMetrics) -> dict:
-    return {"events": metrics.events, "correct": metrics.correct, "log_loss_sum": metrics.log_loss_sum,
-            "confusion": [[true, predicted, count] for (true, predicted), count in metrics.confusion.items()]}
-
-
-def _metrics_from(saved: dict | None) -> PrequentialMetrics:
-    metrics = PrequentialMetrics()
-    if saved:
-        metrics.events, metrics.correct = saved["events"], saved["correct"]
-        metrics.log_loss_sum = saved["log_loss_sum"]
-        for true, predicted, count in saved["confusion"]:
-            metrics.confusion[(true, predicted)] = count
-    return metrics
-
-
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str | None) -> bytes | None:
-    return None if text is None else base64.b64decode(text)
-
-
-def _rejection_to(rejected: Rejected) -> dict:
-    source = rejected.source
-    return {"reason": rejected.reason, "detail": rejected.detail, "value": _b64(rejected.value),
-            "key": _b64(rejected.key), "headers": [[name, _b64(data)] for name, data in rejected.headers],
-            "source": [source.topic, source.partition, source.offset]}
-
-
-def _rejection_from(saved: dict) -> Rejected:
-    return Rejected(reason=saved["reason"], detail=saved["detail"], value=_unb64(saved["value"]),
-                    key=_unb64(saved["key"]), headers=tuple((name, _unb64(data)) for name, data in saved["headers"]),
-                    source=SourcePosition(*saved["source"]))

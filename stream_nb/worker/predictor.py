@@ -75,7 +75,7 @@ class Predictor:
             clues = (strongest_clues_many(model, X, probabilities, top=n_clues) if isinstance(X, SparseBatch)
                      else [strongest_clues(model, x, top=n_clues, proba=proba) if proba else None
                            for x, proba in zip(X, probabilities)])
-        encoder = PredictionEncoder(events_learned=learned, checkpoint=w.checkpoint_id,
+        encoder = PredictionEncoder(events_learned=learned, checkpoint=w.checkpoints.checkpoint_id,
                                     labeled_offsets=labeled_offsets)
         verdicts = None if band is None and score_band is None else [
             band_verdict(proba, None if scores is None else scores[i], positive, band, score_band)
