@@ -159,21 +159,21 @@ def test_a_reconnect_cut_short_keeps_the_models_labeled_positions(worker, monkey
     failed half way through its start left the worker with a log of no positions, so the next
     attempt read the labeled log from its beginning and learned again what thick-threshold
     training had skipped. The positions must survive any number of failed starts."""
-    import stream_nb.worker.loop as loop
+    import stream_nb.worker.membership as membership
 
     topic = worker.config.kafka["labeled_topics"][0]
     worker._restored = {"offsets": {(topic, 0): 1234}, "topic_ids": {}}  # the checkpoint's, at start
     readers = [_Reader(), _ReaderCutShort(), _ReaderCutShort(), _Reader()]
-    monkeypatch.setattr(loop, "make_labeled_reader", lambda kafka, client: readers.pop(0))
-    monkeypatch.setattr(loop, "make_producer", lambda *args, **kwargs: (_ for _ in ()).throw(KafkaError("later")))
+    monkeypatch.setattr(membership, "make_labeled_reader", lambda kafka, client: readers.pop(0))
+    monkeypatch.setattr(membership, "make_producer", lambda *args, **kwargs: (_ for _ in ()).throw(KafkaError("later")))
     with pytest.raises(KafkaError, match="later"):  # the first start: the reader stands, the producer not
-        worker._open_clients()
+        worker.membership.open_clients()
     worker.labeled.positions[(topic, 0)] = 1500  # the model learned on before the broker went away
     for attempt in range(2):
         with pytest.raises(KafkaError, match="the broker went away"):
-            worker._open_clients()
+            worker.membership.open_clients()
     with pytest.raises(KafkaError, match="later"):
-        worker._open_clients()
+        worker.membership.open_clients()
     assert worker.labeled.positions == {(topic, 0): 1500}
     assert list(worker.labeled.consumer.sought.values()) == [1500]
     assert _ReaderCutShort.closed == 2  # each reader cut short is closed, not leaked

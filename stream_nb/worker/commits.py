@@ -73,7 +73,7 @@ class Commits:
                 if attempt:
                     log.warning("final commit failed (%s): the outputs since the last commit will be redone", error)
                     return False
-                self.worker._recover(error)
+                self.worker.membership.recover(error)
         return False
 
     def prune_rejections(self, cursors: dict[TopicPartition, int]) -> None:

@@ -19,32 +19,24 @@ pauses them, and commits, with the dead letters, the offset up to which they are
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import time
 from collections import Counter
 
-from kafka import ConsumerRebalanceListener
-from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
+from kafka.errors import KafkaError
 
 from stream_nb.checkpoint import config_fingerprint
-from stream_nb.config import TRANSACTION_TIMEOUT_MS, Config, ConfigError
+from stream_nb.config import Config, ConfigError
 from stream_nb.events import Event, Rejected
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.clients import (
-    close_producer,
     ensure_topics,
     group_is_stable,
-    instance_holder,
     leave_group,
-    make_group_consumer,
-    make_labeled_reader,
-    make_producer,
     raise_if_fenced,
     rebalance_pending,
     take_part_in_rebalances,
-    transaction_lost,
 )
 from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.replay.metrics import PrequentialMetrics
@@ -52,7 +44,8 @@ from stream_nb.worker.checkpoints import Checkpoints
 from stream_nb.worker.commits import Commits
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.learner import Learner
-from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs, fenced_by, transaction_call_timeout_s
+from stream_nb.worker.membership import Membership
+from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs
 from stream_nb.worker.metrics import MetricsServer, WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
 from stream_nb.worker.predictor import Predictor
@@ -63,29 +56,6 @@ log = logging.getLogger("stream_nb.worker")
 
 __all__ = ["DeliveryError", "Fenced", "ModelStateUnknown", "Worker"]
 
-RETRY_AFTER_ERROR_S = 2.0
-
-SESSION_TIMEOUT_MS = 10_000  # kafka-python's default session_timeout_ms (librdkafka's is longer)
-
-
-class _PauseLabeled(ConsumerRebalanceListener):
-    """The group consumer holds labeled partitions only as the dead-letter role: never fetch them.
-    (Runs on kafka-python's network thread: pause is a flag, nothing here blocks.)"""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-
-    def on_partitions_revoked(self, revoked) -> None:
-        self.worker._assignment_changed = True
-
-    def on_partitions_assigned(self, assigned) -> None:
-        labeled = [tp for tp in assigned if tp.topic in self.worker.labeled_topics]
-        if labeled:
-            self.worker.group.pause(*labeled)
-        self.worker._assignment_changed = True
-
-    def on_partitions_lost(self, lost) -> None:
-        self.worker._assignment_changed = True
 
 
 class Worker:
@@ -118,15 +88,7 @@ class Worker:
         self._processed = 0
         self._evicted_reported = 0  # of the model's features_evicted, already added to the counter
         self._restored: dict | None = None
-        self._member_id = ""  # the last member id the group gave this worker
-        self._unconfirmed: str | None = None  # why its transactional id must be shown to be its own
-        self._instance_fencings: list[float] = []  # when our consumer was fenced (and rejoined)
-        self._last_step_at: float | None = None
-        client = config.kafka_client
-        self._transaction_timeout_s = client.get("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS) / 1000
-        # a longer gap between two steps may have let a process with our instance id take over
-        self._stall_limit_s = min(client.get("session_timeout_ms", SESSION_TIMEOUT_MS) / 1000,
-                                  self._transaction_timeout_s)
+        self.membership = Membership(self)
         self.telemetry = WorkerMetrics()  # Prometheus counters, liveness, readiness
         self.mail_featurizer = MailFeaturizer(self.event_featurizer, on_parsed=self.telemetry.count_mail)
         self._caught_up_once = False
@@ -152,29 +114,13 @@ class Worker:
         try:
             self._serve_metrics()
             self.checkpoints.restore()
-            self._open_clients_retrying()
+            self.membership.open_clients_retrying()
         except BaseException:
             self.close()
             raise
         log.info("started: instance %s in group %s, %s, labeled %s from %s", self.instance_id, self.kafka["group_id"],
                  self.kafka["processing_guarantee"].replace("_", "-"), ", ".join(sorted(self.labeled_topics)),
                  ", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets()))
-
-    def _open_clients_retrying(self) -> None:
-        """_open_clients, again after a retriable Kafka error (a broker that answers slowly: the
-        probe saw a watermark query time out under a read quota and the worker exit with a
-        traceback). Anything else stops the start."""
-        while True:
-            try:
-                self._open_clients()
-                OUTAGE.back()
-                return
-            except KafkaError as error:
-                if not error.retriable or self._stopping or fenced_by(error):
-                    raise
-                OUTAGE.begin(f"starting: {error}")
-                self._close_clients(timeout_s=0)
-                time.sleep(RETRY_AFTER_ERROR_S)
 
     def _serve_metrics(self) -> None:
         port = self.config.worker["metrics_port"]
@@ -184,57 +130,9 @@ class Worker:
         try:
             # alive: a step within twice the longest a healthy step may take (a stall that long
             # already makes the worker confirm its transactional id), and at least a minute
-            self._metrics_server = MetricsServer(self.telemetry, host, port, alive_within_s=max(60.0, 2 * self._stall_limit_s))
+            self._metrics_server = MetricsServer(self.telemetry, host, port, alive_within_s=max(60.0, 2 * self.membership.stall_limit_s))
         except OSError as error:
             raise ConfigError(f"worker.metrics_port: cannot listen on {host}:{port} ({error.strerror or error})") from None
-
-    def _open_clients(self) -> None:
-        client = self.config.kafka_client
-        # From the checkpoint at start; after a Kafka error, from where the model in memory stands.
-        saved = self._restored if self._restored is not None else {
-            "offsets": dict(self.labeled.positions), "topic_ids": dict(self.labeled.ids)}
-        # The log that holds the model's positions is replaced only once its successor stands at
-        # them: a start cut short by the broker (the next attempt copies self.labeled's positions)
-        # must not leave a log with none, which would send the model back to the beginning.
-        labeled = LabeledLog(make_labeled_reader(self.kafka, client), sorted(self.labeled_topics),
-                             one_order=self.config.order_dependence, on_lost_position=self.kafka["on_lost_position"])
-        try:
-            labeled.start(saved["offsets"], saved["topic_ids"])
-        except BaseException:
-            with contextlib.suppress(Exception):
-                labeled.consumer.close(autocommit=False)
-            raise
-        self.labeled = labeled
-        self._restored = None
-        self.producer = make_producer(self.kafka, client, self.transactional_id)
-        self.group = self._join_group()
-        self.outputs = Outputs(self.producer, self.group, exactly_once=self.exactly_once,
-                               commit_interval_s=self.kafka["commit_interval_ms"] / 1000,
-                               transactional_id=self.transactional_id, published=self._published,
-                               call_timeout_s=transaction_call_timeout_s(self._transaction_timeout_s))
-        self.commits.cursors = {}
-        self._assignment_changed = True
-        self.predictor.count_output_partitions(self.group)
-
-    def _join_group(self):
-        group = make_group_consumer(self.kafka, self.config.kafka_client, self.instance_id)
-        group.subscribe([*self.unlabeled_topics, *sorted(self.labeled_topics)], listener=_PauseLabeled(self))
-        return group
-
-    def _close_clients(self, timeout_s: float = 10.0) -> None:
-        for client in (self.producer, self.group, self.labeled.consumer if self.labeled else None):
-            if client is None:
-                continue
-            try:
-                if client is self.producer:
-                    close_producer(client, timeout_s)
-                else:
-                    client.close(autocommit=False)
-            except Exception as error:  # closing is best effort; a new client replaces it
-                log.debug("closing %s: %s", client, error)
-        self.producer = self.group = self.outputs = None
-        if self.labeled is not None:
-            self.labeled.consumer = None
 
     def request_stop(self, signum=None, _frame=None) -> None:
         if signum is not None and not self._stopping:
@@ -266,7 +164,7 @@ class Worker:
                     try:
                         had_records = self._step()
                     except KafkaError as error:
-                        self._recover(error)
+                        self.membership.recover(error)
                         continue
                     now = time.monotonic()
                     if had_records:
@@ -293,7 +191,7 @@ class Worker:
             self._log_stop(self._processed - processed_at_start,
                            int(self.telemetry.events_learned() - learned_at_start))
         finally:
-            self._close_clients()
+            self.membership.close_clients()
             if clean:  # a static member's close keeps its place in the group: leave it explicitly
                 leave_group(self.kafka, self.config.kafka_client, self.instance_id)
             self.checkpoints.close()
@@ -315,80 +213,8 @@ class Worker:
                  self._published[self.kafka["dead_letter_topic"]], final)
 
     def close(self) -> None:
-        self._close_clients()
+        self.membership.close_clients()
         self.checkpoints.close()
-
-    def _recover(self, error: KafkaError) -> None:
-        """Ride out a Kafka error: drop the open outputs, reopen every client, go on from the
-        group's committed offsets. The model stays: it holds exactly the labeled offsets read."""
-        if self._rejoined_after_instance_fencing(error):
-            return
-        if fenced_by(error, self.producer) or (self.outputs is not None
-                                              and self.outputs.outlived(self._transaction_timeout_s)):
-            # Not reconnecting: a new producer would fence the worker that took this one's place.
-            raise Fenced(f"fenced: another worker with transactional id {self.transactional_id!r} (instance "
-                         f"{self.instance_id!r}) has taken over, or this one's transaction outlived "
-                         f"transaction_timeout_ms (paused?); stopping so as not to fence it back ({error})") from None
-        OUTAGE.begin(f"{error}: outputs since the last commit are dropped and redone")
-        member_id = self.group.group_metadata().member_id if self.group is not None else ""
-        self._close_clients(timeout_s=0)
-        while not self._stopping:
-            time.sleep(RETRY_AFTER_ERROR_S)
-            self.telemetry.last_step = time.monotonic()  # alive: waiting for the broker is its job
-            try:
-                # A new producer fences every older one of its transactional id: first make sure
-                # no newer member holds this instance id (a replacement started while this
-                # process was paused or cut off).
-                holder = instance_holder(self.kafka, self.config.kafka_client, self.instance_id)
-                if member_id and holder not in (None, member_id):
-                    raise Fenced(f"fenced: another worker with instance id {self.instance_id!r} joined group "
-                                 f"{self.kafka['group_id']!r} while this one was cut off ({error}); stopping "
-                                 f"so as not to fence it back")
-                self._open_clients()
-                OUTAGE.back()
-                return
-            except Fenced:
-                raise
-            except Exception as reopen_error:  # the broker may still be away
-                if fenced_by(reopen_error):
-                    raise Fenced(f"fenced while reconnecting: {reopen_error}") from None
-                OUTAGE.begin(str(reopen_error))  # a line a minute at most while it lasts
-                log.debug("still cannot reach Kafka (%s)", reopen_error)
-                self._close_clients(timeout_s=0)
-
-    def _rejoined_after_instance_fencing(self, error: KafkaError) -> bool:
-        """Our consumer was fenced by another member with our instance id, but our producer is
-        not: let the producer decide who stays. On librdkafka a process resumed after a pause
-        rejoins under the static instance id in the background, fencing the consumer of the
-        replacement that took its place, although the replacement's producer is the newer one.
-        So: a new consumer (which fences the other's in turn), then the ownership probe, which
-        only the newest producer passes (_confirm_ownership); the stale process stops there.
-        Bounded: a fourth fencing within 5 minutes stops this worker (two processes that both
-        believe they own the id, e.g. one instance id given to two workers)."""
-        if not (self.exactly_once and isinstance(error, FencedInstanceIdError) and self.group is not None
-                and not transaction_lost(self.producer)):
-            return False
-        now = time.monotonic()
-        self._instance_fencings = [at for at in self._instance_fencings if now - at < 300] + [now]
-        if len(self._instance_fencings) > 3:
-            return False
-        log.warning("another member with instance id %r fenced this worker's consumer, but not its producer: "
-                    "rejoining, then confirming the transactional id", self.instance_id)
-        try:
-            self.outputs.abort()  # asks the coordinator: a fenced producer shows here
-        except KafkaError as abort_error:
-            if fenced_by(abort_error, self.producer):
-                return False
-            raise
-        try:
-            self.group.close()
-        except Exception as close_error:  # a fatal consumer may refuse a clean close; it is replaced
-            log.debug("closing the fenced consumer: %s", close_error)
-        self.group = self.outputs.group = self._join_group()
-        self.commits.cursors = {}
-        self._assignment_changed = True
-        self._unconfirmed = f"its consumer was fenced by another member with instance id {self.instance_id!r}"
-        return True
 
     # ---- one step -----------------------------------------------------------------------------
 
@@ -396,7 +222,7 @@ class Worker:
         """Catch up with the labeled log (labels first), predict one poll of unlabeled records,
         commit outputs when due, checkpoint when due."""
         self.telemetry.last_step = time.monotonic()
-        self._confirm_ownership_after_a_stall()
+        self.membership.confirm_ownership_after_a_stall()
         learned = self._catch_up_labels()
         metadata = self.group.group_metadata()  # before the poll: see Outputs
         # A join under way gets a poll's time to finish (kafka-python resends one that completes
@@ -406,7 +232,7 @@ class Worker:
                                  max_records=self.kafka["poll_max_records"])
         raise_if_fenced(self.group)  # kafka-python's poll does not say (an idle zombie polls on)
         if self._assignment_changed:
-            self._on_assignment_change()
+            self.membership.on_assignment_change()
         now = self.group.group_metadata()
         if (now.generation_id, now.member_id) != (metadata.generation_id, metadata.member_id) or self.outputs.stale(now):
             # The group changed during the poll: its records may be of partitions that have moved.
@@ -456,73 +282,6 @@ class Worker:
             if self.checkpoints.due():  # a long backlog keeps the schedule too (every_events)
                 self.checkpoints.checkpoint_or_carry_on()
         return read
-
-    # ---- the commit of outputs (one place) ------------------------------------------------------
-
-    def _on_assignment_change(self) -> None:
-        """Learn where the labeled dead letters of newly owned labeled partitions stand."""
-        self._assignment_changed = False
-        member_id = self.group.group_metadata().member_id
-        if member_id and self._member_id and member_id != self._member_id:
-            # A static member keeps its member id through rebalances: a new one means the old was
-            # dropped, or taken by a process with our instance id while this one stalled.
-            self._unconfirmed = f"the group gave this worker a new member id ({self._member_id} -> {member_id})"
-        self._member_id = member_id or self._member_id
-        if self._unconfirmed is not None:
-            self._confirm_ownership()
-        assignment = self.group.assignment()
-        log.info("group %s assigns this worker %s", self.kafka["group_id"],
-                 ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assignment)) or "no partition")
-        owned = {tp for tp in assignment if tp.topic in self.labeled_topics}  # paused by _PauseLabeled
-        self.commits.cursors = {tp: offset for tp, offset in self.commits.cursors.items() if tp in owned}
-        for tp in owned - set(self.commits.cursors):
-            self.commits.cursors[tp] = self.group.committed(tp) or 0
-        if owned:
-            log.info("publishing the dead letters of labeled partitions %s",
-                     ", ".join(f"{tp.topic}[{tp.partition}] from offset {offset}" for tp, offset in self.commits.cursors.items()))
-
-    def _confirm_ownership_after_a_stall(self) -> None:
-        """Start to start: a pause that lands inside a step shows in the gap before the next."""
-        now = time.monotonic()
-        stalled_s, self._last_step_at = (now - self._last_step_at if self._last_step_at else 0.0), now
-        if stalled_s >= self._stall_limit_s:
-            self._unconfirmed = f"this worker stalled for {stalled_s:.1f} s (paused?)"
-        if self._unconfirmed is not None:
-            self._confirm_ownership()
-
-    def _confirm_ownership(self) -> None:
-        """Prove that no newer producer holds this worker's transactional id before going on.
-
-        A worker that stalled (SIGSTOP, a frozen VM) may have been replaced meanwhile, and on
-        resume its consumer can rejoin under the static instance id before this loop runs
-        (librdkafka does so in the background). Its producer is then fenced, but says so only
-        when it next asks the coordinator, which an idle worker might never do. So: the group's
-        own committed offsets, committed again in a transaction (no change for a rightful owner;
-        refused with a fencing error for a stale one, which stops this worker: exit 3). Stays
-        pending (self._unconfirmed) while the worker holds no partition with a committed offset."""
-        why = self._unconfirmed
-        if not self.exactly_once or why is None:
-            self._unconfirmed = None
-            return
-        if self.outputs.open:
-            if self.outputs.outlived(self._transaction_timeout_s):
-                raise Fenced(f"fenced: {why}, and its open transaction outlived transaction_timeout_ms: another "
-                             f"worker with instance id {self.instance_id!r} may hold its place; stopping so as "
-                             f"not to fence it back")
-            self._unconfirmed = None  # the open transaction's commit or abort asks the coordinator anyway
-            return
-        committed = {tp: self.group.committed(tp) for tp in self.group.assignment()}
-        committed = {tp: offset for tp, offset in committed.items() if offset is not None}
-        if not committed:
-            return
-        log.info("%s: confirming that transactional id %r is still this worker's", why, self.transactional_id)
-        self.outputs.begin(self.group.group_metadata())
-        try:
-            self.outputs.commit(committed)
-        except CommitFailedError:
-            # The transaction coordinator took our epoch (it answers before the group does): ours.
-            self.commits.rewind(None)
-        self._unconfirmed = None
 
     # ---- reporting ------------------------------------------------------------------------------
 
