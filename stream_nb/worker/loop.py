@@ -27,12 +27,11 @@ from collections import Counter
 from kafka.errors import KafkaError
 
 from stream_nb.checkpoint import config_fingerprint
-from stream_nb.config import Config, ConfigError
+from stream_nb.config import Config
 from stream_nb.events import Event, Rejected
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.clients import (
     ensure_topics,
-    group_is_stable,
     leave_group,
     raise_if_fenced,
     rebalance_pending,
@@ -46,16 +45,16 @@ from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.learner import Learner
 from stream_nb.worker.membership import Membership
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs
-from stream_nb.worker.metrics import MetricsServer, WorkerMetrics
+from stream_nb.worker.metrics import WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
 from stream_nb.worker.predictor import Predictor
+from stream_nb.worker.reporting import Reporting
 from stream_nb.worker.records import ModelStateUnknown, featurise
 
 TELEMETRY_INTERVAL_S = 2.0  # gauges and readiness, when metrics are served (a lag query each time)
 log = logging.getLogger("stream_nb.worker")
 
 __all__ = ["DeliveryError", "Fenced", "ModelStateUnknown", "Worker"]
-
 
 
 class Worker:
@@ -86,13 +85,11 @@ class Worker:
         self._stop_reason = "asked to stop"
         self._published: Counter = Counter()  # {topic: outputs committed} since start
         self._processed = 0
-        self._evicted_reported = 0  # of the model's features_evicted, already added to the counter
         self._restored: dict | None = None
         self.membership = Membership(self)
         self.telemetry = WorkerMetrics()  # Prometheus counters, liveness, readiness
         self.mail_featurizer = MailFeaturizer(self.event_featurizer, on_parsed=self.telemetry.count_mail)
-        self._caught_up_once = False
-        self._metrics_server: MetricsServer | None = None
+        self.reporting = Reporting(self)
         self.learner = Learner(self)
         self.predictor = Predictor(self)
         self.commits = Commits(self)
@@ -112,7 +109,7 @@ class Worker:
         ensure_topics(self.kafka, self.config.kafka_client, (snapshot_topic,) if snapshot_topic else ())
         self.checkpoints.store.lock()
         try:
-            self._serve_metrics()
+            self.reporting.serve_metrics()
             self.checkpoints.restore()
             self.membership.open_clients_retrying()
         except BaseException:
@@ -121,18 +118,6 @@ class Worker:
         log.info("started: instance %s in group %s, %s, labeled %s from %s", self.instance_id, self.kafka["group_id"],
                  self.kafka["processing_guarantee"].replace("_", "-"), ", ".join(sorted(self.labeled_topics)),
                  ", ".join(f"{topic}[{partition}]@{offset}" for topic, partition, offset in self.labeled.offsets()))
-
-    def _serve_metrics(self) -> None:
-        port = self.config.worker["metrics_port"]
-        if not port or self._metrics_server is not None:
-            return
-        host = self.config.worker["metrics_host"]
-        try:
-            # alive: a step within twice the longest a healthy step may take (a stall that long
-            # already makes the worker confirm its transactional id), and at least a minute
-            self._metrics_server = MetricsServer(self.telemetry, host, port, alive_within_s=max(60.0, 2 * self.membership.stall_limit_s))
-        except OSError as error:
-            raise ConfigError(f"worker.metrics_port: cannot listen on {host}:{port} ({error.strerror or error})") from None
 
     def request_stop(self, signum=None, _frame=None) -> None:
         if signum is not None and not self._stopping:
@@ -170,16 +155,16 @@ class Worker:
                     if had_records:
                         idle_since = now
                     elif stop_when_idle_s is not None and now - idle_since >= stop_when_idle_s:
-                        if self._caught_up():  # not merely waiting on a slow broker or the group
+                        if self.reporting.caught_up():  # not merely waiting on a slow broker or the group
                             self._stop_reason = f"idle for {stop_when_idle_s:g} s with nothing left to read"
                             break
                         idle_since = now
                     if now - last_log >= self.config.worker["log_interval_s"]:
-                        self._log_progress(now - last_log, self._processed - processed_at_log)
+                        self.reporting.log_progress(now - last_log, self._processed - processed_at_log)
                         last_log, processed_at_log = now, self._processed
                         last_telemetry = now
-                    elif self._metrics_server is not None and now - last_telemetry >= TELEMETRY_INTERVAL_S:
-                        self._refresh_telemetry(self.partition_lags())
+                    elif self.reporting.server is not None and now - last_telemetry >= TELEMETRY_INTERVAL_S:
+                        self.reporting.refresh_telemetry(self.reporting.partition_lags())
                         last_telemetry = now
                 # A stop asked for leaves redone outputs to the partitions' next owner; an idle
                 # stop (a catch-up run) whose last commit was redone goes on until it is done.
@@ -195,9 +180,7 @@ class Worker:
             if clean:  # a static member's close keeps its place in the group: leave it explicitly
                 leave_group(self.kafka, self.config.kafka_client, self.instance_id)
             self.checkpoints.close()
-            if self._metrics_server is not None:
-                self._metrics_server.close()
-                self._metrics_server = None
+            self.reporting.stop_serving()
 
     def _log_stop(self, processed: int, learned: int) -> None:
         """The one line of a clean stop: why, what this run did, the final checkpoint."""
@@ -282,59 +265,3 @@ class Worker:
             if self.checkpoints.due():  # a long backlog keeps the schedule too (every_events)
                 self.checkpoints.checkpoint_or_carry_on()
         return read
-
-    # ---- reporting ------------------------------------------------------------------------------
-
-    def _caught_up(self) -> bool:
-        """In the group (assigned, even if nothing), and nothing left to read."""
-        return group_is_stable(self.group) and not self._assignment_changed and self.lag() == 0
-
-    def lag(self) -> int:
-        """Records not yet read: the whole labeled log's, plus this worker's unlabeled partitions'
-        (-1 when the broker cannot say)."""
-        lags = self.partition_lags()
-        return -1 if lags is None else sum(lags.values())
-
-    def partition_lags(self) -> dict[tuple[str, int], int] | None:
-        """{(topic, partition): records not yet read} of every labeled partition and of this
-        worker's unlabeled ones; None when the broker cannot say."""
-        try:
-            lags = self.labeled.partition_lags()
-            assigned = [tp for tp in self.group.assignment() if tp.topic not in self.labeled_topics]
-            unlabeled_ends = self.group.end_offsets(assigned) if assigned else {}
-            lags.update({(tp.topic, tp.partition): max(0, end - self.group.position(tp))
-                         for tp, end in unlabeled_ends.items()})
-        except (KafkaError, KeyError, AssertionError):  # a partition deleted or moved meanwhile
-            return None
-        return lags
-
-    def _refresh_telemetry(self, lags: dict | None) -> None:
-        """The gauges (lag, model size, prequential figures) and readiness: in the group, and the
-        labeled log learned up to its end as it was just now."""
-        telemetry = self.telemetry
-        if lags is not None:
-            OUTAGE.back()  # the broker answered
-            for (topic, partition), lag in lags.items():
-                telemetry.lag.labels(topic, str(partition)).set(lag)
-            labeled_lag = sum(lag for (topic, _), lag in lags.items() if topic in self.labeled_topics)
-            in_group = group_is_stable(self.group) and not self._assignment_changed
-            # ready once caught up after start; a burst of new labels later does not unready it
-            self._caught_up_once = self._caught_up_once or (labeled_lag == 0 and in_group)
-            telemetry.ready = self._caught_up_once and in_group
-        telemetry.vocabulary.set(self.model.n_features)
-        evicted = getattr(self.model, "features_evicted", 0)
-        telemetry.evicted.inc(max(0, evicted - self._evicted_reported))
-        self._evicted_reported = evicted
-        telemetry.classes.set(len(self.model.classes_))
-        telemetry.accuracy.set(self.metrics.accuracy)
-        for label, scores in self.metrics.per_class().items():
-            telemetry.f1.labels(str(label)).set(scores["f1"])
-
-    def _log_progress(self, seconds: float, processed: int) -> None:
-        lags = self.partition_lags()
-        self._refresh_telemetry(lags)
-        lag = -1 if lags is None else sum(lags.values())
-        log.info("events %d (%.0f/s), learned %d, lag %s, prequential accuracy %.4f",
-                 self._processed, processed / seconds if seconds > 0 else 0.0, int(self.model.events_learned),
-                 lag if lag >= 0 else "unknown", self.metrics.accuracy)
-

@@ -82,7 +82,7 @@ class Predictor:
             if proba is not None else None for i, proba in enumerate(probabilities)]
         messages = encoder.encode_many(events, probabilities, verdicts, clues, scores)
         # The latency histogram costs ~1 us a prediction: only when metrics are served.
-        sent, timed = 0, w._metrics_server is not None
+        sent, timed = 0, w.reporting.server is not None
         for event, record, encoded in zip(events, origin, messages):
             if encoded is None:
                 continue  # dead-lettered above
