@@ -15,6 +15,17 @@ Two jobs at two speeds, joined here:
 Dead letters of labeled events are published once, not once per worker: by the worker that the
 group assigns the labeled partition to (the group consumer subscribes to the labeled topics too,
 pauses them, and commits, with the dead letters, the offset up to which they are published).
+
+This module is the conductor (start, run, one step, labels first, stop); each role is a module of
+its own (its class, e.g. Learner, holds a reference to the Worker, whose attributes are the state
+the roles share):
+- labeled.py: the labeled log's partitions and positions; learner.py: learning it (the model).
+- predictor.py: predicting unlabeled records, publishing predictions and dead letters.
+- records.py: decoding and featurising for both, one event's failure its own (a dead letter).
+- commits.py: the commit of outputs with the group's offsets (outputs.py: the transaction).
+- checkpoints.py: checkpoints and snapshots, restore at start.
+- membership.py: the clients, the group, assignment changes, recovery and fencing.
+- reporting.py: lag, gauges, readiness, the progress line.
 """
 
 from __future__ import annotations
@@ -48,8 +59,8 @@ from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs
 from stream_nb.worker.metrics import WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
 from stream_nb.worker.predictor import Predictor
-from stream_nb.worker.reporting import Reporting
 from stream_nb.worker.records import ModelStateUnknown, featurise
+from stream_nb.worker.reporting import Reporting
 
 TELEMETRY_INTERVAL_S = 2.0  # gauges and readiness, when metrics are served (a lag query each time)
 log = logging.getLogger("stream_nb.worker")
@@ -58,6 +69,8 @@ __all__ = ["DeliveryError", "Fenced", "ModelStateUnknown", "Worker"]
 
 
 class Worker:
+    """One worker process: the state its roles share, and the loop that runs them in turn."""
+
     def __init__(self, config: Config, recorder=None) -> None:
         self.config = config
         self.recorder = recorder  # optional EvaluationRecorder of the labeled traffic (the demo's plots)
@@ -85,7 +98,7 @@ class Worker:
         self._stop_reason = "asked to stop"
         self._published: Counter = Counter()  # {topic: outputs committed} since start
         self._processed = 0
-        self._restored: dict | None = None
+        self._restored: dict | None = None  # the restored labeled offsets, until the clients open there
         self.membership = Membership(self)
         self.telemetry = WorkerMetrics()  # Prometheus counters, liveness, readiness
         self.mail_featurizer = MailFeaturizer(self.event_featurizer, on_parsed=self.telemetry.count_mail)

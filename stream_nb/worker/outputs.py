@@ -35,7 +35,7 @@ def transaction_call_timeout_s(transaction_timeout_s: float) -> float:
     timeout when that is less. A call stuck on a coordinator that died (kafka-python 3.0.12 may
     wait on the dead one until its producer is replaced) then gives up while the transaction is
     still young enough that the worker reconnects instead of stopping as if it had been paused
-    and replaced (Worker._recover stops once the open transaction outlived the timeout)."""
+    and replaced (Membership.recover stops once the open transaction outlived the timeout)."""
     return min(TRANSACTION_CALL_TIMEOUT_S, transaction_timeout_s / 3)
 
 

@@ -1,6 +1,6 @@
 """The predictor: unlabeled records decoded, featurised and scored with the model as it stands,
 each prediction naming the labeled offsets its model reflects (so a replay reproduces it), sent
-into the open outputs with the dead letters (stream_nb.worker.outputs commits them)."""
+into the open outputs with the dead letters (stream_nb.worker.commits commits them)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from stream_nb.worker.outputs import Fenced
 
 # One event's decoding, featurising or scoring that raises anything but these is that event's
 # failure alone: it is dead-lettered and the worker goes on. These stop the step instead: no
-# memory left, and Kafka's errors (a fenced transaction among them), which _recover or the
-# caller handles. (KeyboardInterrupt and SystemExit are no Exception: they always propagate.)
+# memory left, and Kafka's errors (a fenced transaction among them), which Membership.recover or
+# the caller handles. (KeyboardInterrupt and SystemExit are no Exception: they always propagate.)
 NOT_ONE_EVENTS_FAILURE = (MemoryError, KafkaError, Fenced)
 
 

@@ -49,7 +49,7 @@ pytestmark = pytest.mark.kafka
 # A member's failure is noticed in seconds, as in test_scale_out. The transaction timeout stays
 # the clients' default (60 s), as users run it: a broker killed stalls a commit for about the
 # controller's 9 s session timeout plus the clients' retries, and a transaction older than the
-# timeout makes a worker stop as if it had been paused and replaced (Worker._recover), which a
+# timeout makes a worker stop as if it had been paused and replaced (Membership.recover), which a
 # 15 s timeout here did under load.
 FAST_CLIENT = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 TRANSACTION_TIMEOUT_S = TRANSACTION_TIMEOUT_MS / 1000
