@@ -110,6 +110,59 @@ def test_good_records(value, labeled, expected):
 def test_key_is_not_checked_against_id(key):
     event = decode_record(b'{"id":"a","text":"x","label":"l"}', key, None, SRC, labeled=True)
     assert event == Event("a", "x", None, "l", SRC)
+    # nor against the event's "key" field, which is what Event.key holds
+    keyed = decode_record(b'{"id":"a","key":"user-7","text":"x","label":"l"}', key, None, SRC, labeled=True)
+    assert keyed == Event("a", "x", None, "l", SRC, key="user-7")
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("value, labeled, expected", [
+    (b'{"id":"a","key":"user-7","text":"x","label":"ham"}', True, ("user-7", "x", "ham")),
+    (b'{"key":"user-7","text":"x","id":"a"}', False, ("user-7", "x", None)),  # both topics
+    (b'{"id":"a","key":"1","text":"x","label":1}', True, ("1", "x", 1)),
+    (b'{"id":"a","key":" ","text":"x"}', False, (" ", "x", None)),  # whitespace is not empty
+    ('{"id":"a","key":"Zoë \\ud83d\\ude00 日本","text":"x"}'.encode(), False,
+     ("Zo\u00eb \U0001F600 \u65e5\u672c", "x", None)),  # escaped and raw non-ASCII, a surrogate pair
+    (b'{"id":"a","key":"a","text":"x"}', False, ("a", "x", None)),  # the key may equal the id
+    (b'{"id":"a","key":null,"text":"x","label":"ham"}', True, (None, "x", "ham")),  # null is absence
+    (b'{"id":"a","text":"x","label":"ham"}', True, (None, "x", "ham")),
+    (b'{"id":"a","key":"box-2","features":{"n":1},"label":"ham","unlearn":"spam"}', True, ("box-2", None, "ham")),
+])
+def test_an_event_key_is_kept_on_the_event(native, value, labeled, expected, monkeypatch):
+    monkeypatch.setenv("STREAM_NB_NATIVE", native)
+    event = decode(value, labeled=labeled)
+    assert type(event) is Event, event
+    assert (event.key, event.text, event.label) == expected
+    assert event.key is None or type(event.key) is str
+
+
+def test_a_keyed_mail_event_keeps_its_key_and_an_object_gives_the_same_event():
+    value = b'{"id":"m","key":"mailbox-3","mail":"Subject: hi\\r\\n\\r\\nbody","label":"ham"}'
+    event = decode(value)
+    assert (event.key, event.mail, event.text) == ("mailbox-3", b"Subject: hi\r\n\r\nbody", None)
+    assert event_from_object(json.loads(value), SRC, labeled=True) == event
+    refused = event_from_object({"id": "x", "key": 3, "text": "t"}, SRC, labeled=False)
+    assert (refused.reason, refused.detail) == ("key_not_string", "key is integer, expected a string")
+    assert event_from_object({"id": "x", "key": "", "text": "t"}, SRC, labeled=False).detail == \
+        "key is the empty string"
+
+
+def test_event_key_is_the_last_field_with_a_default():
+    from dataclasses import fields
+
+    assert [field.name for field in fields(Event)] == ["id", "text", "features", "label", "source", "mail",
+                                                       "unlearn", "key"]
+    assert Event("a", "x", None, "l", SRC).key is None
+    assert Event("a", "x", None, "l", SRC, None, "m").key is None  # positional constructions stay valid
+    assert Event("a", "x", None, "l", SRC, None, None, "u").key == "u"
+    assert Event("a", "x", None, "l", SRC, key="u") != Event("a", "x", None, "l", SRC)
+
+
+def test_the_key_reasons_come_right_after_empty_id():
+    at = REASONS.index("empty_id")
+    assert REASONS[at - 2: at + 4] == ("missing_id", "id_not_string", "empty_id", "key_not_string", "empty_key",
+                                       "text_not_string")
+    assert len(REASONS) == 33
 
 
 def test_long_text_under_the_limit_is_fine_and_the_limit_is_inclusive():
@@ -190,6 +243,21 @@ _BAD = [
     ("list id", b'{"id":["a"],"text":"x","label":"l"}', True, "id_not_string"),
     ("object id", b'{"id":{"v":"a"},"text":"x","label":"l"}', True, "id_not_string"),
     ("empty id", b'{"id":"","text":"x","label":"l"}', True, "empty_id"),
+    # --- key (after the id's checks, before the text's)
+    ("int key", b'{"id":"a","key":1,"text":"x","label":"l"}', True, "key_not_string"),
+    ("float key", b'{"id":"a","key":1.5,"text":"x"}', False, "key_not_string"),
+    ("bool key", b'{"id":"a","key":false,"text":"x","label":"l"}', True, "key_not_string"),
+    ("list key", b'{"id":"a","key":["u"],"text":"x"}', False, "key_not_string"),
+    ("object key", b'{"id":"a","key":{"u":1},"text":"x","label":"l"}', True, "key_not_string"),
+    ("empty key", b'{"id":"a","key":"","text":"x","label":"l"}', True, "empty_key"),
+    ("empty key, unlabeled", b'{"id":"a","key":"","text":"x"}', False, "empty_key"),
+    ("int id before int key", b'{"id":1,"key":1,"text":"x","label":"l"}', True, "id_not_string"),
+    ("missing id before empty key", b'{"key":"","text":"x","label":"l"}', True, "missing_id"),
+    ("empty id before empty key", b'{"id":"","key":"","text":"x","label":"l"}', True, "empty_id"),
+    ("int key before int text", b'{"id":"a","key":7,"text":7,"label":"l"}', True, "key_not_string"),
+    ("empty key before no text or features", b'{"id":"a","key":""}', False, "empty_key"),
+    ("empty key before a label on the unlabeled topic", b'{"id":"a","key":"","text":"x","label":"l"}', False,
+     "empty_key"),
     # --- text and features
     ("int text", b'{"id":"a","text":5,"label":"l"}', True, "text_not_string"),
     ("list text", b'{"id":"a","text":["x"],"label":"l"}', True, "text_not_string"),
@@ -254,6 +322,7 @@ _BAD = [
     ("reversed surrogate pair", b'{"id":"a","text":"\\ude00\\ud83d","label":"l"}', True,
      "lone_surrogate"),
     ("lone surrogate in id", b'{"id":"\\ud800","text":"x","label":"l"}', True, "lone_surrogate"),
+    ("lone surrogate in key", b'{"id":"a","key":"u\\udc00","text":"x","label":"l"}', True, "lone_surrogate"),
     ("lone surrogate in label", b'{"id":"a","text":"x","label":"\\udfff"}', True,
      "lone_surrogate"),
     ("lone surrogate in feature name", b'{"id":"a","features":{"\\ud800":1},"label":"l"}', True,

@@ -38,7 +38,7 @@ def in_c(native, value, labeled: bool, max_bytes: int = MAX_BYTES) -> Event | No
 
 
 def same_event(got: Event, expected: Event) -> bool:
-    fields = ("id", "text", "features", "label", "source", "mail", "unlearn")
+    fields = ("id", "text", "features", "label", "source", "mail", "unlearn", "key")
     return type(got) is Event and all(
         getattr(got, name) == getattr(expected, name) and type(getattr(got, name)) is type(getattr(expected, name))
         for name in fields)
@@ -129,6 +129,9 @@ def test_the_c_decoder_keeps_unlearn_with_its_type(native, value, unlearn):
     (b'{"id":"a","text":"t","unlearn":"x"}', False, "unlearn_on_unlabeled_topic"),
     (b'{"id":"a","text":"t","unlearn":"x","unlearn":"y"}', True, "duplicate_key"),
     (b'{"id":"a","text":"t","label":"x","unlearn":"\\udc00"}', True, "lone_surrogate"),
+    (b'{"id":"a","key":1,"text":"t"}', False, "key_not_string"),
+    (b'{"id":"a","key":"","text":"t","label":"x"}', True, "empty_key"),
+    (b'{"id":"a","key":"\\ud800","text":"t"}', False, "lone_surrogate"),
     (b'[]', False, "not_an_object"),
     (b'', False, "empty_value"),
     (b'{"id":"a","text":"' + b"x" * 64 + b'"}', False, "too_large"),
@@ -146,10 +149,33 @@ def test_what_the_contract_refuses_the_c_decoder_declines(native, value, labeled
     (b'{"id":"a","text":"t","label":null,"unlearn":"x"}', True),  # a null label is codec.py's to read
     (b'{"\\u0069d":"a","text":"t"}', False),  # an escaped spelling of "id"
     (b'{"id":"a","text":"t","label":1234567890123456789}', True),  # past 18 digits
+    (b'{"id":"a","key":"u","text":"t"}', False),  # a keyed event
+    (b'{"id":"a","text":"t","label":"x","key":"u"}', True),
 ])
 def test_valid_events_of_other_shapes_are_left_to_codec_py(native, value, labeled):
     assert in_c(native, value, labeled) is None
     assert type(decode_record(value, None, None, SOURCE, labeled=labeled)) is Event
+
+
+@pytest.mark.parametrize("value, labeled", [
+    (b'{"id":"a","key":"user-7","text":"t"}', False),
+    (b'{"id":"a","text":"t","label":"ham","key":"user-7"}', True),
+    (b'{"key":"mailbox","id":"a","text":"t","label":3,"unlearn":"3"}', True),
+    (b'{"id":"a","key":null,"text":"t"}', False),
+    (b'{"id":"a","text":"t"}', False),  # no key: the C decoder takes it, its Event's key is None
+])
+def test_a_keyed_event_decodes_alike_with_the_switch_on_and_off(native, monkeypatch, value, labeled):
+    """The C decoder declines an object with "key" (not one of its four names), so codec.py
+    makes the Event with its key; an Event the C decoder makes has key None (not unset)."""
+    on = decode_record(value, b"k", None, SOURCE, labeled=labeled)
+    monkeypatch.setenv("STREAM_NB_NATIVE", "0")
+    off = decode_record(value, b"k", None, SOURCE, labeled=labeled)
+    assert type(on) is Event and on == off and same_event(on, off)
+    assert on.key == json.loads(value).get("key")
+    made = in_c(native, value, labeled)
+    assert (made is None) == (b'"key"' in value)
+    if made is not None:
+        assert made.key is None and made == off
 
 
 @pytest.mark.parametrize("digits", [18, 19, 20, 21, 25, 40])

@@ -82,7 +82,7 @@ def decoded_alike(value: bytes, labeled: bool) -> Event | None:
     expected = codec._decode_or_reject(value, b"k", (), SOURCE, labeled, MAX_BYTES)
     if made is not None:
         assert type(expected) is Event, (value, expected)
-        for name in ("id", "text", "features", "label", "source", "mail", "unlearn"):
+        for name in ("id", "text", "features", "label", "source", "mail", "unlearn", "key"):
             got, want = getattr(made, name), getattr(expected, name)
             assert got == want and type(got) is type(want), (value, name, got, want)
     else:
@@ -99,7 +99,7 @@ json_values = st.recursive(
               st.floats(allow_nan=False, allow_infinity=False), any_text),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(any_text, children, max_size=3),
     max_leaves=6)
-field_names = st.sampled_from(["id", "text", "label", "unlearn", "features", "extra", "ID", "mail"])
+field_names = st.sampled_from(["id", "text", "label", "unlearn", "features", "extra", "ID", "mail", "key"])
 
 
 @st.composite
@@ -122,6 +122,36 @@ def test_decoder_on_arbitrary_bytes(value, labeled):
 @given(st.one_of(json_events(), json_events().map(lambda value: value[: len(value) // 2])), st.booleans())
 def test_decoder_on_json_like_values(value, labeled):
     decoded_alike(value, labeled)
+
+
+@st.composite
+def keyed_events(draw) -> tuple[bytes, bool]:
+    """The common shape ({"id", "text"} and a label on the labeled topic) with a "key" field of
+    any JSON type, or none, in any position: (value, labeled)."""
+    labeled = draw(st.booleans())
+    fields = {"id": draw(plain_text), "text": draw(plain_text)}
+    if labeled:
+        fields["label"] = draw(labels)
+    if draw(st.booleans()):
+        fields["key"] = draw(st.one_of(plain_text, st.none(), labels, json_values))
+    order = draw(st.permutations(list(fields)))
+    return json.dumps({name: fields[name] for name in order}, ensure_ascii=draw(st.booleans())).encode(), labeled
+
+
+@settings(max_examples=500)
+@given(st.one_of(keyed_events(), st.tuples(json_events(), st.booleans())))
+def test_a_record_decodes_alike_with_the_switch_on_and_off(case):
+    """decode_record with the C decoder allowed and with it switched off: the same Event (its key
+    too) or the same refusal. An event with "key" is declined by C, so codec.py decides it."""
+    value, labeled = case
+    on = codec.decode_record(value, b"k", (), SOURCE, labeled=labeled, max_bytes=MAX_BYTES)
+    with native_switched_off():
+        off = codec.decode_record(value, b"k", (), SOURCE, labeled=labeled, max_bytes=MAX_BYTES)
+    assert on == off, (value, on, off)
+    if type(on) is Event:
+        assert type(on.key) is type(off.key)
+        fields = json.loads(value)
+        assert on.key == fields.get("key")
 
 
 @settings(max_examples=500)

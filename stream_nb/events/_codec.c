@@ -17,8 +17,9 @@
  * non-empty str id, a str text, and a non-empty str or an integer of up to 18 digits as label and
  * as unlearn; a correction without a label (a take-back only) is taken when "label" is absent, and
  * one whose unlearn equals its label (value and type) is declined. Anything else (an
- * unknown key, a null, features, a float, a lone surrogate escape, bytes that are not UTF-8, a
- * value past max_bytes) is declined: codec.py's decoder gives the Event or the refusal.
+ * unknown key, a "key" field, a null, features, a float, a lone surrogate escape, bytes that are
+ * not UTF-8, a value past max_bytes) is declined: codec.py's decoder gives the Event or the
+ * refusal. The Events it makes have mail and key None.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -594,7 +595,8 @@ read_event(Cursor *c, Buffer *scratch, int labeled, PyObject **fields)
     }
 }
 
-static PyObject *attribute_text, *attribute_features, *attribute_label, *attribute_mail, *attribute_unlearn;
+static PyObject *attribute_text, *attribute_features, *attribute_label, *attribute_mail, *attribute_unlearn,
+    *attribute_key;
 
 /* A label field's str or int, read by read_string or read_integer: an empty str is declined. */
 static int
@@ -615,7 +617,8 @@ same_label(PyObject *label, PyObject *unlearn)
 PyDoc_STRVAR(decode_event_doc,
 "decode_event(value, labeled, max_bytes, source, event_type) -> Event | None\n\n"
 "The Event codec.py's decoder makes of `value` when the value has the common shape (see the\n"
-"module's doc), made as event_type(id, text, None, label or None, source, mail=None, unlearn=unlearn or None);\n"
+"module's doc), made as event_type(id, text, None, label or None, source, mail=None, unlearn=unlearn or None,\n"
+"key=None);\n"
 "None for any other\n"
 "value, valid or not: codec.py decides it.");
 
@@ -666,7 +669,8 @@ decode_event(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             || PyObject_GenericSetAttr(event, attribute_source, source) < 0
             || PyObject_GenericSetAttr(event, attribute_mail, Py_None) < 0  /* a mail event takes codec.py's path */
             || PyObject_GenericSetAttr(event, attribute_unlearn,
-                                       fields[FIELD_UNLEARN] ? fields[FIELD_UNLEARN] : Py_None) < 0)
+                                       fields[FIELD_UNLEARN] ? fields[FIELD_UNLEARN] : Py_None) < 0
+            || PyObject_GenericSetAttr(event, attribute_key, Py_None) < 0)  /* a keyed event takes codec.py's path */
             Py_CLEAR(event);
     }
     for (int i = 0; i < FIELDS; i++)
@@ -704,7 +708,8 @@ PyInit__codec(void)
         || (attribute_features = PyUnicode_InternFromString("features")) == NULL
         || (attribute_label = PyUnicode_InternFromString("label")) == NULL
         || (attribute_mail = PyUnicode_InternFromString("mail")) == NULL
-        || (attribute_unlearn = PyUnicode_InternFromString("unlearn")) == NULL)
+        || (attribute_unlearn = PyUnicode_InternFromString("unlearn")) == NULL
+        || (attribute_key = PyUnicode_InternFromString("key")) == NULL)
         return NULL;
     return PyModule_Create(&codec_module);
 }

@@ -4,14 +4,17 @@ The worker hands in what the consumer gave it (value bytes, key bytes, headers, 
 gets back either an `Event` ready for the featuriser or a `Rejected` carrying everything the
 dead-letter producer needs. Nothing here imports Kafka, does I/O or raises on bad input.
 
-Event contract (JSON object, UTF-8, key = id)::
+Event contract (JSON object, UTF-8; the message key by convention the ``key`` field, else the id)::
 
     {"id": str, "text": str, "features": {str: str | number}, "label": str | int}
+    {"id": str, "key": str, "text": str, ...}                          (a keyed event: any shape)
     {"id": str, "mail": str, "features": {...}, "label": ...}          (a mail event)
     {"id": str, "mail_base64": str, "features": {...}, "label": ...}   (a mail event, exact bytes)
     {"id": str, ..., "label": str | int | null, "unlearn": str | int}  (a correction)
 
-``text`` and ``features`` are each optional but not both absent; ``label`` is required on the
+``key`` is optional on both topics: who the event belongs to (a user, a mailbox, a tenant), a
+non-empty string, for what is kept per key; absent or null, the event has none (`Event.key`
+None). ``text`` and ``features`` are each optional but not both absent; ``label`` is required on the
 labeled topic (null only beside ``unlearn``) and forbidden on the unlabeled one. A *mail event* carries an RFC 5322 message
 instead of ``text``: ``mail`` (a JSON string; the message is its UTF-8 encoding) or
 ``mail_base64`` (the message's exact bytes in standard base64, for 8-bit mail that is not
@@ -50,6 +53,9 @@ code                            meaning
 ``missing_id``                  ``id`` absent or null
 ``id_not_string``               ``id`` is not a string (an int id is refused, not converted)
 ``empty_id``                    ``id`` is ``""``
+``key_not_string``              ``key`` present, not null and not a string (an int key is
+                                refused, not converted)
+``empty_key``                   ``key`` is ``""``
 ``text_not_string``             ``text`` present, not null and not a string
 ``features_not_object``         ``features`` present, not null and not an object
 ``feature_value_type``          a feature value is not a string, number or boolean
@@ -85,8 +91,9 @@ code                            meaning
 ``label_on_unlabeled_topic``    unlabeled topic, ``label`` present and not null
 ``unlearn_on_unlabeled_topic``  unlabeled topic, ``unlearn`` present and not null (nothing is
                                 learned from that topic, so nothing can be taken back)
-``lone_surrogate``              ``id``, ``text``, ``mail``, a string ``label`` or ``unlearn``, a
-                                feature name or a string feature value holds an unpaired ``\\uD800``-``\\uDFFF``
+``lone_surrogate``              ``id``, ``key``, ``text``, ``mail``, a string ``label`` or
+                                ``unlearn``, a feature name or a string feature value holds an
+                                unpaired ``\\uD800``-``\\uDFFF``
                                 escape: it decodes to a Python str that cannot be encoded as
                                 UTF-8, so it could never be re-published or checkpointed
 ==============================  ==============================================================
@@ -118,11 +125,16 @@ Decisions
   with ``unlearn`` is a take-back only; null without ``unlearn`` stays ``missing_label``.
 - **Ids** are non-empty strings; an int id is refused rather than converted, because ``1``,
   ``1.0`` and ``"1"`` would otherwise collide on the prediction key.
-- **Key vs id.** The key is *not* checked against the id. The id in the value is
-  authoritative and predictions are keyed by it; the message key only steers partitioning, and
-  a producer may legitimately key by something else (a user, to keep their events ordered) or
-  not at all. Refusing those would drop good events for a routing choice. The key is kept on
-  `Rejected` only, to re-publish the original message.
+- **Keys** (the ``"key"`` field) follow the id's rule: a non-empty string, an int refused rather
+  than converted (``1`` and ``"1"`` would name one key). Null is absence, as for any field.
+- **Key vs id.** Two keys, two jobs. The Kafka *message* key steers partitioning only; the
+  event's ``"key"`` field is the one per-key models use (`Event.key`). Neither is checked
+  against the id, nor the message key against the ``"key"`` field: the id in the value is
+  authoritative and predictions are keyed by it, and a producer may legitimately key its
+  messages by something else (a user, to keep their events ordered) or not at all
+  (`stream-nb publish --key` sends the ``"key"`` field, else the id). Refusing those would drop
+  good events for a routing choice. The message key is kept on `Rejected` only, to re-publish
+  the original message.
 - **Unknown fields** are accepted and ignored (forward compatible); they are still parsed, so a
   NaN literal, a duplicate key or excessive nesting inside one still rejects the message.
 - **Duplicate keys** are refused rather than "last wins": two values for one field means the
@@ -185,6 +197,8 @@ REASONS: tuple[str, ...] = (
     "missing_id",
     "id_not_string",
     "empty_id",
+    "key_not_string",
+    "empty_key",
     "text_not_string",
     "features_not_object",
     "feature_value_type",
@@ -245,7 +259,7 @@ class Event:
     `mail` the bytes of the RFC 5322 message of a mail event (then `text` is None), else None;
     `text`, `features` and `mail` are never all None; `label` is None on the unlabeled topic and
     on a take-back only; `unlearn` is the class a correction takes back (labeled topic only),
-    else None."""
+    else None; `key` the event's "key" field (who it belongs to: a user, a mailbox), else None."""
 
     id: str
     text: str | None
@@ -254,6 +268,7 @@ class Event:
     source: SourcePosition
     mail: bytes | None = None  # last, with a default: Event(id, text, features, label, source) stays
     unlearn: Label | None = None
+    key: str | None = None  # last, with a default, as mail and unlearn: positional constructions stay
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,11 +342,13 @@ def has_lone_surrogate(text: str) -> bool:
 
 def _check_surrogates(
     id_: str, text: str | None, features: dict[str, Any] | None, label: Any, mail: Any = None,
-    unlearn: Any = None,
+    unlearn: Any = None, key: str | None = None,
 ) -> None:
     """Refuse a lone surrogate in any string the event carries onward (see the module table)."""
     if has_lone_surrogate(id_):
         raise _Refused("lone_surrogate", "id holds an unpaired surrogate escape")
+    if key is not None and has_lone_surrogate(key):
+        raise _Refused("lone_surrogate", "key holds an unpaired surrogate escape")
     if text is not None and has_lone_surrogate(text):
         raise _Refused("lone_surrogate", "text holds an unpaired surrogate escape")
     if type(mail) is str and has_lone_surrogate(mail):
@@ -407,6 +424,13 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
     if not id_:
         raise _Refused("empty_id", "id is the empty string")
 
+    key = obj.get("key")
+    if key is not None:
+        if type(key) is not str:
+            raise _Refused("key_not_string", f"key is {_type_name(key)}, expected a string")
+        if not key:
+            raise _Refused("empty_key", "key is the empty string")
+
     text = obj.get("text")
     if text is not None and type(text) is not str:
         raise _Refused("text_not_string", f"text is {_type_name(text)}, expected a string")
@@ -468,11 +492,12 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
         raise _Refused("unlearn_on_unlabeled_topic", "unlearn present on the unlabeled topic")
 
     if surrogates_possible:
-        _check_surrogates(id_, text, features, label, mail, unlearn)
+        _check_surrogates(id_, text, features, label, mail, unlearn, key)
 
     if mail is None:
-        return Event(id_, text, features, label, source, None, unlearn)
-    return Event(id_, None, features, label, source, mail.encode("utf-8") if type(mail) is str else mail, unlearn)
+        return Event(id_, text, features, label, source, None, unlearn, key)
+    return Event(id_, None, features, label, source, mail.encode("utf-8") if type(mail) is str else mail, unlearn,
+                 key)
 
 
 def _check_unlearn(unlearn: Any, label: Any, classes: frozenset | None) -> None:
