@@ -41,6 +41,13 @@ def test_a_correction_names_the_class_to_take_back_in_its_own_header():
     assert as_mail(RAW, b"k", (("label", b"spam"), ("X-Was", b"ham")), SRC).unlearn == "ham"
 
 
+def test_a_raw_message_has_no_event_key_whatever_its_headers():
+    """The message key is the id; no header is read as the JSON events' "key" field (not yet)."""
+    event = decode(RAW, key=b"user-7", headers=(("label", b"spam"), ("key", b"user-7")))
+    assert (event.id, event.key) == ("user-7", None)
+    assert decode(RAW, key=None, headers=(), labeled=False).key is None
+
+
 @pytest.mark.parametrize("key", [None, b"", b"\xff\xfe"])
 def test_a_record_without_a_usable_key_is_named_by_its_position(key):
     assert decode(RAW, key=key).id == "mail-in:2:41"

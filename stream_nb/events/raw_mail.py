@@ -23,6 +23,9 @@ Decisions
   declares int classes cannot be fed by raw-mail topics (``undeclared_label``).
 - **Corrections**: the last ``unlearn_header`` header, read as the label is; with it the label
   header may be left out (a take-back only), as ``"label": null`` beside ``unlearn`` in JSON.
+- **No event key** (yet): `Event.key`, the JSON ``"key"`` field (who the event belongs to), is
+  None on every raw-mail event. The message key is the id here, so it cannot be the key too; a
+  header naming it (as ``label_header`` names the label) is left for when per-key models need it.
 
 Reason codes
 ------------
