@@ -106,6 +106,79 @@ def test_field_names_are_options(tmp_path):
     assert events == [{"id": "7", "text": "hi", "features": {"a": "b"}, "label": "ham"}]
 
 
+def test_jsonl_events_keep_their_key(tmp_path):
+    lines = [{"id": "a", "key": "user-1", "text": "hi", "label": "ham"},
+             {"id": "b", "text": "no key", "label": "spam"},
+             {"id": "c", "key": None, "text": "null is no key"},
+             {"id": "d", "key": "user-1", "features": {"n": 1}, "label": "spam", "unlearn": "ham"}]
+    (tmp_path / "k.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    events = list(read_events(tmp_path / "k.jsonl", labels="optional"))
+    assert events == [{"id": "a", "text": "hi", "features": None, "label": "ham", "key": "user-1"},
+                      {"id": "b", "text": "no key", "features": None, "label": "spam"},
+                      {"id": "c", "text": "null is no key", "features": None, "label": None},
+                      {"id": "d", "text": None, "features": {"n": 1}, "label": "spam", "unlearn": "ham",
+                       "key": "user-1"}]
+    # the key is no label: an unlabeled reading keeps it
+    assert [event.get("key") for event in read_events(tmp_path / "k.jsonl", labels="dropped")] == \
+        ["user-1", None, None, "user-1"]
+    # --key-field names another field; one that another role reads is that role's only
+    (tmp_path / "u.jsonl").write_text(json.dumps({"id": "a", "user": "u-9", "key": "ignored", "text": "t"}) + "\n",
+                                      encoding="utf-8")
+    assert [event["key"] for event in read_events(tmp_path / "u.jsonl", labels="optional", key_field="user")] == \
+        ["u-9"]
+    assert list(read_events(tmp_path / "u.jsonl", labels="optional", key_field="id")) == \
+        [{"id": "a", "text": "t", "features": None, "label": None}]
+
+
+@pytest.mark.parametrize("line, reason, detail", [
+    ('{"id": "b", "key": 7, "text": "t", "label": "ham"}', "key_not_string", "key is integer, expected a string"),
+    ('{"id": "b", "key": "", "text": "t", "label": "ham"}', "empty_key", "key is the empty string"),
+    ('{"id": "b", "key": ["u"], "text": "t", "label": "ham"}', "key_not_string", "key is array, expected a string"),
+    ('{"id": "b", "key": "\\udc00", "text": "t", "label": "ham"}', "lone_surrogate",
+     "key holds an unpaired surrogate escape"),
+])
+def test_a_bad_key_in_a_file_is_refused_naming_its_line(tmp_path, line, reason, detail):
+    from collections import Counter
+
+    good = json.dumps({"id": "a", "key": "u", "text": "t", "label": "ham"})
+    (tmp_path / "k.jsonl").write_text(f"{good}\n{line}\n{good}\n", encoding="utf-8")
+    with pytest.raises(SourceError) as raised:
+        list(read_events(tmp_path / "k.jsonl"))
+    assert str(raised.value) == f"{tmp_path / 'k.jsonl'}:2: not a valid event: {reason} ({detail})"
+    rejected = Counter()
+    assert len(list(read_events(tmp_path / "k.jsonl", rejected=rejected))) == 2
+    assert rejected == {reason: 1}
+
+
+def test_the_event_dict_of_a_topic_record_carries_the_event_key_only():
+    """read_topic yields event_dict of the decoded record: the "key" field, never the message key."""
+    from stream_nb.events import SourcePosition, decode_record
+    from stream_nb.replay.sources import event_dict
+
+    source = SourcePosition("t", 0, 5)
+    keyed = decode_record(b'{"id":"a","key":"user-1","text":"t"}', b"message-key", None, source, labeled=False)
+    plain = decode_record(b'{"id":"b","text":"t"}', b"message-key", None, source, labeled=False)
+    assert event_dict(keyed) == {"id": "a", "text": "t", "features": None, "label": None, "key": "user-1"}
+    assert event_dict(plain) == {"id": "b", "text": "t", "features": None, "label": None}
+
+
+def test_a_csv_key_column_gives_the_key(tmp_path):
+    (tmp_path / "k.csv").write_text("id,key,text,label\na,user-1,hi,ham\nb,,no key,spam\nc,7,seven,ham\n",
+                                    encoding="utf-8")
+    events = list(read_events(tmp_path / "k.csv"))
+    assert [event.get("key") for event in events] == ["user-1", None, "7"]  # a cell is a string: "7" stays "7"
+    assert "key" not in events[1]  # an empty cell is absent
+    # "*" takes every column but the id, key, label and text
+    (tmp_path / "f.csv").write_text("tenant,colour,n,label\nt1,red,2,ham\nt2,blue,3,spam\n", encoding="utf-8")
+    events = list(read_events(tmp_path / "f.csv", feature_columns="*", key_field="tenant"))
+    assert [(event["key"], event["features"]) for event in events] == [
+        ("t1", {"colour": "red", "n": 2}), ("t2", {"colour": "blue", "n": 3})]
+    # a file without the column, and a TSV file (no columns), have no keys
+    assert all("key" not in event for event in read_events(tmp_path / "f.csv", feature_columns="*"))
+    (tmp_path / "s.tsv").write_text("ham\thi\n", encoding="utf-8")
+    assert list(read_events(tmp_path / "s.tsv")) == [{"id": "s:1", "text": "hi", "features": None, "label": "ham"}]
+
+
 def test_metrics_match_hand_counts_with_string_labels():
     metrics = PrequentialMetrics()
     outcomes = [("spam", "spam", 0.9), ("spam", "ham", 0.2), ("ham", "ham", 0.7), ("ham", "ham", 0.6), ("ham", "spam", 0.1)]

@@ -50,19 +50,23 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
                 id_field: str = "id", features_field: str = "features", feature_columns: str | None = None,
                 file_format: str | None = None,
                 labels: str = "required", rejected: Counter | None = None,
-                classes: frozenset | None = None, label_folders: list[str] | None = None) -> Iterator[dict]:
-    """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event, and
-    "unlearn" of a correction) from a file, in file order.
+                classes: frozenset | None = None, label_folders: list[str] | None = None,
+                key_field: str = "key") -> Iterator[dict]:
+    """Yield events {"id", "text", "features", "label"} (and "mail", bytes, of a mail event,
+    "unlearn" of a correction and "key" of a keyed event) from a file, in file order.
 
     Formats (by extension unless `file_format` says):
-    - `.tsv`/no extension: `label<TAB>text` without header (the SMS Spam Collection's layout);
-    - `.csv`: a header row; the `text_field` column is the text, and the `feature_columns`
-      (comma-separated names, or "*" for every column but the id, label and text) are features:
-      a cell that reads as a finite number is that number, others are strings, an empty cell
-      is absent;
+    - `.tsv`/no extension: `label<TAB>text` without header (the SMS Spam Collection's layout),
+      so no key;
+    - `.csv`: a header row; the `text_field` column is the text, the `key_field` column (if the
+      header has one) the event's key, and the `feature_columns` (comma-separated names, or "*"
+      for every column but the id, key, label and text) are features: a cell that reads as a
+      finite number is that number, others are strings, an empty cell is absent (an empty key
+      cell: no key);
     - `.jsonl`: one JSON object per line; text, features ({name: value}) or both, or a mail
       event ("mail" or "mail_base64", with or without features: the event contract's rules);
       a correction's "unlearn" (the class to take back) is kept, and its label may be null;
+      the `key_field` field is the event's key (a non-empty string, or null: no key);
     - mail where it lives (`file_format` "mail", or a directory, a .tar/.tar.gz or an mbox):
       one mail event per message, labeled by folder (`label_folders`: ["LABEL=FOLDER", ...],
       default spam=spam and ham=ham): `stream_nb.mail.sources`. A file passed over (not a
@@ -71,7 +75,9 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
     `labels`: "required" (an event without a label is an error: a labeled topic; a take-back,
     "unlearn" with a null label, has none), "optional" (it is an unlabeled event: predicted, not
     scored) or "dropped" (every event unlabeled: labels and "unlearn" are left out).
-    Events without an id get `<file stem>:<line>`; a numeric id becomes its string.
+    Events without an id get `<file stem>:<line>`; a numeric id becomes its string. A key is
+    never converted: a number, or "" (in JSONL), is refused (key_not_string, empty_key). A
+    `key_field` that names the id, text, label or features field is that field only (no key).
 
     An event the contract refuses is a `SourceError` naming the line and the reason code, or,
     with `rejected` given, counted there by reason and skipped (as a worker dead-letters it).
@@ -93,7 +99,8 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
     if not path.is_file():
         raise SourceError(f"{path}: no such file")
     fields = {"text": text_field, "label": label_field, "id": id_field, "features": features_field,
-              "columns": feature_columns}
+              "columns": feature_columns, "key": _key_field(key_field, text_field, label_field, id_field,
+                                                            features_field)}
     for line_number, record in readers[kind](path, fields):
         source = SourcePosition(str(path), 0, line_number)
         if not isinstance(record, dict):  # refused by the parser, or not a JSON object
@@ -144,14 +151,22 @@ def _read_mail_events(path: Path, labels: str, rejected: Counter | None, classes
         yield event
 
 
+def _key_field(key_field: str, *others: str) -> str | None:
+    """The field read as the event's key: `key_field`, unless another role already reads it."""
+    return None if key_field in others else key_field
+
+
 def event_dict(event) -> dict:
     """The dict replay reads of an `Event`: {"id", "text", "features", "label"}, and "mail" (bytes)
-    for a mail event only, "unlearn" for a correction only (any other event's dict stays as it was)."""
+    for a mail event only, "unlearn" for a correction only, "key" for a keyed event only (any
+    other event's dict stays as it was)."""
     item = {"id": event.id, "text": event.text, "features": event.features, "label": event.label}
     if event.mail is not None:
         item["mail"] = event.mail
     if event.unlearn is not None:
         item["unlearn"] = event.unlearn
+    if event.key is not None:
+        item["key"] = event.key
     return item
 
 
@@ -164,6 +179,9 @@ def add_field_options(parser) -> None:
                         help="CSV/JSONL field of the id (default: id; missing ids become FILE-STEM:LINE)")
     parser.add_argument("--features-field", default="features",
                         help="JSONL field of the structured features, an object {name: value} (default: features)")
+    parser.add_argument("--key-field", default="key",
+                        help="CSV/JSONL field of the event's key, who it belongs to: a non-empty string "
+                             "(default: key; absent or empty CSV cell: no key)")
     parser.add_argument("--feature-columns", default=None, metavar="A,B,...|*",
                         help="CSV columns that are features (numbers where a cell reads as one); "
                              "'*': every column but the id, label and text")
@@ -177,7 +195,7 @@ def field_options(args) -> dict:
     """The keyword arguments of `read_events` that `add_field_options` set."""
     return {"text_field": args.text_field, "label_field": args.label_field, "id_field": args.id_field,
             "features_field": args.features_field, "feature_columns": args.feature_columns,
-            "label_folders": args.label_folders}
+            "label_folders": args.label_folders, "key_field": args.key_field}
 
 
 def _refuse(rejected_event: Rejected, path: Path, line_number: int, rejected: Counter | None) -> None:
@@ -262,9 +280,10 @@ def _read_csv(path: Path, fields: dict):
             raise SourceError(f"{path}: no header row")
         header = rows.fieldnames
         text_column = fields["text"] if fields["text"] in header else None
+        key_column = fields["key"] if fields["key"] in header else None
         wanted = fields["columns"]
         if wanted == "*":
-            columns = [name for name in header if name not in (fields["label"], fields["id"], text_column)]
+            columns = [name for name in header if name not in (fields["label"], fields["id"], text_column, key_column)]
         else:
             columns = [name.strip() for name in wanted.split(",") if name.strip()] if wanted else []
             missing = [name for name in columns if name not in header]
@@ -280,6 +299,8 @@ def _read_csv(path: Path, fields: dict):
             record = {"label": row.get(fields["label"]) or None, "id": row.get(fields["id"])}
             if text_column is not None:
                 record["text"] = row.get(text_column)
+            if key_column is not None and row.get(key_column):  # an empty cell is absent, as for every column
+                record["key"] = row[key_column]
             if columns:
                 record["features"] = {name: _cell(row[name]) for name in columns if row.get(name) not in (None, "")}
             yield line_number, record
@@ -307,7 +328,9 @@ def _read_jsonl(path: Path, fields: dict):
             continue
         record = parse_json(line, SourcePosition(str(path), 0, line_number))
         if isinstance(record, dict):
-            kept = {key: record[key] for key in ("mail", "mail_base64", "unlearn") if key in record}
-            record = {key: record.get(fields[key]) for key in ("text", "label", "id", "features")}
+            kept = {name: record[name] for name in ("mail", "mail_base64", "unlearn") if name in record}
+            if fields["key"] is not None and fields["key"] in record:
+                kept["key"] = record[fields["key"]]
+            record = {name: record.get(fields[name]) for name in ("text", "label", "id", "features")}
             record.update(kept)
         yield line_number, record

@@ -46,7 +46,8 @@ def read_topic(bootstrap: str | list, topic: str, *, from_offset: int | None = N
     Labels beyond `classes` ([model] classes; None: any) are rejected as `undeclared_label`.
     `value_format` "mail": the records are raw messages, labeled by the `label_header` header
     (a correction's class to take back: `unlearn_header`; `stream_nb.events.raw_mail`), as the
-    worker reads them. A correction's dict carries "unlearn" (`event_dict`).
+    worker reads them. A correction's dict carries "unlearn", a keyed event's "key" (the event's
+    "key" field; never the message key) (`event_dict`).
     """
     # read_committed, as every downstream reader of a transactional producer (the worker's
     # outputs) must: records of open or aborted transactions are not events
