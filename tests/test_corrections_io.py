@@ -63,7 +63,7 @@ def test_published_corrections_read_back_as_the_events_they_were(tmp_path, monke
     monkeypatch.setenv("STREAM_NB_NATIVE", native)
     write_jsonl(tmp_path / "c.jsonl", LINES)
     values = [value for _, value in iter_messages(tmp_path / "c.jsonl", file_format=None, with_labels=True,
-                                                  limit=None, with_keys=True)]
+                                                  limit=None, keys="id")]
     read = [decode_record(value, None, None, SRC, labeled=True) for value in values]
     assert all(type(event) is Event for event in read), read
     assert [(e.id, e.label, e.unlearn) for e in read] == [
@@ -71,7 +71,7 @@ def test_published_corrections_read_back_as_the_events_they_were(tmp_path, monke
     assert [type(e.unlearn) for e in read] == [type(None), str, str, int, str]
     # unlabeled: neither label nor unlearn is sent
     unlabeled = [value for _, value in iter_messages(tmp_path / "c.jsonl", file_format=None, with_labels=False,
-                                                     limit=None, with_keys=True)]
+                                                     limit=None, keys="id")]
     assert all(not {"label", "unlearn"} & set(json.loads(value)) for value in unlabeled)
 
 

@@ -1,9 +1,12 @@
 """`stream-nb publish FILE --topic T`: load a recorded stream (TSV, CSV, JSON Lines) into a topic.
 
 Each event becomes one message in the worker's event contract (`stream_nb.events.codec`):
-the value is compact UTF-8 JSON, ``{"id","text","features","label"}`` (text and features as
-the file has them, and a correction's ``"unlearn"``) or, with ``--no-label``, the same without the
-label; the key is the id's UTF-8 bytes (``--key none`` sends no key).
+the value is compact UTF-8 JSON, ``{"id","key","text","features","label"}`` (key, text and
+features as the file has them, and a correction's ``"unlearn"``) or, with ``--no-label``, the same
+without the label. The message key (UTF-8) is chosen by ``--key``: ``event`` (the default) the
+event's ``"key"`` (who it belongs to: a user, a mailbox; ``--key-field``) when it has one, else
+its id, so one key's events share a partition and stay in order; ``id`` always the id; ``none``
+no key.
 Mail (a directory, Maildir, mbox or tarball of messages: `stream_nb.mail.sources`; or a JSONL
 file of mail events) is published as mail events: ``"mail"`` when the message is UTF-8, else
 ``"mail_base64"`` (its exact bytes), labeled by folder. FILE ``-`` is one message on stdin (a
@@ -11,8 +14,10 @@ mail system's pipe), its id ``--id``, else its Message-ID, else ``sha256:<first 
 of its bytes, and its label ``--label`` (a correction: ``--unlearn CLASS`` as well, the class
 it was learned as; without ``--label``, a take-back only). ``--value-format mail`` publishes the
 messages raw instead, for a topic read with ``[kafka] value_format = "mail"``: the value is the
-message's bytes, the key its id, the label the ``--label-header`` header and a correction's
-class to take back the ``--unlearn-header`` header (`stream_nb.events.raw_mail`).
+message's bytes, the key its id (whatever ``--key`` says but ``none``: that topic reads the id from
+it; an event's ``"key"`` has no place there and is not sent), the label the ``--label-header``
+header and a correction's class to take back the ``--unlearn-header`` header
+(`stream_nb.events.raw_mail`).
 
 A first pass checks (and encodes) every event before anything is sent, so a malformed line at
 the end of a file does not leave half of it in the topic; the encoded messages are kept in
@@ -47,6 +52,8 @@ from stream_nb.replay.sources import add_field_options, field_options
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 FORMATS = ("tsv", "csv", "jsonl", "mail")
+#: --key: the event's "key" field, else its id; always the id; no message key.
+KEY_CHOICES = ("event", "id", "none")
 MEMORY_CAP_BYTES = 256 * 1024 * 1024
 # The worker's default kafka.max_message_bytes: it dead-letters larger values as too_large.
 DEFAULT_MAX_BYTES = 1_000_000
@@ -61,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "publish",
         help="publish a TSV/CSV/JSONL file of events to a Kafka topic",
         description="Publish a recorded stream to a Kafka topic as the worker's JSON events "
-                    "(key = id). The whole file is checked before the first message is sent.",
+                    "(message key: the event's key, else its id). The whole file is checked before the "
+                    "first message is sent.",
     )
     parser.add_argument("file", type=Path, metavar="FILE",
                         help="events: .tsv (label<TAB>text, no header), .csv (header row) or .jsonl; or mail: "
@@ -93,8 +101,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "sha256:<16 hex digits of its bytes>)")
     parser.add_argument("--limit", type=_positive_int, default=None, metavar="N",
                         help="publish only the first N events")
-    parser.add_argument("--key", choices=("id", "none"), default="id",
-                        help="message key: the event id (default) or none")
+    parser.add_argument("--key", choices=KEY_CHOICES, default="event",
+                        help="message key: event (default): the event's key (--key-field) when it has one, else "
+                             "its id; id: always the id; none: no key. --value-format mail: the id unless none")
     parser.add_argument("--create-topic", action="store_true",
                         help="create the topic with the admin client if it does not exist")
     parser.add_argument("--partitions", type=_positive_int, default=None, metavar="N",
@@ -124,10 +133,10 @@ def _positive_int(text: str) -> int:
 
 
 def encode_event(event: dict, *, with_labels: bool) -> bytes:
-    """The event contract's value: compact UTF-8 JSON of the event's id, text, features and mail
-    (whichever it has) and, `with_labels`, its label; non-ASCII kept as is."""
+    """The event contract's value: compact UTF-8 JSON of the event's id, key, text, features and
+    mail (whichever it has) and, `with_labels`, its label; non-ASCII kept as is."""
     body = {"id": event["id"]}
-    for name in ("text", "features"):
+    for name in ("key", "text", "features"):
         if event.get(name) is not None:
             body[name] = event[name]
     mail = event.get("mail")
@@ -182,14 +191,28 @@ def encode_raw_mail(event: dict, *, with_labels: bool, label_header: str,
     return event["mail"], headers
 
 
-def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, limit: int | None, with_keys: bool,
-                  max_bytes: int | None = None, fields: dict | None = None, value_format: str = "json",
-                  label_header: str = "label", stdin: dict | None = None,
+def message_key(event: dict, keys: str, value_format: str = "json") -> bytes | None:
+    """The message key of `event` by `keys` (`KEY_CHOICES`): "event" its "key" when it has one,
+    else its id; "id" its id; "none" None. A raw message (`value_format` "mail") is keyed by its
+    id whatever `keys` says but "none": the raw-mail decoder reads the id from the key."""
+    if keys not in KEY_CHOICES:
+        raise ValueError(f"keys must be one of {', '.join(KEY_CHOICES)}, got {keys!r}")
+    if keys == "none":
+        return None
+    if keys == "event" and value_format != "mail" and event.get("key") is not None:
+        return event["key"].encode("utf-8")
+    return event["id"].encode("utf-8")
+
+
+def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, limit: int | None,
+                  keys: str = "event", max_bytes: int | None = None, fields: dict | None = None,
+                  value_format: str = "json", label_header: str = "label", stdin: dict | None = None,
                   unlearn_header: str = "unlearn") -> Iterator[tuple]:
     """(key, value) per event (and its headers with `value_format` "mail"), in file order;
     PublishError names the file and the event. Each event is checked by the worker's event
-    contract first (the reason codes of its dead letters). `fields`: read_events' field names
-    (text_field, label_field, ...); `stdin`: {"data", "event_id", "label", "unlearn"} for FILE "-"."""
+    contract first (the reason codes of its dead letters). `keys`: the message key, see
+    `message_key`. `fields`: read_events' field names (text_field, label_field, key_field, ...);
+    `stdin`: {"data", "event_id", "label", "unlearn"} for FILE "-"."""
     from stream_nb.replay.sources import SourceError, read_events
 
     if stdin is not None:
@@ -204,7 +227,7 @@ def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, lim
             if limit is not None and count >= limit:
                 return
             count += 1
-            key = event["id"].encode("utf-8") if with_keys else None
+            key = message_key(event, keys, value_format)
             if value_format == "mail":
                 value, headers = encode_raw_mail(event, with_labels=with_labels, label_header=label_header,
                                                  unlearn_header=unlearn_header)
@@ -383,7 +406,7 @@ def publish_command(args: argparse.Namespace) -> int:
         kafka_log.propagate = False
     timeout_ms = max(1, int(args.connect_timeout * 1000))
     options = dict(file_format=args.file_format, fields=field_options(args),
-                   with_labels=args.with_labels, limit=args.limit, with_keys=args.key == "id",
+                   with_labels=args.with_labels, limit=args.limit, keys=args.key,
                    max_bytes=args.max_bytes, value_format=args.value_format, label_header=args.label_header,
                    unlearn_header=args.unlearn_header)
     if str(args.file) == "-":  # one message piped in: read once, kept for both passes

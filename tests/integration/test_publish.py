@@ -152,6 +152,30 @@ def test_no_label_omits_labels_and_key_none_sends_no_key(kafka_broker, tmp_path)
     assert read_topic(kafka_broker.bootstrap, topic, 1) == [(None, b'{"id":"a","text":"one"}')]
 
 
+def test_keyed_events_are_published_under_their_key(kafka_broker, tmp_path, transport):
+    path = tmp_path / "keyed.jsonl"
+    path.write_text('{"id":"a","key":"user-1","text":"one","label":"ham"}\n{"id":"b","text":"two","label":"spam"}\n'
+                    '{"id":"c","key":"Zoë","text":"three","label":"ham"}\n', encoding="utf-8")
+    topic = unique_topic()
+    result = run_publish(path, "--topic", topic, "--bootstrap", kafka_broker.bootstrap, "--create-topic",
+                         "--partitions", "1", "--transport", transport)
+    assert_published(result, 3, topic)
+    assert read_topic(kafka_broker.bootstrap, topic, 3) == [
+        (b"user-1", b'{"id":"a","key":"user-1","text":"one","label":"ham"}'),
+        (b"b", b'{"id":"b","text":"two","label":"spam"}'),  # no key: the id, as before
+        ("Zoë".encode(), '{"id":"c","key":"Zoë","text":"three","label":"ham"}'.encode()),
+    ]
+    topic = unique_topic()
+    result = run_publish(path, "--topic", topic, "--bootstrap", kafka_broker.bootstrap, "--create-topic",
+                         "--partitions", "1", "--transport", transport, "--key", "id", "--no-label")
+    assert_published(result, 3, topic)
+    assert read_topic(kafka_broker.bootstrap, topic, 3) == [
+        (b"a", b'{"id":"a","key":"user-1","text":"one"}'),
+        (b"b", b'{"id":"b","text":"two"}'),
+        (b"c", '{"id":"c","key":"Zoë","text":"three"}'.encode()),
+    ]
+
+
 def test_bootstrap_from_the_environment(kafka_broker, tmp_path):
     path = tmp_path / "one.tsv"
     path.write_text("ham\thi\n", encoding="utf-8")
