@@ -3,8 +3,13 @@
 Sections: [model] (kind and the model's options), [features] (the text featuriser's options,
 plus `categorical`/`numeric` field lists for events' structured features), and for the worker
 [kafka] (with [kafka.client] for security options passed through to kafka-python),
-[checkpoint] and [worker]. `--set section.key=value` overrides a key; the value is read as TOML
-(1, 0.5, true, "text", [1, 2]) and, failing that, taken as a string.
+[checkpoint] and [worker]; [personal] turns on a model per event key (stream_nb.model.personal).
+`--set section.key=value` overrides a key; the value is read as TOML (1, 0.5, true, "text",
+[1, 2]) and, failing that, taken as a string.
+
+A file may start with `extends = "other.toml"` (a path relative to the file): the other file's
+sections are read first and this file's keys replace theirs, key by key (configs/personal.toml
+is configs/spam.toml plus [personal]).
 
 Every size, count and interval has a lowest and a highest value (`BOUNDS`, with the reason for
 each highest), checked on load: a value outside is refused with one line naming the key, the
@@ -21,10 +26,12 @@ from pathlib import Path
 from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFeaturizer, TextFeaturizer
 from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS
+from stream_nb.model.personal import SHRINKAGES
 from stream_nb.model.registry import build_model
 from stream_nb.model.scale import SCORE_SCALES
 
-SECTIONS = ("model", "features", "training", "kafka", "checkpoint", "worker", "evaluation")
+SECTIONS = ("model", "features", "training", "kafka", "checkpoint", "worker", "evaluation", "personal")
+EXTENDS_DEPTH = 8  # files extending files: more is a loop or a maze
 EVENT_FIELD_KEYS = ("categorical", "numeric")
 
 # key -> (accepted types, default); a default of ... means required
@@ -131,6 +138,13 @@ EVALUATION_KEYS = {
     # (unsure_score_band is on this scale) and replay's scores, ROC and unsure summary
     "score_scale": ((str,), "none"),
 }
+# A model per event key with the global model as its prior (stream_nb.model.personal); the
+# defaults are what benchmarks/personal_quality.py measured best on Enron-Spam's six mailboxes.
+PERSONAL_KEYS = {
+    "beta": ((int, float), 10_000.0),  # weight of the global likelihoods, in feature occurrences
+    "prior_beta": ((int, float), 10.0),  # weight of the global class prior, in events
+    "shrinkage": ((str,), "key"),  # key | class: see stream_nb.model.personal
+}
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 # Every class costs a column of counts in the state, each checkpoint and every prediction's
 # probabilities: 1,000 labels made a 117 MB checkpoint and 34 KB predictions. A spam filter has 2.
@@ -196,6 +210,8 @@ BOUNDS = {
     "features.ngram_range": (1, 10, "each token starts max_n - min_n + 1 features"),
     "features.char_ngrams": (1, 20, "each character starts max_n - min_n + 1 features"),
     "features.osb_window": (3, 10, "each token starts window - 2 word pairs"),
+    "personal.beta": (0, 1e12, "feature occurrences; beyond, every key is the global model"),
+    "personal.prior_beta": (0, 1e12, "events; beyond, every key has the global prior"),
 }
 
 
@@ -265,6 +281,7 @@ class Config:
     evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None,
                                                       "unsure_score_band": None, "score_scale": "none"})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
+    personal: dict | None = None  # [personal]: a model per event key; None: one global model
     source: str = "defaults"
     # [training] remember_ids: the capacity of the worker's LearnedIds (stream_nb.lessons). Not
     # part of the fingerprint: the model never sees it, and the memory saves its own capacity.
@@ -344,7 +361,18 @@ class Config:
             resolved["model"]["classes"] = sorted(self.classes, key=lambda label: (type(label) is str, label))
         if self.training["mode"] != "all":  # only then, so fingerprints of before stay as they were
             resolved["training"] = dict(self.training)
+        if self.personal is not None:
+            resolved["personal"] = dict(self.personal)
         return resolved
+
+    def build_personal(self, global_model):
+        """The per-key models over `global_model` ([personal]), or None without the section."""
+        if self.personal is None:
+            return None
+        from stream_nb.model.personal import PersonalMultinomialNB
+
+        return PersonalMultinomialNB(global_model, self.personal["beta"], self.personal["prior_beta"],
+                                     shrinkage=self.personal["shrinkage"], training=dict(self.training))
 
     @property
     def order_dependence(self) -> tuple[str, str] | None:
@@ -397,13 +425,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     data: dict = {}
     source = "defaults"
     if path is not None:
-        path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file") from None
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{path}: not valid TOML ({error})") from None
+        data = _read_extended(Path(path), [])
         source = str(path)
     for override in overrides:
         _apply_override(data, override)
@@ -508,9 +530,23 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         raise ConfigError(f"worker.log_format: {worker['log_format']!r} is not one of text, json")
     if worker["instance_id"] is not None and not worker["instance_id"].strip():
         raise ConfigError("worker.instance_id: must not be empty (leave it out to use the host name)")
+    personal = None
+    if "personal" in data:
+        personal = _validated("personal", dict(data["personal"]), PERSONAL_KEYS)
+        for key in ("beta", "prior_beta"):
+            if not math.isfinite(personal[key]) or personal[key] < 0:
+                raise ConfigError(f"personal.{key}: {personal[key]!r} is not a finite number >= 0 (pseudo-counts of "
+                                  "the global model)")
+        check_bounds("personal", personal)
+        kind = data.get("model", {}).get("kind", "multinomial")
+        if kind != "multinomial":
+            raise ConfigError(f"personal: per-key models are defined over model.kind = \"multinomial\", not {kind!r}")
+        if personal["shrinkage"] not in SHRINKAGES:
+            raise ConfigError(f"personal.shrinkage: {personal['shrinkage']!r} is not one of {', '.join(SHRINKAGES)}")
     config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
-                    checkpoint=checkpoint, worker=worker, source=source, remember_ids=remember_ids)
+                    checkpoint=checkpoint, worker=worker, source=source, remember_ids=remember_ids,
+                    personal=personal)
     max_classes = config.model.get("max_classes", DEFAULT_MAX_CLASSES)
     if isinstance(max_classes, bool) or not isinstance(max_classes, int) or max_classes < 2:
         raise ConfigError(f"model.max_classes: must be a whole number >= 2, got {max_classes!r}")
@@ -521,6 +557,43 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     check_bounds("model", config.model)  # after the builders, whose messages say what a type or sign must be
     check_bounds("features", config.features)
     return config
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML ({error})") from None
+
+
+def _read_extended(path: Path, chain: list[Path]) -> dict:
+    """The file's tables over those of the file it `extends` (recursively), key by key
+    ([kafka.client] too); ConfigError for a loop, a chain deeper than EXTENDS_DEPTH, or a
+    missing or malformed file in it."""
+    data = _read_toml(path)
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{path}: extends: expected the path of a configuration file, got {base!r}")
+    base_path = (path.parent / base).resolve()
+    chain = [*chain, path.resolve()]
+    if base_path in chain:
+        raise ConfigError(f"{path}: extends {base!r}, which extends it back (a loop)")
+    if len(chain) >= EXTENDS_DEPTH:
+        raise ConfigError(f"{path}: extends more than {EXTENDS_DEPTH} files deep")
+    merged = _read_extended(base_path, chain)
+    for section, table in data.items():
+        below = merged.get(section)
+        if isinstance(table, dict) and isinstance(below, dict):
+            merged[section] = {**below, **table}
+            if isinstance(table.get("client"), dict) and isinstance(below.get("client"), dict):
+                merged[section]["client"] = {**below["client"], **table["client"]}
+        else:
+            merged[section] = table
+    return merged
 
 
 def _number(value) -> bool:

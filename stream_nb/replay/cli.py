@@ -228,12 +228,13 @@ _TOPIC_RULES = {
 
 def _contender(name: str, config: Config, recorder_class):
     score_scale = config.evaluation["score_scale"]
-    return Contender(name, config.build_model(), config.build_featurizer() if config.reads_text else None,
+    model = config.build_model()
+    return Contender(name, model, config.build_featurizer() if config.reads_text else None,
                      config.build_event_featurizer(), recorder=recorder_class(score_scale=score_scale),
                      training=dict(config.training), band=config.evaluation.get("unsure_band"),
                      positive=config.evaluation.get("positive"), score_band=config.evaluation.get("unsure_score_band"),
                      reads_text=config.reads_text, max_classes=config.max_classes, score_scale=score_scale,
-                     lessons=LabeledLessons(LearnedIds(config.remember_ids)))
+                     lessons=LabeledLessons(LearnedIds(config.remember_ids)), personal=config.build_personal(model))
 
 
 class _PredictionsFile:

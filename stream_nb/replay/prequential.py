@@ -12,6 +12,7 @@ from stream_nb.config import beyond_max_classes
 from stream_nb.features.fields import EventFeaturizer
 from stream_nb.features.mail import MailFeaturizer, UnreadableMail
 from stream_nb.lessons import DEFAULT_REMEMBER_IDS, LEARNED, LabeledLessons, LearnedIds
+from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import band_verdict
 from stream_nb.model.posterior import positive_score
 from stream_nb.model.scale import check_score_scale
@@ -50,6 +51,9 @@ class Contender:
     score_scale: str = "none"
     # the memory of learned ids and the rules of duplicates and corrections, as the worker's
     lessons: LabeledLessons = field(default_factory=lambda: LabeledLessons(LearnedIds(DEFAULT_REMEMBER_IDS)))
+    # per-key models over `model` ([personal], stream_nb.model.personal): an event with a "key" is
+    # predicted by its key's model; None: one global model
+    personal: object | None = None
 
     def __post_init__(self) -> None:
         check_score_scale(self.score_scale)
@@ -117,6 +121,8 @@ class Contender:
         n = len(items)
         if unlearns is None:
             unlearns = [None] * n
+        if self.personal is not None and unlearns.count(None) != n:
+            return self._without_corrections(items, labels, unlearns)
         sized = self.score_scale != "none"
         sizes: list | None = [None] * n if sized else None
 
@@ -144,6 +150,69 @@ class Contender:
                     sizes[i] = None
         return predictions, lessons.learned, sizes
 
+    def _without_corrections(self, items: list[dict], labels: list, unlearns: list) -> tuple[list, list, list | None]:
+        """predict_learn_sized with the corrections set aside and refused: a key's counts learn by
+        the key's own decisions, which the memory of learned ids does not record, so what a
+        correction would take back from them is not known (not yet supported)."""
+        kept = [i for i, unlearn in enumerate(unlearns) if unlearn is None]
+        for i, unlearn in enumerate(unlearns):
+            if unlearn is not None:
+                self.refused["correction_with_personal"] += 1
+                if self.first_refusal is None:
+                    self.first_refusal = (f"event {items[i].get('id')!r}: a correction (unlearn) is not taken back "
+                                          "from per-key models ([personal]) yet")
+        sized = self.score_scale != "none"
+        predictions, learned, sizes = [None] * len(items), [False] * len(items), [None] * len(items) if sized else None
+        if kept:
+            some, flags, some_sizes = self.predict_learn_sized([items[i] for i in kept], [labels[i] for i in kept])
+            for j, i in enumerate(kept):
+                predictions[i], learned[i] = some[j], flags[j]
+                if sized:
+                    sizes[i] = some_sizes[j]
+        return predictions, learned, sizes
+
+    def _predict_learn_keyed(self, items: list[dict], labels: list) -> tuple[list, list, list | None]:
+        """The prequential step with per-key models, event by event: each event is predicted by
+        its key's model (the global model's for an event without a key, or a key not seen yet);
+        then the global model learns it under the training regime as `predict_learn` would, and
+        the key's counts learn it when the same regime on the key's own prediction says so.
+        Refusals as `_predict_learn_plain`'s."""
+        sized = self.score_scale != "none"
+        personal = self.personal
+        predictions, learned, sizes = [], [], [] if sized else None
+        try:
+            X = self.featurise(items)
+            rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
+        except (TypeError, ValueError):
+            rows = None  # some event refuses: find it event by event
+        for i, (item, label) in enumerate(zip(items, labels)):
+            try:
+                if rows is None:
+                    one = self.featurise([item])
+                    x = one.to_dicts()[0] if isinstance(one, SparseBatch) else one[0]
+                else:
+                    x = rows[i]
+                key = item.get("key")
+                probabilities = personal.predict_proba_one(x, key)
+                key_learns = key is not None and label is not None and personal.decide(x, label, key)
+                _, was_learned = predict_learn(self.model, [x], [label], **self.training)
+                if key_learns:
+                    personal.learn_key(x, label, key)
+            except (TypeError, ValueError) as error:
+                self.refused[error.reason if isinstance(error, UnreadableMail) else "rejected_by_model"] += 1
+                if self.first_refusal is None:
+                    self.first_refusal = f"event {item.get('id')!r}: {error}"
+                predictions.append(None)
+                learned.append(False)
+                if sized:
+                    sizes.append(None)
+                continue
+            predictions.append(probabilities)
+            learned.append(was_learned[0])
+            if sized:
+                sizes.append(len(x))
+        return predictions, learned, sizes
+
     def _predict_learn_plain(self, items: list[dict], labels: list) -> tuple[list, list, list | None]:
         """`predict_learn` of the batch, refusing what a worker would dead-letter: a label that
         would be a class beyond max_classes ("too_many_classes"), and, when the featuriser or the
@@ -165,6 +234,8 @@ class Contender:
                 if sized:
                     all_sizes[i] = sizes[j]
             return predictions, was_learned, all_sizes
+        if self.personal is not None:
+            return self._predict_learn_keyed(items, labels)
         try:
             X = self.featurise(items)
             predictions, learned = predict_learn(self.model, X, labels, **self.training)

@@ -38,7 +38,7 @@ from collections import Counter
 from kafka.errors import KafkaError
 
 from stream_nb.checkpoint import config_fingerprint
-from stream_nb.config import Config
+from stream_nb.config import Config, ConfigError
 from stream_nb.events import Event, Rejected
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.clients import (
@@ -72,6 +72,9 @@ class Worker:
     """One worker process: the state its roles share, and the loop that runs them in turn."""
 
     def __init__(self, config: Config, recorder=None) -> None:
+        if config.personal is not None:  # partitioned per-key state comes with issue 26, part 2
+            raise ConfigError("personal: the worker does not run per-key models yet; `stream-nb replay` does "
+                              f"(remove [personal] from {config.source} to run one global model)")
         self.config = config
         self.recorder = recorder  # optional EvaluationRecorder of the labeled traffic (the demo's plots)
         self.kafka = config.require_kafka()

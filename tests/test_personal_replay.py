@@ -1,0 +1,164 @@
+"""Replay with per-key models ([personal], configs/personal.toml): keyed events predicted by their
+key's model, the global model learning as it does without [personal], corrections refused, and
+configs/personal.toml itself."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from stream_nb.checkpoint.digest import state_digest
+from stream_nb.config import ConfigError, load_config
+from stream_nb.model.personal import PersonalMultinomialNB
+from stream_nb.model.training import predict_learn
+from stream_nb.replay.prequential import Contender, replay_contenders
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+WORDS = {"ham": "meeting report lunch schedule project budget call notes".split(),
+         "spam": "cheap offer win prize click free money viagra".split()}
+SHARED = "hello thanks today please".split()
+
+
+def keyed_stream(seed: int, n: int, keys=("ann", "bob", "cid")) -> list[dict]:
+    """Mail-like texts; each key has its own habits: "bob" writes about prizes in his ham."""
+    rng = random.Random(seed)
+    events = []
+    for i in range(n):
+        key = rng.choice(keys)
+        label = rng.choice(["ham", "spam"])
+        pool = WORDS[label] + SHARED + ([f"{key}word{k}" for k in range(3)] if label == "ham" else [])
+        if key == "bob" and label == "ham":
+            pool = pool + ["prize", "win"] * 4
+        text = " ".join(rng.choice(pool) for _ in range(rng.randint(3, 9)))
+        event = {"id": f"e{i}", "text": text, "key": key}
+        if rng.random() < 0.8:
+            event["label"] = label
+        events.append(event)
+    return events
+
+
+def contender(config_path: Path, overrides=()) -> Contender:
+    config = load_config(config_path, list(overrides))
+    model = config.build_model()
+    return Contender(config_path.stem, model, config.build_featurizer(), config.build_event_featurizer(),
+                     training=dict(config.training), positive="spam", personal=config.build_personal(model))
+
+
+def test_personal_toml_is_spam_toml_plus_per_key_models():
+    spam, personal = load_config(CONFIGS / "spam.toml"), load_config(CONFIGS / "personal.toml")
+    assert personal.personal == {"beta": 10000, "prior_beta": 10, "shrinkage": "key"}
+    assert spam.personal is None
+    for section in ("model", "features", "training", "evaluation", "worker"):
+        assert getattr(personal, section) == getattr(spam, section), section
+    assert personal.kafka["group_id"] == "stream-nb-personal" != spam.kafka["group_id"]
+    assert personal.kafka["labeled_topics"] == spam.kafka["labeled_topics"]
+    resolved = personal.resolved()
+    assert resolved["personal"] == personal.personal and "personal" not in spam.resolved()
+
+
+def test_the_global_model_learns_as_without_keys_and_keyless_events_are_predicted_as_before():
+    events = keyed_stream(1, 600)
+    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "spam.toml")
+    replay_contenders(events, [keyed, plain], batch_size=97)
+    assert state_digest(keyed.model.to_state()) == state_digest(plain.model.to_state())
+    assert keyed.learned == plain.learned
+    assert set(keyed.personal.keys) == {"ann", "bob", "cid"}
+    assert keyed.metrics.accuracy != plain.metrics.accuracy or keyed.metrics.log_loss != plain.metrics.log_loss
+
+    keyless = [{k: v for k, v in event.items() if k != "key"} for event in events]
+    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "spam.toml")
+    replay_contenders(keyless, [keyed, plain], batch_size=50)
+    assert keyed.personal.keys == {}
+    assert (keyed.metrics.correct, keyed.metrics.log_loss_sum) == (plain.metrics.correct, plain.metrics.log_loss_sum)
+
+
+def test_replay_predicts_each_event_by_its_keys_model_as_the_per_event_definition():
+    events = keyed_stream(2, 300)
+    keyed = contender(CONFIGS / "personal.toml", ["personal.beta=20", "personal.prior_beta=2"])
+    seen = []
+    keyed.on_unlabeled = lambda event, probabilities, _: seen.append((event["id"], dict(probabilities)))
+    replay_contenders(events, [keyed], batch_size=64)
+
+    config = load_config(CONFIGS / "personal.toml", ["personal.beta=20", "personal.prior_beta=2"])
+    featurizer, model = config.build_featurizer(), config.build_model()
+    definition = PersonalMultinomialNB(model, 20, 2, training=dict(config.training))
+    expected = []
+    for event in events:
+        x = featurizer.transform_one(event["text"])
+        probabilities = definition.predict_proba_one(x, event["key"])
+        label = event.get("label")
+        if label is None:
+            expected.append((event["id"], dict(probabilities)))
+            continue
+        learns = definition.decide(x, label, event["key"])
+        predict_learn(model, [x], [label], **config.training)
+        if learns:
+            definition.learn_key(x, label, event["key"])
+    assert seen == expected
+    assert {k: keyed.personal.key_state(k) for k in keyed.personal.keys} == {
+        k: definition.key_state(k) for k in definition.keys}
+
+
+def test_a_key_that_writes_about_prizes_in_its_ham_is_learned():
+    events = keyed_stream(3, 1500)
+    keyed, plain = contender(CONFIGS / "personal.toml", ["personal.beta=50"]), contender(CONFIGS / "spam.toml")
+    replay_contenders(events, [keyed, plain])
+    query = keyed.featurise_one({"text": "prize win"})
+    bob = keyed.personal.predict_proba_one(query, "bob")["spam"]
+    ann = keyed.personal.predict_proba_one(query, "ann")["spam"]
+    assert bob < 0.5 < ann  # bob's ham talks of prizes; for ann they are spam
+    assert plain.model.predict_proba_one(query)["spam"] > 0.5  # and for the global model
+
+
+def test_a_correction_under_per_key_models_is_refused_and_the_rest_goes_on():
+    events = keyed_stream(4, 40)
+    labeled = next(event for event in events if "label" in event)
+    other = "spam" if labeled["label"] == "ham" else "ham"
+    events.append(dict(labeled, label=other, unlearn=labeled["label"]))
+    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "spam.toml")
+    replay_contenders(events, [keyed], batch_size=16)
+    replay_contenders(events[:-1], [plain], batch_size=16)
+    assert keyed.refused == {"correction_with_personal": 1}
+    assert "not taken back from per-key models" in keyed.first_refusal
+    assert state_digest(keyed.model.to_state()) == state_digest(plain.model.to_state())
+
+
+def test_personal_settings_are_checked_on_load(tmp_path):
+    cases = [
+        ("[personal]\nbeta = -1\n", "personal.beta"),
+        ("[personal]\nprior_beta = nan\n", "personal.prior_beta"),
+        ("[personal]\nbeta = 1e13\n", "personal.beta"),
+        ("[personal]\nshrinkage = \"both\"\n", "personal.shrinkage"),
+        ("[personal]\ngamma = 1\n", "personal.gamma: unknown key"),
+        ("[model]\nkind = \"bernoulli\"\n[personal]\n", "multinomial"),
+        ('extends = "missing.toml"\n', "no such file"),
+        ('extends = "loop.toml"\n', "a loop"),
+        ("extends = 3\n", "extends: expected the path"),
+    ]
+    (tmp_path / "loop.toml").write_text('extends = "case.toml"\n')
+    for text, expected in cases:
+        (tmp_path / "case.toml").write_text(text)
+        with pytest.raises(ConfigError, match=expected.replace(".", r"\.")):
+            load_config(tmp_path / "case.toml")
+
+
+def test_extends_replaces_key_by_key_and_set_comes_last(tmp_path):
+    (tmp_path / "base.toml").write_text('[model]\nalpha = 0.5\nhalf_life = 100\n[kafka.client]\nclient_id = "a"\n'
+                                        'request_timeout_ms = 5000\n[kafka]\ngroup_id = "g"\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "top.toml").write_text('extends = "../base.toml"\n[model]\nalpha = 0.1\n'
+                                               '[kafka.client]\nclient_id = "b"\n')
+    config = load_config(tmp_path / "sub" / "top.toml", ["model.half_life=7"])
+    assert config.model["alpha"] == 0.1 and config.model["half_life"] == 7
+    assert config.kafka_client == {"client_id": "b", "request_timeout_ms": 5000}
+    assert config.kafka["group_id"] == "g"
+
+
+def test_the_worker_refuses_per_key_models_with_one_line():
+    from stream_nb.worker.loop import Worker
+
+    config = load_config(CONFIGS / "personal.toml", ["kafka.bootstrap_servers=\"127.0.0.1:9\""])
+    with pytest.raises(ConfigError, match="the worker does not run per-key models yet"):
+        Worker(config)
