@@ -162,3 +162,30 @@ def test_the_worker_refuses_per_key_models_with_one_line():
     config = load_config(CONFIGS / "personal.toml", ["kafka.bootstrap_servers=\"127.0.0.1:9\""])
     with pytest.raises(ConfigError, match="the worker does not run per-key models yet"):
         Worker(config)
+
+
+def test_the_replay_report_lists_each_keys_figures(tmp_path):
+    from stream_nb.replay.cli import replay_and_report
+    from stream_nb.replay.evaluation import roc_auc
+
+    events = keyed_stream(5, 900, keys=("ann", "bob", "cid", "dan"))
+    events[5] = {k: v for k, v in events[5].items() if k != "key"}  # one keyless event
+    named = [("spam", load_config(CONFIGS / "spam.toml")), ("personal", load_config(CONFIGS / "personal.toml"))]
+    _, contenders, reports = replay_and_report(events, named, tmp_path / "report", batch_size=100)
+    for contender_, report in zip(contenders, reports):
+        by_key = report["by_key"]
+        assert by_key["keys"] == 5 and set(by_key["listed"]) == {"ann", "bob", "cid", "dan", "(no key)"}
+        assert sum(row["events"] for row in by_key["listed"].values()) == report["labeled_events_scored"]
+        # bob's figures from the recorder's own arrays, by hand
+        recorder = contender_.recorder
+        mask = [key == "bob" for key in contender_.scored_keys]
+        import numpy as np
+        mask = np.array(mask)
+        correct = (recorder.true_indices == recorder.predicted_indices)[mask]
+        assert by_key["listed"]["bob"]["accuracy"] == correct.mean()
+        spam = (recorder.true_indices == recorder.labels.index("spam"))[mask]
+        auc = roc_auc(recorder.log_odds("spam")[mask], spam)
+        assert by_key["listed"]["bob"]["one_minus_roca_percent"] == pytest.approx(100 * (1 - auc))
+    keyless = [{k: v for k, v in event.items() if k != "key"} for event in events]
+    _, _, reports = replay_and_report(keyless, named[:1], tmp_path / "keyless", batch_size=100)
+    assert "by_key" not in reports[0]

@@ -331,7 +331,7 @@ def _notes(report: dict) -> list[str]:
 
 
 def _full_report(contender, config: Config, result, rejected: Rejections, source: dict, delay: int) -> dict:
-    from stream_nb.replay.evaluation import binary_measures_of, evaluate
+    from stream_nb.replay.evaluation import binary_measures_of, by_key, evaluate
 
     positive, skipped = binary_measures_of(contender.recorder.sorted_labels(), config.evaluation.get("positive"))
     report = evaluate(contender.recorder, positive=positive, binary=skipped is None)
@@ -362,6 +362,9 @@ def _full_report(contender, config: Config, result, rejected: Rejections, source
         "rejected_first": dict(rejected.first),  # reason -> where and why the first was refused
         "configuration": {"name": contender.name, **config.resolved()},
     })
+    keyed = by_key(contender.recorder, contender.scored_keys, positive if skipped is None else None)
+    if keyed is not None:  # keyed events only: the report of a keyless stream stays as it was
+        report["by_key"] = keyed
     if contender.mail_read:  # mail events only: the report of a text stream stays as it was
         report["mail"] = {"read": contender.mail_read, "unreadable": contender.refused.get("unreadable_mail", 0),
                           "defects": dict(sorted(contender.mail_defects.items()))}

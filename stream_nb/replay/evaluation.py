@@ -496,6 +496,36 @@ def evaluate(recorder: EvaluationRecorder, positive=None, binary: bool = True) -
 # Curves and per-event output
 
 
+BY_KEY_LIMIT = 100  # keys listed in a report (the most frequent); a million users make no report
+
+
+def by_key(recorder: EvaluationRecorder, keys: list, positive=None, limit: int = BY_KEY_LIMIT) -> dict | None:
+    """Accuracy (and, with a positive class, 1-ROCA%) of the scored events of each key, for the
+    `limit` keys with the most scored events (ties by key), plus how many keys there were; None
+    when no event had a key. `keys` runs parallel to the recorder's events (None: no key)."""
+    if len(keys) != len(recorder) or all(key is None for key in keys):
+        return None
+    counts: dict = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    listed = sorted(counts, key=lambda key: (-counts[key], key is None, str(key)))[:limit]
+    key_array = np.array(["" if key is None else key for key in keys], dtype=object)
+    correct = recorder.true_indices == recorder.predicted_indices
+    scores = None
+    if positive is not None and positive in recorder.labels:
+        scores = recorder.log_odds(positive)
+        spam = recorder.true_indices == recorder._index[positive]
+    rows = {}
+    for key in listed:
+        mask = key_array == ("" if key is None else key)
+        row = {"events": int(mask.sum()), "accuracy": float(correct[mask].mean())}
+        if scores is not None:
+            auc = roc_auc(scores[mask], spam[mask])
+            row["one_minus_roca_percent"] = None if auc is None else 100 * (1 - auc)
+        rows["(no key)" if key is None else str(key)] = row
+    return {"keys": len(counts), "listed": rows}
+
+
 def rolling_series(recorder: EvaluationRecorder, window: int = 500, positive=None,
                    max_points: int = 2000, binary: bool = True) -> dict:
     """Accuracy and F1 over the last `window` labeled events (fewer at the start), at up to

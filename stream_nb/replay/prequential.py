@@ -32,6 +32,7 @@ class Contender:
     recorder: object | None = None  # EvaluationRecorder, when a full report is wanted
     unscored: int = 0  # labeled events predicted before any class existed (not scored, as River)
     scored_ids: list = field(default_factory=list)  # ids of the recorded events, in order
+    scored_keys: list = field(default_factory=list)  # their "key" (None: none), in the same order
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     learned: int = 0  # labeled events learned (fewer than labeled with a selective training mode)
     band: list | None = None  # the unsure band on P(positive), when reported
@@ -388,6 +389,7 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
                 if contender.recorder is not None:
                     contender.recorder.update(label, predicted, probabilities, n_features)
                     contender.scored_ids.append(event.get("id"))
+                    contender.scored_keys.append(event.get("key"))
                 if contender.band is not None or contender.score_band is not None:
                     score = contender.score(probabilities, n_features) if contender.score_band else None
                     contender.verdicts.append((band_verdict(probabilities, score, contender.positive, contender.band,
