@@ -141,7 +141,7 @@ EVALUATION_KEYS = {
 # A model per event key with the global model as its prior (stream_nb.model.personal); the
 # defaults are what benchmarks/personal_quality.py measured best on Enron-Spam's six mailboxes.
 PERSONAL_KEYS = {
-    "beta": ((int, float), 10_000.0),  # weight of the global likelihoods, in feature occurrences
+    "beta": ((int, float), 30_000.0),  # weight of the global likelihoods, in feature occurrences
     "prior_beta": ((int, float), 10.0),  # weight of the global class prior, in events
     "shrinkage": ((str,), "key"),  # key | class: see stream_nb.model.personal
 }

@@ -48,7 +48,7 @@ def contender(config_path: Path, overrides=()) -> Contender:
 
 def test_personal_toml_is_spam_toml_plus_per_key_models():
     spam, personal = load_config(CONFIGS / "spam.toml"), load_config(CONFIGS / "personal.toml")
-    assert personal.personal == {"beta": 10000, "prior_beta": 10, "shrinkage": "key"}
+    assert personal.personal == {"beta": 30000, "prior_beta": 10, "shrinkage": "key"}
     assert spam.personal is None
     for section in ("model", "features", "training", "evaluation", "worker"):
         assert getattr(personal, section) == getattr(spam, section), section

@@ -132,7 +132,7 @@ class PersonalMultinomialNB:
     global class prior in the key's.
     """
 
-    def __init__(self, global_model: MultinomialNB, beta: float = 1000.0, prior_beta: float = 10.0,
+    def __init__(self, global_model: MultinomialNB, beta: float = 30_000.0, prior_beta: float = 10.0,
                  *, training: dict | None = None, shrinkage: str = "key") -> None:
         if type(global_model) is not MultinomialNB:
             raise ValueError(f"per-key models are defined over a multinomial global model, not "
