@@ -189,3 +189,26 @@ def test_the_replay_report_lists_each_keys_figures(tmp_path):
     keyless = [{k: v for k, v in event.items() if k != "key"} for event in events]
     _, _, reports = replay_and_report(keyless, named[:1], tmp_path / "keyless", batch_size=100)
     assert "by_key" not in reports[0]
+
+
+def test_stream_nb_replay_compares_one_global_model_with_per_key_models(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    events = keyed_stream(6, 400)
+    (tmp_path / "keyed.jsonl").write_text("".join(json.dumps(event) + "\n" for event in events), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "replay", "--input", str(tmp_path / "keyed.jsonl"),
+                           "--config", str(CONFIGS / "spam.toml"), "--compare", str(CONFIGS / "personal.toml"),
+                           "--report", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    personal = report["compared"][0]
+    assert personal["configuration"]["personal"] == {"beta": 30000, "prior_beta": 10, "shrinkage": "key"}
+    assert "personal" not in report["configuration"]
+    assert set(report["by_key"]["listed"]) == set(personal["by_key"]["listed"]) == {"ann", "bob", "cid"}
+    # the same events through the Python API give the same figures
+    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "spam.toml")
+    replay_contenders(events, [plain, keyed])
+    assert personal["accuracy"] == keyed.metrics.accuracy and report["accuracy"] == plain.metrics.accuracy
+    assert personal["events_learned"] == keyed.learned
