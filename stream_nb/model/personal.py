@@ -65,6 +65,7 @@ from stream_nb.model.posterior import Posterior
 from stream_nb.model.training import should_learn
 
 _INF = math.inf
+_PLAIN_NUMBERS = frozenset((int, float))
 SHRINKAGES = ("key", "class")
 
 
@@ -156,6 +157,11 @@ class PersonalMultinomialNB:
         """The event's non-zero feature values, checked as the multinomial checks them."""
         if not isinstance(x, dict):
             raise ValueError(f"an event's features are a dict of name -> count, got {type(x).__name__}")
+        values = list(x.values())
+        if set(map(type, values)) <= _PLAIN_NUMBERS:  # a featuriser's floats: checked at array speed
+            array = np.array(values, dtype=np.float64)
+            if np.isfinite(array).all() and (array >= 0).all() and (array <= MAX_COUNT).all():
+                return x if array.all() else {name: value for name, value in x.items() if value}
         kept = {}
         for name, value in x.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -247,7 +253,20 @@ class PersonalMultinomialNB:
         """P(c | x) under key's model ({} before any class), a Posterior holding its log scores."""
         if not self.classes_:
             return {}
+        return self._posterior(*self._scores(self._checked(x), key))
+
+    def predict_and_decide(self, x: dict, y, key) -> tuple[Posterior | dict, bool]:
+        """(predict_proba_one(x, key), decide(x, y, key)) from one scoring of the event: the
+        prequential step's prediction and whether the key's counts then learn it."""
+        if not self.classes_:
+            return {}, y is not None
         scores, active, log_prior = self._scores(self._checked(x), key)
+        if y is None:
+            return self._posterior(scores, active, log_prior), False
+        joint = {label: s for label, s, on in zip(self.classes_, scores, active) if on}
+        return self._posterior(scores, active, log_prior), self._learns(joint, y, len(x))
+
+    def _posterior(self, scores: list, active: list, log_prior: list) -> Posterior:
         probabilities = normalise_log_row(scores, active, log_prior)
         log_scores, _ = effective_log_row(scores, active, log_prior)
         result = Posterior((label, p) for label, p, on in zip(self.classes_, probabilities, active) if on)
@@ -259,12 +278,16 @@ class PersonalMultinomialNB:
     def decide(self, x: dict, y, key) -> bool:
         """Whether key's counts learn this labeled event: the training regime on the key's own
         joint log likelihoods before learning."""
+        if self.training.get("mode", "all") == "all":
+            return True
+        return self._learns(self.joint_log_likelihood(x, key), y, len(x))
+
+    def _learns(self, joint: dict, y, n_features: int) -> bool:
         mode = self.training.get("mode", "all")
         if mode == "all":
             return True
-        n_features = len(x) if self.training.get("margin_scale") == "sqrt_features" else None
-        return should_learn(self.joint_log_likelihood(x, key), y, mode, float(self.training.get("margin", 0.0)),
-                            n_features)
+        scaled = n_features if self.training.get("margin_scale") == "sqrt_features" else None
+        return should_learn(joint, y, mode, float(self.training.get("margin", 0.0)), scaled)
 
     def learn_key(self, x: dict, y, key, w: float = 1.0) -> None:
         """N_fc,k += w x_f, N_c,k += w, T_c,k += w sum_f x_f (the class must be the global model's)."""

@@ -194,8 +194,8 @@ class Contender:
                 else:
                     x = rows[i]
                 key = item.get("key")
-                probabilities = personal.predict_proba_one(x, key)
-                key_learns = key is not None and label is not None and personal.decide(x, label, key)
+                probabilities, key_learns = personal.predict_and_decide(x, label, key)
+                key_learns = key_learns and key is not None
                 _, was_learned = predict_learn(self.model, [x], [label], **self.training)
                 if key_learns:
                     personal.learn_key(x, label, key)
