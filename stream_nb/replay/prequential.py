@@ -200,13 +200,7 @@ class Contender:
                 if key_learns:
                     personal.learn_key(x, label, key)
             except (TypeError, ValueError) as error:
-                self.refused[error.reason if isinstance(error, UnreadableMail) else "rejected_by_model"] += 1
-                if self.first_refusal is None:
-                    self.first_refusal = f"event {item.get('id')!r}: {error}"
-                predictions.append(None)
-                learned.append(False)
-                if sized:
-                    sizes.append(None)
+                self._refuse_one(item, error, predictions, learned, sizes)
                 continue
             predictions.append(probabilities)
             learned.append(was_learned[0])
@@ -249,19 +243,23 @@ class Contender:
                 X = self.featurise([item])
                 one, was_learned = predict_learn(self.model, X, [label], **self.training)
             except (TypeError, ValueError) as error:
-                self.refused[error.reason if isinstance(error, UnreadableMail) else "rejected_by_model"] += 1
-                if self.first_refusal is None:
-                    self.first_refusal = f"event {item.get('id')!r}: {error}"
-                predictions.append(None)
-                learned.append(False)
-                if sized:
-                    sizes.append(None)
+                self._refuse_one(item, error, predictions, learned, sizes)
                 continue
             predictions.extend(one)
             learned.extend(was_learned)
             if sized:
                 sizes.extend(event_sizes(X))
         return predictions, learned, sizes
+
+    def _refuse_one(self, item: dict, error: Exception, predictions: list, learned: list, sizes: list | None) -> None:
+        """Count an event the featuriser or the model refused, and give it no prediction."""
+        self.refused[error.reason if isinstance(error, UnreadableMail) else "rejected_by_model"] += 1
+        if self.first_refusal is None:
+            self.first_refusal = f"event {item.get('id')!r}: {error}"
+        predictions.append(None)
+        learned.append(False)
+        if sizes is not None:
+            sizes.append(None)
 
     def score(self, probabilities: dict, n_features: int | None):
         """The score of the positive class on this contender's score_scale (None without one)."""
