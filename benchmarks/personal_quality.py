@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prior-beta", type=float, nargs="+", default=None, help="default: configs/personal.toml's")
     parser.add_argument("--shrinkage", nargs="+", default=None, choices=["key", "class"],
                         help="default: configs/personal.toml's")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="an override of configs/personal.toml for the per-key contenders (e.g. personal.max_key_features=20000)")
     parser.add_argument("--limit", type=int, default=None, help="the first N mails of the interleaved stream")
     args = parser.parse_args(argv)
     if not args.enron.exists():
@@ -106,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     for beta, prior_beta, shrinkage in itertools.product(args.beta or [shipped["beta"]],
                                                          args.prior_beta or [shipped["prior_beta"]],
                                                          args.shrinkage or [shipped["shrinkage"]]):
-        overrides = [f"personal.beta={beta}", f"personal.prior_beta={prior_beta}", f"personal.shrinkage=\"{shrinkage}\""]
-        contenders.append(contender(f"per key: beta={beta:g} prior_beta={prior_beta:g} {shrinkage}",
+        overrides = [f"personal.beta={beta}", f"personal.prior_beta={prior_beta}", f"personal.shrinkage=\"{shrinkage}\"",
+                     *args.set]
+        contenders.append(contender(f"per key: beta={beta:g} prior_beta={prior_beta:g} {shrinkage}"
+                                    + "".join(f" {item.split('.', 1)[-1]}" for item in args.set),
                                     CONFIGS / "personal.toml", overrides))
     events = round_robin(args.enron)[: args.limit]
     started = time.perf_counter()

@@ -144,6 +144,8 @@ PERSONAL_KEYS = {
     "beta": ((int, float), 30_000.0),  # weight of the global likelihoods, in feature occurrences
     "prior_beta": ((int, float), 10.0),  # weight of the global class prior, in events
     "shrinkage": ((str,), "key"),  # key | class: see stream_nb.model.personal
+    "max_key_features": ((int,), 0),  # a key's feature budget (0: none): the most counted stay
+    "idle_after": ((int,), 0),  # labeled events (of all keys) without one of a key evict it (0: never)
 }
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 # Every class costs a column of counts in the state, each checkpoint and every prediction's
@@ -212,6 +214,8 @@ BOUNDS = {
     "features.osb_window": (3, 10, "each token starts window - 2 word pairs"),
     "personal.beta": (0, 1e12, "feature occurrences; beyond, every key is the global model"),
     "personal.prior_beta": (0, 1e12, "events; beyond, every key has the global prior"),
+    "personal.max_key_features": (0, 10**8, "800 MB of counts a class for one key"),
+    "personal.idle_after": (0, 10**12, "labeled events; longer than any stream (0: never)"),
 }
 
 
@@ -372,7 +376,9 @@ class Config:
         from stream_nb.model.personal import PersonalMultinomialNB
 
         return PersonalMultinomialNB(global_model, self.personal["beta"], self.personal["prior_beta"],
-                                     shrinkage=self.personal["shrinkage"], training=dict(self.training))
+                                     shrinkage=self.personal["shrinkage"], training=dict(self.training),
+                                     max_key_features=self.personal["max_key_features"] or None,
+                                     idle_after=self.personal["idle_after"] or None)
 
     @property
     def order_dependence(self) -> tuple[str, str] | None:

@@ -201,3 +201,45 @@ def test_a_keys_state_round_trips_as_plain_values_and_is_checked_on_load():
         with pytest.raises(InvalidKeyState):
             restored.load_key_state("v", bad)
         assert "v" not in restored.keys
+
+
+def test_keys_idle_for_a_number_of_labeled_events_are_evicted_least_recent_first():
+    personal = PersonalMultinomialNB(seed_004_global(), 5.0, 2.0, idle_after=3)
+    for key in ("a", "b", "c"):
+        personal.learn_key({"fun": 1}, "+", key)
+        personal.observe_labeled(key)
+    assert list(personal.keys) == ["a", "b", "c"] and personal.labeled_clock == 3
+    personal.observe_labeled("a")  # a labeled again (not learned): the most recent now
+    assert list(personal.keys) == ["b", "c", "a"] and personal.keys_evicted == 0
+    personal.observe_labeled(None)  # clock 5: b was last labeled at 2, idle for 3
+    assert list(personal.keys) == ["c", "a"] and personal.keys_evicted == 1
+    personal.observe_labeled("z")  # a key without counts changes nothing but the clock; c goes
+    assert list(personal.keys) == ["a"] and personal.labeled_clock == 6
+    query = word_counts(QUERY)
+    assert personal.predict_proba_one(query, "b").log_scores == personal.global_model.predict_proba_one(query).log_scores
+
+
+def test_a_keys_feature_budget_keeps_its_most_counted_features():
+    personal = PersonalMultinomialNB(seed_004_global(), 5.0, 2.0, max_key_features=10)
+    personal.learn_key({f"w{i}": 1 for i in range(8)} | {"common": 3}, "+", "u")
+    personal.learn_key({f"v{i}": 1 for i in range(4)} | {"common": 2, "w0": 1}, "-", "u")
+    state = personal.key_state("u")  # 13 features > 10: down to 9, the most counted, ties by name
+    assert list(state["features"]) == sorted(["common", "w0", "v0", "v1", "v2", "v3", "w1", "w2", "w3"])
+    assert state["features"]["common"] == [3.0, 2.0] and state["features"]["w0"] == [1.0, 1.0]
+    assert state["class_totals"] == [7.0, 7.0]  # what stays: T_c,k is the sum of the kept counts
+    assert state["class_counts"] == [1.0, 1.0]
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="max_key_features must be a whole number"):
+            PersonalMultinomialNB(MultinomialNB(), max_key_features=bad)
+        with pytest.raises(ValueError, match="idle_after must be a whole number"):
+            PersonalMultinomialNB(MultinomialNB(), idle_after=bad)
+
+
+def test_a_key_state_from_ahead_of_the_clock_is_refused():
+    personal = personal_on_seed(5.0, 2.0)
+    state = personal.key_state("u")
+    with pytest.raises(InvalidKeyState, match="ahead of the labeled clock"):
+        personal.load_key_state("v", dict(state, last_labeled=personal.labeled_clock + 1))
+    for bad in (-1, 1.5, True, None):
+        with pytest.raises(InvalidKeyState, match="last_labeled"):
+            personal.load_key_state("v", dict(state, last_labeled=bad))

@@ -48,7 +48,8 @@ def contender(config_path: Path, overrides=()) -> Contender:
 
 def test_personal_toml_is_spam_toml_plus_per_key_models():
     spam, personal = load_config(CONFIGS / "spam.toml"), load_config(CONFIGS / "personal.toml")
-    assert personal.personal == {"beta": 30000, "prior_beta": 10, "shrinkage": "key"}
+    assert personal.personal == {"beta": 30000, "prior_beta": 10, "shrinkage": "key", "max_key_features": 0,
+                                 "idle_after": 0}
     assert spam.personal is None
     for section in ("model", "features", "training", "evaluation", "worker"):
         assert getattr(personal, section) == getattr(spam, section), section
@@ -96,6 +97,7 @@ def test_replay_predicts_each_event_by_its_keys_model_as_the_per_event_definitio
         predict_learn(model, [x], [label], **config.training)
         if learns:
             definition.learn_key(x, label, event["key"])
+        definition.observe_labeled(event["key"])
     assert seen == expected
     assert {k: keyed.personal.key_state(k) for k in keyed.personal.keys} == {
         k: definition.key_state(k) for k in definition.keys}
@@ -132,6 +134,8 @@ def test_personal_settings_are_checked_on_load(tmp_path):
         ("[personal]\nbeta = 1e13\n", "personal.beta"),
         ("[personal]\nshrinkage = \"both\"\n", "personal.shrinkage"),
         ("[personal]\ngamma = 1\n", "personal.gamma: unknown key"),
+        ("[personal]\nmax_key_features = -1\n", "personal.max_key_features"),
+        ("[personal]\nidle_after = 2.5\n", "personal.idle_after: expected int"),
         ("[model]\nkind = \"bernoulli\"\n[personal]\n", "multinomial"),
         ('extends = "missing.toml"\n', "no such file"),
         ('extends = "loop.toml"\n', "a loop"),
@@ -204,7 +208,8 @@ def test_stream_nb_replay_compares_one_global_model_with_per_key_models(tmp_path
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     personal = report["compared"][0]
-    assert personal["configuration"]["personal"] == {"beta": 30000, "prior_beta": 10, "shrinkage": "key"}
+    assert personal["configuration"]["personal"] == {"beta": 30000, "prior_beta": 10, "shrinkage": "key",
+                                                     "max_key_features": 0, "idle_after": 0}
     assert "personal" not in report["configuration"]
     assert set(report["by_key"]["listed"]) == set(personal["by_key"]["listed"]) == {"ann", "bob", "cid"}
     # the same events through the Python API give the same figures
@@ -212,3 +217,17 @@ def test_stream_nb_replay_compares_one_global_model_with_per_key_models(tmp_path
     replay_contenders(events, [plain, keyed])
     assert personal["accuracy"] == keyed.metrics.accuracy and report["accuracy"] == plain.metrics.accuracy
     assert personal["events_learned"] == keyed.learned
+
+
+def test_budgets_and_idle_keys_leave_a_function_of_the_stream_whatever_the_batches():
+    events = keyed_stream(7, 700, keys=tuple(f"k{i}" for i in range(12)))
+    settings = ["personal.beta=40", "personal.max_key_features=12", "personal.idle_after=60"]
+    runs = []
+    for batch_size in (1, 33, 700):
+        keyed = contender(CONFIGS / "personal.toml", settings)
+        replay_contenders(events, [keyed], batch_size=batch_size)
+        runs.append(({k: keyed.personal.key_state(k) for k in keyed.personal.keys}, keyed.personal.keys_evicted,
+                     keyed.metrics.correct, keyed.metrics.log_loss_sum))
+    assert runs[0] == runs[1] == runs[2]
+    states, evicted, _, _ = runs[0]
+    assert evicted > 0 and all(len(state["features"]) <= 12 for state in states.values())

@@ -67,6 +67,7 @@ from stream_nb.model.training import should_learn
 _INF = math.inf
 _PLAIN_NUMBERS = frozenset((int, float))
 SHRINKAGES = ("key", "class")
+KEEP_SHARE = 0.9  # a key over its feature budget keeps this share of it (not one feature an event)
 
 
 def _check_strength(name: str, value) -> float:
@@ -91,12 +92,13 @@ class KeyCounts:
     """One key's own counts: N_fc,k by feature name (one float per class, in the global class
     order), N_c,k and T_c,k."""
 
-    __slots__ = ("features", "class_counts", "class_totals")
+    __slots__ = ("features", "class_counts", "class_totals", "last_labeled")
 
-    def __init__(self, n_classes: int) -> None:
+    def __init__(self, n_classes: int, last_labeled: int = 0) -> None:
         self.features: dict[str, list[float]] = {}
         self.class_counts = [0.0] * n_classes
         self.class_totals = [0.0] * n_classes
+        self.last_labeled = last_labeled  # the labeled clock at the key's latest labeled event
 
     @property
     def events(self) -> float:
@@ -124,6 +126,14 @@ class KeyCounts:
         self.class_counts[c] += w
         self.class_totals[c] += math.fsum(value * w for value in x.values() if value != 0)
 
+    def keep_features(self, budget: int) -> None:
+        """Down to `budget` features: those with the largest total count stay, ties by name (so
+        the result depends on the counts alone); T_c,k becomes the sum of what stays."""
+        ranked = sorted(self.features.items(), key=lambda item: (-math.fsum(item[1]), item[0]))
+        self.features = dict(ranked[:budget])
+        rows = list(self.features.values())
+        self.class_totals = [math.fsum(row[c] for row in rows) for c in range(len(self.class_counts))]
+
 
 class PersonalMultinomialNB:
     """Per-key multinomial naive Bayes with the global model as each key's prior (module docstring).
@@ -134,7 +144,8 @@ class PersonalMultinomialNB:
     """
 
     def __init__(self, global_model: MultinomialNB, beta: float = 30_000.0, prior_beta: float = 10.0,
-                 *, training: dict | None = None, shrinkage: str = "key") -> None:
+                 *, training: dict | None = None, shrinkage: str = "key", max_key_features: int | None = None,
+                 idle_after: int | None = None) -> None:
         if type(global_model) is not MultinomialNB:
             raise ValueError(f"per-key models are defined over a multinomial global model, not "
                              f"{type(global_model).__name__}")
@@ -145,7 +156,15 @@ class PersonalMultinomialNB:
         if shrinkage not in SHRINKAGES:
             raise ValueError(f"shrinkage must be one of {', '.join(SHRINKAGES)}, got {shrinkage!r}")
         self.shrinkage = shrinkage
+        for name, value in (("max_key_features", max_key_features), ("idle_after", idle_after)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a whole number >= 1 (or None: no bound), got {value!r}")
+        self.max_key_features = max_key_features
+        self.idle_after = idle_after
+        # every key's counts, least recently labeled first (a labeled event moves its key last)
         self.keys: dict[str, KeyCounts] = {}
+        self.labeled_clock = 0  # labeled events observed, of every key: the clock of idleness
+        self.keys_evicted = 0
 
     # ---- scoring -------------------------------------------------------------------------
 
@@ -301,15 +320,37 @@ class PersonalMultinomialNB:
         n_classes = len(self.classes_)
         own = self.keys.get(key)
         if own is None:
-            own = self.keys[key] = KeyCounts(n_classes)
+            own = self.keys[key] = KeyCounts(n_classes, self.labeled_clock)
         own.widen(n_classes)
         own.add(x, self.global_model._class_index[y], float(w))
+        if self.max_key_features is not None and len(own.features) > self.max_key_features:
+            own.keep_features(max(1, int(self.max_key_features * KEEP_SHARE)))
+
+    def observe_labeled(self, key) -> None:
+        """One labeled event went by (of `key`, or of no key: None), learned or not: the clock
+        ticks, the key is the most recently labeled, and keys idle for `idle_after` labeled events
+        are evicted (they predict as the global model again). Called after the event's learning."""
+        self.labeled_clock += 1
+        own = self.keys.pop(key, None) if key is not None else None
+        if own is not None:
+            own.last_labeled = self.labeled_clock
+            self.keys[key] = own
+        if self.idle_after is None:
+            return
+        horizon = self.labeled_clock - self.idle_after
+        while self.keys:
+            oldest = next(iter(self.keys))
+            if self.keys[oldest].last_labeled > horizon:
+                break
+            del self.keys[oldest]
+            self.keys_evicted += 1
 
     def learn_one(self, x: dict, y, key, w: float = 1.0) -> None:
         """Learn a labeled event everywhere: the global model, then the key's counts."""
         self._checked(x)  # a bad event changes neither
         self.global_model.learn_one(x, y, w)
         self.learn_key(x, y, key, w)
+        self.observe_labeled(key)
 
     # ---- a key's state: plain values, checked on load ------------------------------------
 
@@ -321,14 +362,21 @@ class PersonalMultinomialNB:
         own.widen(len(self.classes_))
         return {"classes": list(self.classes_),
                 "features": {name: list(row) for name, row in sorted(own.features.items())},
-                "class_counts": list(own.class_counts), "class_totals": list(own.class_totals)}
+                "class_counts": list(own.class_counts), "class_totals": list(own.class_totals),
+                "last_labeled": own.last_labeled}
 
     def load_key_state(self, key, state: dict) -> None:
         """Take a key's counts from `key_state`'s form after checking them (InvalidKeyState, one
         line, nothing changed): the global model's classes, C finite counts >= 0 everywhere,
         N_fc,k <= T_c,k, and T_c,k the sum of the feature counts."""
         own = _checked_key_state(state, list(self.classes_))
+        if own.last_labeled > self.labeled_clock:
+            raise InvalidKeyState(f"last_labeled {own.last_labeled} is ahead of the labeled clock {self.labeled_clock}")
+        self.keys.pop(key, None)
         self.keys[key] = own
+        # keep least recently labeled first
+        if len(self.keys) > 1 and own.last_labeled < max(k.last_labeled for k in self.keys.values()):
+            self.keys = dict(sorted(self.keys.items(), key=lambda item: item[1].last_labeled))
 
     def forget_key(self, key) -> None:
         self.keys.pop(key, None)
@@ -350,12 +398,17 @@ def _finite_counts(values, n: int, what: str) -> list[float]:
 
 
 def _checked_key_state(state, classes: list) -> KeyCounts:
-    if not isinstance(state, dict) or set(state) != {"classes", "features", "class_counts", "class_totals"}:
-        raise InvalidKeyState("a key's state is a dict of classes, features, class_counts and class_totals")
+    if not isinstance(state, dict) or set(state) != {"classes", "features", "class_counts", "class_totals",
+                                                     "last_labeled"}:
+        raise InvalidKeyState("a key's state is a dict of classes, features, class_counts, class_totals and "
+                              "last_labeled")
+    last = state["last_labeled"]
+    if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+        raise InvalidKeyState(f"last_labeled: a labeled clock, a whole number >= 0, got {last!r}")
     if state["classes"] != classes:
         raise InvalidKeyState(f"a key's classes {state['classes']!r} are not the global model's {classes!r}")
     n = len(classes)
-    own = KeyCounts(n)
+    own = KeyCounts(n, last)
     own.class_counts = _finite_counts(state["class_counts"], n, "class_counts")
     own.class_totals = _finite_counts(state["class_totals"], n, "class_totals")
     features = state["features"]

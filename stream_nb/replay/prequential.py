@@ -199,6 +199,8 @@ class Contender:
                 _, was_learned = predict_learn(self.model, [x], [label], **self.training)
                 if key_learns:
                     personal.learn_key(x, label, key)
+                if label is not None:
+                    personal.observe_labeled(key)
             except (TypeError, ValueError) as error:
                 self._refuse_one(item, error, predictions, learned, sizes)
                 continue
