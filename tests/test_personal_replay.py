@@ -231,3 +231,15 @@ def test_budgets_and_idle_keys_leave_a_function_of_the_stream_whatever_the_batch
     assert runs[0] == runs[1] == runs[2]
     states, evicted, _, _ = runs[0]
     assert evicted > 0 and all(len(state["features"]) <= 12 for state in states.values())
+
+
+def test_stream_nb_run_refuses_per_key_models_before_looking_for_a_broker():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "run", "--config", str(CONFIGS / "personal.toml"),
+                           "--bootstrap", "127.0.0.1:9"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"stream-nb run: personal: the worker does not run per-key models yet; `stream-nb replay` does (remove "
+        f"[personal] from {CONFIGS / 'personal.toml'} to run one global model)"]

@@ -67,7 +67,7 @@ def run_worker(args) -> int:
     try:
         config, bootstrap = with_bootstrap(args.config, args.set, args.bootstrap)
         _configure_logging(args.log_level, config.worker["log_format"])
-        config.require_kafka()  # the worker's own keys, before any network wait
+        Worker.check_config(config)  # the worker's own keys, before any network wait
         check_reachable(bootstrap)
         logging.getLogger("stream_nb.worker").info("broker %s", bootstrap)
         worker = Worker(config)

@@ -72,9 +72,7 @@ class Worker:
     """One worker process: the state its roles share, and the loop that runs them in turn."""
 
     def __init__(self, config: Config, recorder=None) -> None:
-        if config.personal is not None:  # partitioned per-key state comes with issue 26, part 2
-            raise ConfigError("personal: the worker does not run per-key models yet; `stream-nb replay` does "
-                              f"(remove [personal] from {config.source} to run one global model)")
+        self.check_config(config)
         self.config = config
         self.recorder = recorder  # optional EvaluationRecorder of the labeled traffic (the demo's plots)
         self.kafka = config.require_kafka()
@@ -109,6 +107,15 @@ class Worker:
         self.learner = Learner(self)
         self.predictor = Predictor(self)
         self.commits = Commits(self)
+
+    @staticmethod
+    def check_config(config: Config) -> None:
+        """ConfigError for what the configuration asks and the worker cannot do (before any
+        network wait)."""
+        config.require_kafka()
+        if config.personal is not None:  # partitioned per-key state comes with issue 26, part 2
+            raise ConfigError("personal: the worker does not run per-key models yet; `stream-nb replay` does "
+                              f"(remove [personal] from {config.source} to run one global model)")
 
     def featurise(self, events: list[Event], learning: bool = True):
         """The events' features, by this worker's featurisers and the model's vocabulary as they are now."""
