@@ -15,17 +15,24 @@ from stream_nb.kafka.cluster import ClusterError, LocalKafkaCluster, coordinator
     ("hello", 99162322),
     ("stream-nb-group-abc-a", -913736644),
     ("日本語\U0001F600x", -798549378),  # a surrogate pair counts as two UTF-16 units
-    ("polygenelubricants", -2147483648),  # Integer.MIN_VALUE, whose abs Kafka masks to 0
+    ("polygenelubricants", -2147483648),  # Integer.MIN_VALUE, whose Utils.abs Kafka makes 0
     ("", 0),
 ])
 def test_the_hash_is_javas_string_hashcode(text, java):
     assert java_string_hash(text) == java
 
 
-def test_the_coordinator_partition_masks_the_sign_as_kafka_does():
-    assert coordinator_partition("polygenelubricants", 3) == 0
-    assert coordinator_partition("stream-nb-group-abc-a", 3) == (-913736644 & 0x7FFFFFFF) % 3
-    assert coordinator_partition("hello", 50) == 99162322 % 50
+@pytest.mark.parametrize("key, three, fifty", [
+    # printed by Java 17 with Kafka 4.3.1's own Utils.abs: Utils.abs(key.hashCode()) % 3 and % 50
+    ("polygenelubricants", 0, 0),  # Integer.MIN_VALUE: 0
+    ("stream-nb-group-abc-a", 1, 44),  # a negative hash: its absolute value, not the sign bit masked
+    ("stream-nb-517aaf00-a", 0, 15),  # the transactional id of the CI run this was found in
+    ("coordinated-2e8a46e9", 2, 11),  # the group id of the CI run before it
+    ("hello", 1, 22),
+])
+def test_the_coordinator_partition_is_kafkas(key, three, fifty):
+    assert coordinator_partition(key, 3) == three
+    assert coordinator_partition(key, 50) == fifty
 
 
 def test_a_new_cluster_gets_distinct_ports_and_writes_its_plan_on_start(tmp_path):

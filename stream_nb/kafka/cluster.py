@@ -63,9 +63,11 @@ def java_string_hash(text: str) -> int:
 
 
 def coordinator_partition(key: str, partitions: int = INTERNAL_TOPIC_PARTITIONS) -> int:
-    """The internal-topic partition that holds `key` (Kafka's Utils.abs(hashCode) % partitions;
-    its abs maps Integer.MIN_VALUE to 0 by masking the sign bit)."""
-    return (java_string_hash(key) & 0x7FFFFFFF) % partitions
+    """The internal-topic partition that holds `key`: Kafka's Utils.abs(hashCode) % partitions,
+    where Utils.abs is Math.abs but for Integer.MIN_VALUE, which it maps to 0 (not a mask of the
+    sign bit: -5 is 5, not 2**31 - 5)."""
+    code = java_string_hash(key)
+    return (0 if code == -(2**31) else abs(code)) % partitions
 
 
 class LocalKafkaCluster:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.errors import CoordinatorNotAvailableError
 from kafka.protocol.metadata import CoordinatorType
 
 from stream_nb.config import TRANSACTION_TIMEOUT_MS
@@ -348,12 +349,28 @@ def test_the_cluster_commands_start_list_and_stop_brokers(cluster):
         assert f"leads {led} partition" in line, (line, led)
     assert lines[-1] == f"bootstrap={cluster.bootstrap}"
     # the coordinators as the brokers themselves name them (FindCoordinator)
-    group_id, transactional_id = f"coordinated-{os.urandom(4).hex()}", f"stream-nb-{os.urandom(4).hex()}-a"
+    # twelve ids of each kind: about half have a negative Java hash (the case a sign mask got wrong)
+    group_ids = [f"coordinated-{os.urandom(4).hex()}" for _ in range(12)]
+    transactional_ids = [f"stream-nb-{os.urandom(4).hex()}-a" for _ in range(12)]
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+
+    def named(key: str, kind) -> int:
+        # the first ask creates the internal topic: "not available" until its partitions have leaders
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return admin._manager.run(admin._find_coordinator_id, key, kind)
+            except CoordinatorNotAvailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
     try:
-        named_group = admin._manager.run(admin._find_coordinator_id, group_id, CoordinatorType.GROUP)
-        named_transaction = admin._manager.run(admin._find_coordinator_id, transactional_id, CoordinatorType.TRANSACTION)
+        named_groups = [named(group_id, CoordinatorType.GROUP) for group_id in group_ids]
+        named_transactions = [named(transactional_id, CoordinatorType.TRANSACTION)
+                              for transactional_id in transactional_ids]
     finally:
         admin.close()
-    assert named_group == cluster.group_coordinator(group_id)
-    assert named_transaction == cluster.transaction_coordinator(transactional_id)
+    assert named_groups == [cluster.group_coordinator(group_id) for group_id in group_ids]
+    assert named_transactions == [cluster.transaction_coordinator(transactional_id)
+                                  for transactional_id in transactional_ids]
