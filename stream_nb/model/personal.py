@@ -55,7 +55,6 @@ model's half-life decays the global counts only).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import numpy as np
 
@@ -427,8 +426,3 @@ def _checked_key_state(state, classes: list) -> KeyCounts:
         if own.class_totals[c] > 0 and own.class_counts[c] == 0:
             raise InvalidKeyState(f"class {classes[c]!r} has feature counts but no events")
     return own
-
-
-def keys_seen(events: Iterable[dict]) -> list:
-    """The distinct "key" values of events, in order of first appearance."""
-    return list(dict.fromkeys(event.get("key") for event in events if event.get("key") is not None))
