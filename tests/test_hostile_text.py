@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 from pathlib import Path
 
 import pytest
 
 from hostile import FAMILIES
 from native import require_extension
+from timing import least_cpu_time
 from stream_nb.config import load_config
 from stream_nb.features import text as text_module
 from stream_nb.features.specials import SpecialSpans
@@ -33,14 +33,8 @@ MOST_GROWTH = 64.0  # 4x the linear 16x; quadratic work would grow 256x
 
 
 def least_time(work, text: str, repeats: int = 3) -> float:
-    """The fastest of `repeats` runs in CPU time of this process (wall time counted the other
-    processes of a loaded machine: 71x for 16x the text once, under two busy loops and a suite)."""
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.process_time()
-        work(text)
-        best = min(best, time.process_time() - started)
-    return best
+    """The fastest of `repeats` runs, in CPU time of this thread (see tests/timing.py)."""
+    return least_cpu_time(lambda: work(text), repeats)
 
 
 def growth(work, make_text) -> float:
