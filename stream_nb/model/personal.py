@@ -401,28 +401,47 @@ def _checked_key_state(state, classes: list) -> KeyCounts:
                                                      "last_labeled"}:
         raise InvalidKeyState("a key's state is a dict of classes, features, class_counts, class_totals and "
                               "last_labeled")
-    last = state["last_labeled"]
-    if isinstance(last, bool) or not isinstance(last, int) or last < 0:
-        raise InvalidKeyState(f"last_labeled: a labeled clock, a whole number >= 0, got {last!r}")
     if state["classes"] != classes:
         raise InvalidKeyState(f"a key's classes {state['classes']!r} are not the global model's {classes!r}")
-    n = len(classes)
-    own = KeyCounts(n, last)
-    own.class_counts = _finite_counts(state["class_counts"], n, "class_counts")
-    own.class_totals = _finite_counts(state["class_totals"], n, "class_totals")
-    features = state["features"]
+    return checked_key_counts(len(classes), state["class_counts"], state["class_totals"], state["features"],
+                              state["last_labeled"])
+
+
+def checked_key_counts(n: int, class_counts, class_totals, features, last_labeled) -> KeyCounts:
+    """KeyCounts of n classes from plain values after checking a key's invariants
+    (InvalidKeyState, one line): lists of n finite counts >= 0 everywhere, T_c,k the sum of the
+    feature counts of c, no class with feature counts and no events, a whole labeled clock."""
     if not isinstance(features, dict):
         raise InvalidKeyState("features: expected a dict of name -> counts per class")
-    sums = [0.0] * n
+    rows = []
     for name, row in features.items():
-        row = _finite_counts(row, n, f"feature {name!r}")
-        for c, value in enumerate(row):
-            sums[c] += value
-        own.features[name] = row
+        if not isinstance(name, str):
+            raise InvalidKeyState(f"a feature name is a string, got {type(name).__name__}")
+        rows.append(_finite_counts(row, n, f"feature {name!r}"))
+    matrix = np.array(rows, dtype=np.float64).reshape(len(rows), n)
+    return key_counts_of_arrays(_finite_counts(class_counts, n, "class_counts"),
+                                _finite_counts(class_totals, n, "class_totals"), list(features), matrix, last_labeled)
+
+
+def key_counts_of_arrays(class_counts, class_totals, names: list, matrix: np.ndarray, last_labeled) -> KeyCounts:
+    """`checked_key_counts` for counts already in float64 arrays (a decoder's): the same
+    invariants, checked at array speed; `names` distinct strings, one per row of `matrix`."""
+    if isinstance(last_labeled, bool) or not isinstance(last_labeled, int) or last_labeled < 0:
+        raise InvalidKeyState(f"last_labeled: a labeled clock, a whole number >= 0, got {last_labeled!r}")
+    counts, totals = np.asarray(class_counts, dtype=np.float64), np.asarray(class_totals, dtype=np.float64)
+    for what, values in (("class_counts", counts), ("class_totals", totals), ("feature counts", matrix)):
+        bad = ~(np.isfinite(values) & (values >= 0))
+        if bad.any():
+            raise InvalidKeyState(f"{what}: counts are finite numbers >= 0, got {values[bad][0]!r}")
+    n = len(counts)
+    sums = [math.fsum(column) for column in matrix.T.tolist()] if len(matrix) else [0.0] * n
     for c in range(n):
-        if not math.isclose(sums[c], own.class_totals[c], rel_tol=1e-9, abs_tol=1e-9):
-            raise InvalidKeyState(f"class_totals[{c}] = {own.class_totals[c]!r} is not the sum of its "
+        if not math.isclose(sums[c], float(totals[c]), rel_tol=1e-9, abs_tol=1e-9):
+            raise InvalidKeyState(f"class_totals[{c}] = {float(totals[c])!r} is not the sum of its "
                                   f"feature counts ({sums[c]!r})")
-        if own.class_totals[c] > 0 and own.class_counts[c] == 0:
-            raise InvalidKeyState(f"class {classes[c]!r} has feature counts but no events")
+        if totals[c] > 0 and counts[c] == 0:
+            raise InvalidKeyState(f"class {c} has feature counts but no events")
+    own = KeyCounts(n, last_labeled)
+    own.class_counts, own.class_totals = counts.tolist(), totals.tolist()
+    own.features = dict(zip(names, matrix.tolist()))
     return own
