@@ -53,9 +53,17 @@ def encode_key_counts(own: KeyCounts) -> bytes:
     return b"".join(parts)
 
 
-def decode_key_counts(data: bytes, n_classes: int) -> KeyCounts:
+def last_labeled_of(data: bytes) -> int:
+    """The labeled clock in the header of a key's bytes (which a store wrote: not checked further)."""
+    if len(data) < _HEADER.size or data[:4] != MAGIC:
+        raise InvalidKeyState("a key's state without its header")
+    return _HEADER.unpack_from(data, 0)[3]
+
+
+def decode_key_counts(data: bytes, n_classes: int | None) -> KeyCounts:
     """The KeyCounts of `encode_key_counts`'s bytes, checked, widened to the model's
-    `n_classes`; InvalidKeyState (one line) for anything else."""
+    `n_classes` (None: as many classes as written, up to MAX_CLASSES, e.g. to check a changelog
+    before the model has learned its classes); InvalidKeyState (one line) for anything else."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidKeyState(f"a key's state is bytes, got {type(data).__name__}")
     view = memoryview(data).cast("B")
@@ -64,7 +72,7 @@ def decode_key_counts(data: bytes, n_classes: int) -> KeyCounts:
     magic, classes, features, last = _HEADER.unpack_from(view, 0)
     if magic != MAGIC:
         raise InvalidKeyState(f"a key's state starts with {bytes(magic)!r}, not {MAGIC!r}")
-    if not 1 <= classes <= min(n_classes, MAX_CLASSES):
+    if not 1 <= classes <= min(MAX_CLASSES if n_classes is None else n_classes, MAX_CLASSES):
         raise InvalidKeyState(f"a key's state has {classes} classes; the model has {n_classes}")
     position = _HEADER.size
     numbers = classes * (2 + features)
@@ -92,5 +100,6 @@ def decode_key_counts(data: bytes, n_classes: int) -> KeyCounts:
         raise InvalidKeyState("a key's state names a feature twice")
     own = key_counts_of_arrays(values[:classes], values[classes:2 * classes], names,
                                values[2 * classes:].reshape(features, classes), last)
-    own.widen(n_classes)
+    if n_classes is not None:
+        own.widen(n_classes)
     return own

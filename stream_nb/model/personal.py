@@ -134,6 +134,59 @@ class KeyCounts:
         self.class_totals = [math.fsum(row[c] for row in rows) for c in range(len(self.class_counts))]
 
 
+class KeyTable:
+    """Keys' counts, least recently labeled first, and the labeled clock of idleness, in memory
+    (replay's table, and the contract of stream_nb.keyed.store.StoredKeyTable, which keeps one
+    partition's keys on disk). A table's state is a function of the labeled events it observed,
+    in their order; `clock` counts them."""
+
+    def __init__(self) -> None:
+        self.keys: dict = {}
+        self.clock = 0
+        self.evicted = 0
+
+    def get(self, key) -> KeyCounts | None:
+        return self.keys.get(key)
+
+    def create(self, key, n_classes: int) -> KeyCounts:
+        own = self.keys[key] = KeyCounts(n_classes, self.clock)
+        return own
+
+    def changed(self, key, own: KeyCounts) -> None:
+        """`own`, the key's counts, changed in place (a stored table writes it back)."""
+
+    def observe(self, key, idle_after: int | None) -> None:
+        """One labeled event went by (of `key`, or of no key: None): the clock ticks, the key
+        becomes the most recently labeled, keys idle for `idle_after` labeled events go."""
+        self.clock += 1
+        own = self.keys.pop(key, None) if key is not None else None
+        if own is not None:
+            own.last_labeled = self.clock
+            self.keys[key] = own
+        if idle_after is None:
+            return
+        horizon = self.clock - idle_after
+        while self.keys:
+            oldest = next(iter(self.keys))
+            if self.keys[oldest].last_labeled > horizon:
+                break
+            del self.keys[oldest]
+            self.evicted += 1
+
+    def put(self, key, own: KeyCounts) -> None:
+        """A key's counts loaded from elsewhere (checked by the caller)."""
+        if own.last_labeled > self.clock:
+            raise InvalidKeyState(f"last_labeled {own.last_labeled} is ahead of the labeled clock {self.clock}")
+        self.keys.pop(key, None)
+        self.keys[key] = own
+        # keep least recently labeled first
+        if len(self.keys) > 1 and own.last_labeled < max(k.last_labeled for k in self.keys.values()):
+            self.keys = dict(sorted(self.keys.items(), key=lambda item: item[1].last_labeled))
+
+    def forget(self, key) -> None:
+        self.keys.pop(key, None)
+
+
 class PersonalMultinomialNB:
     """Per-key multinomial naive Bayes with the global model as each key's prior (module docstring).
 
@@ -160,10 +213,20 @@ class PersonalMultinomialNB:
                 raise ValueError(f"{name} must be a whole number >= 1 (or None: no bound), got {value!r}")
         self.max_key_features = max_key_features
         self.idle_after = idle_after
-        # every key's counts, least recently labeled first (a labeled event moves its key last)
-        self.keys: dict[str, KeyCounts] = {}
-        self.labeled_clock = 0  # labeled events observed, of every key: the clock of idleness
-        self.keys_evicted = 0
+        # every key's counts (a worker passes the table of the key's partition instead)
+        self.table = KeyTable()
+
+    @property
+    def keys(self) -> dict:
+        return self.table.keys
+
+    @property
+    def labeled_clock(self) -> int:
+        return self.table.clock
+
+    @property
+    def keys_evicted(self) -> int:
+        return self.table.evicted
 
     # ---- scoring -------------------------------------------------------------------------
 
@@ -209,16 +272,16 @@ class PersonalMultinomialNB:
         log_theta[:, denominators == 0] = -_INF
         return log_theta, known
 
-    def joint_log_likelihood(self, x: dict, key) -> dict:
+    def joint_log_likelihood(self, x: dict, key, table: KeyTable | None = None) -> dict:
         """s_c,k(x) for every class the key's prior gives a positive probability."""
-        scores, active, _ = self._scores(self._checked(x), key)
+        scores, active, _ = self._scores(self._checked(x), key, table)
         return {label: s for label, s, on in zip(self.classes_, scores, active) if on}
 
-    def _scores(self, x: dict, key) -> tuple[list, list, list]:
+    def _scores(self, x: dict, key, table: KeyTable | None) -> tuple[list, list, list]:
         """(s_c,k, active, log pi_c,k) in the global class order; a key with no counts takes
         the global model's own path."""
         g = self.global_model
-        own = self.keys.get(key)
+        own = (self.table if table is None else table).get(key)
         if own is None or own.events == 0:
             return g._event_scores(x) if g.classes_ else ([], [], [])
         n_classes = len(g.classes_)
@@ -267,18 +330,18 @@ class PersonalMultinomialNB:
             global_weight = [_log(self.beta) - log_denominator if t > 0 else 0.0 for t in totals]
         return np.array(own_weight), np.array(global_weight)
 
-    def predict_proba_one(self, x: dict, key) -> Posterior | dict:
+    def predict_proba_one(self, x: dict, key, table: KeyTable | None = None) -> Posterior | dict:
         """P(c | x) under key's model ({} before any class), a Posterior holding its log scores."""
         if not self.classes_:
             return {}
-        return self._posterior(*self._scores(self._checked(x), key))
+        return self._posterior(*self._scores(self._checked(x), key, table))
 
-    def predict_and_decide(self, x: dict, y, key) -> tuple[Posterior | dict, bool]:
+    def predict_and_decide(self, x: dict, y, key, table: KeyTable | None = None) -> tuple[Posterior | dict, bool]:
         """(predict_proba_one(x, key), decide(x, y, key)) from one scoring of the event: the
         prequential step's prediction and whether the key's counts then learn it."""
         if not self.classes_:
             return {}, y is not None
-        scores, active, log_prior = self._scores(self._checked(x), key)
+        scores, active, log_prior = self._scores(self._checked(x), key, table)
         if y is None:
             return self._posterior(scores, active, log_prior), False
         joint = {label: s for label, s, on in zip(self.classes_, scores, active) if on}
@@ -293,12 +356,12 @@ class PersonalMultinomialNB:
 
     # ---- learning ------------------------------------------------------------------------
 
-    def decide(self, x: dict, y, key) -> bool:
+    def decide(self, x: dict, y, key, table: KeyTable | None = None) -> bool:
         """Whether key's counts learn this labeled event: the training regime on the key's own
         joint log likelihoods before learning."""
         if self.training.get("mode", "all") == "all":
             return True
-        return self._learns(self.joint_log_likelihood(x, key), y, len(x))
+        return self._learns(self.joint_log_likelihood(x, key, table), y, len(x))
 
     def _learns(self, joint: dict, y, n_features: int) -> bool:
         mode = self.training.get("mode", "all")
@@ -307,7 +370,7 @@ class PersonalMultinomialNB:
         scaled = n_features if self.training.get("margin_scale") == "sqrt_features" else None
         return should_learn(joint, y, mode, float(self.training.get("margin", 0.0)), scaled)
 
-    def learn_key(self, x: dict, y, key, w: float = 1.0) -> None:
+    def learn_key(self, x: dict, y, key, w: float = 1.0, table: KeyTable | None = None) -> None:
         """N_fc,k += w x_f, N_c,k += w, T_c,k += w sum_f x_f (the class must be the global model's)."""
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise ValueError(f"a weight is a finite number >= 0, got {w!r}")
@@ -316,46 +379,35 @@ class PersonalMultinomialNB:
             return
         if y not in self.global_model._class_index:
             raise ValueError(f"class {y!r} is not one the global model has learned")
+        table = self.table if table is None else table
         n_classes = len(self.classes_)
-        own = self.keys.get(key)
+        own = table.get(key)
         if own is None:
-            own = self.keys[key] = KeyCounts(n_classes, self.labeled_clock)
+            own = table.create(key, n_classes)
         own.widen(n_classes)
         own.add(x, self.global_model._class_index[y], float(w))
         if self.max_key_features is not None and len(own.features) > self.max_key_features:
             own.keep_features(max(1, int(self.max_key_features * KEEP_SHARE)))
+        table.changed(key, own)
 
-    def observe_labeled(self, key) -> None:
+    def observe_labeled(self, key, table: KeyTable | None = None) -> None:
         """One labeled event went by (of `key`, or of no key: None), learned or not: the clock
         ticks, the key is the most recently labeled, and keys idle for `idle_after` labeled events
         are evicted (they predict as the global model again). Called after the event's learning."""
-        self.labeled_clock += 1
-        own = self.keys.pop(key, None) if key is not None else None
-        if own is not None:
-            own.last_labeled = self.labeled_clock
-            self.keys[key] = own
-        if self.idle_after is None:
-            return
-        horizon = self.labeled_clock - self.idle_after
-        while self.keys:
-            oldest = next(iter(self.keys))
-            if self.keys[oldest].last_labeled > horizon:
-                break
-            del self.keys[oldest]
-            self.keys_evicted += 1
+        (self.table if table is None else table).observe(key, self.idle_after)
 
-    def learn_one(self, x: dict, y, key, w: float = 1.0) -> None:
+    def learn_one(self, x: dict, y, key, w: float = 1.0, table: KeyTable | None = None) -> None:
         """Learn a labeled event everywhere: the global model, then the key's counts."""
         self._checked(x)  # a bad event changes neither
         self.global_model.learn_one(x, y, w)
-        self.learn_key(x, y, key, w)
-        self.observe_labeled(key)
+        self.learn_key(x, y, key, w, table)
+        self.observe_labeled(key, table)
 
     # ---- a key's state: plain values, checked on load ------------------------------------
 
-    def key_state(self, key) -> dict | None:
+    def key_state(self, key, table: KeyTable | None = None) -> dict | None:
         """The key's counts as plain JSON values (None for a key never learned); features sorted."""
-        own = self.keys.get(key)
+        own = (self.table if table is None else table).get(key)
         if own is None:
             return None
         own.widen(len(self.classes_))
@@ -364,21 +416,14 @@ class PersonalMultinomialNB:
                 "class_counts": list(own.class_counts), "class_totals": list(own.class_totals),
                 "last_labeled": own.last_labeled}
 
-    def load_key_state(self, key, state: dict) -> None:
+    def load_key_state(self, key, state: dict, table: KeyTable | None = None) -> None:
         """Take a key's counts from `key_state`'s form after checking them (InvalidKeyState, one
         line, nothing changed): the global model's classes, C finite counts >= 0 everywhere,
-        N_fc,k <= T_c,k, and T_c,k the sum of the feature counts."""
-        own = _checked_key_state(state, list(self.classes_))
-        if own.last_labeled > self.labeled_clock:
-            raise InvalidKeyState(f"last_labeled {own.last_labeled} is ahead of the labeled clock {self.labeled_clock}")
-        self.keys.pop(key, None)
-        self.keys[key] = own
-        # keep least recently labeled first
-        if len(self.keys) > 1 and own.last_labeled < max(k.last_labeled for k in self.keys.values()):
-            self.keys = dict(sorted(self.keys.items(), key=lambda item: item[1].last_labeled))
+        N_fc,k <= T_c,k, T_c,k the sum of the feature counts, a clock not ahead of the table's."""
+        (self.table if table is None else table).put(key, _checked_key_state(state, list(self.classes_)))
 
-    def forget_key(self, key) -> None:
-        self.keys.pop(key, None)
+    def forget_key(self, key, table: KeyTable | None = None) -> None:
+        (self.table if table is None else table).forget(key)
 
 
 class InvalidKeyState(ValueError):

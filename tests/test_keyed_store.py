@@ -1,0 +1,142 @@
+"""A partition's keys on disk (stream_nb.keyed.store) held to the in-memory KeyTable: the same
+counts, clock, evictions and predictions at every flush on generated labeled streams, a restore
+from the changelog records equal to the store that wrote them, a crash that leaves no trusted
+store, and hostile changelog bytes refused."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rocksdict", reason="rocksdict is a core dependency: `make setup` installs it")
+
+from stream_nb.config import load_config  # noqa: E402
+from stream_nb.keyed.codec import encode_key_counts  # noqa: E402
+from stream_nb.keyed.store import META_KEY, StoredKeyTable  # noqa: E402
+from stream_nb.model.personal import InvalidKeyState, KeyCounts, KeyTable  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+WORDS = [f"w{i}" for i in range(60)] + ["free", "money", "meeting", "lunch"]
+
+
+def personal_model(**personal):
+    """configs/personal.toml as shipped (spam.toml's [model] and [training]), [personal] overridden."""
+    overrides = [f"personal.{name}={value}" for name, value in personal.items()]
+    config = load_config(REPO / "configs" / "personal.toml", overrides)
+    return config.build_personal(config.build_model())
+
+
+def labeled_stream(seed: int, n: int, keys: int) -> list[tuple[dict, str, str | None]]:
+    rng = random.Random(seed)
+    events = []
+    for _ in range(n):
+        label = rng.choice(["ham", "spam"])
+        bias = WORDS[:32] if label == "ham" else WORDS[28:]
+        x = {word: 1.0 for word in rng.sample(bias, rng.randint(1, 8))}
+        key = None if rng.random() < 0.1 else f"user-{rng.randrange(keys)}"
+        events.append((x, label, key))
+    return events
+
+
+def learn(personal, table, x, label, key):
+    """The worker's step for one labeled event: the key's prediction and decision, then learning."""
+    _, key_learns = personal.predict_and_decide(x, label, key, table)
+    personal.global_model.learn_one(x, label)
+    if key is not None and key_learns:
+        personal.learn_key(x, label, key, table=table)
+    personal.observe_labeled(key, table)
+
+
+def same_counts(a: KeyCounts, b: KeyCounts) -> bool:
+    return (a.features == b.features and a.class_counts == b.class_counts and a.class_totals == b.class_totals
+            and a.last_labeled == b.last_labeled)
+
+
+@pytest.mark.parametrize("settings", [{}, {"idle_after": 40}, {"max_key_features": 12, "idle_after": 150}])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_store_holds_what_the_memory_table_holds_at_every_flush(tmp_path, settings, seed):
+    in_memory, on_disk = personal_model(**settings), personal_model(**settings)
+    memory = KeyTable()
+    stored = StoredKeyTable(tmp_path / "p0", lambda: len(on_disk.classes_), idle_after=settings.get("idle_after"),
+                            cache_keys=3)  # a cache smaller than the keys: reads go to disk
+    rng = random.Random(seed)
+    records = []
+    events = labeled_stream(seed, 900, keys=25)
+    for i, (x, label, key) in enumerate(events):
+        probe = {word: 1.0 for word in rng.sample(WORDS, 5)}
+        assert (in_memory.predict_proba_one(probe, key, memory) == on_disk.predict_proba_one(probe, key, stored))
+        learn(in_memory, memory, x, label, key)
+        learn(on_disk, stored, x, label, key)
+        if rng.random() < 0.05 or i == len(events) - 1:
+            records.extend(stored.flush(position=i + 1))
+            assert stored.clock == memory.clock == i + 1
+            assert stored.evicted == memory.evicted
+            assert len(stored) == len(memory.keys)
+            for key_name, own in memory.keys.items():
+                assert same_counts(stored.get(key_name), own), key_name
+    if "idle_after" in settings:
+        assert memory.evicted > 0  # the streams do evict: the comparison covered it
+    if "max_key_features" in settings:
+        assert max(len(own.features) for own in memory.keys.values()) <= 12
+
+    restored = StoredKeyTable(tmp_path / "restored", lambda: len(on_disk.classes_),
+                              idle_after=settings.get("idle_after"))
+    assert restored.restore(records) == len(records)
+    assert restored.digest() == stored.digest()
+    assert (restored.clock, restored.position) == (900, 900)
+
+    compacted = {}  # what a compacted changelog keeps: the last record of each key
+    for key, value in records:
+        compacted.pop(key, None)
+        compacted[key] = value
+    from_compacted = StoredKeyTable(tmp_path / "compacted", lambda: len(on_disk.classes_),
+                                    idle_after=settings.get("idle_after"))
+    from_compacted.restore(compacted.items())
+    assert from_compacted.digest() == stored.digest()
+
+
+def test_a_store_closed_cleanly_is_kept_and_one_that_was_not_is_rebuilt(tmp_path):
+    personal = personal_model()
+    store = StoredKeyTable(tmp_path / "p", lambda: len(personal.classes_))
+    for x, label, key in labeled_stream(3, 200, keys=10):
+        learn(personal, store, x, label, key)
+    store.flush(position=200)
+    digest, keys = store.digest(), len(store)
+    store.close(changelog_offset=57)
+
+    reopened = StoredKeyTable(tmp_path / "p", lambda: len(personal.classes_))
+    assert reopened.clean_offset == 57  # restore the changelog from here only
+    assert (reopened.digest(), len(reopened), reopened.position) == (digest, keys, 200)
+    assert keys > 0
+    reopened.db.close()  # a crash: no close(), no marker
+
+    after_crash = StoredKeyTable(tmp_path / "p", lambda: len(personal.classes_))
+    assert after_crash.clean_offset is None and len(after_crash) == 0 and after_crash.clock == 0
+
+
+def test_hostile_changelog_records_are_refused_with_one_line(tmp_path):
+    store = StoredKeyTable(tmp_path / "p", lambda: 2)
+    good = KeyCounts(2, 0)
+    good.add({"a": 1.0}, 0, 1.0)
+    value = encode_key_counts(good)
+    bad_values = [b"junk", value[:-1], value.replace(b"SNK1", b"SNK9"),
+                  value[:20] + b"\x00\x00\x00\x00\x00\x00\xf8\x7f" + value[28:]]  # a NaN count
+    for bad in bad_values:
+        with pytest.raises(InvalidKeyState):
+            store.restore([(b"u", bad)])
+    for meta in (b'{"clock": -1, "evicted": 0, "position": null}', b'{"clock": 1}', b"[]"):
+        with pytest.raises(InvalidKeyState):
+            store.restore([(META_KEY, meta)])
+    with pytest.raises(InvalidKeyState):
+        store.restore([(META_KEY, None)])
+    assert store.restore([(b"u", value)]) == 1
+    assert same_counts(store.get("u"), good)
+
+
+def test_a_key_loaded_ahead_of_the_clock_is_refused(tmp_path):
+    store = StoredKeyTable(tmp_path / "p", lambda: 2)
+    ahead = KeyCounts(2, 5)
+    with pytest.raises(InvalidKeyState, match="ahead of the labeled clock"):
+        store.put("u", ahead)
