@@ -1,0 +1,116 @@
+"""The changelog of per-key state: a compacted topic whose partition p holds the flushes of
+partition p's store (stream_nb.keyed.store: each changed key's bytes, a tombstone for a key that
+went, the partition's metadata under the empty key), written in the worker's transaction with
+its outputs and offsets, and read back by the partition's next owner.
+
+Compaction keeps the last record of each key, which is all a restore needs: the store is the
+last value of every key, and the metadata's last value says the labeled position it reflects.
+Read with isolation_level=read_committed, to the partition's last stable offset: a flush whose
+transaction was aborted (the writer died mid-commit) is never restored.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from stream_nb.config import min_insync_replicas
+from stream_nb.kafka.clients import KafkaSetupError, _connect, client_options, make_reader
+
+READ_TIMEOUT_S = 300.0  # a restore that makes no progress for this long stops with one line
+
+
+class ChangelogError(RuntimeError):
+    """The changelog cannot be read or written as the keyed state needs; one line."""
+
+
+def changelog_topic(kafka: dict) -> str:
+    """The changelog of the group's per-key store (Kafka Streams names it <app>-<store>-changelog)."""
+    return f"{kafka['group_id']}-keys-changelog"
+
+
+def ensure_changelog(kafka: dict, client: dict, topic: str, partitions: int) -> None:
+    """Create the compacted changelog with `partitions` partitions (the unlabeled topics'), with
+    the replication of the worker's topics; refuse one that exists with another partition count
+    (the keys of a partition would be restored from another's records)."""
+    admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
+    try:
+        if topic in set(admin.list_topics()):
+            count = len(admin.describe_topics([topic])[0].get("partitions") or ())
+            if count != partitions:
+                raise ChangelogError(f"changelog topic {topic} has {count} partitions, but the unlabeled topics "
+                                     f"have {partitions}: delete it (the state is restored from the labeled log "
+                                     f"then) or give the topics the same partition count")
+            return
+        configs = {"cleanup.policy": "compact"}
+        if kafka["replication_factor"] > 1:
+            configs["min.insync.replicas"] = str(min_insync_replicas(kafka))
+        try:
+            admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": kafka["replication_factor"],
+                                         "configs": configs}}, wait_for_metadata=True)
+        except TopicAlreadyExistsError:
+            pass  # created by another worker meanwhile
+    except KafkaError as error:
+        raise KafkaSetupError(f"kafka: cannot create the changelog topic {topic}: {error}") from None
+    finally:
+        admin.close()
+
+
+def send_flush(outputs, topic: str, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    """A store's flush as changelog records of `partition`, inside the open transaction."""
+    for key, value in records:
+        outputs.send(topic, value, key, None, partition)
+
+
+def read_changelog(kafka: dict, client: dict, topic: str, partition: int,
+                   start: int | None = None) -> "ChangelogRead":
+    """The (key, value) records of one changelog partition in offset order, from `start` (None:
+    its beginning) to its last stable offset when the read begins: iterate the result (once);
+    then its `end` is the offset to restore from next time, `records` how many were read."""
+    return ChangelogRead(kafka, client, topic, partition, start)
+
+
+class ChangelogRead:
+    """One pass over a changelog partition (see read_changelog); `end` is the next offset after it."""
+
+    def __init__(self, kafka: dict, client: dict, topic: str, partition: int, start: int | None) -> None:
+        self.kafka, self.client = kafka, client
+        self.tp = TopicPartition(topic, partition)
+        self.start = start
+        self.end: int | None = None
+        self.records = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes | None]]:
+        consumer = make_reader(self.kafka, self.client)
+        try:
+            consumer.assign([self.tp])
+            beginning = consumer.beginning_offsets([self.tp])[self.tp]
+            end = consumer.end_offsets([self.tp])[self.tp]
+            start = beginning if self.start is None else self.start
+            if not beginning <= start <= end:
+                raise ChangelogError(f"changelog {self.tp.topic}[{self.tp.partition}] holds offsets {beginning}.."
+                                     f"{end}, not the {start} a local store stopped at")
+            consumer.seek(self.tp, start)
+            position = start
+            progress_at = time.monotonic()
+            while position < end:
+                if time.monotonic() - progress_at > READ_TIMEOUT_S:
+                    raise ChangelogError(f"changelog {self.tp.topic}[{self.tp.partition}]: no record for "
+                                         f"{READ_TIMEOUT_S:.0f} s at offset {position} of {end}")
+                polled = consumer.poll(timeout_ms=500)
+                for record in polled.get(self.tp, ()):
+                    if record.offset < position or record.offset >= end:  # before the seek; after the end
+                        continue
+                    self.records += 1
+                    yield record.key if record.key is not None else b"", record.value
+                # the consumer's position also steps over transaction markers and aborted records
+                position = max(position, consumer.position(self.tp))
+                if polled:
+                    progress_at = time.monotonic()
+            self.end = end
+        finally:
+            consumer.close(autocommit=False)
