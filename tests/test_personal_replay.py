@@ -5,6 +5,7 @@ configs/personal.toml itself."""
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -160,12 +161,17 @@ def test_extends_replaces_key_by_key_and_set_comes_last(tmp_path):
     assert config.kafka["group_id"] == "g"
 
 
-def test_the_worker_refuses_per_key_models_with_one_line():
+@pytest.mark.parametrize("override, refusal", [
+    ('kafka.processing_guarantee="at_least_once"', 'kafka.processing_guarantee must be "exactly_once"'),
+    ('kafka.unlabeled_topics=["a", "b"]', "follows the partitions of one unlabeled topic; kafka.unlabeled_topics has 2"),
+    ('kafka.value_format="mail"', "raw mail carries no event key"),
+])
+def test_the_worker_refuses_per_key_models_it_cannot_keep_exactly_with_one_line(override, refusal):
     from stream_nb.worker.loop import Worker
 
-    config = load_config(CONFIGS / "personal.toml", ["kafka.bootstrap_servers=\"127.0.0.1:9\""])
-    with pytest.raises(ConfigError, match="the worker does not run per-key models yet"):
-        Worker(config)
+    config = load_config(CONFIGS / "personal.toml", ["kafka.bootstrap_servers=\"127.0.0.1:9\"", override])
+    with pytest.raises(ConfigError, match=re.escape(refusal)):
+        Worker.check_config(config)
 
 
 def test_the_replay_report_lists_each_keys_figures(tmp_path):
@@ -233,13 +239,14 @@ def test_budgets_and_idle_keys_leave_a_function_of_the_stream_whatever_the_batch
     assert evicted > 0 and all(len(state["features"]) <= 12 for state in states.values())
 
 
-def test_stream_nb_run_refuses_per_key_models_before_looking_for_a_broker():
+def test_stream_nb_run_refuses_per_key_models_it_cannot_keep_before_looking_for_a_broker():
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "run", "--config", str(CONFIGS / "personal.toml"),
-                           "--bootstrap", "127.0.0.1:9"], capture_output=True, text=True, timeout=120)
+                           "--bootstrap", "127.0.0.1:9", "--set", "kafka.processing_guarantee=at_least_once"],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"stream-nb run: personal: the worker does not run per-key models yet; `stream-nb replay` does (remove "
-        f"[personal] from {CONFIGS / 'personal.toml'} to run one global model)"]
+        "stream-nb run: personal: per-key state is written to its changelog in the transaction of the outputs: "
+        'kafka.processing_guarantee must be "exactly_once"']

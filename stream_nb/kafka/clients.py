@@ -115,6 +115,19 @@ def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) ->
         admin.close()
 
 
+def partition_counts(kafka: dict, client: dict, topics: list[str]) -> dict[str, int]:
+    """{topic: its partition count} of the topics that exist (KafkaSetupError, one line, when the
+    broker cannot say)."""
+    admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
+    try:
+        return {described["name"]: len(described.get("partitions") or ())
+                for described in admin.describe_topics(list(dict.fromkeys(topics)))}
+    except KafkaError as error:
+        raise KafkaSetupError(f"kafka: cannot count the partitions of {', '.join(topics)}: {error}") from None
+    finally:
+        admin.close()
+
+
 def _warn_of_fewer_partitions(admin: KafkaAdminClient, kafka: dict, topics: list[str]) -> None:
     """kafka.partitions applies to the topics the worker creates: an unlabeled topic that
     exists with fewer leaves workers beyond its partition count idle. Said in one line each."""

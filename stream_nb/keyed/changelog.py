@@ -19,7 +19,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from stream_nb.config import min_insync_replicas
-from stream_nb.kafka.clients import KafkaSetupError, _connect, client_options, make_reader
+from stream_nb.kafka.clients import KafkaSetupError, _connect, _consumer, client_options, make_reader
 
 READ_TIMEOUT_S = 300.0  # a restore that makes no progress for this long stops with one line
 
@@ -75,7 +75,12 @@ def read_changelog(kafka: dict, client: dict, topic: str, partition: int,
 
 
 class ChangelogRead:
-    """One pass over a changelog partition (see read_changelog); `end` is the next offset after it."""
+    """One pass over a changelog partition (see read_changelog); `end` is the next offset after it.
+
+    The read goes to the partition's high watermark, not its last stable offset: a transaction
+    of the previous owner still open (it died mid-commit, or stalls) is waited for until it is
+    committed or aborted (at most the transaction timeout), so that a commit landing after the
+    read began is never missed."""
 
     def __init__(self, kafka: dict, client: dict, topic: str, partition: int, start: int | None) -> None:
         self.kafka, self.client = kafka, client
@@ -89,7 +94,7 @@ class ChangelogRead:
         try:
             consumer.assign([self.tp])
             beginning = consumer.beginning_offsets([self.tp])[self.tp]
-            end = consumer.end_offsets([self.tp])[self.tp]
+            end = self._high_watermark()
             start = beginning if self.start is None else self.start
             if not beginning <= start <= end:
                 raise ChangelogError(f"changelog {self.tp.topic}[{self.tp.partition}] holds offsets {beginning}.."
@@ -99,8 +104,9 @@ class ChangelogRead:
             progress_at = time.monotonic()
             while position < end:
                 if time.monotonic() - progress_at > READ_TIMEOUT_S:
-                    raise ChangelogError(f"changelog {self.tp.topic}[{self.tp.partition}]: no record for "
-                                         f"{READ_TIMEOUT_S:.0f} s at offset {position} of {end}")
+                    raise ChangelogError(f"changelog {self.tp.topic}[{self.tp.partition}]: no progress for "
+                                         f"{READ_TIMEOUT_S:.0f} s at offset {position} of {end} (a "
+                                         f"transaction left open longer than its timeout?)")
                 polled = consumer.poll(timeout_ms=500)
                 for record in polled.get(self.tp, ()):
                     if record.offset < position or record.offset >= end:  # before the seek; after the end
@@ -114,3 +120,10 @@ class ChangelogRead:
             self.end = end
         finally:
             consumer.close(autocommit=False)
+
+    def _high_watermark(self) -> int:
+        reader = _consumer(self.kafka, self.client, "reader", group_id=None, isolation_level="read_uncommitted")
+        try:
+            return reader.end_offsets([self.tp])[self.tp]
+        finally:
+            reader.close(autocommit=False)

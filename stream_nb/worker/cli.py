@@ -60,6 +60,8 @@ def _configure_logging(level: str, log_format: str) -> None:
 def run_worker(args) -> int:
     from stream_nb.worker.loop import ModelStateUnknown, Worker  # imports kafka-python only when needed
 
+    from stream_nb.keyed.changelog import ChangelogError
+    from stream_nb.worker.keyed import KeyedStateError
     from stream_nb.worker.labeled import LabeledLogError
     from stream_nb.worker.outputs import Fenced
 
@@ -73,13 +75,14 @@ def run_worker(args) -> int:
         worker = Worker(config)
         worker.install_signal_handlers()
         worker.start()
-    except (ConfigError, NoBroker, KafkaSetupError, FingerprintMismatch, CheckpointError, LabeledLogError) as error:
+    except (ConfigError, NoBroker, KafkaSetupError, FingerprintMismatch, CheckpointError, LabeledLogError,
+            KeyedStateError, ChangelogError) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
     try:
         worker.run(stop_when_idle_s=args.stop_when_idle)
     # a partition added under thick-threshold; the last checkpoint; a labeled batch half learned
-    except (LabeledLogError, CheckpointError, ModelStateUnknown) as error:
+    except (LabeledLogError, CheckpointError, ModelStateUnknown, KeyedStateError, ChangelogError) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
     except Fenced as error:

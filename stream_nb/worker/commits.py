@@ -52,10 +52,16 @@ class Commits:
             for rejected in due:
                 w.predictor.dead_letter(rejected)
             cursors[tp] = max(cursor, position)
+        if w.keyed is not None and w.keyed.pending():
+            w.outputs.begin(w.group.group_metadata())
         if not w.outputs.open:
             return True
         offsets = {tp: w.group.position(tp) for tp in w.group.assignment() if tp.topic not in w.labeled_topics}
+        if w.keyed is not None:  # the per-key state's changes, with the labeled offset it reflects
+            w.keyed.send_flushes(w.outputs, w.labeled.next_offset())
         w.outputs.commit({**offsets, **cursors})
+        if w.keyed is not None:
+            w.keyed.confirmed()
         self.cursors.update(cursors)
         self.prune_rejections(self.cursors)
         return True

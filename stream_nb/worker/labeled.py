@@ -153,6 +153,10 @@ class LabeledLog:
         when the broker cannot say)."""
         return {key: max(0, end - self.positions.get(key, 0)) for key, end in self.end_offsets().items()}
 
+    def next_offset(self) -> int:
+        """The next offset to learn of a log of one partition (the keyed state's order)."""
+        return next(iter(self.positions.values()), 0)
+
     def offsets(self) -> list[list]:
         """The offsets the model reflects, as [[topic, partition, next offset], ...]."""
         return [[topic, partition, offset] for (topic, partition), offset in sorted(self.positions.items())]

@@ -25,6 +25,7 @@ class Learner:
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
+        self._offsets: dict[int, int] = {}  # id(event) -> its labeled offset, for the keyed role
 
     def learn(self, records: list) -> None:
         """Decode, predict (for the prequential metrics) and learn labeled records in order."""
@@ -36,6 +37,7 @@ class Learner:
         if events:
             events, origin, X = featurise_or_reject(events, origin, w.labeled_rejections.append, w.featurise)
         if events:
+            self._offsets = {id(event): record.offset for event, record in zip(events, origin)}
             lessons = self._learn_lessons(events, origin, X)
             sizes = (event_sizes(X) if w.recorder is not None and w.recorder.score_scale != "none"
                      else None)  # the recorder's scores per sqrt(distinct features)
@@ -75,6 +77,9 @@ class Learner:
 
     def predict_then_learn(self, events: list[Event], X) -> list[tuple[dict, bool]]:
         w = self.worker
+        if w.keyed is not None:  # each event of an owned key first decided by its key (stream_nb.worker.keyed)
+            offsets = [self._offsets[id(event)] for event in events]
+            return w.keyed.predict_then_learn(w.model, events, X, offsets, w.config.training)
         probabilities, learned = predict_learn(w.model, X, [event.label for event in events], **w.config.training)
         return list(zip(probabilities, learned))
 
@@ -85,6 +90,12 @@ class Learner:
         known = {str(label): label for label in w.model.classes_}
         kept, kept_origin = [], []
         for event, record in zip(events, origin):
+            if w.keyed is not None and event.unlearn is not None:
+                # a key's counts take no lesson back (yet): refused as replay refuses it
+                w.labeled_rejections.append(rejected_by_us(
+                    event, "correction_with_personal", "a correction (unlearn) is not taken with per-key "
+                    "models ([personal]): the key's counts would keep the label", record))
+                continue
             if event.label is None:  # a take-back only (unlearn): it adds no class
                 kept.append(event)
                 kept_origin.append(record)

@@ -25,6 +25,7 @@ the roles share):
 - commits.py: the commit of outputs with the group's offsets (outputs.py: the transaction).
 - checkpoints.py: checkpoints and snapshots, restore at start.
 - membership.py: the clients, the group, assignment changes, recovery and fencing.
+- keyed.py: with [personal], the per-key state of the owned partitions and its changelog.
 - reporting.py: lag, gauges, readiness, the progress line.
 """
 
@@ -44,6 +45,7 @@ from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.clients import (
     ensure_topics,
     leave_group,
+    partition_counts,
     raise_if_fenced,
     rebalance_pending,
     take_part_in_rebalances,
@@ -52,6 +54,7 @@ from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.checkpoints import Checkpoints
 from stream_nb.worker.commits import Commits
+from stream_nb.worker.keyed import KeyedState
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.learner import Learner
 from stream_nb.worker.membership import Membership
@@ -86,6 +89,7 @@ class Worker:
         self.fingerprint = config_fingerprint(config.resolved())
         self.checkpoints = Checkpoints(self)
         self.model = config.build_model()
+        self.keyed = KeyedState(self) if config.personal is not None else None
         self.lessons = LabeledLessons(LearnedIds(config.remember_ids))  # what was learned by id: duplicates, corrections
         self.metrics = PrequentialMetrics()
         self.labeled: LabeledLog | None = None
@@ -112,10 +116,28 @@ class Worker:
     def check_config(config: Config) -> None:
         """ConfigError for what the configuration asks and the worker cannot do (before any
         network wait)."""
-        config.require_kafka()
-        if config.personal is not None:  # partitioned per-key state comes with issue 26, part 2
-            raise ConfigError("personal: the worker does not run per-key models yet; `stream-nb replay` does "
-                              f"(remove [personal] from {config.source} to run one global model)")
+        kafka = config.require_kafka()
+        if config.personal is None:
+            return
+        if kafka["processing_guarantee"] != "exactly_once":
+            raise ConfigError("personal: per-key state is written to its changelog in the transaction of the "
+                              "outputs: kafka.processing_guarantee must be \"exactly_once\"")
+        if len(set(kafka["unlabeled_topics"])) != 1:
+            raise ConfigError("personal: per-key state follows the partitions of one unlabeled topic; "
+                              f"kafka.unlabeled_topics has {len(set(kafka['unlabeled_topics']))}")
+        if kafka["value_format"] != "json":
+            raise ConfigError("personal: keyed events are JSON events with a \"key\" (kafka.value_format = "
+                              "\"json\"); raw mail carries no event key")
+
+    @property
+    def labeled_order_rule(self) -> tuple[str, str] | None:
+        """(why, remedy) when the labeled log must be one partition: an order-dependent model, or
+        per-key state (each key's events in the log's order, each with the global model of its offset)."""
+        if self.config.order_dependence is not None:
+            return self.config.order_dependence
+        if self.keyed is not None:
+            return "[personal] learns each key's events in one order", "remove [personal]"
+        return None
 
     def featurise(self, events: list[Event], learning: bool = True):
         """The events' features, by this worker's featurisers and the model's vocabulary as they are now."""
@@ -130,6 +152,8 @@ class Worker:
         # first: an unreachable broker leaves no trace
         snapshot_topic = self.checkpoints.snapshot_topic
         ensure_topics(self.kafka, self.config.kafka_client, (snapshot_topic,) if snapshot_topic else ())
+        if self.keyed is not None:
+            self.keyed.start(partition_counts(self.kafka, self.config.kafka_client, self.unlabeled_topics))
         self.checkpoints.store.lock()
         try:
             self.reporting.serve_metrics()
@@ -203,6 +227,8 @@ class Worker:
             if clean:  # a static member's close keeps its place in the group: leave it explicitly
                 leave_group(self.kafka, self.config.kafka_client, self.instance_id)
             self.checkpoints.close()
+            if self.keyed is not None:
+                self.keyed.close()
             self.reporting.stop_serving()
 
     def _log_stop(self, processed: int, learned: int) -> None:
@@ -221,6 +247,8 @@ class Worker:
     def close(self) -> None:
         self.membership.close_clients()
         self.checkpoints.close()
+        if self.keyed is not None:
+            self.keyed.close()
 
     # ---- one step -----------------------------------------------------------------------------
 
@@ -252,7 +280,8 @@ class Worker:
         if records:
             self.outputs.begin(metadata)
             self.predictor.predict(records)
-        if self.outputs.due() or self.commits.labeled_dead_letters_due():
+        if (self.outputs.due() or self.commits.labeled_dead_letters_due()
+                or (self.keyed is not None and self.keyed.due(self.kafka["commit_interval_ms"] / 1000))):
             self.commits.commit_or_rewind()
         self.checkpoints.collect()
         if self.checkpoints.due():
@@ -279,6 +308,8 @@ class Worker:
                 self.learner.learn(records)
                 read += len(records)
             self.labeled.advance()
+            if self.keyed is not None:
+                self.keyed.advance(self.labeled.next_offset())
             take_part_in_rebalances(self.group)
             if self.outputs.due():
                 # Every polled record is processed at this point, so this commit is exact; it keeps

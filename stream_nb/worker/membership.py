@@ -101,7 +101,7 @@ class Membership:
         # them: a start cut short by the broker (the next attempt copies worker.labeled's positions)
         # must not leave a log with none, which would send the model back to the beginning.
         labeled = LabeledLog(make_labeled_reader(w.kafka, client), sorted(w.labeled_topics),
-                             one_order=w.config.order_dependence, on_lost_position=w.kafka["on_lost_position"])
+                             one_order=w.labeled_order_rule, on_lost_position=w.kafka["on_lost_position"])
         try:
             labeled.start(saved["offsets"], saved["topic_ids"])
         except BaseException:
@@ -157,6 +157,8 @@ class Membership:
         assignment = w.group.assignment()
         log.info("group %s assigns this worker %s", w.kafka["group_id"],
                  ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assignment)) or "no partition")
+        if w.keyed is not None:  # before any record of a new partition is predicted
+            w.keyed.on_assignment({tp.partition for tp in assignment if tp.topic not in w.labeled_topics})
         owned = {tp for tp in assignment if tp.topic in w.labeled_topics}  # paused by _PauseLabeled
         w.commits.cursors = {tp: offset for tp, offset in w.commits.cursors.items() if tp in owned}
         for tp in owned - set(w.commits.cursors):

@@ -47,11 +47,47 @@ class Predictor:
                                 classes=w.config.classes)
         if events:
             events, origin, X = featurise_or_reject(events, origin, self.dead_letter, w.featurise, learning=False)
+        if events and w.keyed is not None:
+            events, origin, X = self._routed(events, origin, X)
         if events:
             probabilities = batch_or_one_by_one(w.model, events, origin, X, self._predict_only, self.dead_letter,
                                                 "scoring")
+            if w.keyed is not None:
+                probabilities = self._by_key(events, X, probabilities)
             self.publish_predictions(events, origin, probabilities, X)
         w._processed += len(records)
+
+    def _routed(self, events: list[Event], origin: list, X) -> tuple[list, list, object]:
+        """Events whose key belongs to the partition they came on; the others are dead letters
+        (their key's state is on another partition: another worker may own it)."""
+        keyed = self.worker.keyed
+        kept = []
+        for i, (event, record) in enumerate(zip(events, origin)):
+            expected = keyed.misrouted(event.key, record.partition)
+            if expected is None:
+                kept.append(i)
+                continue
+            self.dead_letter(rejected_by_us(
+                event, "misrouted_key", f"key {event.key!r} belongs to partition {expected} (Kafka's default "
+                f"partitioner, murmur2), not {record.partition}: its state is there", record))
+        if len(kept) == len(events):
+            return events, origin, X
+        events, origin = [events[i] for i in kept], [origin[i] for i in kept]
+        return events, origin, (self.worker.featurise(events, learning=False) if events else [])
+
+    def _by_key(self, events: list[Event], X, probabilities: list) -> list:
+        """Each keyed event's probabilities by its key's model (stream_nb.model.personal); a key
+        with no counts gets exactly the global model's."""
+        keyed = self.worker.keyed
+        rows = None
+        for i, event in enumerate(events):
+            table = keyed.table_of(event.key)
+            if table is None or table.get(event.key) is None or probabilities[i] is None:
+                continue
+            if rows is None:
+                rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
+            probabilities[i] = keyed.personal.predict_proba_one(rows[i], event.key, table)
+        return probabilities
 
     def publish_predictions(self, events: list[Event], origin: list, probabilities: list, X) -> None:
         w = self.worker

@@ -1,0 +1,241 @@
+"""Per-key state on partitioned Kafka state ([personal], issue 26 part 2), on a real broker.
+
+The keyed events flow into one labeled partition and four unlabeled partitions (keyed, so the
+key decides the partition). Workers own the per-key state of the partitions the group gives them
+and write it to the changelog inside their transactions. Whatever happens to the workers (one
+calm worker; or one, then three, then one killed with SIGKILL), each changelog partition, read
+back read_committed, holds exactly the state computed here without Kafka: each labeled event of
+the partition's keys decided by its key's model with the global model of its offset
+(stream_nb.model.personal, the same steps as replay), every unlabeled id is predicted once, and
+each prediction of a key that has counts is the key's model's, not the global model's.
+configs/personal.toml as shipped (spam.toml's [model], [features] and [training], thick threshold).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tomllib
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from stream_nb.config import load_config
+from stream_nb.keyed.changelog import changelog_topic, read_changelog
+from stream_nb.keyed.store import StoredKeyTable
+from stream_nb.model.training import predict_learn
+from stream_nb.worker.keyed import key_partition
+from worker_support import (
+    Message,
+    Topics,
+    WorkerProcess,
+    create_topics,
+    produce,
+    read_topic,
+    wait_until,
+    write_config,
+)
+
+pytestmark = pytest.mark.kafka
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 4
+USERS = [f"user-{i}" for i in range(24)]
+
+
+def keyed_stream(sms, n_labeled: int, n_unlabeled: int, seed: int = 11):
+    """Labeled and unlabeled keyed events over the SMS texts, each user with a taste of its own
+    (a third of the users call some ham spam), so that per-key counts change predictions."""
+    rng = random.Random(seed)
+    contrary = set(rng.sample(USERS, len(USERS) // 3))
+    labeled, unlabeled = [], []
+    for i in range(n_labeled):
+        label, text = sms[i]
+        key = rng.choice(USERS)
+        if key in contrary and label == "ham" and "call" in text.lower():
+            label = "spam"
+        labeled.append({"id": f"l{i}", "text": text, "label": label, "key": key})
+    for i in range(n_unlabeled):
+        _, text = sms[n_labeled + i]
+        unlabeled.append({"id": f"u{i}", "text": text, "key": rng.choice(USERS)})
+    return labeled, unlabeled
+
+
+def messages(topics: Topics, events: list[dict], labeled: bool) -> list[Message]:
+    topic = topics.labeled if labeled else topics.unlabeled
+    return [Message(topic, json.dumps(event).encode(), event["key"].encode()) for event in events]
+
+
+def personal_config(tmp_path: Path, bootstrap: str, topics: Topics, name: str, transport: str,
+                    group_id: str, instance: str) -> Path:
+    shipped = tomllib.loads((REPO / "configs" / "personal.toml").read_text())["personal"]
+    return write_config(tmp_path / f"{name}.toml", bootstrap, topics, tmp_path / f"checkpoints-{name}",
+                        group_id=group_id, transport=transport, kafka={"partitions": PARTITIONS},
+                        worker={"instance_id": instance}, replace={"personal": shipped})
+
+
+def reference_tables(config_path: Path, labeled: list[dict], directory: Path, predictions: dict[str, dict],
+                     unlabeled: dict[str, dict], log_end: int) -> tuple[dict[int, StoredKeyTable], int]:
+    """Each partition's state computed without Kafka: the labeled events in log order, each
+    decided by its key's model with the global model as it stands, then learned. On the way,
+    each prediction is held to the key's model at the labeled offset it names, bit for bit.
+    Refused labeled records after the stream (up to `log_end`) change nothing. Returns the
+    tables and how many predictions differ from the global model's."""
+    config = load_config(config_path, [])
+    model = config.build_model()
+    personal = config.build_personal(model)
+    featurizer = config.build_featurizer()
+    tables = {p: StoredKeyTable(directory / f"reference-{p}", lambda: len(personal.classes_),
+                                idle_after=personal.idle_after) for p in range(PARTITIONS)}
+    by_offset: dict[int, list[dict]] = {}
+    for prediction in predictions.values():
+        ((_, _, next_offset),) = prediction["model"]["labeled_offsets"]
+        by_offset.setdefault(next_offset, []).append(prediction)
+    personal_differs = 0
+
+    def check(offset: int) -> int:
+        differs = 0
+        for prediction in by_offset.pop(offset, ()):
+            event = unlabeled[prediction["id"]]
+            x = featurizer.transform_one(event["text"])
+            table = tables[key_partition(event["key"], PARTITIONS)]
+            expected = personal.predict_proba_one(x, event["key"], table)
+            assert prediction["proba"] == {str(c): p for c, p in expected.items()}, prediction["id"]
+            differs += expected != model.predict_proba_one(x)
+        return differs
+
+    for offset, event in enumerate(labeled):
+        personal_differs += check(offset)
+        x = featurizer.transform_one(event["text"])
+        table = tables[key_partition(event["key"], PARTITIONS)]
+        _, key_learns = personal.predict_and_decide(x, event["label"], event["key"], table)
+        predict_learn(model, [x], [event["label"]], **config.training)
+        if key_learns:
+            personal.learn_key(x, event["label"], event["key"], table=table)
+        personal.observe_labeled(event["key"], table)
+    for offset in range(len(labeled), log_end + 1):
+        personal_differs += check(offset)
+    assert not by_offset, f"predictions at labeled offsets beyond the log: {sorted(by_offset)}"
+    for table in tables.values():
+        table.flush(position=log_end)
+    return tables, personal_differs
+
+
+def changelog_tables(config_path: Path, directory: Path) -> dict[int, StoredKeyTable]:
+    """Each changelog partition restored into a store of its own, as a new owner restores it."""
+    config = load_config(config_path, [])
+    kafka = config.require_kafka()
+    n_classes = lambda: 2  # noqa: E731  (ham, spam)
+    tables = {}
+    for p in range(PARTITIONS):
+        table = StoredKeyTable(directory / f"changelog-{p}", n_classes,
+                               idle_after=(config.personal or {}).get("idle_after") or None)
+        table.restore(read_changelog(kafka, config.kafka_client, changelog_topic(kafka), p))
+        tables[p] = table
+    return tables
+
+
+def assert_state_is_the_logs(config_path: Path, labeled: list[dict], unlabeled: list[dict],
+                             predictions: dict[str, dict], tmp_path: Path, log_end: int) -> None:
+    expected, personal_differs = reference_tables(config_path, labeled, tmp_path / "expected", predictions,
+                                                  {event["id"]: event for event in unlabeled}, log_end)
+    assert personal_differs >= len(predictions) // 2  # the keys' own counts did change predictions
+    restored = changelog_tables(config_path, tmp_path / "restored")
+    assert sum(len(table) for table in expected.values()) == len(USERS)  # every user has counts
+    for p in range(PARTITIONS):
+        assert restored[p].position == log_end, p
+        assert restored[p].digest() == expected[p].digest(), f"partition {p}"
+
+
+def predictions_once(bootstrap: str, topics: Topics, unlabeled: list[dict]) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for record in read_topic(bootstrap, topics.predictions, timeout=120):
+        prediction = json.loads(record.value)
+        assert prediction["id"] not in found, f"{prediction['id']} predicted twice"
+        found[prediction["id"]] = prediction
+    assert set(found) == {event["id"] for event in unlabeled}
+    return found
+
+
+def run_keyed_stream(tmp_path: Path, bootstrap: str, transport: str, sms, choreography,
+                     labeled_extra: int = 0) -> dict[str, dict]:
+    """`choreography` runs the workers over the stream's three parts; then every unlabeled id is
+    predicted once, each as the key's model at its offset, and the changelog is the log's state.
+    `labeled_extra`: labeled records the choreography adds after the stream (refused ones)."""
+    topics = Topics.new("keyed")
+    create_topics(bootstrap, [topics.labeled])
+    create_topics(bootstrap, [topics.unlabeled], partitions=PARTITIONS)
+    labeled, unlabeled = keyed_stream(sms, 900, 600)
+    group_id = f"keyed-{uuid.uuid4().hex[:8]}"
+    configs = [personal_config(tmp_path, bootstrap, topics, f"w{i}", transport, group_id, f"keyed-w{i}")
+               for i in range(3)]
+    parts = [(labeled[:300], unlabeled[:200]), (labeled[300:600], unlabeled[200:400]),
+             (labeled[600:], unlabeled[400:])]
+    choreography(SimpleNamespace(tmp_path=tmp_path, bootstrap=bootstrap, topics=topics, configs=configs,
+                                 parts=parts, labeled=labeled))
+    predictions = predictions_once(bootstrap, topics, unlabeled)
+    assert_state_is_the_logs(configs[0], labeled, unlabeled, predictions, tmp_path, len(labeled) + labeled_extra)
+    return predictions
+
+
+def produce_part(run, part: int) -> None:
+    labeled, unlabeled = run.parts[part]
+    produce(run.bootstrap, messages(run.topics, labeled, True))
+    produce(run.bootstrap, messages(run.topics, unlabeled, False))
+
+
+def test_one_calm_worker_writes_the_state_of_the_labeled_log(kafka_broker, sms, tmp_path):
+    bad = {}
+
+    def calm(run):
+        for part in range(3):
+            produce_part(run, part)
+        wrong = (key_partition("user-1", PARTITIONS) + 1) % PARTITIONS
+        bad.update({  # each must be a dead letter once, with its reason; none changes the state
+            b"{not json": ("invalid_json", Message(run.topics.unlabeled, b"{not json", b"user-1")),
+            b'{"id": "m1", "text": "hi", "key": "user-1"}': ("misrouted_key", Message(
+                run.topics.unlabeled, b'{"id": "m1", "text": "hi", "key": "user-1"}', b"user-1", partition=wrong)),
+            b'{"id": "l1", "text": "x", "label": "ham", "unlearn": "spam", "key": "user-2"}': (
+                "correction_with_personal", Message(
+                    run.topics.labeled, b'{"id": "l1", "text": "x", "label": "ham", "unlearn": "spam", "key": "user-2"}',
+                    b"user-2")),
+        })
+        produce(run.bootstrap, [message for _, message in bad.values()])
+        worker = WorkerProcess(run.configs[0], run.tmp_path / "w0.log", stop_when_idle=3.0)
+        assert worker.wait(240) == 0, worker.log_tail()
+        dead = read_topic(run.bootstrap, run.topics.dead_letters, timeout=60)
+        assert {record.value: dict(record.headers)["stream-nb-reason"].decode() for record in dead} == {
+            value: reason for value, (reason, _) in bad.items()}
+        assert len(dead) == len(bad)
+
+    predictions = run_keyed_stream(tmp_path, kafka_broker.bootstrap, "kafka-python", sms, calm,
+                                   labeled_extra=1)
+    assert len(predictions) == 600
+
+
+def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker, transport, sms, tmp_path):
+    def scaled(run):
+        logs = run.tmp_path
+        produce_part(run, 0)
+        first = WorkerProcess(run.configs[0], logs / "w0.log", stop_when_idle=None)
+        wait_until(lambda: "keyed state of partition 3 restored" in (logs / "w0.log").read_text(errors="replace"),
+                   120, "the first worker owning every partition", first)
+        others = [WorkerProcess(config, logs / f"w{i}.log", stop_when_idle=None)
+                  for i, config in enumerate(run.configs[1:], start=1)]
+        workers = [first, *others]
+        wait_until(lambda: all("group" in (logs / f"w{i}.log").read_text(errors="replace") for i in (1, 2)),
+                   120, "three workers in the group", workers)
+        produce_part(run, 1)
+        wait_until(lambda: sum((logs / f"w{i}.log").read_text(errors="replace").count("restored from")
+                               for i in range(3)) >= 6, 180, "partitions moved to the new workers", workers)
+        others[0].kill()  # SIGKILL mid-stream: its partitions move to the two left
+        produce_part(run, 2)
+        wait_until(lambda: len(read_topic(run.bootstrap, run.topics.predictions, timeout=60)) >= 600, 240,
+                   "every unlabeled event predicted", [first, others[1]])
+        for worker in (first, others[1]):
+            worker.process.terminate()
+            assert worker.wait(120) == 0, worker.log_tail()
+
+    run_keyed_stream(tmp_path, kafka_broker.bootstrap, transport, sms, scaled)
