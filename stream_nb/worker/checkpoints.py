@@ -16,6 +16,7 @@ from kafka import TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore
+from stream_nb.checkpoint.store import read_checkpoint
 from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
 from stream_nb.events import Rejected, SourcePosition
 from stream_nb.lessons import LabeledLessons, LearnedIds, LearnedIdsStateError
@@ -75,6 +76,31 @@ class Checkpoints:
         offsets = {key: offset for key, offset in checkpoint.offsets.items() if key[0] in w.labeled_topics}
         w._restored = {"offsets": offsets, "topic_ids": checkpoint.extra.get("topic_ids", {})}
         log.info("restored checkpoint %s: %d events learned", checkpoint.id, int(w.model.events_learned))
+
+    def learned_at_or_before(self, offset: int):
+        """(model, lessons, labeled offset) of the newest checkpoint in the directory at or before
+        labeled `offset` of a one-partition labeled log, written with this configuration; None
+        when there is none (a relearning pass then starts at the log's beginning). A checkpoint
+        that cannot be read or is refused is passed over."""
+        w = self.worker
+        for path in reversed(self.store.list()):
+            try:
+                checkpoint = read_checkpoint(path)
+                if checkpoint.fingerprint != w.fingerprint:
+                    continue
+                positions = [at for (topic, _), at in checkpoint.offsets.items() if topic in w.labeled_topics]
+                if len(positions) != 1 or positions[0] > offset:
+                    continue
+                model = model_from_state(checkpoint.model_state)
+                saved = checkpoint.extra.get("learned_ids")
+                memory = (LearnedIds(w.config.remember_ids) if saved is None else
+                          LearnedIds.from_state(saved, classes=model.classes_,
+                                                max_epoch=getattr(model, "forgetting_epoch", 0)))
+                memory.set_capacity(w.config.remember_ids)
+                return model, LabeledLessons(memory), positions[0]
+            except (CheckpointError, LearnedIdsStateError, ValueError) as error:
+                log.warning("relearning does not start from checkpoint %s: %s", path.name, error)
+        return None
 
     def _learned_ids_from(self, saved: dict | None, checkpoint_id: str) -> LearnedIds:
         """The memory of learned ids a checkpoint holds, checked against the model restored with

@@ -25,8 +25,9 @@ records is predicted (on the assignment, synchronously), at position M; the work
 labeled position is G:
 - G <= M: events of p below M are in the state already; they are passed over as the log is read;
 - G > M: events of p in [M, G) went by without p's state: they are learned again by a second
-  pass over the labeled log with a global model of its own, relearned from the log's beginning
-  (the global model is a function of the log), so each is decided with the model of its offset.
+  pass over the labeled log with a global model of its own, relearned from the newest of the
+  worker's checkpoints at or before M, else from the log's beginning (the global model is a
+  function of the log), so each is decided with the model of its offset.
 """
 
 from __future__ import annotations
@@ -40,11 +41,17 @@ from typing import TYPE_CHECKING
 from kafka import TopicPartition
 from kafka.partitioner.default import murmur2
 
+from stream_nb.kafka.clients import make_labeled_reader
 from stream_nb.keyed.changelog import changelog_topic, ensure_changelog, read_changelog, send_flush
 from stream_nb.keyed.store import META_KEY, StoredKeyTable
 from stream_nb.model.personal import InvalidKeyState
 from stream_nb.model.base import SparseBatch
+from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.model.training import predict_learn
+from stream_nb.replay.metrics import PrequentialMetrics
+from stream_nb.worker.learner import Learner
+from stream_nb.worker.metrics import WorkerMetrics
+from stream_nb.worker.records import featurise
 
 if TYPE_CHECKING:
     from stream_nb.worker.loop import Worker
@@ -71,10 +78,15 @@ class PartitionedKeys:
     the global model just before it (the worker's role below, and its relearning pass, use it)."""
 
     def __init__(self, personal, partitions: int, owned: dict[int, OwnedPartition] | None = None) -> None:
-        self.personal = personal
+        self._personal = personal
         self.partitions = partitions  # P, the unlabeled topics' partition count
         self.owned: dict[int, OwnedPartition] = owned if owned is not None else {}
         self._changed_at: float | None = None  # the first key change since the last flush
+
+    @property
+    def personal(self):
+        """The per-key models (stream_nb.model.personal) over the global model."""
+        return self._personal
 
     def table_of(self, key, offset: int | None = None) -> StoredKeyTable | None:
         """The table that learns or predicts `key` here: None for no key, a partition not owned,
@@ -132,6 +144,7 @@ class KeyedState(PartitionedKeys):
         self.directory = worker.checkpoints.store.directory / "keys"
         self._unconfirmed: dict[int, dict[bytes, bytes | None]] = {}  # flushed, not yet committed
         self.restores = 0
+        self.relearned_from: int | None = None  # the last relearning pass's starting offset (None: the beginning)
 
     # ---- start -----------------------------------------------------------------------------
 
@@ -145,6 +158,14 @@ class KeyedState(PartitionedKeys):
                                   f"partition being the same in each; they have {listing}")
         self.partitions = next(iter(counts.values()))
         ensure_changelog(self.worker.kafka, self.worker.config.kafka_client, self.topic, self.partitions)
+
+    @property
+    def personal(self):
+        """The per-key models over the worker's global model as it is now (a checkpoint restored
+        at start replaces the model object)."""
+        if self._personal.global_model is not self.worker.model:
+            self._personal.global_model = self.worker.model
+        return self._personal
 
     def misrouted(self, key, partition: int) -> int | None:
         """The partition `key` belongs to when an unlabeled record of it came on another."""
@@ -210,32 +231,33 @@ class KeyedState(PartitionedKeys):
         here = w.labeled.positions.get(next(iter(w.labeled.positions)), 0) if w.labeled.positions else 0
         restored_at = table.position if table.position is not None else 0
         owned = OwnedPartition(table, restored_at)
+        self.relearned_from = None
         if restored_at < here:
             self._relearn(number, owned, here)
         self.owned[number] = owned
         self.restores += 1
+        relearned = ""
+        if restored_at < here:
+            relearned = (f", relearned to {here} from " + ("the log's beginning" if self.relearned_from is None else
+                                                           f"the checkpoint at labeled offset {self.relearned_from}"))
         log.info("keyed state of partition %d restored from %s[%d] (%d records, %d keys) at labeled offset %d%s "
-                 "in %.1f s", number, self.topic, number, read.records, len(table), restored_at,
-                 f", relearned to {here}" if restored_at < here else "", time.monotonic() - started)
+                 "in %.1f s", number, self.topic, number, read.records, len(table), restored_at, relearned,
+                 time.monotonic() - started)
 
     def _relearn(self, number: int, owned: OwnedPartition, until: int) -> None:
         """Learn the events of partition `number` in [owned.position, until) with the global
-        model of each one's offset: a pass over the labeled log from its beginning with a model
-        and lessons of its own (the worker's stay as they are)."""
-        from stream_nb.kafka.clients import make_labeled_reader
-        from stream_nb.lessons import LabeledLessons, LearnedIds
-        from stream_nb.replay.metrics import PrequentialMetrics
-        from stream_nb.worker.learner import Learner
-        from stream_nb.worker.metrics import WorkerMetrics
-        from stream_nb.worker.records import featurise
-
+        model of each one's offset: a pass over the labeled log with a model and lessons of its
+        own (the worker's stay as they are), from the newest checkpoint of this worker's
+        directory at or before owned.position, else from the log's beginning."""
         w = self.worker
         config = w.config
-        model = config.build_model()
+        start = w.checkpoints.learned_at_or_before(owned.position)
+        model, lessons, from_offset = start or (config.build_model(), LabeledLessons(LearnedIds(config.remember_ids)),
+                                                None)
         relearning = PartitionedKeys(config.build_personal(model), self.partitions, {number: owned})
         shadow = SimpleNamespace(
             config=config, kafka=w.kafka, model=model, recorder=None, metrics=PrequentialMetrics(),
-            lessons=LabeledLessons(LearnedIds(config.remember_ids)), labeled_rejections=[],
+            lessons=lessons, labeled_rejections=[],
             telemetry=WorkerMetrics(), checkpoints=SimpleNamespace(learned_since_checkpoint=0,
                                                                    changed_since_checkpoint=False),
             _processed=0, keyed=relearning)
@@ -248,12 +270,12 @@ class KeyedState(PartitionedKeys):
             tp = TopicPartition(*next(iter(w.labeled.positions)))
             reader.assign([tp])
             beginning = reader.beginning_offsets([tp])[tp]
-            if beginning > 0:
+            if beginning > (from_offset or 0):
                 raise KeyedStateError(
                     f"keyed state of partition {number} is at labeled offset {owned.position} and must be "
-                    f"relearned to {until}, which takes the labeled log from its beginning, but {tp.topic}[0] "
-                    f"now starts at offset {beginning} (retention); keep the labeled log whole with [personal]")
-            reader.seek_to_beginning(tp)
+                    f"relearned to {until} from offset {from_offset or 0} (the newest checkpoint before it, or the "
+                    f"beginning), but {tp.topic}[{tp.partition}] now starts at offset {beginning} (retention)")
+            reader.seek(tp, from_offset or 0)
             while reader.position(tp) < until:
                 batch = [record for record in reader.poll(timeout_ms=500).get(tp, ()) if record.offset < until]
                 if batch:
@@ -261,6 +283,7 @@ class KeyedState(PartitionedKeys):
         finally:
             reader.close(autocommit=False)
         owned.position = until
+        self.relearned_from = from_offset
         if relearning._changed_at is not None and self._changed_at is None:
             self._changed_at = time.monotonic()
 

@@ -239,3 +239,23 @@ def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker
             assert worker.wait(120) == 0, worker.log_tail()
 
     run_keyed_stream(tmp_path, kafka_broker.bootstrap, transport, sms, scaled)
+
+
+def test_a_worker_restarted_after_new_labels_relearns_them_from_its_checkpoint(kafka_broker, sms, tmp_path):
+    def restarted(run):
+        log = run.tmp_path / "w0.log"
+        produce_part(run, 0)
+        worker = WorkerProcess(run.configs[0], log, stop_when_idle=3.0)
+        assert worker.wait(240) == 0, worker.log_tail()  # its final checkpoint and flush: labeled offset 300
+        for part in (1, 2):  # labels and traffic while it is down
+            produce_part(run, part)
+        worker = WorkerProcess(run.configs[0], log, stop_when_idle=3.0)
+        assert worker.wait(240) == 0, worker.log_tail()
+        text = log.read_text(errors="replace")
+        # labels first: at its assignment the worker stands at 900, its partitions' state at 300
+        for p in range(PARTITIONS):
+            assert (f"keyed state of partition {p} restored from" in text
+                    and f"at labeled offset 300, relearned to 900 from the checkpoint at labeled offset 300" in text)
+        assert text.count("from the checkpoint at labeled offset 300") == PARTITIONS
+
+    run_keyed_stream(tmp_path, kafka_broker.bootstrap, "kafka-python", sms, restarted)
