@@ -72,6 +72,7 @@ def test_the_store_holds_what_the_memory_table_holds_at_every_flush(tmp_path, se
         if rng.random() < 0.05 or i == len(events) - 1:
             records.extend(stored.flush(position=i + 1))
             assert stored.clock == memory.clock == i + 1
+            assert len(stored._cache) <= 3  # the cache's bound holds once nothing is left unflushed
             assert stored.evicted == memory.evicted
             assert len(stored) == len(memory.keys)
             for key_name, own in memory.keys.items():

@@ -264,16 +264,19 @@ class StoredKeyTable:
         return None if value is None else last_labeled_of(value)
 
     def _trim_cache(self) -> None:
-        """Down to cache_keys decoded keys, least recently used first; changed keys stay."""
+        """Down to cache_keys decoded keys, least recently used first; changed keys stay (they
+        move to the most recent end). Each call costs the keys it removes or moves, not the
+        cache's size (a list of the whole cache per miss made loading 1M keys quadratic)."""
         excess = len(self._cache) - self.cache_keys
-        if excess <= 0:
-            return
-        for key in list(self._cache)[:excess + len(self._dirty)]:
-            if excess <= 0:
-                break
-            if key not in self._dirty:
-                del self._cache[key]
+        kept = []
+        while excess > 0 and self._cache:
+            key, entry = self._cache.popitem(last=False)
+            if key in self._dirty:
+                kept.append((key, entry))
+            else:
                 excess -= 1
+        for key, entry in kept:
+            self._cache[key] = entry
 
     def _rebuild_index(self) -> None:
         batch = self._rocksdict.WriteBatch(raw_mode=True)
