@@ -185,8 +185,8 @@ class KeyedState(PartitionedKeys):
     def send_flushes(self, outputs, position: int) -> None:
         """Into the open transaction: every owned partition's changes since its last committed
         flush, and its metadata at `position` (the labeled offset the model reflects)."""
+        self.advance(position)
         for number, owned in sorted(self.owned.items()):
-            owned.position = max(owned.position, position)
             unconfirmed = self._unconfirmed.setdefault(number, {})
             for key, value in owned.table.flush(position=owned.position):
                 unconfirmed.pop(key, None)  # the newest value last, the metadata after the keys
@@ -228,7 +228,7 @@ class KeyedState(PartitionedKeys):
         except (InvalidKeyState, ValueError) as error:  # bytes of the topic: untrusted
             table.close()
             raise KeyedStateError(f"changelog {self.topic}[{number}] holds a state that is refused: {error}") from None
-        here = w.labeled.positions.get(next(iter(w.labeled.positions)), 0) if w.labeled.positions else 0
+        here = w.labeled.next_offset()
         restored_at = table.position if table.position is not None else 0
         owned = OwnedPartition(table, restored_at)
         self.relearned_from = None
