@@ -115,6 +115,31 @@ def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) ->
         admin.close()
 
 
+def ensure_own_topic(kafka: dict, client: dict, topic: str, partitions: int, configs: dict[str, str],
+                     what: str, refuse) -> None:
+    """Create a topic the worker keeps for itself (`what` names it in errors), with `partitions`
+    partitions, the replication of the worker's topics and `configs`; one that exists with
+    another partition count is refused: `refuse(count)` is the exception to raise."""
+    admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
+    try:
+        if topic in set(admin.list_topics()):
+            count = len(admin.describe_topics([topic])[0].get("partitions") or ())
+            if count != partitions:
+                raise refuse(count)
+            return
+        if kafka["replication_factor"] > 1:
+            configs = {**configs, "min.insync.replicas": str(min_insync_replicas(kafka))}
+        try:
+            admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": kafka["replication_factor"],
+                                         "configs": configs}}, wait_for_metadata=True)
+        except TopicAlreadyExistsError:
+            pass  # created by another worker meanwhile
+    except KafkaError as error:
+        raise KafkaSetupError(f"kafka: cannot create {what} {topic}: {error}") from None
+    finally:
+        admin.close()
+
+
 def partition_counts(kafka: dict, client: dict, topics: list[str]) -> dict[str, int]:
     """{topic: its partition count} of the topics that exist (KafkaSetupError, one line, when the
     broker cannot say)."""
@@ -295,6 +320,16 @@ class _NullKey:
 
 
 _NULL_KEY = _NullKey()
+
+
+def delivered_offset(future) -> int | None:
+    """The offset a send's record was written at, once delivered (kafka-python's future holds
+    RecordMetadata; stream_nb.kafka.confluent's DeliveryFuture the offset); None before that
+    or after a failure."""
+    if not future.is_done or future.exception is not None:
+        return None
+    metadata = getattr(future, "value", None)
+    return metadata.offset if metadata is not None else future.offset
 
 
 def send_null_record(producer, topic: str, headers, partition: int | None):

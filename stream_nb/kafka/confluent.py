@@ -482,19 +482,23 @@ _ADMIN_KEYS = {"bootstrap.servers", "topic.metadata.refresh.interval.ms", "secur
 
 
 class DeliveryFuture:
-    """kafka-python's send() future: get(), add_errback(), failed(), is_done, exception."""
+    """kafka-python's send() future: get(), add_errback(), failed(), is_done, exception; and
+    `offset`, the record's offset once delivered (kafka-python's future.value.offset)."""
 
-    __slots__ = ("_producer", "is_done", "exception", "_errbacks")
+    __slots__ = ("_producer", "is_done", "exception", "_errbacks", "offset")
 
     def __init__(self, producer: Producer) -> None:
         self._producer = producer
         self.is_done = False
         self.exception = None
         self._errbacks = None
+        self.offset: int | None = None
 
-    def _delivered(self, error, _message) -> None:
+    def _delivered(self, error, message) -> None:
         self.is_done = True
-        if error is not None:
+        if error is None:
+            self.offset = message.offset()
+        else:
             self.exception = kafka_error(KafkaException(error))
             for errback in self._errbacks or ():
                 errback(self.exception)

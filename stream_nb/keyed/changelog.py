@@ -15,11 +15,8 @@ import time
 from typing import Iterator
 
 from kafka import TopicPartition
-from kafka.admin import KafkaAdminClient
-from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from stream_nb.config import min_insync_replicas
-from stream_nb.kafka.clients import KafkaSetupError, _connect, _consumer, client_options, make_reader
+from stream_nb.kafka.clients import _consumer, ensure_own_topic, make_reader
 
 READ_TIMEOUT_S = 300.0  # a restore that makes no progress for this long stops with one line
 
@@ -37,27 +34,11 @@ def ensure_changelog(kafka: dict, client: dict, topic: str, partitions: int) -> 
     """Create the compacted changelog with `partitions` partitions (the unlabeled topics'), with
     the replication of the worker's topics; refuse one that exists with another partition count
     (the keys of a partition would be restored from another's records)."""
-    admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
-    try:
-        if topic in set(admin.list_topics()):
-            count = len(admin.describe_topics([topic])[0].get("partitions") or ())
-            if count != partitions:
-                raise ChangelogError(f"changelog topic {topic} has {count} partitions, but the unlabeled topics "
-                                     f"have {partitions}: delete it (the state is restored from the labeled log "
-                                     f"then) or give the topics the same partition count")
-            return
-        configs = {"cleanup.policy": "compact"}
-        if kafka["replication_factor"] > 1:
-            configs["min.insync.replicas"] = str(min_insync_replicas(kafka))
-        try:
-            admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": kafka["replication_factor"],
-                                         "configs": configs}}, wait_for_metadata=True)
-        except TopicAlreadyExistsError:
-            pass  # created by another worker meanwhile
-    except KafkaError as error:
-        raise KafkaSetupError(f"kafka: cannot create the changelog topic {topic}: {error}") from None
-    finally:
-        admin.close()
+    ensure_own_topic(kafka, client, topic, partitions, {"cleanup.policy": "compact"}, "the changelog topic",
+                     lambda count: ChangelogError(
+                         f"changelog topic {topic} has {count} partitions, but the unlabeled topics have {partitions}: "
+                         f"delete it (the state is restored from the labeled log then) or give the topics the same "
+                         f"partition count"))
 
 
 def send_flush(outputs, topic: str, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:

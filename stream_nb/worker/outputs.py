@@ -103,7 +103,8 @@ class Outputs:
             group_metadata.generation_id != self._metadata.generation_id
             or group_metadata.member_id != self._metadata.member_id)
 
-    def send(self, topic: str, value, key, headers, partition: int | None) -> None:
+    def send(self, topic: str, value, key, headers, partition: int | None):
+        """Send one output in the open transaction; returns the send's future."""
         if not self._open:
             raise RuntimeError("an output outside a transaction (begin() first)")
         if value is None and key is None:  # a dead letter of a record with neither
@@ -114,6 +115,7 @@ class Outputs:
             self._pending.append(future)
         self.sent += 1
         self._uncommitted[topic] += 1
+        return future
 
     def outlived(self, timeout_s: float) -> bool:
         """Whether the open transaction has been open for `timeout_s` (transaction_timeout_ms) or
