@@ -57,11 +57,15 @@ class Commits:
         if not w.outputs.open:
             return True
         offsets = {tp: w.group.position(tp) for tp in w.group.assignment() if tp.topic not in w.labeled_topics}
+        if w.forwarding is not None:  # the labeled records forwarded in this transaction
+            offsets.update(w.forwarding.positions())
         if w.keyed is not None:  # the per-key state's changes, with the labeled offset it reflects
             w.keyed.send_flushes(w.outputs, w.labeled.next_offset())
         w.outputs.commit({**offsets, **cursors})
         if w.keyed is not None:
             w.keyed.confirmed()
+        if w.forwarding is not None:
+            w.forwarding.committed()
         self.cursors.update(cursors)
         self.prune_rejections(self.cursors)
         return True
@@ -88,6 +92,17 @@ class Commits:
             r for r in w.labeled_rejections
             if r.source.offset >= cursors.get(TopicPartition(r.source.topic, r.source.partition), -1)]
 
+    def put_back(self, records: list) -> None:
+        """Polled records not processed: each partition back to its first of them (the next
+        poll returns them again; a commit meanwhile commits that position)."""
+        w = self.worker
+        first: dict[TopicPartition, int] = {}
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            first[tp] = min(first.get(tp, record.offset), record.offset)
+        for tp, offset in first.items():
+            w.group.seek(tp, offset)
+
     def rewind(self, why: str | None) -> None:
         """Abort the open outputs and go back to the group's committed offsets."""
         w = self.worker
@@ -95,6 +110,8 @@ class Commits:
             w.telemetry.rewinds.inc()
             log.info("%s: the open outputs are aborted and redone from the committed offsets", why)
         w.outputs.abort()
+        if w.forwarding is not None:  # forwarded again from the committed offsets
+            w.forwarding.rewind()
         for tp in w.group.assignment():
             if tp.topic in w.labeled_topics:
                 continue

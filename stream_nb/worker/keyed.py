@@ -5,8 +5,9 @@ default partitioner; P their partition count), so the owner of p sees both its p
 its state. The group assigns the partitions; the state of p lives in a StoredKeyTable
 (stream_nb.keyed.store) under the checkpoint directory.
 
-What the state is: every worker learns the whole labeled log in one order (stream_nb.worker.
-labeled), so it holds the global model at every labeled offset as it passes. Only the owner of p
+What the state is: every worker learns the whole labeled log in one order (the labeled order,
+stream_nb.worker.forwarding, read by stream_nb.worker.labeled), so it holds the global model at
+every labeled offset as it passes. Only the owner of p
 learns the key counts of p's keys: each labeled event of such a key is decided on the key's own
 prediction with the global model as it stands just before that event (stream_nb.model.personal;
 keys that learned every event instead measured 1-ROCA% 1.23x the global model's on Enron-Spam,

@@ -42,6 +42,7 @@ from stream_nb.checkpoint import config_fingerprint
 from stream_nb.config import Config, ConfigError
 from stream_nb.events import Event, Rejected
 from stream_nb.features.mail import MailFeaturizer
+from stream_nb.kafka.labeled_order import ensure_labeled_order, labeled_order_topic
 from stream_nb.kafka.clients import (
     ensure_topics,
     leave_group,
@@ -54,6 +55,7 @@ from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.checkpoints import Checkpoints
 from stream_nb.worker.commits import Commits
+from stream_nb.worker.forwarding import Forwarding
 from stream_nb.worker.keyed import KeyedState
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.learner import Learner
@@ -79,7 +81,12 @@ class Worker:
         self.config = config
         self.recorder = recorder  # optional EvaluationRecorder of the labeled traffic (the demo's plots)
         self.kafka = config.require_kafka()
-        self.labeled_topics = frozenset(self.kafka["labeled_topics"])
+        # With [personal], the labeled topics (of any partitions) are forwarded into the labeled
+        # order, which is the labeled log every worker learns (stream_nb.worker.forwarding).
+        self.forwarding = (Forwarding(self, frozenset(self.kafka["labeled_topics"]), labeled_order_topic(self.kafka))
+                           if config.personal is not None else None)
+        self.labeled_topics = (frozenset([self.forwarding.topic]) if self.forwarding is not None
+                               else frozenset(self.kafka["labeled_topics"]))
         self.unlabeled_topics = list(dict.fromkeys(self.kafka["unlabeled_topics"]))
         self.instance_id = config.instance_id()
         self.exactly_once = self.kafka["processing_guarantee"] == "exactly_once"
@@ -153,7 +160,11 @@ class Worker:
         snapshot_topic = self.checkpoints.snapshot_topic
         ensure_topics(self.kafka, self.config.kafka_client, (snapshot_topic,) if snapshot_topic else ())
         if self.keyed is not None:
-            self.keyed.start(partition_counts(self.kafka, self.config.kafka_client, self.unlabeled_topics))
+            counts = partition_counts(self.kafka, self.config.kafka_client,
+                                      [*self.unlabeled_topics, *sorted(self.forwarding.sources)])
+            self.keyed.start(counts)
+            self.forwarding.start(self.keyed.partitions, counts)
+            ensure_labeled_order(self.kafka, self.config.kafka_client)
         self.checkpoints.store.lock()
         try:
             self.reporting.serve_metrics()
@@ -275,8 +286,15 @@ class Worker:
             return bool(polled)
         if polled:
             OUTAGE.back()  # the broker answered
+        forwarded = self._forward(metadata)
         records = [record for partition, batch in polled.items() if partition.topic not in self.labeled_topics
                    for record in batch]
+        if records and self.forwarding is not None and self.forwarding.hold_back(bool(forwarded)):
+            # labels first: the forwards commit, and the next step learns them before predicting
+            self.commits.put_back(records)
+            if self.outputs.open:
+                self.commits.commit_or_rewind()
+            return True
         if records:
             self.outputs.begin(metadata)
             self.predictor.predict(records)
@@ -289,19 +307,32 @@ class Worker:
         if self.checkpoints.snapshot_due():
             self.checkpoints.publish_snapshot()
         self.labeled.refresh()
-        return bool(learned or records)
+        return bool(learned or records or forwarded)
+
+    def _forward(self, metadata) -> list:
+        """Labeled records of the partitions this worker forwards, into the labeled order."""
+        forwarded = self.forwarding.poll() if self.forwarding is not None else []
+        if forwarded:
+            self.outputs.begin(metadata)
+            self.forwarding.forward(forwarded)
+        return forwarded
 
     def _catch_up_labels(self) -> int:
         """Labels first: learn the labeled log up to its end as it is now, waiting at most
         labels_first_wait_s, so the predictions of the poll that follows reflect every label
         already appended. Returns the labeled records read."""
         ends = self.labeled.end_offsets()
+        if self.forwarding is not None:  # its own forwards, though their commit markers may lag
+            tp = (self.forwarding.topic, 0)
+            ends[tp] = max(ends.get(tp, 0), self.forwarding.reach)
         deadline = time.monotonic() + self.config.worker["labels_first_wait_s"]
         read = 0
         while self.labeled.behind(ends) and not self._stopping:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 log.debug("labels first: still behind the labeled log after the wait; predicting anyway")
+                if self.forwarding is not None:  # not again for the same forwards (an open
+                    self.forwarding.reach = 0    # transaction ahead of them may hold them back long)
                 break
             records = self.labeled.poll(int(min(100, remaining * 1000)), self.kafka["poll_max_records"])
             if records:

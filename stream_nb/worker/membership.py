@@ -117,6 +117,8 @@ class Membership:
                             transactional_id=w.transactional_id, published=w._published,
                             call_timeout_s=transaction_call_timeout_s(self.transaction_timeout_s))
         w.commits.cursors = {}
+        if w.forwarding is not None:  # the old producer's transaction is gone, and its forwards
+            w.forwarding.reset()
         w._assignment_changed = True
         w.predictor.count_output_partitions(w.group)
 
@@ -138,6 +140,11 @@ class Membership:
                     client.close(autocommit=False)
             except Exception as error:  # closing is best effort; a new client replaces it
                 log.debug("closing %s: %s", client, error)
+        if w.forwarding is not None:
+            try:
+                w.forwarding.close()
+            except Exception as error:
+                log.debug("closing the forwarding reader: %s", error)
         w.producer = w.group = w.outputs = None
         if w.labeled is not None:
             w.labeled.consumer = None
@@ -158,7 +165,9 @@ class Membership:
         log.info("group %s assigns this worker %s", w.kafka["group_id"],
                  ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assignment)) or "no partition")
         if w.keyed is not None:  # before any record of a new partition is predicted
-            w.keyed.on_assignment({tp.partition for tp in assignment if tp.topic not in w.labeled_topics})
+            w.keyed.on_assignment({tp.partition for tp in assignment if tp.topic in w.unlabeled_topics})
+        if w.forwarding is not None:  # the labeled partitions of the unlabeled ones owned
+            w.forwarding.on_assignment({tp.partition for tp in assignment if tp.topic in w.unlabeled_topics})
         owned = {tp for tp in assignment if tp.topic in w.labeled_topics}  # paused by _PauseLabeled
         w.commits.cursors = {tp: offset for tp, offset in w.commits.cursors.items() if tp in owned}
         for tp in owned - set(w.commits.cursors):
@@ -228,6 +237,8 @@ class Membership:
                     "rejoining, then confirming the transactional id", w.instance_id)
         try:
             w.outputs.abort()  # asks the coordinator: a fenced producer shows here
+            if w.forwarding is not None:
+                w.forwarding.aborted()
         except KafkaError as abort_error:
             if fenced_by(abort_error, w.producer):
                 return False
@@ -238,6 +249,8 @@ class Membership:
             log.debug("closing the fenced consumer: %s", close_error)
         w.group = w.outputs.group = self._join_group()
         w.commits.cursors = {}
+        if w.forwarding is not None:  # the old producer's transaction is gone, and its forwards
+            w.forwarding.reset()
         w._assignment_changed = True
         self._unconfirmed = f"its consumer was fenced by another member with instance id {w.instance_id!r}"
         return True

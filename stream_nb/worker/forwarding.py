@@ -1,0 +1,174 @@
+"""Forwarding: labeled topics of many partitions made one labeled order ([personal]).
+
+Why: the global model and every key's state depend on the order of the labeled events (thick-
+threshold training and forgetting learn by what the model predicts just before; each key's event
+is decided with the global model of its offset), so every worker must learn them in one order.
+A topic of many partitions is ordered only within each partition, and two workers reading it
+would interleave its partitions as their fetches happen to return.
+
+So the order is written once, in Kafka. The labeled topics are co-partitioned with the unlabeled
+topic (the same partition count; producers key both by the event key), and the worker the group
+gives unlabeled partition p forwards labeled partition p: it reads it by assignment from the
+group's committed offset and writes its records, in their order, into the labeled order
+(stream_nb.kafka.labeled_order: one partition, kept for ever) inside the transaction that commits
+their source offsets in the group, with the group's generation. So each record is forwarded
+exactly once (a rewind aborts the forwards with the offsets; a former owner's commit is refused),
+a key's labels keep their order (they share a partition), and the interleaving of partitions is
+fixed once written. Every worker reads the labeled order as its labeled log (stream_nb.worker.
+labeled), so replicas agree, and a replay of it is the same run again. Kafka Streams' repartition
+topics are the same device; a merge by timestamps would wait on idle partitions, and thick-
+threshold training does not commute. The labeled partitions are not members of the group's
+subscription: the assignor balances the unlabeled partitions (the keyed state) alone.
+
+Labels first (worker.labels_first_wait_s, at most): a poll's unlabeled records wait while a
+labeled partition this worker forwards has records not yet forwarded; the forwards are committed and
+the worker learns the labeled order past the last of them (`reach`) before it predicts. Labels in
+partitions that other workers own reach the order at their owners' next commit
+(kafka.commit_interval_ms later at most, when they are not stalled).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from kafka import TopicPartition
+
+from stream_nb.kafka.clients import KafkaSetupError, delivered_offset, make_reader
+from stream_nb.kafka.labeled_order import origin_headers
+
+if TYPE_CHECKING:
+    from stream_nb.worker.loop import Worker
+
+log = logging.getLogger("stream_nb.worker")
+
+DELIVERY_WAIT_S = 10.0  # a committed forward's offset is known; this bounds asking for it
+
+
+class Forwarding:
+    """The worker's forwarding role: `sources` are the labeled topics, `topic` the labeled order."""
+
+    def __init__(self, worker: Worker, sources: frozenset[str], topic: str) -> None:
+        self.worker = worker
+        self.sources = sources
+        self.topic = topic
+        self.reader = None  # the labeled partitions forwarded, by assignment (open/close)
+        self.partitions: set[int] = set()  # the unlabeled partitions owned, so the labeled ones forwarded
+        self.forwarded = 0  # records forwarded and committed since start
+        self.reach = 0  # the labeled order's offset just past this worker's last committed forward
+        self._open: list = []  # the open transaction's forwards (send futures)
+        # per forwarded partition, the offset after the last record forwarded (what the commit
+        # commits); a record below it would be one delivered again, and is not forwarded twice
+        self._next: dict[TopicPartition, int] = {}
+        self._held_since: float | None = None
+
+    def reset(self) -> None:
+        """New clients: nothing is forwarded until the group assigns partitions."""
+        self.close()
+        self.partitions = set()
+        self._open = []
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close(autocommit=False)
+        self.reader = None
+
+    @property
+    def assigned(self) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for topic in sorted(self.sources) for p in sorted(self.partitions)]
+
+    def start(self, partitions: int, admin_partitions: dict[str, int]) -> None:
+        """Refuse labeled topics not co-partitioned with the unlabeled topic (`partitions`)."""
+        other = {topic: count for topic, count in admin_partitions.items() if topic in self.sources and count != partitions}
+        if other:
+            listing = ", ".join(f"{topic} ({count})" for topic, count in sorted(other.items()))
+            raise KafkaSetupError(f"personal: the labeled topics must have the unlabeled topic's {partitions} "
+                                  f"partitions (a key's labels and events on partition p alike); {listing}")
+
+    def on_assignment(self, partitions: set[int]) -> None:
+        """Forward the labeled partitions of the unlabeled partitions owned, each from the group's
+        committed offset (what earlier owners forwarded and committed)."""
+        self.partitions = set(partitions)
+        self.rewind()
+
+    def rewind(self) -> None:
+        """Every forwarded partition back to the group's committed offset; the open forwards are
+        dropped (the transaction that held them is aborted). A new reader: records an old one
+        fetched before a seek were seen delivered after it (librdkafka), and a record read twice
+        would be forwarded twice."""
+        group = self.worker.group
+        self.close()
+        self._open, self._next = [], {}
+        if not self.assigned:
+            return
+        self.reader = make_reader(self.worker.kafka, self.worker.config.kafka_client)
+        self.reader.assign(self.assigned)
+        for tp in self.assigned:
+            committed = group.committed(tp)
+            if committed is None:
+                self.reader.seek_to_beginning(tp)
+                committed = self.reader.position(tp)
+            else:
+                self.reader.seek(tp, committed)
+            self._next[tp] = committed
+
+    def poll(self) -> list:
+        """Labeled records of the forwarded partitions ready now (no wait)."""
+        if not self.partitions:
+            return []
+        polled = self.reader.poll(timeout_ms=0, max_records=self.worker.kafka["poll_max_records"])
+        records = []
+        for tp in sorted(polled):
+            for record in polled[tp]:
+                if tp in self._next and record.offset >= self._next[tp]:
+                    records.append(record)
+                    self._next[tp] = record.offset + 1
+        return records
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """The source offsets to commit with the open forwards."""
+        return dict(self._next)
+
+    def forward(self, records: list) -> None:
+        """Into the open transaction, in their order."""
+        outputs = self.worker.outputs
+        for record in records:
+            self._open.append(outputs.send(self.topic, record.value, record.key, origin_headers(record), 0))
+
+    def committed(self) -> None:
+        """The transaction with the open forwards committed: `reach` moves past the last of them."""
+        if self._open:
+            last = self._open[-1]
+            if not last.is_done:  # a committed transaction's records are delivered; the report may lag
+                last.get(timeout=DELIVERY_WAIT_S)
+            offset = delivered_offset(last)
+            if offset is not None:
+                self.reach = max(self.reach, offset + 1)
+            self.forwarded += len(self._open)
+        self._open = []
+
+    def aborted(self) -> None:
+        """The open transaction is gone: its forwards with it (the positions go back at the next
+        assignment or rewind)."""
+        self._open = []
+
+    def hold_back(self, forwarded_now: bool) -> bool:
+        """Whether a poll's unlabeled records wait (labels first): this step forwarded labels, or a
+        forwarded partition has records not yet read; for worker.labels_first_wait_s at most."""
+        w = self.worker
+        assigned = self.assigned
+        behind = forwarded_now or (bool(assigned) and any(
+            max(self._next.get(tp, 0), self.reader.position(tp)) < end  # the reader's passes markers
+            for tp, end in self.reader.end_offsets(assigned).items()))
+        now = time.monotonic()
+        if not behind:
+            self._held_since = None
+            return False
+        if self._held_since is None:
+            self._held_since = now
+        if now - self._held_since >= w.config.worker["labels_first_wait_s"]:
+            log.debug("labels first: labels still to forward after the wait; predicting anyway")
+            self._held_since = None
+            return False
+        return True

@@ -1,0 +1,57 @@
+"""Forwarding's pure parts (stream_nb.worker.forwarding, stream_nb.kafka.labeled_order): the
+co-partitioning rule, the origin headers, the filter of records read twice, the offset a delivered
+send names. Its behaviour with Kafka is tested on a real broker (tests/integration/test_worker_keyed.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from kafka import TopicPartition
+
+from stream_nb.kafka.clients import KafkaSetupError, delivered_offset
+from stream_nb.kafka.labeled_order import ORIGIN_OFFSET, ORIGIN_PARTITION, ORIGIN_TOPIC, labeled_order_topic, origin_headers
+from stream_nb.worker.forwarding import Forwarding
+
+
+def forwarding(sources=("labeled",)) -> Forwarding:
+    worker = SimpleNamespace(kafka={"group_id": "g", "poll_max_records": 100})
+    return Forwarding(worker, frozenset(sources), labeled_order_topic(worker.kafka))
+
+
+def test_the_labeled_order_is_named_by_the_group():
+    assert forwarding().topic == "g-labeled-order"
+
+
+def test_labeled_topics_must_have_the_unlabeled_topics_partition_count():
+    forwarding(("a", "b")).start(4, {"a": 4, "b": 4, "unlabeled": 4})
+    with pytest.raises(KafkaSetupError, match=r"must have the unlabeled topic's 4 partitions .*; b \(2\)$"):
+        forwarding(("a", "b")).start(4, {"a": 4, "b": 2, "unlabeled": 4})
+
+
+def test_a_forwarded_record_keeps_its_headers_and_names_its_origin():
+    record = SimpleNamespace(topic="labeled", partition=3, offset=1234, headers=[("trace", b"x")])
+    assert origin_headers(record) == [("trace", b"x"), (ORIGIN_TOPIC, b"labeled"), (ORIGIN_PARTITION, b"3"),
+                                      (ORIGIN_OFFSET, b"1234")]
+    assert origin_headers(SimpleNamespace(topic="t", partition=0, offset=0, headers=None))[0] == (ORIGIN_TOPIC, b"t")
+
+
+def test_a_record_read_again_is_not_forwarded_again_and_gaps_pass():
+    f = forwarding()
+    tp = TopicPartition("labeled", 0)
+    batches = [[5, 6, 7], [6, 7, 9], [9, 12]]  # a batch read twice in part; 8, 10, 11: markers, aborted
+    f.reader = SimpleNamespace(poll=lambda **_: {tp: [SimpleNamespace(offset=o) for o in batches.pop(0)]})
+    f.partitions, f._next = {0}, {tp: 5}
+    assert [r.offset for r in f.poll()] == [5, 6, 7]
+    assert [r.offset for r in f.poll()] == [9]
+    assert [r.offset for r in f.poll()] == [12]
+    assert f.positions() == {tp: 13}
+
+
+def test_the_offset_of_a_delivered_send_on_either_transport():
+    kafka_python = SimpleNamespace(is_done=True, exception=None, value=SimpleNamespace(offset=41))
+    confluent = SimpleNamespace(is_done=True, exception=None, offset=7)  # DeliveryFuture has no value
+    assert delivered_offset(kafka_python) == 41
+    assert delivered_offset(confluent) == 7
+    assert delivered_offset(SimpleNamespace(is_done=False, exception=None, offset=None)) is None
+    assert delivered_offset(SimpleNamespace(is_done=True, exception=RuntimeError("x"), offset=None)) is None
