@@ -42,7 +42,7 @@ stores at 1,000,000 keys.
 
 Measured on a shared 2-core machine (first run): the default run took 60 minutes, 53 of them
 in the load, where StoredKeyTable._trim_cache copied the whole cache into a list on every key
-read back from disk (90% of the load's samples); with that copy gone, 13-15 minutes, and then
+read back from disk (90% of the load's samples); with that copy gone, 10.6 minutes quiet (13-15 beside the test suite), and then
 half of the load's time was the cyclic garbage collector's full collections walking the cache's
 decoded keys (about 50 tracked lists a key).
 """
