@@ -11,7 +11,7 @@ import pytest
 
 from stream_nb.checkpoint import state_digest
 from stream_nb.config import load_config
-from stream_nb.lessons import LEARNED, LabeledLessons, LearnedIds
+from stream_nb.lessons import LEARNED, LearnedIds
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.cli import _contender
 from stream_nb.replay.evaluation import EvaluationRecorder

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_nb.keyed.codec import MAGIC, decode_key_counts, encode_key_counts
+from stream_nb.keyed.codec import decode_key_counts, encode_key_counts
 from stream_nb.model.personal import InvalidKeyState, KeyCounts
 
 counts = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)

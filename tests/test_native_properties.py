@@ -17,7 +17,6 @@ so a CI run is reproducible), chosen by CI=true. Only this file uses hypothesis.
 from __future__ import annotations
 
 import json
-import math
 import os
 from contextlib import contextmanager
 from pathlib import Path

@@ -28,7 +28,7 @@ from kafka.errors import CoordinatorNotAvailableError
 from kafka.protocol.metadata import CoordinatorType
 
 from stream_nb.config import TRANSACTION_TIMEOUT_MS
-from stream_nb.kafka.cluster import LocalKafkaCluster, coordinator_partition
+from stream_nb.kafka.cluster import LocalKafkaCluster
 
 from worker_support import (
     Topics,
@@ -38,7 +38,6 @@ from worker_support import (
     latest_summary,
     newest_offsets,
     planned_message,
-    read_topic,
     reference_digest_events,
     run_cli,
     wait_until,

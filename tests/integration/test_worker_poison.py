@@ -6,7 +6,6 @@ featuriser, its model), in this process."""
 
 from __future__ import annotations
 
-import json
 import logging
 import pytest
 
