@@ -22,7 +22,7 @@ measures, in one run against a real broker:
    partitions; each one's time, keys, peak RSS and digests.
 
 With --max-key-features and --idle-after, keys keep at most that many features and leave after
-that many labeled events (of their partition) without one of theirs; the figures then show
+that many labeled events (of all keys, as the worker and replay count them) without one of theirs; the figures then show
 the evictions and the features per key, and the digests still must match. Exit status 1 when a
 digest differs.
 
@@ -252,6 +252,9 @@ def load(args, config, personal, events: KeyEvents, topic: str, stores: Path) ->
             learning = clock()
             personal.learn_key(x, label, key, table=tables[p])
             personal.observe_labeled(key, tables[p])
+            for other in tables:  # every partition's idle clock counts every labeled event (the worker's)
+                if other is not tables[p]:
+                    other.observe(None, args.idle_after)
             positions[p] += 1
             spent["events"] += learning - at
             spent["learn"] += clock() - learning

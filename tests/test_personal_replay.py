@@ -250,3 +250,43 @@ def test_stream_nb_run_refuses_per_key_models_it_cannot_keep_before_looking_for_
     assert done.stderr.strip().splitlines() == [
         "stream-nb run: personal: per-key state is written to its changelog in the transaction of the outputs: "
         'kafka.processing_guarantee must be "exactly_once"']
+
+
+def test_the_workers_partitioned_steps_leave_each_key_as_replay_does(tmp_path):
+    """The worker's learning step (stream_nb.worker.keyed.PartitionedKeys: a store per partition
+    of the keys, the global model batched between owned keys' events) against replay's one table:
+    each key's counts, and which keys were evicted, alike, with a budget and idle eviction on. The
+    idle clock counts every labeled event in both, keyless ones too, whatever the partition."""
+    from stream_nb.events.codec import Event, SourcePosition
+    from stream_nb.keyed.store import StoredKeyTable
+    from stream_nb.worker.keyed import OwnedPartition, PartitionedKeys, key_partition
+
+    keys = tuple(f"k{i}" for i in range(12))
+    events = [event for event in keyed_stream(7, 900, keys=keys) if "label" in event]
+    for event in events[::10]:
+        del event["key"]  # keyless: the global model's, and a tick of every clock
+    settings = ["personal.beta=40", "personal.max_key_features=12", "personal.idle_after=60"]
+    replayed = contender(CONFIGS / "personal.toml", settings)
+    replay_contenders(events, [replayed], batch_size=50)
+
+    config = load_config(CONFIGS / "personal.toml", settings)
+    model = config.build_model()
+    personal = config.build_personal(model)
+    featurizer = config.build_featurizer()
+    partitions = 4
+    tables = {p: StoredKeyTable(tmp_path / f"p{p}", lambda: len(personal.classes_), idle_after=60,
+                                cache_keys=2) for p in range(partitions)}
+    steps = PartitionedKeys(personal, partitions, {p: OwnedPartition(table, 0) for p, table in tables.items()})
+    for start in range(0, len(events), 37):
+        batch = [Event(e["id"], e["text"], None, e["label"], SourcePosition("labeled", 0, start + i), key=e.get("key"))
+                 for i, e in enumerate(events[start:start + 37])]
+        X = featurizer.transform_sparse([event.text for event in batch], vocabulary=model.vocabulary,
+                                        number_unknown=True)
+        steps.predict_then_learn(model, batch, X, [event.source.offset for event in batch], dict(config.training))
+    for table in tables.values():
+        table.flush(position=len(events))
+    assert state_digest(model.to_state()) == state_digest(replayed.model.to_state())
+    assert sum(table.evicted for table in tables.values()) == replayed.personal.keys_evicted > 0
+    for key in keys:
+        table = tables[key_partition(key, partitions)]
+        assert personal.key_state(key, table=table) == replayed.personal.key_state(key), key

@@ -108,6 +108,8 @@ class PartitionedKeys:
         rows = None
         for i, (event, offset) in enumerate(zip(events, offsets)):
             table = self.table_of(event.key, offset) if event.label is not None else None
+            if event.label is not None:
+                self._tick(offset, table)
             if table is None:
                 continue
             if start < i:
@@ -127,6 +129,16 @@ class PartitionedKeys:
         if start < len(events):
             results.extend(zip(*predict_learn(model, X[start:], [e.label for e in events[start:]], **training)))
         return results
+
+    def _tick(self, offset: int, own: StoredKeyTable | None) -> None:
+        """A labeled event at `offset` of a key of no owned partition, of no key, or of a key of
+        the partition of `own` (whose observe_labeled ticks it): every other owned partition's
+        idle clock ticks, as replay's one table does for every labeled event. So `idle_after`
+        counts labeled events of all keys here too, and a key is evicted at the same event."""
+        idle_after = self._personal.idle_after
+        for owned in self.owned.values():
+            if owned.table is not own and offset >= owned.position:
+                owned.table.observe(None, idle_after)
 
     def advance(self, position: int) -> None:
         """The labeled log is learned up to `position`: so is every owned partition."""

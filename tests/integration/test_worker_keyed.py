@@ -146,6 +146,9 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
         if key_learns:
             personal.learn_key(x, event["label"], event["key"], table=table)
         personal.observe_labeled(event["key"], table)
+        for other in tables.values():  # every partition's idle clock counts every labeled event
+            if other is not table:
+                other.observe(None, personal.idle_after)
     personal_differs += check_upto(log_end)
     assert not by_offset, f"predictions at labeled offsets beyond the log: {sorted(by_offset)}"
     assert max(positions.values()) <= log_end, (positions, log_end)
