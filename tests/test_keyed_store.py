@@ -6,6 +6,7 @@ store, and hostile changelog bytes refused."""
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -107,8 +108,10 @@ def test_a_store_closed_cleanly_is_kept_and_one_that_was_not_is_rebuilt(tmp_path
     digest, keys = store.digest(), len(store)
     store.close(changelog_offset=57)
 
+    before = int(time.time() * 1000)
     reopened = StoredKeyTable(tmp_path / "p", lambda: len(personal.classes_))
     assert reopened.clean_offset == 57  # restore the changelog from here only
+    assert before - 60_000 <= reopened.clean_at_ms <= before  # closed just now (tombstones' window)
     assert (reopened.digest(), len(reopened), reopened.position) == (digest, keys, 200)
     assert keys > 0
     reopened.db.close()  # a crash: no close(), no marker
@@ -141,3 +144,30 @@ def test_a_key_loaded_ahead_of_the_clock_is_refused(tmp_path):
     ahead = KeyCounts(2, 5)
     with pytest.raises(InvalidKeyState, match="ahead of the labeled clock"):
         store.put("u", ahead)
+
+
+def test_a_store_left_on_disk_is_restored_on_only_within_the_changelogs_tombstone_window(tmp_path):
+    """A key deleted in the changelog after the store closed is a tombstone there for
+    delete.retention.ms at least; later, compaction may have removed it, and the store would keep
+    the key. So the worker restores on from a local copy only within that window (a minute
+    spare), else anew."""
+    from types import SimpleNamespace
+
+    from stream_nb.worker.keyed import KeyedState
+
+    personal = personal_model()
+    store = StoredKeyTable(tmp_path / "p", lambda: len(personal.classes_))
+    store.flush(position=0)
+    store.close(changelog_offset=12)
+    reopened = StoredKeyTable(tmp_path / "p", lambda: len(personal.classes_))
+    day = 86_400_000
+    assert KeyedState._reusable(SimpleNamespace(tombstones_kept_ms=day), reopened) == 12
+    assert KeyedState._reusable(SimpleNamespace(tombstones_kept_ms=60_000), reopened) is None  # the minute spare
+    assert KeyedState._reusable(SimpleNamespace(tombstones_kept_ms=0), reopened) is None  # the broker did not say
+    reopened.clean_at_ms -= day  # closed a day ago
+    assert KeyedState._reusable(SimpleNamespace(tombstones_kept_ms=day), reopened) is None
+    reopened.clean_at_ms += 2 * day  # closed "tomorrow": a clock gone wrong
+    assert KeyedState._reusable(SimpleNamespace(tombstones_kept_ms=day), reopened) is None
+    reopened.db.close()
+    unmarked = StoredKeyTable(tmp_path / "p", lambda: len(personal.classes_))
+    assert KeyedState._reusable(SimpleNamespace(tombstones_kept_ms=day), unmarked) is None

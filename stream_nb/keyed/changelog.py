@@ -15,14 +15,23 @@ import time
 from typing import Iterator
 
 from kafka import TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.errors import KafkaError
 
-from stream_nb.kafka.clients import _consumer, ensure_own_topic, make_reader
+from stream_nb.kafka.clients import _connect, _consumer, client_options, ensure_own_topic, make_reader
 
 READ_TIMEOUT_S = 300.0  # a restore that makes no progress for this long stops with one line
+# Set on the changelog it creates (Kafka's default, said explicitly: the client reads back only
+# settings a topic has of its own, and a restart reuses a local store only within it)
+TOMBSTONES_KEPT_MS = 86_400_000
 
 
 class ChangelogError(RuntimeError):
     """The changelog cannot be read or written as the keyed state needs; one line."""
+
+
+class ChangelogRangeError(ChangelogError):
+    """The changelog does not hold the offset a local store stopped at (recreated, truncated)."""
 
 
 def changelog_topic(kafka: dict) -> str:
@@ -34,17 +43,36 @@ def ensure_changelog(kafka: dict, client: dict, topic: str, partitions: int) -> 
     """Create the compacted changelog with `partitions` partitions (the unlabeled topics'), with
     the replication of the worker's topics; refuse one that exists with another partition count
     (the keys of a partition would be restored from another's records)."""
-    ensure_own_topic(kafka, client, topic, partitions, {"cleanup.policy": "compact"}, "the changelog topic",
+    ensure_own_topic(kafka, client, topic, partitions,
+                     {"cleanup.policy": "compact", "delete.retention.ms": str(TOMBSTONES_KEPT_MS)}, "the changelog topic",
                      lambda count: ChangelogError(
                          f"changelog topic {topic} has {count} partitions, but the unlabeled topics have {partitions}: "
                          f"delete it (the state is restored from the labeled log then) or give the topics the same "
                          f"partition count"))
 
 
-def send_flush(outputs, topic: str, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-    """A store's flush as changelog records of `partition`, inside the open transaction."""
+def send_flush(outputs, topic: str, partition: int, records: list[tuple[bytes, bytes | None]]):
+    """A store's flush as changelog records of `partition`, inside the open transaction; returns
+    the last send's future (the metadata's: where the flush ends)."""
+    future = None
     for key, value in records:
-        outputs.send(topic, value, key, None, partition)
+        future = outputs.send(topic, value, key, None, partition)
+    return future
+
+
+def tombstones_kept_ms(kafka: dict, client: dict, topic: str) -> int:
+    """The changelog's delete.retention.ms: how long compaction keeps a tombstone at least. A
+    local store closed longer ago than this may have missed a key's deletion; 0 when the topic
+    has no such setting of its own (the broker's default is not known here)."""
+    admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        entry = next(iter(described.values()))[topic]["delete.retention.ms"]
+        return max(0, int(entry["value"]))
+    except (KafkaError, LookupError, TypeError, ValueError, StopIteration, AttributeError):
+        return 0
+    finally:
+        admin.close()
 
 
 def read_changelog(kafka: dict, client: dict, topic: str, partition: int,
@@ -78,7 +106,7 @@ class ChangelogRead:
             end = self._high_watermark()
             start = beginning if self.start is None else self.start
             if not beginning <= start <= end:
-                raise ChangelogError(f"changelog {self.tp.topic}[{self.tp.partition}] holds offsets {beginning}.."
+                raise ChangelogRangeError(f"changelog {self.tp.topic}[{self.tp.partition}] holds offsets {beginning}.."
                                      f"{end}, not the {start} a local store stopped at")
             consumer.seek(self.tp, start)
             position = start

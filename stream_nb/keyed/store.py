@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 import struct
 from collections import OrderedDict
 from pathlib import Path
@@ -65,7 +66,7 @@ class StoredKeyTable:
         self.idle_after = idle_after
         self.cache_keys = max(1, cache_keys)
         # A store closed cleanly says up to which changelog offset it holds; any other is rebuilt.
-        self.clean_offset = self._take_clean_marker()
+        self.clean_offset, self.clean_at_ms = self._take_clean_marker()
         if self.clean_offset is None and self.path.exists():
             shutil.rmtree(self.path / "db", ignore_errors=True)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -102,6 +103,11 @@ class StoredKeyTable:
         self._dirty[key] = own
         self._remember(key, own)
         return own
+
+    @property
+    def unflushed(self) -> bool:
+        """Changes since the last flush (which close() would write past the changelog)."""
+        return bool(self._dirty)
 
     def changed(self, key: str, own: KeyCounts) -> None:
         self._dirty[key] = own
@@ -187,9 +193,9 @@ class StoredKeyTable:
             self.flush()
         self.db.flush(True)
         self.db.close()
-        if changelog_offset is not None:
+        if changelog_offset is not None:  # with the time: tombstones are kept delete.retention.ms
             marker = self.path / CLEAN
-            marker.write_text(json.dumps({"changelog_offset": changelog_offset}))
+            marker.write_text(json.dumps({"changelog_offset": changelog_offset, "closed_at_ms": int(time.time() * 1000)}))
 
     def restore(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
         """Apply changelog records in their order (the tail after the clean offset, or all of
@@ -290,18 +296,20 @@ class StoredKeyTable:
             batch.put(b"t" + _LAST.pack(last_labeled_of(value)) + key[1:], b"")
         self.db.write(batch, self._write_options)
 
-    def _take_clean_marker(self) -> int | None:
+    def _take_clean_marker(self) -> tuple[int | None, int | None]:
+        """(changelog offset, closed at in ms since the epoch) of a clean close, or (None, None)."""
         marker = self.path / CLEAN
         if not marker.exists():
-            return None
+            return None, None
         try:
-            offset = json.loads(marker.read_text()).get("changelog_offset")
+            said = json.loads(marker.read_text())
+            offset, closed_at = said.get("changelog_offset"), said.get("closed_at_ms")
         except (ValueError, AttributeError):
-            offset = None
+            offset = closed_at = None
         marker.unlink()  # from now on the disk changes: a crash must not find a marker
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            return None
-        return offset
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in (offset, closed_at)):
+            return None, None
+        return offset, closed_at
 
 
 def _checked_meta(state) -> dict:

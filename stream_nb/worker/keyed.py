@@ -22,8 +22,11 @@ aborted is sent again with the next one (`_unconfirmed`), so the changelog's las
 always a state the log produced.
 
 A partition that moves is restored by its new owner from the changelog before any of its
-records is predicted (on the assignment, synchronously), at position M; the worker's own
-labeled position is G:
+records is predicted (on the assignment, synchronously). A store this worker closed cleanly on
+its disk (a restart) is restored on from the changelog offset its close recorded, when that was
+within the changelog's delete.retention.ms (so no deletion since has lost its tombstone to
+compaction); any other is restored anew. It is then at position M; the worker's own labeled
+position is G:
 - G <= M: events of p below M are in the state already; they are passed over as the log is read;
 - G > M: events of p in [M, G) went by without p's state: they are learned again by a second
   pass over the labeled log with a global model of its own, relearned from the newest of the
@@ -43,7 +46,9 @@ from kafka import TopicPartition
 from kafka.partitioner.default import murmur2
 
 from stream_nb.kafka.clients import make_labeled_reader
-from stream_nb.keyed.changelog import changelog_topic, ensure_changelog, read_changelog, send_flush
+from stream_nb.kafka.clients import delivered_offset
+from stream_nb.keyed.changelog import (ChangelogRangeError, changelog_topic, ensure_changelog, read_changelog,
+                                       send_flush, tombstones_kept_ms)
 from stream_nb.keyed.store import META_KEY, StoredKeyTable
 from stream_nb.model.personal import InvalidKeyState
 from stream_nb.model.base import SparseBatch
@@ -156,6 +161,12 @@ class KeyedState(PartitionedKeys):
         self.topic = changelog_topic(worker.kafka)
         self.directory = worker.checkpoints.store.directory / "keys"
         self._unconfirmed: dict[int, dict[bytes, bytes | None]] = {}  # flushed, not yet committed
+        self._flush_ends: dict[int, object] = {}  # the open transaction's last send of each partition
+        # partition -> the changelog offset after its last committed flush, while its store on
+        # disk is exactly that flush (a clean close records it: a restart reads only the tail)
+        self._clean: dict[int, int] = {}
+        self.tombstones_kept_ms = 0  # the changelog's delete.retention.ms
+        self.reused = 0  # restores that started from a local copy
         self.restores = 0
         self.relearned_from: int | None = None  # the last relearning pass's starting offset (None: the beginning)
 
@@ -171,6 +182,7 @@ class KeyedState(PartitionedKeys):
                                   f"partition being the same in each; they have {listing}")
         self.partitions = next(iter(counts.values()))
         ensure_changelog(self.worker.kafka, self.worker.config.kafka_client, self.topic, self.partitions)
+        self.tombstones_kept_ms = tombstones_kept_ms(self.worker.kafka, self.worker.config.kafka_client, self.topic)
 
     @property
     def personal(self):
@@ -205,13 +217,22 @@ class KeyedState(PartitionedKeys):
                 unconfirmed.pop(key, None)  # the newest value last, the metadata after the keys
                 unconfirmed[key] = value
             meta = unconfirmed.pop(META_KEY)
-            send_flush(outputs, self.topic, number, [*unconfirmed.items(), (META_KEY, meta)])
+            self._flush_ends[number] = send_flush(outputs, self.topic, number, [*unconfirmed.items(), (META_KEY, meta)])
+            self._clean.pop(number, None)
             unconfirmed[META_KEY] = meta
         self._changed_at = None
 
     def confirmed(self) -> None:
-        """The transaction with the flushes committed."""
+        """The transaction with the flushes committed: each store on disk is its changelog up to
+        the end of its flush."""
         self._unconfirmed.clear()
+        for number, last in self._flush_ends.items():
+            if not last.is_done:  # a committed transaction's records are delivered; the report may lag
+                last.get(timeout=10.0)
+            offset = delivered_offset(last)
+            if offset is not None:
+                self._clean[number] = offset + 1
+        self._flush_ends.clear()
 
     # ---- assignment --------------------------------------------------------------------------
 
@@ -225,6 +246,8 @@ class KeyedState(PartitionedKeys):
     def _release(self, number: int) -> None:
         owned = self.owned.pop(number)
         self._unconfirmed.pop(number, None)  # its next owner restores the committed state
+        self._flush_ends.pop(number, None)
+        self._clean.pop(number, None)
         owned.table.close()
         shutil.rmtree(owned.table.path, ignore_errors=True)
         log.info("keyed state of partition %d released", number)
@@ -233,14 +256,23 @@ class KeyedState(PartitionedKeys):
         w = self.worker
         started = time.monotonic()
         path = self.directory / f"p{number}"
-        shutil.rmtree(path, ignore_errors=True)  # no local copy is trusted yet: the changelog is
         table = StoredKeyTable(path, lambda: len(self.personal.classes_), idle_after=self.personal.idle_after)
-        read = read_changelog(w.kafka, w.config.kafka_client, self.topic, number)
+        start = self._reusable(table)
+        if start is None:
+            table = self._wiped(table)
+        read = read_changelog(w.kafka, w.config.kafka_client, self.topic, number, start=start)
         try:
-            table.restore(read)
+            try:
+                table.restore(read)
+            except ChangelogRangeError as error:  # recreated or truncated since: not this copy's log
+                log.info("keyed state of partition %d: the local copy is not restored on (%s)", number, error)
+                start, table = None, self._wiped(table)
+                read = read_changelog(w.kafka, w.config.kafka_client, self.topic, number)
+                table.restore(read)
         except (InvalidKeyState, ValueError) as error:  # bytes of the topic: untrusted
             table.close()
             raise KeyedStateError(f"changelog {self.topic}[{number}] holds a state that is refused: {error}") from None
+        self.reused += start is not None
         here = w.labeled.next_offset()
         restored_at = table.position if table.position is not None else 0
         owned = OwnedPartition(table, restored_at)
@@ -253,9 +285,25 @@ class KeyedState(PartitionedKeys):
         if restored_at < here:
             relearned = (f", relearned to {here} from " + ("the log's beginning" if self.relearned_from is None else
                                                            f"the checkpoint at labeled offset {self.relearned_from}"))
-        log.info("keyed state of partition %d restored from %s[%d] (%d records, %d keys) at labeled offset %d%s "
-                 "in %.1f s", number, self.topic, number, read.records, len(table), restored_at, relearned,
+        local = "" if start is None else f"a local copy and offset {start} of "
+        log.info("keyed state of partition %d restored from %s%s[%d] (%d records, %d keys) at labeled offset %d%s "
+                 "in %.1f s", number, local, self.topic, number, read.records, len(table), restored_at, relearned,
                  time.monotonic() - started)
+
+    def _reusable(self, table: StoredKeyTable) -> int | None:
+        """The changelog offset to restore a store left on disk from: the one its clean close
+        recorded, if that was within the changelog's delete.retention.ms (a key deleted after it
+        still has its tombstone in the changelog; a minute spare for clocks). None: restore anew."""
+        if table.clean_offset is None or table.clean_at_ms is None:
+            return None
+        age_ms = time.time() * 1000 - table.clean_at_ms
+        return table.clean_offset if -60_000 <= age_ms < self.tombstones_kept_ms - 60_000 else None
+
+    def _wiped(self, table: StoredKeyTable) -> StoredKeyTable:
+        """An empty store in place of `table` (closed, removed)."""
+        table.db.close()
+        shutil.rmtree(table.path, ignore_errors=True)
+        return StoredKeyTable(table.path, lambda: len(self.personal.classes_), idle_after=self.personal.idle_after)
 
     def _relearn(self, number: int, owned: OwnedPartition, until: int) -> None:
         """Learn the events of partition `number` in [owned.position, until) with the global
@@ -301,8 +349,11 @@ class KeyedState(PartitionedKeys):
             self._changed_at = time.monotonic()
 
     def close(self) -> None:
-        for owned in self.owned.values():
-            owned.table.close()
+        """Close every store; one whose last flush was committed, with nothing learned since,
+        records the changelog offset it is whole at (a restart restores only the tail)."""
+        for number, owned in self.owned.items():
+            clean = self._clean.get(number) if not self._unconfirmed.get(number) and not owned.table.unflushed else None
+            owned.table.close(changelog_offset=clean)
         self.owned.clear()
 
 

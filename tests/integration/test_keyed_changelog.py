@@ -15,7 +15,8 @@ pytest.importorskip("rocksdict", reason="rocksdict is a core dependency: `make s
 
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.kafka.clients import make_producer  # noqa: E402
-from stream_nb.keyed.changelog import ChangelogError, ensure_changelog, read_changelog, send_flush  # noqa: E402
+from stream_nb.keyed.changelog import (  # noqa: E402
+    ChangelogError, ensure_changelog, read_changelog, send_flush, tombstones_kept_ms)
 from stream_nb.keyed.store import StoredKeyTable  # noqa: E402
 from stream_nb.worker.outputs import Outputs  # noqa: E402
 
@@ -116,5 +117,8 @@ def test_a_changelog_with_another_partition_count_is_refused(kafka_broker, tmp_p
     topic = f"{kafka['group_id']}-keys-changelog"
     ensure_changelog(kafka, config.kafka_client, topic, 2)
     ensure_changelog(kafka, config.kafka_client, topic, 2)  # again: nothing to do
+    # how long its tombstones are kept, as the broker says (Kafka's default: a day)
+    assert tombstones_kept_ms(kafka, config.kafka_client, topic) == 86_400_000
+    assert tombstones_kept_ms(kafka, config.kafka_client, "no-such-topic-" + topic) == 0
     with pytest.raises(ChangelogError, match="has 2 partitions, but the unlabeled topics have 4"):
         ensure_changelog(kafka, config.kafka_client, topic, 4)

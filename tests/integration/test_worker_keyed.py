@@ -291,7 +291,8 @@ def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker
     run_keyed_stream(tmp_path, kafka_broker.bootstrap, transport, sms, scaled, complete=False)
 
 
-def test_a_worker_restarted_after_new_labels_relearns_them_from_its_checkpoint(kafka_broker, sms, tmp_path):
+def test_a_worker_restarted_after_new_labels_reuses_its_stores_and_relearns_from_its_checkpoint(
+        kafka_broker, sms, tmp_path):
     def restarted(run):
         log = run.tmp_path / "w0.log"
         produce_part(run, 0)
@@ -312,11 +313,13 @@ def test_a_worker_restarted_after_new_labels_relearns_them_from_its_checkpoint(k
         assert worker.wait(240) == 0, worker.log_tail()
         text = log.read_text(errors="replace")[len(first_text):]
         # labels first: at its assignment the worker has learned past its partitions' state
-        relearned = re.findall(r"keyed state of partition (\d) restored from \S+ \(\d+ records, \d+ keys\) at "
-                               r"labeled offset (\d+), relearned to (\d+) from the checkpoint at labeled offset (\d+)",
-                               text)
+        # its stores closed cleanly: each is restored on from its disk, the changelog's tail (no
+        # record: nothing was written since) read from the offset its close recorded
+        relearned = re.findall(r"keyed state of partition (\d) restored from a local copy and offset \d+ of \S+ "
+                               r"\((\d+) records, \d+ keys\) at labeled offset (\d+), relearned to (\d+) from the "
+                               r"checkpoint at labeled offset (\d+)", text)
         assert len(relearned) == PARTITIONS, text
-        assert all(int(checkpoint) == stopped_at and int(until) > int(at) >= stopped_at
-                   for _, at, until, checkpoint in relearned), relearned
+        assert all(records == "0" and int(checkpoint) == stopped_at and int(until) > int(at) >= stopped_at
+                   for _, records, at, until, checkpoint in relearned), relearned
 
     run_keyed_stream(tmp_path, kafka_broker.bootstrap, "kafka-python", sms, restarted)
