@@ -55,3 +55,19 @@ def test_the_offset_of_a_delivered_send_on_either_transport():
     assert delivered_offset(confluent) == 7
     assert delivered_offset(SimpleNamespace(is_done=False, exception=None, offset=None)) is None
     assert delivered_offset(SimpleNamespace(is_done=True, exception=RuntimeError("x"), offset=None)) is None
+
+
+def test_unlabeled_records_wait_once_for_the_labels_forwarded_with_them():
+    """Labels first over forwarding: records polled with labels forwarded are put back while the
+    forwards commit and are learned; polled again, they are predicted, even if more labels came
+    (labels flowing all the time would otherwise hold every poll for labels_first_wait_s)."""
+    f = forwarding()
+
+    def batch(*offsets, partition=0):
+        return [SimpleNamespace(topic="unlabeled", partition=partition, offset=o) for o in offsets]
+
+    assert f.hold_back(batch(10, 11, 12), forwarded_now=True)
+    assert not f.hold_back(batch(10, 11, 12, 13), forwarded_now=True)  # the same records again
+    assert f.hold_back(batch(14, 15), forwarded_now=True)  # newer records wait for newer labels
+    assert f.hold_back(batch(3, partition=1) + batch(16), forwarded_now=True)
+    assert not f.hold_back(batch(3, 4, partition=1), forwarded_now=True)

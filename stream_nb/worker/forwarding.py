@@ -62,6 +62,7 @@ class Forwarding:
         # commits); a record below it would be one delivered again, and is not forwarded twice
         self._next: dict[TopicPartition, int] = {}
         self._held_since: float | None = None
+        self._held_for_forwards: set[tuple[str, int, int]] = set()  # first records held once
 
     def reset(self) -> None:
         """New clients: nothing is forwarded until the group assigns partitions."""
@@ -153,14 +154,26 @@ class Forwarding:
         assignment or rewind)."""
         self._open = []
 
-    def hold_back(self, forwarded_now: bool) -> bool:
-        """Whether a poll's unlabeled records wait (labels first): this step forwarded labels, or a
-        forwarded partition has records not yet read; for worker.labels_first_wait_s at most."""
+    def hold_back(self, records: list, forwarded_now: bool) -> bool:
+        """Whether a poll's unlabeled `records` wait (labels first): this step forwarded labels, or
+        a forwarded partition has records not yet read (for worker.labels_first_wait_s at most).
+        Records already held once while labels were forwarded are not held again, whatever came
+        since: with labels flowing all the time, every step forwards some, and predictions would
+        wait the whole labels_first_wait_s at every poll."""
+        firsts = {(r.topic, r.partition, r.offset) for r in records}
+        if firsts & self._held_for_forwards:
+            self._held_for_forwards = set()
+            self._held_since = None
+            return False
+        if forwarded_now:
+            self._held_for_forwards = self._first_of_each_partition(records)
+            self._held_since = None
+            return True
         w = self.worker
         assigned = self.assigned
-        behind = forwarded_now or (bool(assigned) and any(
+        behind = bool(assigned) and any(
             max(self._next.get(tp, 0), self.reader.position(tp)) < end  # the reader's passes markers
-            for tp, end in self.reader.end_offsets(assigned).items()))
+            for tp, end in self.reader.end_offsets(assigned).items())
         now = time.monotonic()
         if not behind:
             self._held_since = None
@@ -172,3 +185,10 @@ class Forwarding:
             self._held_since = None
             return False
         return True
+
+    @staticmethod
+    def _first_of_each_partition(records: list) -> set[tuple[str, int, int]]:
+        first: dict[tuple[str, int], int] = {}
+        for r in records:
+            first[(r.topic, r.partition)] = min(first.get((r.topic, r.partition), r.offset), r.offset)
+        return {(topic, partition, offset) for (topic, partition), offset in first.items()}

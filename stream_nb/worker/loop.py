@@ -289,7 +289,7 @@ class Worker:
         forwarded = self._forward(metadata)
         records = [record for partition, batch in polled.items() if partition.topic not in self.labeled_topics
                    for record in batch]
-        if records and self.forwarding is not None and self.forwarding.hold_back(bool(forwarded)):
+        if records and self.forwarding is not None and self.forwarding.hold_back(records, bool(forwarded)):
             # labels first: the forwards commit, and the next step learns them before predicting
             self.commits.put_back(records)
             if self.outputs.open:
