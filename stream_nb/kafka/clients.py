@@ -332,6 +332,18 @@ def delivered_offset(future) -> int | None:
     return metadata.offset if metadata is not None else future.offset
 
 
+DELIVERY_REPORT_WAIT_S = 10.0  # bounds the wait for a committed send's report
+
+
+def offset_after(future, wait_s: float = DELIVERY_REPORT_WAIT_S) -> int | None:
+    """The offset just past a committed send's record (where what it ended ends): a committed
+    transaction's records are delivered, but the report may lag, so wait up to `wait_s` for it."""
+    if not future.is_done:
+        future.get(timeout=wait_s)
+    offset = delivered_offset(future)
+    return None if offset is None else offset + 1
+
+
 def send_null_record(producer, topic: str, headers, partition: int | None):
     """Send a record with a null key and a null value (only its headers carry anything), as
     confluent-kafka does; returns the send's future."""

@@ -28,8 +28,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import time
 import struct
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable

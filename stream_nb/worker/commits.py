@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from kafka import TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 
+from stream_nb.worker.records import first_offsets
+
 if TYPE_CHECKING:
     from stream_nb.worker.loop import Worker
 
@@ -95,13 +97,8 @@ class Commits:
     def put_back(self, records: list) -> None:
         """Polled records not processed: each partition back to its first of them (the next
         poll returns them again; a commit meanwhile commits that position)."""
-        w = self.worker
-        first: dict[TopicPartition, int] = {}
-        for record in records:
-            tp = TopicPartition(record.topic, record.partition)
-            first[tp] = min(first.get(tp, record.offset), record.offset)
-        for tp, offset in first.items():
-            w.group.seek(tp, offset)
+        for tp, offset in first_offsets(records).items():
+            self.worker.group.seek(tp, offset)
 
     def rewind(self, why: str | None) -> None:
         """Abort the open outputs and go back to the group's committed offsets."""

@@ -35,15 +35,15 @@ from typing import TYPE_CHECKING
 
 from kafka import TopicPartition
 
-from stream_nb.kafka.clients import KafkaSetupError, delivered_offset, make_reader
+from stream_nb.kafka.clients import KafkaSetupError, make_reader, offset_after
 from stream_nb.kafka.labeled_order import origin_headers
+from stream_nb.worker.records import first_offsets
 
 if TYPE_CHECKING:
     from stream_nb.worker.loop import Worker
 
 log = logging.getLogger("stream_nb.worker")
 
-DELIVERY_WAIT_S = 10.0  # a committed forward's offset is known; this bounds asking for it
 
 
 class Forwarding:
@@ -140,18 +140,10 @@ class Forwarding:
     def committed(self) -> None:
         """The transaction with the open forwards committed: `reach` moves past the last of them."""
         if self._open:
-            last = self._open[-1]
-            if not last.is_done:  # a committed transaction's records are delivered; the report may lag
-                last.get(timeout=DELIVERY_WAIT_S)
-            offset = delivered_offset(last)
-            if offset is not None:
-                self.reach = max(self.reach, offset + 1)
+            end = offset_after(self._open[-1])
+            if end is not None:
+                self.reach = max(self.reach, end)
             self.forwarded += len(self._open)
-        self._open = []
-
-    def aborted(self) -> None:
-        """The open transaction is gone: its forwards with it (the positions go back at the next
-        assignment or rewind)."""
         self._open = []
 
     def hold_back(self, records: list, forwarded_now: bool) -> bool:
@@ -166,7 +158,7 @@ class Forwarding:
             self._held_since = None
             return False
         if forwarded_now:
-            self._held_for_forwards = self._first_of_each_partition(records)
+            self._held_for_forwards = {(tp.topic, tp.partition, offset) for tp, offset in first_offsets(records).items()}
             self._held_since = None
             return True
         w = self.worker
@@ -185,10 +177,3 @@ class Forwarding:
             self._held_since = None
             return False
         return True
-
-    @staticmethod
-    def _first_of_each_partition(records: list) -> set[tuple[str, int, int]]:
-        first: dict[tuple[str, int], int] = {}
-        for r in records:
-            first[(r.topic, r.partition)] = min(first.get((r.topic, r.partition), r.offset), r.offset)
-        return {(topic, partition, offset) for (topic, partition), offset in first.items()}

@@ -45,8 +45,7 @@ from typing import TYPE_CHECKING
 from kafka import TopicPartition
 from kafka.partitioner.default import murmur2
 
-from stream_nb.kafka.clients import make_labeled_reader
-from stream_nb.kafka.clients import delivered_offset
+from stream_nb.kafka.clients import make_labeled_reader, offset_after
 from stream_nb.keyed.changelog import (ChangelogRangeError, changelog_topic, ensure_changelog, read_changelog,
                                        send_flush, tombstones_kept_ms)
 from stream_nb.keyed.store import META_KEY, StoredKeyTable
@@ -227,11 +226,9 @@ class KeyedState(PartitionedKeys):
         the end of its flush."""
         self._unconfirmed.clear()
         for number, last in self._flush_ends.items():
-            if not last.is_done:  # a committed transaction's records are delivered; the report may lag
-                last.get(timeout=10.0)
-            offset = delivered_offset(last)
-            if offset is not None:
-                self._clean[number] = offset + 1
+            end = offset_after(last)
+            if end is not None:
+                self._clean[number] = end
         self._flush_ends.clear()
 
     # ---- assignment --------------------------------------------------------------------------
@@ -258,7 +255,7 @@ class KeyedState(PartitionedKeys):
         path = self.directory / f"p{number}"
         table = StoredKeyTable(path, lambda: len(self.personal.classes_), idle_after=self.personal.idle_after)
         start = self._reusable(table)
-        if start is None:
+        if start is None and table.clean_offset is not None:  # kept, but too old to restore on
             table = self._wiped(table)
         read = read_changelog(w.kafka, w.config.kafka_client, self.topic, number, start=start)
         try:

@@ -164,10 +164,11 @@ class Membership:
         assignment = w.group.assignment()
         log.info("group %s assigns this worker %s", w.kafka["group_id"],
                  ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assignment)) or "no partition")
+        unlabeled = {tp.partition for tp in assignment if tp.topic in w.unlabeled_topics}
         if w.keyed is not None:  # before any record of a new partition is predicted
-            w.keyed.on_assignment({tp.partition for tp in assignment if tp.topic in w.unlabeled_topics})
+            w.keyed.on_assignment(unlabeled)
         if w.forwarding is not None:  # the labeled partitions of the unlabeled ones owned
-            w.forwarding.on_assignment({tp.partition for tp in assignment if tp.topic in w.unlabeled_topics})
+            w.forwarding.on_assignment(unlabeled)
         owned = {tp for tp in assignment if tp.topic in w.labeled_topics}  # paused by _PauseLabeled
         w.commits.cursors = {tp: offset for tp, offset in w.commits.cursors.items() if tp in owned}
         for tp in owned - set(w.commits.cursors):
@@ -237,8 +238,6 @@ class Membership:
                     "rejoining, then confirming the transactional id", w.instance_id)
         try:
             w.outputs.abort()  # asks the coordinator: a fenced producer shows here
-            if w.forwarding is not None:
-                w.forwarding.aborted()
         except KafkaError as abort_error:
             if fenced_by(abort_error, w.producer):
                 return False

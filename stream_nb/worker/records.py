@@ -4,6 +4,7 @@ the others keep the results their batch would have given."""
 
 from __future__ import annotations
 
+from kafka import TopicPartition
 from kafka.errors import KafkaError
 
 from stream_nb.events import Event, Rejected, SourcePosition, record_decoder
@@ -140,3 +141,12 @@ def _stop_if_half_learned(model, learned_before: int, what: str, error: Exceptio
     if model.events_learned != learned_before:
         raise ModelStateUnknown(f"{what} raised {type(error).__name__}: {error} after learning part of it; "
                                 f"stopping (a restart resumes from the last checkpoint)") from error
+
+
+def first_offsets(records: list) -> dict[TopicPartition, int]:
+    """Each partition's first offset among polled `records`."""
+    first: dict[TopicPartition, int] = {}
+    for record in records:
+        tp = TopicPartition(record.topic, record.partition)
+        first[tp] = min(first.get(tp, record.offset), record.offset)
+    return first
