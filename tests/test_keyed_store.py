@@ -171,3 +171,29 @@ def test_a_store_left_on_disk_is_restored_on_only_within_the_changelogs_tombston
     reopened.db.close()
     unmarked = StoredKeyTable(tmp_path / "p", lambda: len(personal.classes_))
     assert KeyedState._reusable(SimpleNamespace(tombstones_kept_ms=day), unmarked) is None
+
+
+def test_a_hostile_clean_marker_only_makes_the_store_rebuilt(tmp_path):
+    """clean.json is a file on disk: anything in it (bytes, wrong JSON, wrong types, negative
+    or boolean numbers, a missing time) means "not closed cleanly": the store is emptied, to be
+    restored from the whole changelog, and nothing raises."""
+    from stream_nb.keyed.store import CLEAN
+
+    personal = personal_model()
+    rng = random.Random(26)
+    hostile = [b"", b"\xff\xfe\x00", b"null", b"[]", b'"x"', b"{}", b'{"changelog_offset": 5}',
+               b'{"changelog_offset": -1, "closed_at_ms": 1}', b'{"changelog_offset": true, "closed_at_ms": 1}',
+               b'{"changelog_offset": 5, "closed_at_ms": "now"}', b'{"changelog_offset": 1.5, "closed_at_ms": 1}',
+               b'{"changelog_offset": 5, "closed_at_ms": null}', b'{"changelog_offset": 1e999, "closed_at_ms": 1}']
+    hostile += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))) for _ in range(20)]
+    for i, content in enumerate(hostile):
+        store = StoredKeyTable(tmp_path / f"p{i}", lambda: len(personal.classes_))
+        for x, label, key in labeled_stream(i, 20, keys=4):
+            learn(personal, store, x, label, key)
+        store.flush(position=20)
+        store.close(changelog_offset=9)
+        (tmp_path / f"p{i}" / CLEAN).write_bytes(content)
+        reopened = StoredKeyTable(tmp_path / f"p{i}", lambda: len(personal.classes_))
+        assert (reopened.clean_offset, reopened.clean_at_ms) == (None, None), content
+        assert len(reopened) == 0 and reopened.clock == 0 and not (tmp_path / f"p{i}" / CLEAN).exists(), content
+        reopened.db.close()
