@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from budget_quality import add_corpus_arguments, corpora_missing  # noqa: E402
+
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.replay.cli import _contender  # noqa: E402
 from stream_nb.replay.corpora import ENRON_SUBSETS, enron_spam, sms_spam  # noqa: E402

@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import budget_quality as budget  # noqa: E402  (the shipped contender, the corpus arguments)
+
 from stream_nb.replay.corpora import ENRON_SUBSETS, enron_spam, sms_spam  # noqa: E402
 from stream_nb.replay.metrics import PrequentialMetrics  # noqa: E402
 from stream_nb.replay.prequential import replay_contenders  # noqa: E402

@@ -24,9 +24,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 SMS = REPO.parent / "shared" / "data" / "sms_spam_collection" / "SMSSpamCollection"
 
-from hostile import FAMILIES  # noqa: E402  (tests/hostile.py: the families the tests use)
-
 from stream_nb.config import load_config  # noqa: E402
+
+from hostile import FAMILIES  # noqa: E402  (tests/hostile.py: the families the tests use)
 
 
 def median_seconds(work, text: str, repeats: int) -> float:

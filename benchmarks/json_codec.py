@@ -52,8 +52,13 @@ def main(argv=None) -> int:
     if not args.corpus.is_file():
         print(f"json_codec: corpus not found at {args.corpus}", file=sys.stderr)
         return 2
-    from stream_nb.events.codec import (_DECODER, PredictionEncoder, SourcePosition, decode_records,
-                                        encode_prediction)
+    from stream_nb.events.codec import (
+        _DECODER,
+        PredictionEncoder,
+        SourcePosition,
+        decode_records,
+        encode_prediction,
+    )
     from stream_nb.replay.corpora import sms_spam
 
     try:

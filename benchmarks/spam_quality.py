@@ -44,8 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from stream_nb.config import load_config  # noqa: E402
-from stream_nb.replay.prequential import Contender, replay_contenders  # noqa: E402
 from stream_nb.replay.corpora import ENRON_SUBSETS, enron_spam, sms_spam  # noqa: E402
+from stream_nb.replay.prequential import Contender, replay_contenders  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 DEFAULT_SMS = SHARED / "sms_spam_collection" / "SMSSpamCollection"

@@ -15,6 +15,7 @@ from stream_nb.config import load_config
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn
+
 from corpora import load_sms_spam
 from streams import SEED_004_TRAIN, maintained_loop, text_stream, word_counts
 

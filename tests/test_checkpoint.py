@@ -6,8 +6,8 @@ import argparse
 import hashlib
 import io
 import json
-import math
 import logging
+import math
 import os
 import subprocess
 import sys

@@ -217,8 +217,9 @@ def test_every_size_and_count_takes_its_bounds_and_refuses_beyond_them_naming_th
 
 
 def test_a_message_size_beyond_what_librdkafka_takes_is_refused_and_the_bound_decodes_in_c():
-    from native import require_extension
     from stream_nb.events import SourcePosition, codec, record_decoder
+
+    from native import require_extension
 
     with pytest.raises(ConfigError, match=r"^kafka.max_message_bytes: 9223372036854775808 is outside 1 to 499,967,232 "):
         load_config(CONFIGS / "spam.toml", ["kafka.max_message_bytes=9223372036854775808"])

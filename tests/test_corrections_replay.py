@@ -16,7 +16,7 @@ from stream_nb.model.training import predict_learn
 from stream_nb.replay.cli import _contender
 from stream_nb.replay.evaluation import EvaluationRecorder
 from stream_nb.replay.prequential import replay_contenders
-from tests.corpora import load_spamassassin_2003, load_sms_spam
+from tests.corpora import load_sms_spam, load_spamassassin_2003
 
 REPO = Path(__file__).resolve().parents[1]
 OTHER = {"ham": "spam", "spam": "ham"}
@@ -105,7 +105,7 @@ def test_shipped_configurations_batches_equal_the_per_event_definition(sms, tmp_
 
     model, memory = config.build_model(), LearnedIds(config.remember_ids)
     featurizer = config.build_featurizer()
-    from stream_nb.lessons import plan, settle, learning_epochs
+    from stream_nb.lessons import learning_epochs, plan, settle
     counts = {}
     for event in stream:
         x = featurizer.transform_one(event["text"])

@@ -14,13 +14,13 @@ from stream_nb.events import (
     Event,
     Rejected,
     SourcePosition,
+    codec,
     dead_letter_headers,
     decode_record,
     decode_records,
-    event_from_object,
     encode_prediction,
+    event_from_object,
 )
-from stream_nb.events import codec
 
 SRC = SourcePosition("sms-labeled", 3, 1234)
 HEADERS = [("trace-id", b"abc"), ("empty", None)]

@@ -6,9 +6,10 @@ import json
 import math
 
 import pytest
-from corpora import load_sms_spam
 
 from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, TextFeaturizer
+
+from corpora import load_sms_spam
 
 # ------------------------------------------------------------------------------------------
 # TextFeaturizer: default configuration

@@ -13,6 +13,7 @@ from stream_nb import BernoulliNB, ComplementNB, MultinomialNB
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn
+
 from streams import SEED_004_TRAIN, maintained_loop, text_stream, word_counts
 
 QUERY = {"predictable": 1, "with": 1, "no": 1, "fun": 1}

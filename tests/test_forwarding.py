@@ -10,7 +10,13 @@ import pytest
 from kafka import TopicPartition
 
 from stream_nb.kafka.clients import KafkaSetupError, delivered_offset
-from stream_nb.kafka.labeled_order import ORIGIN_OFFSET, ORIGIN_PARTITION, ORIGIN_TOPIC, labeled_order_topic, origin_headers
+from stream_nb.kafka.labeled_order import (
+    ORIGIN_OFFSET,
+    ORIGIN_PARTITION,
+    ORIGIN_TOPIC,
+    labeled_order_topic,
+    origin_headers,
+)
 from stream_nb.worker.forwarding import Forwarding
 
 

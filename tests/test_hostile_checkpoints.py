@@ -21,9 +21,16 @@ from stream_nb.checkpoint import CheckpointError, CheckpointStore, read_checkpoi
 from stream_nb.checkpoint import cli as checkpoint_cli
 from stream_nb.checkpoint.snapshot import assemble_snapshot, snapshot_records
 from stream_nb.checkpoint.store import encode_checkpoint, parse_checkpoint
-from stream_nb.model import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, InvalidState, MultinomialNB
-from stream_nb.model import state_check
 from stream_nb.config import BOUNDS
+from stream_nb.model import (
+    BernoulliNB,
+    CategoricalNB,
+    ComplementNB,
+    GaussianNB,
+    InvalidState,
+    MultinomialNB,
+    state_check,
+)
 from stream_nb.model.registry import model_from_state
 
 from streams import gaussian_stream, text_stream

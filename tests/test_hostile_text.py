@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from hostile import FAMILIES
-from native import require_extension
-from timing import least_cpu_time
 from stream_nb.config import load_config
 from stream_nb.features import text as text_module
 from stream_nb.features.specials import SpecialSpans
 from stream_nb.features.text import TextFeaturizer
+
+from hostile import FAMILIES
+from native import require_extension
+from timing import least_cpu_time
 
 REPO = Path(__file__).resolve().parents[1]
 # characters; LARGE / SMALL = 16, both past the lengths where a path changes (a token cap of

@@ -15,10 +15,11 @@ from html import unescape
 
 import pytest
 
-from native import require_extension
 from stream_nb.mail import html
 from tests.corpora import load_spamassassin_2003
 from tests.test_mail_parse import MARKUP_PIECES
+
+from native import require_extension
 
 # Beside the tricky pieces of the html.parser comparison: Unicode whitespace (where `\s`
 # reads it, the tag-name rule does not), non-ASCII names, characters that match 's' or 'k'

@@ -482,8 +482,8 @@ def test_generated_markup_reads_as_html_parser_reads_it():
     library's html.parser (CPython 3.11) hands on, and gives up where it gives up. Of 4,000
     documents 1,540 give a link feature and 34 make html.parser give up (measured), so
     both are exercised."""
-    from tests.mail_reference.html import read_html as read_html_reference
     from stream_nb.mail.html import read_html
+    from tests.mail_reference.html import read_html as read_html_reference
 
     rng = random.Random(23)
     with_links = given_up = 0

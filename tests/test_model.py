@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from stream_nb import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, MultinomialNB
+
 from streams import SEED_004_TRAIN, gaussian_stream, prequential_loop, text_stream, word_counts
 
 SEED_004_QUERY = "predictable with no fun"
@@ -480,8 +481,9 @@ def test_sparse_batch_shape_errors_are_clear():
 
 
 def test_text_featurizer_sparse_output_gives_the_same_answers_as_its_dicts():
-    from corpora import load_sms_spam
     from stream_nb.features import TextFeaturizer
+
+    from corpora import load_sms_spam
 
     rows = load_sms_spam()[:3000]
     texts, labels = [text for _, text in rows], [label for label, _ in rows]
@@ -527,9 +529,10 @@ def test_order_dependent_training_in_runs_equals_the_per_event_loop_on_sms(make,
     # to the first decision that breaks it; every probability, decision and count must be the
     # per-event loop's. spam.toml's features, as the worker gives them (a SparseBatch), with
     # unlabeled events mixed in, in uneven batches.
-    from corpora import load_sms_spam
     from stream_nb.config import load_config
     from stream_nb.model.training import predict_learn, should_learn
+
+    from corpora import load_sms_spam
 
     rows = load_sms_spam()[:2500]
     featurizer = load_config("configs/spam.toml").build_featurizer()
@@ -601,9 +604,10 @@ def test_margin_per_sqrt_feature_equals_its_per_event_definition_on_sms_in_batch
     # spam.toml's features as the worker gives them (a SparseBatch) and as dicts, uneven batches,
     # unlabeled events mixed in: every probability, decision and count is the per-event loop's,
     # whose margin is the log-odds over sqrt(len(x)) written out here.
-    from corpora import load_sms_spam
     from stream_nb.config import load_config
     from stream_nb.model.training import predict_learn
+
+    from corpora import load_sms_spam
 
     rows = load_sms_spam()[:1500]
     featurizer = load_config("configs/spam.toml").build_featurizer()

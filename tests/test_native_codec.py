@@ -16,9 +16,10 @@ import sys
 
 import pytest
 
-from native import REPO, require_extension
 from stream_nb.events import codec
 from stream_nb.events.codec import Event, PredictionEncoder, SourcePosition
+
+from native import REPO, require_extension
 
 
 @pytest.fixture

@@ -14,10 +14,11 @@ import random
 
 import pytest
 
-from corpora import load_sms_spam
-from native import require_extension
 from stream_nb.events import codec
 from stream_nb.events.codec import Event, Rejected, SourcePosition, decode_record
+
+from corpora import load_sms_spam
+from native import require_extension
 
 SOURCE = SourcePosition("events", 3, 17)
 MAX_BYTES = 1_048_576

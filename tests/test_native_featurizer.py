@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpora import load_enron_texts, load_sms_spam
-from native import replay_spam_toml, require_extension
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.config import load_config
 from stream_nb.features import text as text_module
 from stream_nb.features.text import SPAM_TOKEN_PATTERN, TextFeaturizer
 from stream_nb.model.vocabulary import Vocabulary
+
+from corpora import load_enron_texts, load_sms_spam
+from native import replay_spam_toml, require_extension
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -594,9 +595,9 @@ def definition_spans(specials, text: str) -> list[tuple[int, int, str]]:
 def test_special_spans_in_c_are_the_definition_s(urls, emails):
     """_native.special_spans against specials.py's regular expression (finditer) on 40,000
     generated strings and the hostile families; None for a str beyond Latin-1."""
-    from hostile import FAMILIES
-
     from stream_nb.features.specials import SpecialSpans
+
+    from hostile import FAMILIES
 
     _require_native()
     specials = SpecialSpans(urls, emails, False)

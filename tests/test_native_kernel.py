@@ -21,15 +21,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpora import load_sms_spam
-from native import replay_spam_toml, require_extension
-from streams import text_stream
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.config import load_config
 from stream_nb.model import counting
 from stream_nb.model.counting import ComplementNB, MultinomialNB
 from stream_nb.model.training import predict_learn
 from stream_nb.native import NATIVE_ENV
+
+from corpora import load_sms_spam
+from native import replay_spam_toml, require_extension
+from streams import text_stream
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,7 +26,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from native import require_extension
 from stream_nb.events import codec
 from stream_nb.events.codec import Event, PredictionEncoder, Rejected, SourcePosition
 from stream_nb.features import text as text_module
@@ -37,8 +36,17 @@ from stream_nb.model.base import SparseBatch
 from stream_nb.model.counting import MultinomialNB
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.training import predict_learn
-from test_mail_native import (BOUNDING_PIECES, CHARACTERS, HEADER_PIECES, MORE_PIECES, READER_PIECES,
-                              RELAY_PIECES, python_tokens)
+
+from native import require_extension
+from test_mail_native import (
+    BOUNDING_PIECES,
+    CHARACTERS,
+    HEADER_PIECES,
+    MORE_PIECES,
+    READER_PIECES,
+    RELAY_PIECES,
+    python_tokens,
+)
 from test_mail_parse import MARKUP_PIECES
 from test_native_featurizer import FUZZ_OPTIONS, PIECES
 

@@ -12,6 +12,7 @@ import pytest
 from stream_nb import BernoulliNB, MultinomialNB
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.model.personal import InvalidKeyState, PersonalMultinomialNB
+
 from streams import SEED_004_TRAIN, word_counts
 
 QUERY = "predictable with no fun"  # seed 004's query; "with" is unknown to every model here

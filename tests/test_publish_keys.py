@@ -9,8 +9,14 @@ import json
 import pytest
 
 from stream_nb.events import SourcePosition, decode_record
-from stream_nb.kafka.publish import (KEY_CHOICES, PublishError, encode_event, iter_messages, message_key,
-                                     register)
+from stream_nb.kafka.publish import (
+    KEY_CHOICES,
+    PublishError,
+    encode_event,
+    iter_messages,
+    message_key,
+    register,
+)
 
 SRC = SourcePosition("events", 0, 0)
 LINES = [

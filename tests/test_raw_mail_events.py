@@ -8,8 +8,7 @@ import re
 import pytest
 
 from stream_nb.config import ConfigError, load_config
-from stream_nb.events import Event, Rejected, SourcePosition
-from stream_nb.events import raw_mail
+from stream_nb.events import Event, Rejected, SourcePosition, raw_mail
 from stream_nb.events.raw_mail import RAW_MAIL_REASONS, decoder_for, raw_mail_decoder
 
 SRC = SourcePosition("mail-in", 2, 41)

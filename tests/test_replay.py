@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from pathlib import Path
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -337,10 +337,11 @@ def test_replay_command_takes_a_config_and_overrides(tmp_path):
 
 @pytest.mark.parametrize("delay", [0, 1, 50])
 def test_replay_equals_rivers_progressive_val_score_exactly(delay):
-    from corpora import load_sms_spam
     from river import evaluate, feature_extraction, metrics, naive_bayes
 
     from stream_nb.replay.prequential import replay_events
+
+    from corpora import load_sms_spam
 
     rows = load_sms_spam()
     accuracy, confusion = metrics.Accuracy(), metrics.ConfusionMatrix()
@@ -373,9 +374,10 @@ def test_unsure_band_verdicts_follow_the_cutoffs():
 def test_clues_ranked_by_the_probabilities_equal_the_clues_of_a_second_scoring():
     # The worker ranks classes by the probabilities it already has; the definition scores the
     # event again. Equal on real SMS, and on three classes where two runner-ups tie at 0.0.
-    from corpora import load_sms_spam
     from stream_nb.config import load_config
     from stream_nb.model.explain import strongest_clues
+
+    from corpora import load_sms_spam
 
     rows = load_sms_spam()[:1200]
     featurizer = load_config(Path(__file__).parents[1] / "configs" / "spam.toml").build_featurizer()
@@ -401,10 +403,11 @@ def test_clues_ranked_by_the_probabilities_equal_the_clues_of_a_second_scoring()
 def test_clues_of_a_batch_equal_the_clues_of_each_event(kind, alpha):
     # The worker takes a poll's clues at once (strongest_clues_many); each list must be the one
     # strongest_clues gives for that event alone, to the last digit and in the same order.
-    from corpora import load_sms_spam
     from stream_nb.config import load_config
     from stream_nb.model.explain import strongest_clues, strongest_clues_many
     from stream_nb.model.registry import build_model
+
+    from corpora import load_sms_spam
 
     rows = load_sms_spam()[:1600]
     featurizer = load_config(Path(__file__).parents[1] / "configs" / "spam.toml").build_featurizer()
@@ -437,9 +440,10 @@ def test_clues_of_a_batch_equal_the_clues_of_each_event(kind, alpha):
 def test_clues_equal_the_formula_computed_over_arrays_and_rounded_by_numpy():
     # strongest_clues walks Python floats for speed; here the same definition over numpy arrays
     # (x_f [log P(f|c) - log P(f|k)], smoothed with alpha, learned features only), np.round'ed.
-    from corpora import load_sms_spam
     from stream_nb.config import load_config
     from stream_nb.model.explain import _round6, strongest_clues
+
+    from corpora import load_sms_spam
 
     rows = load_sms_spam()[:1500]
     featurizer = load_config(Path(__file__).parents[1] / "configs" / "spam.toml").build_featurizer()
@@ -503,9 +507,10 @@ def test_replay_with_spam_toml_is_the_same_byte_for_byte_at_any_batch_size(tmp_p
     # Order-dependent training goes a window at a time in batches and one event at a time at
     # --batch-size 1; scores.csv and every figure must not tell them apart. Real SMS, with
     # unlabeled events mixed in and labels arriving late.
-    from corpora import load_sms_spam
     from stream_nb.config import load_config
     from stream_nb.replay.cli import replay_and_report
+
+    from corpora import load_sms_spam
 
     rows = load_sms_spam()[:1500]
     events = [{"id": f"s{i}", "text": text, "label": None if i % 9 == 4 else label}

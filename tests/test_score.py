@@ -14,6 +14,7 @@ from stream_nb import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, Mult
 from stream_nb.model.decision import band_verdict, obvious_positive, score_verdict, verdict
 from stream_nb.model.posterior import Posterior, log_odds_of, log_posteriors_of, positive_score
 from stream_nb.model.training import predict_learn
+
 from streams import gaussian_stream, prequential_loop, text_stream
 
 MODELS = [

@@ -23,6 +23,7 @@ from stream_nb.features import TextFeaturizer
 from stream_nb.model.decision import score_verdict
 from stream_nb.model.scale import scaled_scores
 from stream_nb.replay.cli import replay_and_report
+
 from test_replay_score import mann_whitney, saturating_stream, spam_missed_at_one_ham_in_a_thousand
 
 REPO = Path(__file__).resolve().parents[1]

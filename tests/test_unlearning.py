@@ -16,6 +16,7 @@ from stream_nb import BernoulliNB, CategoricalNB, ComplementNB, GaussianNB, Mult
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.model import NotLearned, SparseBatch
 from stream_nb.model.registry import model_from_state
+
 from streams import SEED_004_TRAIN, gaussian_stream, text_stream, word_counts
 
 Q = 2.0**-20  # the forgetting grid

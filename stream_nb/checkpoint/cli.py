@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from stream_nb.checkpoint.digest import state_digest
-from stream_nb.checkpoint.store import Checkpoint, CheckpointError, CheckpointStore, log as store_log
+from stream_nb.checkpoint.store import Checkpoint, CheckpointError, CheckpointStore
+from stream_nb.checkpoint.store import log as store_log
 from stream_nb.model.registry import kind_of
 
 _PROG = "stream-nb inspect"

@@ -10,16 +10,16 @@ from stream_nb.events.codec import (
     FeatureValue,
     Header,
     Label,
+    PredictionEncoder,
     Rejected,
     SourcePosition,
     dead_letter_headers,
     decode_record,
     decode_records,
-    record_decoder,
+    encode_prediction,
     event_from_object,
     parse_json,
-    PredictionEncoder,
-    encode_prediction,
+    record_decoder,
 )
 
 __all__ = [

@@ -20,8 +20,15 @@ import logging
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from kafka.errors import (FencedInstanceIdError, InvalidProducerEpochError, KafkaError, KafkaTimeoutError,
-                          ProducerFencedError, TopicAlreadyExistsError, TransactionalIdAuthorizationFailedError)
+from kafka.errors import (
+    FencedInstanceIdError,
+    InvalidProducerEpochError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerFencedError,
+    TopicAlreadyExistsError,
+    TransactionalIdAuthorizationFailedError,
+)
 from kafka.structs import MemberState, OffsetAndMetadata
 
 from stream_nb.config import KAFKA_CONSUMER_KEYS, KAFKA_PRODUCER_KEYS, min_insync_replicas

@@ -25,8 +25,13 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from stream_nb.kafka.broker import (DEFAULT_JVM_OPTIONS, BrokerError, LocalKafkaBroker, _free_port,
-                                    _new_cluster_id)
+from stream_nb.kafka.broker import (
+    DEFAULT_JVM_OPTIONS,
+    BrokerError,
+    LocalKafkaBroker,
+    _free_port,
+    _new_cluster_id,
+)
 
 CLUSTER_FILE = "cluster.json"
 MAX_BROKERS = 9  # a loopback cluster on one machine; more is a typo

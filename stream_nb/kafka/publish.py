@@ -36,8 +36,8 @@ import argparse
 import base64
 import hashlib
 import json
-import re
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterator

@@ -19,12 +19,12 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from email.header import Header, decode_header
 from email.message import Message
 from email.parser import BytesParser
-from email.utils import collapse_rfc2231_value, parseaddr, unquote
 from email.policy import compat32
+from email.utils import collapse_rfc2231_value, parseaddr, unquote
+from functools import lru_cache
 
 from stream_nb.events.codec import has_lone_surrogate
 from stream_nb.mail.html import count_bucket, read_html, registered_domain

@@ -19,15 +19,21 @@ from __future__ import annotations
 
 import bisect
 import math
-from itertools import chain, repeat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 
 import numpy as np
 from river import base as river_base
 
-from stream_nb.model._numerics import (effective_log_row, effective_log_scores, exclusive_cumsum, log_list,
-                                       normalise_effective, normalise_log_row)
+from stream_nb.model._numerics import (
+    effective_log_row,
+    effective_log_scores,
+    exclusive_cumsum,
+    log_list,
+    normalise_effective,
+    normalise_log_row,
+)
 from stream_nb.model.posterior import Posterior
 
 # Events per kernel call: bounds the (events x classes) work arrays and keeps the per-batch

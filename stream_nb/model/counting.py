@@ -31,11 +31,11 @@ from stream_nb.model._numerics import (
     weighted_column_sums,
 )
 from stream_nb.model.base import (
+    GRID_BITS,
+    GRID_LIMIT,
     ClassPrefix,
     EncodedBatch,
     EncodedEvent,
-    GRID_BITS,
-    GRID_LIMIT,
     NaiveBayes,
     NotLearned,
     SparseBatch,

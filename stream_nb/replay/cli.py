@@ -187,10 +187,9 @@ def _events_of(args, config: Config, rejected: Rejections):
             events = list(events)
             random.Random(args.shuffle).shuffle(events)
         return events if args.max_events is None else islice(events, args.max_events)
-    from stream_nb.replay.topic import parse_time, read_topic
-
     from stream_nb.config import with_bootstrap
     from stream_nb.kafka.discovery import check_reachable
+    from stream_nb.replay.topic import parse_time, read_topic
 
     _, bootstrap = with_bootstrap(args.config, args.set, args.bootstrap)
     check_reachable(bootstrap)

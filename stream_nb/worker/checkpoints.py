@@ -16,8 +16,8 @@ from kafka import TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 
 from stream_nb.checkpoint import CheckpointError, CheckpointStore
-from stream_nb.checkpoint.store import read_checkpoint
 from stream_nb.checkpoint.background import BackgroundSaver, SavedCheckpoint
+from stream_nb.checkpoint.store import read_checkpoint
 from stream_nb.events import Rejected, SourcePosition
 from stream_nb.lessons import LabeledLessons, LearnedIds, LearnedIdsStateError
 from stream_nb.model.registry import model_from_state

@@ -14,7 +14,6 @@ from stream_nb.kafka.clients import KafkaSetupError
 from stream_nb.kafka.discovery import NoBroker, check_reachable
 from stream_nb.worker import outage
 
-
 EXIT_FENCED = 3  # a newer worker with the same instance id took over
 
 
@@ -58,11 +57,10 @@ def _configure_logging(level: str, log_format: str) -> None:
 
 
 def run_worker(args) -> int:
-    from stream_nb.worker.loop import ModelStateUnknown, Worker  # imports kafka-python only when needed
-
     from stream_nb.keyed.changelog import ChangelogError
     from stream_nb.worker.keyed import KeyedStateError
     from stream_nb.worker.labeled import LabeledLogError
+    from stream_nb.worker.loop import ModelStateUnknown, Worker  # imports kafka-python only when needed
     from stream_nb.worker.outputs import Fenced
 
     _configure_logging(args.log_level, "text")

@@ -46,12 +46,18 @@ from kafka import TopicPartition
 from kafka.partitioner.default import murmur2
 
 from stream_nb.kafka.clients import make_labeled_reader, offset_after
-from stream_nb.keyed.changelog import (ChangelogRangeError, changelog_topic, ensure_changelog, read_changelog,
-                                       send_flush, tombstones_kept_ms)
+from stream_nb.keyed.changelog import (
+    ChangelogRangeError,
+    changelog_topic,
+    ensure_changelog,
+    read_changelog,
+    send_flush,
+    tombstones_kept_ms,
+)
 from stream_nb.keyed.store import META_KEY, StoredKeyTable
-from stream_nb.model.personal import InvalidKeyState
-from stream_nb.model.base import SparseBatch
 from stream_nb.lessons import LabeledLessons, LearnedIds
+from stream_nb.model.base import SparseBatch
+from stream_nb.model.personal import InvalidKeyState
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.learner import Learner

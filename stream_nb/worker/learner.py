@@ -12,8 +12,14 @@ from stream_nb.config import beyond_max_classes
 from stream_nb.events import Event
 from stream_nb.lessons import LEARNED
 from stream_nb.model.training import event_sizes, predict_learn
-from stream_nb.worker.records import (batch_or_one_by_one, count_consumed, decode, featurise_or_reject,
-                                      refusal, rejected_by_us)
+from stream_nb.worker.records import (
+    batch_or_one_by_one,
+    count_consumed,
+    decode,
+    featurise_or_reject,
+    refusal,
+    rejected_by_us,
+)
 
 if TYPE_CHECKING:
     from stream_nb.worker.loop import Worker

@@ -42,7 +42,6 @@ from stream_nb.checkpoint import config_fingerprint
 from stream_nb.config import Config, ConfigError
 from stream_nb.events import Event, Rejected
 from stream_nb.features.mail import MailFeaturizer
-from stream_nb.kafka.labeled_order import ensure_labeled_order, labeled_order_topic
 from stream_nb.kafka.clients import (
     ensure_topics,
     leave_group,
@@ -51,6 +50,7 @@ from stream_nb.kafka.clients import (
     rebalance_pending,
     take_part_in_rebalances,
 )
+from stream_nb.kafka.labeled_order import ensure_labeled_order, labeled_order_topic
 from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.checkpoints import Checkpoints
@@ -60,9 +60,9 @@ from stream_nb.worker.keyed import KeyedState
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.learner import Learner
 from stream_nb.worker.membership import Membership
-from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs
 from stream_nb.worker.metrics import WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
+from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs
 from stream_nb.worker.predictor import Predictor
 from stream_nb.worker.records import ModelStateUnknown, featurise
 from stream_nb.worker.reporting import Reporting

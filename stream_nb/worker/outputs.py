@@ -22,8 +22,13 @@ from kafka import TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from stream_nb.kafka.clients import (FENCING_ERRORS, abort_transaction, commit_transaction, send_null_record,
-                                     transaction_lost)
+from stream_nb.kafka.clients import (
+    FENCING_ERRORS,
+    abort_transaction,
+    commit_transaction,
+    send_null_record,
+    transaction_lost,
+)
 
 log = logging.getLogger("stream_nb.worker")
 

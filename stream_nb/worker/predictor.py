@@ -14,7 +14,13 @@ from stream_nb.model.decision import band_verdict, obvious_positive
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.posterior import positive_score
 from stream_nb.model.scale import scaled_scores
-from stream_nb.worker.records import batch_or_one_by_one, count_consumed, decode, featurise_or_reject, rejected_by_us
+from stream_nb.worker.records import (
+    batch_or_one_by_one,
+    count_consumed,
+    decode,
+    featurise_or_reject,
+    rejected_by_us,
+)
 
 if TYPE_CHECKING:
     from stream_nb.worker.loop import Worker

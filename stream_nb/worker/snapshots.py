@@ -11,7 +11,13 @@ from pathlib import Path
 
 from kafka import TopicPartition
 
-from stream_nb.checkpoint.snapshot import MANIFEST_KEY, SnapshotError, assemble_snapshot, chunk_key, snapshot_records
+from stream_nb.checkpoint.snapshot import (
+    MANIFEST_KEY,
+    SnapshotError,
+    assemble_snapshot,
+    chunk_key,
+    snapshot_records,
+)
 from stream_nb.checkpoint.store import Checkpoint, CheckpointError, encode_checkpoint, parse_checkpoint
 from stream_nb.kafka.clients import make_reader
 

@@ -16,7 +16,12 @@ pytest.importorskip("rocksdict", reason="rocksdict is a core dependency: `make s
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.kafka.clients import make_producer  # noqa: E402
 from stream_nb.keyed.changelog import (  # noqa: E402
-    ChangelogError, ensure_changelog, read_changelog, send_flush, tombstones_kept_ms)
+    ChangelogError,
+    ensure_changelog,
+    read_changelog,
+    send_flush,
+    tombstones_kept_ms,
+)
 from stream_nb.keyed.store import StoredKeyTable  # noqa: E402
 from stream_nb.worker.outputs import Outputs  # noqa: E402
 

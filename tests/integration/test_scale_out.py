@@ -23,9 +23,9 @@ from stream_nb.worker.cli import EXIT_FENCED
 
 from worker_support import (
     Message,
-    assert_each_output_once,
     Topics,
     WorkerProcess,
+    assert_each_output_once,
     assert_predictions_reproduced,
     committed_offset,
     create_topics,

@@ -20,8 +20,6 @@ from stream_nb.config import load_config
 from stream_nb.events import REASONS
 
 from worker_support import (
-    error_line,
-    set_client_quota,
     SPAM_CONFIG,
     Message,
     Topics,
@@ -29,6 +27,7 @@ from worker_support import (
     assert_predictions_reproduced,
     create_topics,
     end_offset,
+    error_line,
     labeled_event,
     latest_summary,
     newest_learned,
@@ -41,6 +40,7 @@ from worker_support import (
     reference_digest,
     reference_digest_events,
     run_cli,
+    set_client_quota,
     unlabeled_event,
     wait_until,
     write_config,

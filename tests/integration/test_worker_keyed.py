@@ -26,11 +26,12 @@ from types import SimpleNamespace
 import pytest
 
 from stream_nb.config import load_config
-from stream_nb.keyed.changelog import changelog_topic, read_changelog
 from stream_nb.kafka.labeled_order import labeled_order_topic
+from stream_nb.keyed.changelog import changelog_topic, read_changelog
 from stream_nb.keyed.store import StoredKeyTable
 from stream_nb.model.training import predict_learn
 from stream_nb.worker.keyed import key_partition
+
 from worker_support import (
     Message,
     Topics,

@@ -7,6 +7,7 @@ featuriser, its model), in this process."""
 from __future__ import annotations
 
 import logging
+
 import pytest
 
 from stream_nb.config import load_config

@@ -11,6 +11,7 @@ import pytest
 
 from stream_nb.config import load_config
 from stream_nb.model.decision import score_verdict
+
 from worker_support import (
     Message,
     Topics,

@@ -17,9 +17,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions
 
-
 from worker_support import (
-    set_client_quota,
     Message,
     Topics,
     WorkerProcess,
@@ -34,6 +32,7 @@ from worker_support import (
     read_topic,
     reference_digest_events,
     run_cli,
+    set_client_quota,
     unlabeled_event,
     wait_until,
     write_config,

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from email.header import Header, decode_header
 from email.message import Message
 from email.parser import BytesParser
-from email.utils import parseaddr
 from email.policy import compat32
+from email.utils import parseaddr
 
 from stream_nb.events.codec import has_lone_surrogate
 from tests.mail_reference.html import count_bucket, read_html, registered_domain
