@@ -1,12 +1,13 @@
 # The two commands a new user needs (see README.md):
 #   make demo   set up the environment and run the main job
-#   make test   set up the environment and run the whole test suite
-# and, for work on the C extensions alone, make sanitize (below; make test runs it too).
+#   make test   set up the environment and run the whole test suite (CI's command)
+# and, for contributors, make check (lint and the tests that need no broker, a few minutes), and
+# for work on the C extensions alone, make sanitize (below; make test runs it too).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test bench sanitize clean
+.PHONY: setup demo check lint test bench sanitize clean
 
 # setup.py and the C sources too: the optional extensions are built in place, and rebuilt when they change
 $(BIN)/stream-nb: pyproject.toml setup.py stream_nb/features/_native.c stream_nb/model/_kernel.c stream_nb/events/_codec.c stream_nb/mail/_native.c
@@ -20,11 +21,24 @@ setup: $(BIN)/stream-nb
 demo: setup
 	$(BIN)/stream-nb demo
 
-# The suite, then the sanitizer run of the C extensions' tests (about 4 minutes) where gcc's
-# AddressSanitizer is there; without it that part is skipped with a line saying so (a failure
-# under CI=true, where it is expected).
-test: setup
-	$(BIN)/python -m pytest
+# Parallel test processes. Most of the suite's time is real brokers and worker processes waiting
+# on one another (timeouts, rebalances, transactions), which overlaps well on 2 cores; each
+# process has a broker of its own, and loadgroup keeps the tests of one shared cluster together.
+TEST_PROCESSES ?= 3
+PYTEST_PARALLEL := -n $(TEST_PROCESSES) --dist loadgroup
+
+lint: setup
+	$(BIN)/ruff check .
+
+# The inner loop: lint, then every test that needs no Kafka broker (tests/integration holds those).
+check: lint
+	$(BIN)/python -m pytest -q -n 2 --ignore=tests/integration -m "not kafka"
+
+# Lint, the suite, then the sanitizer run of the C extensions' tests where gcc's AddressSanitizer
+# is there; without it that part is skipped with a line saying so (a failure under CI=true, where
+# it is expected).
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 	@if [ -f "$$(gcc -print-file-name=libasan.so 2>/dev/null)" ]; then $(MAKE) --no-print-directory sanitize; \
 	elif [ "$$CI" = true ]; then echo "make test: gcc's libasan is missing, so the sanitizer run cannot be done" >&2; exit 1; \
 	else echo "make test: sanitizer run skipped (no gcc with libasan here; the extensions are optional)"; fi
@@ -40,7 +54,7 @@ bench: setup
 # check signed overflow; CI=true makes a missing extension fail, not skip, and derandomizes
 # hypothesis. Any report stops the process (halt_on_error, no recovery), so pytest exits
 # non-zero and so does the target; --capture=sys leaves the report on the terminal.
-# Measured: 4 min 1 s on the 2 shared cores (build 9 s, 224 tests 3 min 52 s). Part of make test.
+# The tests run in two processes (they are CPU-bound: hypothesis). Part of make test.
 SANITIZE_DIR   := build/sanitize
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
                   -fno-wrapv -g -O1
@@ -64,7 +78,7 @@ sanitize: setup
 	$(SANITIZED) $(BIN)/python -c 'import sys, stream_nb.events._codec as c, stream_nb.features._native as f, \
 		stream_nb.model._kernel as k, stream_nb.mail._native as m; \
 		sys.exit(any("$(SANITIZE_DIR)/" not in x.__file__ for x in (c, f, k, m)))'
-	$(SANITIZED) CI=true $(BIN)/python -m pytest -q --capture=sys -p no:cacheprovider $(NATIVE_TESTS)
+	$(SANITIZED) CI=true $(BIN)/python -m pytest -q -n 2 --capture=sys -p no:cacheprovider $(NATIVE_TESTS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache stream_nb/features/_native*.so stream_nb/model/_kernel*.so stream_nb/events/_codec*.so stream_nb/mail/_native*.so

@@ -44,7 +44,8 @@ from worker_support import (
     write_config,
 )
 
-pytestmark = pytest.mark.kafka
+# One cluster for the module: its tests run in one test process (make test's --dist loadgroup).
+pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("three-broker-cluster")]
 
 # A member's failure is noticed in seconds, as in test_scale_out. The transaction timeout stays
 # the clients' default (60 s), as users run it: a broker killed stalls a commit for about the
@@ -326,11 +327,13 @@ def run_a_fault(cluster: LocalKafkaCluster, tmp_path: Path, rows, transport: str
     return figures
 
 
+@pytest.mark.timeout(900)  # minutes of faults and recovery by design; 300 s is the default
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_two_workers_ride_out_a_broker_fault_exactly(cluster, tmp_path, sms, transport, fault):
     run_a_fault(cluster, tmp_path, sms, transport, fault)
 
 
+@pytest.mark.timeout(900)  # minutes of faults and recovery by design; 300 s is the default
 def test_the_labeled_leader_killed_under_plain_settings(cluster, tmp_path, sms, transport):
     run_a_fault(cluster, tmp_path, sms, transport, "labeled-leader-killed", training={"mode": "all"})
 

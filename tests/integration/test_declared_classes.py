@@ -22,6 +22,8 @@ from worker_support import (
     write_config,
 )
 
+pytestmark = pytest.mark.kafka
+
 STRAY = [b'{"id": "x", "text": "t", "label": 1}',  # the example
          labeled_event("y", "free cash now", "Spam"),
          labeled_event("z", "see you at lunch", "1")]

@@ -88,6 +88,7 @@ class Series:
         self.sample(worker)
 
 
+@pytest.mark.timeout(900)  # 300,000 events through a worker, killed once; 300 s is the default
 def test_a_long_growing_stream_stays_within_the_budget_and_a_kill_changes_nothing(kafka_broker, tmp_path, sms):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("soak")

@@ -271,6 +271,7 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp
 # 3. The broker stopped and restarted under a running worker
 
 
+@pytest.mark.timeout(900)  # minutes of faults and recovery by design; 300 s is the default
 def test_worker_rides_out_a_broker_restart(tmp_path, sms, transport):
     from stream_nb.kafka.broker import LocalKafkaBroker
 

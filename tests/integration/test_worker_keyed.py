@@ -264,6 +264,7 @@ def test_one_calm_worker_writes_the_state_of_the_labeled_log(kafka_broker, sms, 
     assert len(predictions) == 600
 
 
+@pytest.mark.timeout(900)  # minutes of faults and recovery by design; 300 s is the default
 def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker, transport, sms, tmp_path):
     def scaled(run):
         logs = run.tmp_path

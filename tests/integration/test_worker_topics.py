@@ -203,8 +203,11 @@ def test_a_topic_deleted_under_a_running_worker_does_not_crash_it(kafka_broker, 
     worker = WorkerProcess(config_path, log_path, stop_when_idle=None)
     try:
         wait_until(lambda: len(read_topic(bootstrap, topics.predictions)) == 200, 60, "the predictions", worker)
+        lines_before = log_path.read_text().count("/s), learned ")
         delete_topic(bootstrap, topics.unlabeled)
-        time.sleep(8.0)  # several progress lines (each asks for the lag) and metadata refreshes
+        # several progress lines after the deletion (each asks for the lag of the vanished topic)
+        wait_until(lambda: log_path.read_text().count("/s), learned ") >= lines_before + 5, 60,
+                   "five progress lines after the deletion", worker)
         assert worker.alive(), worker.log_tail()
         more, messages = labeled_messages(topics.labeled, sms, 500, 300)
         produce(bootstrap, messages)  # it still learns

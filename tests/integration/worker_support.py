@@ -234,9 +234,7 @@ def assert_each_output_once(bootstrap: str, topics: Topics, stream) -> dict[str,
 
 class WorkerProcess:
     """`python -m stream_nb.cli run --config FILE ...` with stdout+stderr appended to `log_path`.
-    Every one started is in `started` until the test's end kills what is left (conftest)."""
-
-    started: list[WorkerProcess] = []
+    One still running at the test's end is killed (tests/conftest.py)."""
 
     def __init__(self, config_path: Path, log_path: Path, *, stop_when_idle: float | None = 3.0,
                  overrides: tuple[str, ...] = (), log_level: str = "INFO") -> None:
@@ -251,7 +249,6 @@ class WorkerProcess:
             self.process = subprocess.Popen(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=subprocess.STDOUT,
                                             env={**hermetic_environment(), "PYTHONUNBUFFERED": "1"})
-        WorkerProcess.started.append(self)
 
     @property
     def pid(self) -> int:
