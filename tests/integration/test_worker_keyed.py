@@ -111,9 +111,11 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
         ((_, _, next_offset),) = prediction["model"]["labeled_offsets"]
         by_offset.setdefault(next_offset, []).append(prediction)
     personal_differs = 0
+    informed = 0  # predictions whose key had counts of its own when they were made
 
     def check_upto(offset: int) -> int:
         """The predictions made with every labeled record below `offset` learned, none above."""
+        nonlocal informed
         differs = 0
         while named and named[0] <= offset:
             for prediction in by_offset.pop(named.pop(0)):
@@ -123,6 +125,7 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
                 expected = personal.predict_proba_one(x, event["key"], table)
                 assert prediction["proba"] == {str(c): p for c, p in expected.items()}, prediction["id"]
                 differs += expected != model.predict_proba_one(x)
+                informed += table.get(event["key"]) is not None
         return differs
 
     digests: dict[int, str] = {}
@@ -156,7 +159,7 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
     digest_upto(log_end)
     for table in tables.values():
         table.flush(position=log_end)
-    return tables, digests, personal_differs
+    return tables, digests, (personal_differs, informed)
 
 
 def changelog_tables(config_path: Path, directory: Path) -> dict[int, StoredKeyTable]:
@@ -174,11 +177,13 @@ def changelog_tables(config_path: Path, directory: Path) -> dict[int, StoredKeyT
 
 
 def assert_state_is_the_logs(bootstrap: str, config_path: Path, labeled: list[dict], unlabeled: list[dict],
-                             predictions: dict[str, dict], tmp_path: Path, complete: bool) -> None:
+                             predictions: dict[str, dict], tmp_path: Path, complete: bool,
+                             labels_before_predictions: bool) -> None:
     """The labeled order holds every labeled record once, each key's in its order; each
     changelog partition is the log's state at the labeled offset it names, which is at or past
     every prediction of its keys (their flush was in the predictions' transaction). `complete`:
-    every partition's state reflects the whole labeled order (a clean stop with nothing left)."""
+    every partition's state reflects the whole labeled order (a clean stop with nothing left).
+    `labels_before_predictions`: the stream was produced before the workers started."""
     order, log_end = labeled_order(bootstrap, config_path)
     assert sorted(event["id"] for _, event in order if "unlearn" not in event) == sorted(e["id"] for e in labeled)
     for key in USERS:
@@ -193,9 +198,15 @@ def assert_state_is_the_logs(bootstrap: str, config_path: Path, labeled: list[di
         assert named <= positions[p], (prediction["id"], named, p, positions[p])
     if complete:
         assert positions == {p: log_end for p in range(PARTITIONS)}
-    expected, digests, personal_differs = reference_tables(config_path, order, log_end, tmp_path / "expected",
-                                                           predictions, by_id, positions)
-    assert personal_differs >= len(predictions) // 2  # the keys' own counts did change predictions
+    expected, digests, (personal_differs, informed) = reference_tables(
+        config_path, order, log_end, tmp_path / "expected", predictions, by_id, positions)
+    # the keys' own counts did change predictions: at least half of those made when the key had
+    # counts; with labels first on a stream produced before the worker starts, that is at least
+    # half of all (how many labels a worker scaled mid-stream had learned at each prediction is
+    # a matter of timing, and the load on the machine)
+    assert informed > 0 and personal_differs >= informed // 2, (personal_differs, informed)
+    if labels_before_predictions:
+        assert personal_differs >= len(predictions) // 2, (personal_differs, informed)
     assert sum(len(table) for table in expected.values()) == len(USERS)  # every user has counts
     for p in range(PARTITIONS):
         assert restored[p].digest() == digests[p], f"partition {p}"
@@ -212,7 +223,7 @@ def predictions_once(bootstrap: str, topics: Topics, unlabeled: list[dict]) -> d
 
 
 def run_keyed_stream(tmp_path: Path, bootstrap: str, transport: str, sms, choreography,
-                     complete: bool = True) -> dict[str, dict]:
+                     complete: bool = True, labels_before_predictions: bool = True) -> dict[str, dict]:
     """`choreography` runs the workers over the stream's three parts; then every unlabeled id is
     predicted once, each as the key's model at its offset, and the changelog is the log's state."""
     topics = Topics.new("keyed")
@@ -226,7 +237,8 @@ def run_keyed_stream(tmp_path: Path, bootstrap: str, transport: str, sms, choreo
     choreography(SimpleNamespace(tmp_path=tmp_path, bootstrap=bootstrap, topics=topics, configs=configs,
                                  parts=parts, labeled=labeled))
     predictions = predictions_once(bootstrap, topics, unlabeled)
-    assert_state_is_the_logs(bootstrap, configs[0], labeled, unlabeled, predictions, tmp_path, complete)
+    assert_state_is_the_logs(bootstrap, configs[0], labeled, unlabeled, predictions, tmp_path, complete,
+                             labels_before_predictions)
     return predictions
 
 
@@ -290,7 +302,8 @@ def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker
 
     # stopped by SIGTERM as the last predictions come: a worker may not have learned the labels
     # that another forwarded last (its successor would relearn them from its position)
-    run_keyed_stream(tmp_path, kafka_broker.bootstrap, transport, sms, scaled, complete=False)
+    run_keyed_stream(tmp_path, kafka_broker.bootstrap, transport, sms, scaled, complete=False,
+                     labels_before_predictions=False)
 
 
 def test_a_worker_restarted_after_new_labels_reuses_its_stores_and_relearns_from_its_checkpoint(
