@@ -54,6 +54,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if _is_controller(config):
         os.environ[SHARED_BROKER_DIR] = tempfile.mkdtemp(prefix="stream-nb-test-broker-")
+        # SIGTERM (a CI runner's cancel, `kill`) ends the run as Ctrl-C does, so that
+        # pytest_unconfigure still stops the detached broker instead of leaving it running.
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _interrupted)
+
+
+def _interrupted(signal_number: int, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signal_number}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
