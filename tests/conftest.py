@@ -36,6 +36,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: each file keeps its own order
 
 
+UNGROUPED: set[str] = set()  # tests marked with an xdist_group that xdist did not group
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under --dist loadgroup, xdist names each grouped test `<id>@<group>`. A marked test
+    without it was not grouped: it would start a cluster in each process, silently (pytest-xdist
+    3.8 on pytest 9, pytest-xdist issue 1386). Such tests fail, saying so (pytest_runtest_setup)."""
+    if session.config.getoption("loadgroup", default=False):
+        UNGROUPED.update(item.nodeid for item in session.items
+                         if item.get_closest_marker("xdist_group") and "@" not in item.nodeid)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.nodeid in UNGROUPED:
+        pytest.fail("--dist loadgroup did not group this test: pytest-xdist and pytest do not agree on node "
+                    "ids (see the pytest pin in pyproject.toml)", pytrace=False)
+
+
 # The one broker of a pytest run: its directory is made by the controlling process and named to
 # the xdist processes (which inherit the environment); the first test that asks starts it, the
 # others find it running (LocalKafkaBroker.start holds a lock on the directory), and the
