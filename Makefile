@@ -22,8 +22,8 @@ demo: setup
 	$(BIN)/stream-nb demo
 
 # Parallel test processes. Most of the suite's time is real brokers and worker processes waiting
-# on one another (timeouts, rebalances, transactions), which overlaps well on 2 cores; each
-# process has a broker of its own, and loadgroup keeps the tests of one shared cluster together.
+# on one another (timeouts, rebalances, transactions), which overlaps well on 2 cores; the
+# processes share one broker (tests/conftest.py), and loadgroup keeps a cluster's tests together.
 TEST_PROCESSES ?= 3
 PYTEST_PARALLEL := -n $(TEST_PROCESSES) --dist loadgroup
 

@@ -139,14 +139,6 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _command_line(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
-    except OSError:
-        return "?"
-
-
 @pytest.fixture(autouse=True)
 def no_process_outlives_its_test() -> Iterator[None]:
     """Kill what a test started and left running, pass or fail: a worker retrying a vanished
@@ -158,13 +150,15 @@ def no_process_outlives_its_test() -> Iterator[None]:
     left = [pid for pid in descendants(os.getpid()) if pid not in before]
     if not left:
         return
-    named = [f"{pid}: {_command_line(pid)}" for pid in left]
+    from stream_nb.kafka.broker import _process_command_line
+
+    named = [f"{pid}: {(_process_command_line(pid) or '?').strip()[:200]}" for pid in left]
     for pid in reversed(left):  # children first, so none is reparented out of sight
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(pid in set(descendants(os.getpid())) for pid in left):
+    while time.monotonic() < deadline and set(left) & set(descendants(os.getpid())):
         time.sleep(0.05)
     warnings.warn("killed at the test's end, still running: " + "; ".join(named), stacklevel=1)
