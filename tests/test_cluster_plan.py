@@ -4,9 +4,11 @@ coordinator, and the directory rules of `stream-nb kafka start --brokers N`."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
+from stream_nb.kafka import broker
 from stream_nb.kafka.cluster import ClusterError, LocalKafkaCluster, coordinator_partition, java_string_hash
 
 
@@ -71,3 +73,38 @@ def test_a_directory_of_a_single_broker_or_of_another_cluster_is_refused(tmp_pat
         LocalKafkaCluster(tmp_path / "three")
     with pytest.raises(ClusterError, match="no cluster in"):
         LocalKafkaCluster(tmp_path / "none")
+
+
+def _ports_of(cluster: LocalKafkaCluster) -> list[int]:
+    return [port for node in cluster.node_ids for port in cluster._ports(node)]
+
+
+def test_a_clusters_ports_lie_outside_the_kernels_ephemeral_range(tmp_path, monkeypatch):
+    """Found in CI: a node stopped for a rolling restart could not come back, because its
+    controller port (from bind(0), so from the ephemeral range) had meanwhile become the source
+    port of some other process's connection."""
+    low, high = broker._ephemeral_port_range()
+    ports = _ports_of(LocalKafkaCluster(tmp_path / "c", 3))
+    assert len(set(ports)) == 6
+    assert all(max(1024, low - broker.STABLE_PORTS) <= port < low or high < port for port in ports), (ports, low)
+    # where the range starts at 1024, the ports lie above it
+    (tmp_path / "range").write_text("1024\t60999\n")
+    monkeypatch.setattr(broker, "EPHEMERAL_RANGE_FILE", tmp_path / "range")
+    assert all(port > 60999 for port in _ports_of(LocalKafkaCluster(tmp_path / "d", 3)))
+
+
+def test_a_stable_port_skips_a_port_in_use_and_falls_back_when_no_room_is_left(tmp_path, monkeypatch):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        taken = listener.getsockname()[1]
+        # a range of one port below the ephemeral range, and that one in use: the draw skips it
+        (tmp_path / "range").write_text(f"{taken + 1} 65535\n")
+        monkeypatch.setattr(broker, "EPHEMERAL_RANGE_FILE", tmp_path / "range")
+        monkeypatch.setattr(broker, "STABLE_PORTS", 1)
+        port = broker._stable_port(attempts=20)
+        assert port != taken and broker._port_is_free(port)  # from bind(0): nothing else is left
+    (tmp_path / "range").write_text("1024 65535\n")
+    assert broker._stable_port(exclude={port}) != port
+    (tmp_path / "range").write_text("not a range\n")
+    assert broker._ephemeral_port_range() == (32768, 60999)

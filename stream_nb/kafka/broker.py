@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -189,12 +190,44 @@ def _port_is_free(port: int) -> bool:
 
 
 def _free_port(exclude: Set[int] = frozenset()) -> int:
+    """A free port from the kernel's ephemeral range: right for a listener that may move when it
+    restarts, wrong for one that must come back on the same port (see `_stable_port`)."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         if port not in exclude:
             return port
+
+
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+STABLE_PORTS = 12_000  # how far below the ephemeral range a stable port is looked for
+
+
+def _ephemeral_port_range() -> tuple[int, int]:
+    """(low, high) of the ports the kernel picks for bind(0) and outgoing connections."""
+    try:
+        low, high = (int(field) for field in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+    return low, high
+
+
+def _stable_port(exclude: Set[int] = frozenset(), *, attempts: int = 500) -> int:
+    """A free port outside the ephemeral range, for a node that must come back where its peers
+    expect it (KRaft voters are addressed by port). While such a node is down, a port of the
+    ephemeral range can be handed to any process's outgoing connection or bind(0), and the node
+    then cannot start again; the kernel never hands out a port outside the range on its own.
+    Drawn at random (from STABLE_PORTS below the range and whatever lies above it) so that
+    clusters planned at the same time rarely pick alike."""
+    low, high = _ephemeral_port_range()
+    spans = [span for span in (range(max(1024, low - STABLE_PORTS), low), range(high + 1, 65536)) if span]
+    draw = random.SystemRandom()
+    for _ in range(attempts if spans else 0):
+        port = draw.choice(draw.choices(spans, weights=[len(span) for span in spans])[0])
+        if port not in exclude and _port_is_free(port):
+            return port
+    return _free_port(exclude)  # no room outside the range on this machine
 
 
 def _new_cluster_id() -> str:
@@ -418,7 +451,8 @@ class LocalKafkaBroker:
             if last and not avoid_previous and last not in chosen and _port_is_free(last):
                 chosen.append(last)  # keep the address clients already know
             else:
-                chosen.append(_free_port(exclude=set(chosen)))
+                # outside the ephemeral range, so that the next start finds it free again
+                chosen.append(_stable_port(exclude=set(chosen)))
         return chosen[0], chosen[1]
 
     def _write_properties(self, port: int, controller_port: int) -> None:

@@ -7,7 +7,8 @@ topics created without an explicit replication factor.
 
     <dir>/cluster.json    the cluster id and every node's two ports, chosen once: each node's
                           controller.quorum.voters names every controller, so a node that comes
-                          back must come back where the others expect it
+                          back must come back where the others expect it; the ports lie outside
+                          the kernel's ephemeral range, where no other socket takes them meanwhile
     <dir>/broker-<id>/    one LocalKafkaBroker directory per node (its own data, log, state)
 
 `stream-nb kafka start --brokers 3` makes one; `stop --broker ID [--kill]` and `start --broker
@@ -29,8 +30,8 @@ from stream_nb.kafka.broker import (
     DEFAULT_JVM_OPTIONS,
     BrokerError,
     LocalKafkaBroker,
-    _free_port,
     _new_cluster_id,
+    _stable_port,
 )
 
 CLUSTER_FILE = "cluster.json"
@@ -126,9 +127,9 @@ class LocalKafkaCluster:
         taken: set[int] = set()
         nodes = {}
         for node_id in range(1, brokers + 1):
-            port = _free_port(taken)
+            port = _stable_port(taken)
             taken.add(port)
-            controller_port = _free_port(taken)
+            controller_port = _stable_port(taken)
             taken.add(controller_port)
             nodes[node_id] = (port, controller_port)
         return {"cluster_id": _new_cluster_id(), "nodes": nodes, "written": False}
