@@ -22,6 +22,11 @@ import pytest
 if TYPE_CHECKING:
     from stream_nb.kafka.broker import LocalKafkaBroker
 
+# The tests' helper modules assert too: pytest rewrites their asserts as it does a test's, so a
+# failure in one says what differed, not a bare AssertionError (CI once printed only that).
+pytest.register_assert_rewrite("corpora", "hostile", "mail_reference", "native", "streams", "timing",
+                               "worker_support")
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Hand out the longest work first: the tests of a group (a module's 3-broker cluster), then
