@@ -393,16 +393,26 @@ HOSTILE_FAMILIES = {
 }
 
 
-def best_time(data: bytes) -> float:
-    return least_cpu_time(lambda: parse_mail(data))
+def growth(small_data: bytes, large_data: bytes, attempts: int = 4) -> tuple[float, float]:
+    """(small, large): the CPU times of parsing each, the best of five taken in turns (so a busy
+    spell on a shared machine stretches both); measured again, up to `attempts` times in all,
+    while the large one looks more than MOST_GROWTH times slower. Quiet, the linear families
+    grow 16-18x here; under heavy load one measurement of the large one was 3.5x its usual
+    (a CI run with other test processes beside two busy loops), never a quadratic's 256x."""
+    for _ in range(attempts):
+        small = large = float("inf")
+        for _ in range(5):
+            small = min(small, least_cpu_time(lambda: parse_mail(small_data), repeats=1))
+            large = min(large, least_cpu_time(lambda: parse_mail(large_data), repeats=1))
+        if large / max(small, 1e-4) <= MOST_GROWTH:
+            break
+    return small, large
 
 
 @pytest.mark.parametrize("family", sorted(HOSTILE_FAMILIES))
 def test_parsing_hostile_mail_grows_linearly_with_its_size(family):
     make = HOSTILE_FAMILIES[family]
-    small, large = best_time(make(SMALL)), best_time(make(LARGE))
-    if large / max(small, 1e-4) > MOST_GROWTH:  # once more: a busy machine can stretch one measurement
-        small, large = best_time(make(SMALL)), best_time(make(LARGE))
+    small, large = growth(make(SMALL), make(LARGE))
     assert large / max(small, 1e-4) <= MOST_GROWTH, (family, small, large)
 
 
@@ -413,7 +423,7 @@ def test_the_growth_check_catches_the_html_parsers_rescans(monkeypatch):
 
     monkeypatch.setattr(html, "_bounded_markup", lambda markup: markup)
     make = HOSTILE_FAMILIES["unclosed_comments"]
-    small, large = best_time(make(4_000)), best_time(make(64_000))
+    small, large = growth(make(4_000), make(64_000))  # measured again as often as a pass would be
     assert large / max(small, 1e-4) > MOST_GROWTH, (small, large)
 
 
