@@ -114,6 +114,8 @@ WORKER_KEYS = {
     # Prometheus /metrics, /healthz and /readyz on this port (0: off), on this address.
     "metrics_port": ((int,), 0),
     "metrics_host": ((str,), "127.0.0.1"),
+    # /readyz says 503 when a partition with records left to read has not advanced for this long.
+    "stall_after_s": ((int, float), 120.0),
     # "json": one JSON object per log line (for log shippers); "text": plain lines.
     "log_format": ((str,), "text"),
 }
@@ -199,6 +201,7 @@ BOUNDS = {
     "worker.clues": (0, 100, "every clue is written into every prediction"),
     "worker.labels_first_wait_s": (0, 3_600, "predictions held back an hour are not live"),
     "worker.metrics_port": (0, 65_535, "a TCP port (0: off)"),
+    "worker.stall_after_s": (1, 86_400, "a partition stuck for a day is long past an alert"),
     "training.margin": (0, 1e6, "nats of log-odds, far beyond a message's: to learn every event, mode = \"all\""),
     "training.remember_ids": (0, 10**7, "each remembered id costs about 280 bytes of memory and 60 in every checkpoint"),
     "evaluation.window": (1, 1_000_000, "events per point of the rolling curves"),
@@ -281,7 +284,8 @@ class Config:
     checkpoint: dict = field(default_factory=dict)
     worker: dict = field(default_factory=lambda: {"log_interval_s": 10.0, "clues": 0, "instance_id": None,
                                                   "labels_first_wait_s": 5.0, "metrics_port": 0,
-                                                  "metrics_host": "127.0.0.1", "log_format": "text"})
+                                                  "metrics_host": "127.0.0.1", "log_format": "text",
+                                                  "stall_after_s": 120.0})
     evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None,
                                                       "unsure_score_band": None, "score_scale": "none"})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})

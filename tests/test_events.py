@@ -8,6 +8,7 @@ import random
 import re
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from stream_nb.events import (
     REASONS,
@@ -16,11 +17,13 @@ from stream_nb.events import (
     SourcePosition,
     codec,
     dead_letter_headers,
+    dead_letter_record,
     decode_record,
     decode_records,
     encode_prediction,
     event_from_object,
 )
+from stream_nb.events.codec import record_bytes_bound
 
 SRC = SourcePosition("sms-labeled", 3, 1234)
 HEADERS = [("trace-id", b"abc"), ("empty", None)]
@@ -616,6 +619,58 @@ def test_dead_letter_headers_are_the_originals_plus_ours():
         ("stream-nb-source-partition", b"3"),
         ("stream-nb-source-offset", b"1234"),
     ]
+
+
+def _batch_bytes(value, key, headers) -> int:
+    """The bytes of a v2 record batch holding this one record, as Kafka's clients build it (the
+    largest timestamp delta and a transactional producer's fields: the worst case)."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=2**62,
+                                        producer_epoch=2**15 - 1, base_sequence=2**31 - 1, batch_size=2**31 - 1)
+    builder.append(0, timestamp=2**62, key=key, value=value, headers=headers)
+    return len(builder.build())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_dead_letter_fits_its_limit_and_keeps_what_it_can(seed):
+    """Generated records of every shape (huge value, huge key, huge or many headers, none) and
+    limits: the letter, built into a batch as Kafka's client does, never exceeds the limit; what
+    fits is kept whole; what was cut is named with the original sizes."""
+    rng = random.Random(seed)
+
+    def blob(limit: int) -> bytes | None:
+        return None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 1, 50, rng.randrange(limit)]))
+
+    value, key = blob(3_000_000), blob(rng.choice([100, 400_000]))
+    count = rng.choice([0, 1, 3, 200])
+    headers = tuple((f"h{i}", blob(600_000 if count <= 3 and rng.random() < 0.5 else 100)) for i in range(count))
+    rejected = Rejected("too_large", "value is big", value, key, headers, SourcePosition("in", 2, 10**12))
+    limit = rng.choice([8_192, 65_536, 1_048_588, 3_000_000])
+    letter_value, letter_key, letter_headers = dead_letter_record(rejected, limit)
+    real = _batch_bytes(letter_value, letter_key, letter_headers)
+    assert real <= record_bytes_bound(letter_value, letter_key, letter_headers) <= limit
+    assert _batch_bytes(value, key, list(headers)) <= record_bytes_bound(value, key, headers)
+    marks = dict(letter_headers)
+    if record_bytes_bound(value, key, dead_letter_headers(rejected)) <= limit:
+        assert (letter_value, letter_key, letter_headers) == (value, key, dead_letter_headers(rejected))
+        return
+    cut = marks["stream-nb-truncated"].decode().split(",")
+    header_bytes = sum(10 + len(name) + len(data or b"") for name, data in headers)
+    assert marks["stream-nb-original-bytes"] == (
+        f"value={len(value or b'')} key={len(key or b'')} headers={header_bytes}").encode()
+    assert cut and set(cut) <= {"value", "key", "headers"}
+    assert (letter_value == value) == ("value" not in cut) and value.startswith(letter_value or b"")
+    assert (letter_key == key) == ("key" not in cut) and (key or b"").startswith(letter_key or b"")
+    kept = [header for header in letter_headers if not header[0].startswith("stream-nb-")]
+    assert kept == ([] if "headers" in cut else list(headers))
+    assert marks["stream-nb-reason"] == b"too_large" and marks["stream-nb-source-offset"] == b"1000000000000"
+    # nothing is cut that the limit had room for: a letter cut only to fit, and close to the limit
+    assert record_bytes_bound(letter_value, letter_key, letter_headers) > limit - 2_048 or "headers" in cut
+
+
+def test_a_dead_letter_limit_too_small_for_our_own_headers_is_an_error():
+    rejected = Rejected("too_large", "x", b"v" * 10_000, None, (), SourcePosition("in", 0, 1))
+    with pytest.raises(ValueError, match="more than 600 bytes for its own headers"):
+        dead_letter_record(rejected, 600)
 
 
 def test_dead_letter_headers_replace_our_headers_from_an_earlier_pass():

@@ -172,6 +172,8 @@ __all__ = [
     "Rejected",
     "SourcePosition",
     "dead_letter_headers",
+    "dead_letter_record",
+    "record_bytes_bound",
     "decode_record",
     "decode_records",
     "record_decoder",
@@ -230,6 +232,9 @@ DETAIL_HEADER = "stream-nb-detail"
 SOURCE_TOPIC_HEADER = "stream-nb-source-topic"
 SOURCE_PARTITION_HEADER = "stream-nb-source-partition"
 SOURCE_OFFSET_HEADER = "stream-nb-source-offset"
+# A dead letter cut to fit its topic: the original value's (key's, headers') size, and what was cut.
+ORIGINAL_BYTES_HEADER = "stream-nb-original-bytes"
+TRUNCATED_HEADER = "stream-nb-truncated"
 _OUR_HEADERS = frozenset(
     (
         REASON_HEADER,
@@ -237,6 +242,8 @@ _OUR_HEADERS = frozenset(
         SOURCE_TOPIC_HEADER,
         SOURCE_PARTITION_HEADER,
         SOURCE_OFFSET_HEADER,
+        ORIGINAL_BYTES_HEADER,
+        TRUNCATED_HEADER,
     )
 )
 
@@ -835,3 +842,70 @@ def dead_letter_headers(rejected: Rejected) -> list[Header]:
         (SOURCE_OFFSET_HEADER, str(source.offset).encode("ascii")),
     ]
     return headers
+
+
+# A record batch's fixed header (v2: 61 bytes) and, per record, the most its varints take
+# (length, attributes, timestamp and offset deltas, key and value lengths, header count: 5 + 1 +
+# 10 + 5 + 5 + 5 + 5) and a header's two length varints.
+BATCH_OVERHEAD = 61
+RECORD_OVERHEAD = 36
+HEADER_OVERHEAD = 10
+# Kept free of the topic's limit when a dead letter is cut: a header's value may grow in transit
+# (none does today) and a broker counts a batch's bytes as it has them.
+DEAD_LETTER_SLACK = 512
+
+
+def record_bytes_bound(value: bytes | None, key: bytes | None, headers) -> int:
+    """An upper bound on the bytes of one record alone in a v2 record batch, which is what a
+    topic's max.message.bytes limits (uncompressed: compression only shrinks it):
+    61 + 36 + |key| + |value| + sum over headers of (10 + |name| + |value|)."""
+    return BATCH_OVERHEAD + RECORD_OVERHEAD + len(key or b"") + len(value or b"") + _headers_bytes(headers)
+
+
+def dead_letter_record(rejected: Rejected, max_bytes: int) -> tuple[bytes | None, bytes | None, list[Header]]:
+    """(value, key, headers) of the dead letter of `rejected`, at most `max_bytes` by
+    `record_bytes_bound`: the original record with `dead_letter_headers` when it fits; otherwise
+    cut, in this order until it fits: the original headers dropped, the value and then the key
+    shortened to their first bytes. A cut letter says so: ``stream-nb-truncated`` lists what was
+    cut ("value", "key", "headers") and ``stream-nb-original-bytes`` gives the original value's,
+    key's and headers' sizes ("value=N key=N headers=N"). A dead letter is for a person to read
+    and re-drive; its first bytes and its source position are what they need, and the source
+    record stays in its topic whole. Raises ValueError when even our own headers do not fit."""
+    headers = dead_letter_headers(rejected)
+    value, key = rejected.value, rejected.key
+    if record_bytes_bound(value, key, headers) <= max_bytes:
+        return value, key, headers
+    original_headers = [(name, data) for name, data in rejected.headers if name not in _OUR_HEADERS]
+    ours = headers[len(original_headers):]
+    sizes = (f"value={len(value or b'')} key={len(key or b'')} "
+             f"headers={_headers_bytes(original_headers)}").encode("ascii")
+    longest_marks = [(TRUNCATED_HEADER, b"value,key,headers"), (ORIGINAL_BYTES_HEADER, sizes)]
+    # bytes left for the original headers, key and value
+    room = max_bytes - DEAD_LETTER_SLACK - record_bytes_bound(None, None, [*ours, *longest_marks])
+    if room < 0:
+        raise ValueError(f"a dead letter needs more than {max_bytes} bytes for its own headers")
+    cut: set[str] = set()
+    kept = original_headers
+    if _headers_bytes(kept) > room // 4:  # one may be huge: they go whole, never half a header
+        kept = []
+        cut.add("headers")
+    room -= _headers_bytes(kept)
+    key_length, value_length = len(key or b""), len(value or b"")
+    if key_length + value_length > room:
+        # the key keeps at most a quarter when both are long, the value the rest
+        new_key_length = min(key_length, max(room // 4, room - value_length))
+        new_value_length = min(value_length, room - new_key_length)
+        if new_value_length < value_length:
+            value = value[:new_value_length]
+            cut.add("value")
+        if new_key_length < key_length:
+            key = key[:new_key_length]
+            cut.add("key")
+    what = ",".join(part for part in ("value", "key", "headers") if part in cut)
+    marks = [(TRUNCATED_HEADER, what.encode("ascii")), (ORIGINAL_BYTES_HEADER, sizes)]
+    return value, key, [*kept, *ours, *marks]
+
+
+def _headers_bytes(headers) -> int:
+    """The bytes `headers` add to a record (`record_bytes_bound`'s share of them)."""
+    return sum(HEADER_OVERHEAD + len(name.encode("utf-8")) + len(data or b"") for name, data in headers)

@@ -290,14 +290,15 @@ def _is_confluent(client) -> bool:
     return getattr(client, "confluent", False)
 
 
-def make_producer(kafka: dict, client: dict, transactional_id: str | None = None):
+def make_producer(kafka: dict, client: dict, transactional_id: str | None = None, max_record_bytes: int = 0):
     """acks=all and idempotence; large batches and 20 ms of lingering, because every new batch
     wakes kafka-python's sender thread through a socket write (measured: a third of the
     producer's cost with the defaults). With `transactional_id`, transactions are initialised
-    (which fences an older producer of the same id and aborts its open transaction)."""
+    (which fences an older producer of the same id and aborts its open transaction).
+    `max_record_bytes`: the largest record it must send (a dead letter, up to its topic's limit)."""
     options = {"acks": "all", "linger_ms": 20, "batch_size": 262_144,
                # a dead letter carries the original bytes, which may be up to the size limit and more
-               "max_request_size": max(1_048_576, 2 * kafka["max_message_bytes"] + 65_536),
+               "max_request_size": max(1_048_576, 2 * kafka["max_message_bytes"] + 65_536, max_record_bytes + 1024),
                **client_options(kafka, client, "producer")}
     if transactional_id is not None:
         options["transactional_id"] = transactional_id

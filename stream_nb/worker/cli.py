@@ -61,7 +61,7 @@ def run_worker(args) -> int:
     from stream_nb.worker.keyed import KeyedStateError
     from stream_nb.worker.labeled import LabeledLogError
     from stream_nb.worker.loop import ModelStateUnknown, Worker  # imports kafka-python only when needed
-    from stream_nb.worker.outputs import Fenced
+    from stream_nb.worker.outputs import Fenced, OutputRefused
 
     _configure_logging(args.log_level, "text")
     try:
@@ -80,7 +80,8 @@ def run_worker(args) -> int:
     try:
         worker.run(stop_when_idle_s=args.stop_when_idle)
     # a partition added under thick-threshold; the last checkpoint; a labeled batch half learned
-    except (LabeledLogError, CheckpointError, ModelStateUnknown, KeyedStateError, ChangelogError) as error:
+    except (LabeledLogError, CheckpointError, ModelStateUnknown, KeyedStateError, ChangelogError,
+            OutputRefused) as error:
         print(f"stream-nb run: {error}", file=sys.stderr)
         return 2
     except Fenced as error:

@@ -51,6 +51,7 @@ from stream_nb.kafka.clients import (
     take_part_in_rebalances,
 )
 from stream_nb.kafka.labeled_order import ensure_labeled_order, labeled_order_topic
+from stream_nb.kafka.limits import BROKER_DEFAULT_LIMIT, ensure_dead_letter_room
 from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.checkpoints import Checkpoints
@@ -111,8 +112,11 @@ class Worker:
         self._published: Counter = Counter()  # {topic: outputs committed} since start
         self._processed = 0
         self._restored: dict | None = None  # the restored labeled offsets, until the clients open there
+        # The most a dead letter may take (its topic's max.message.bytes, learned at start).
+        self.dead_letter_bytes = BROKER_DEFAULT_LIMIT
         self.membership = Membership(self)
         self.telemetry = WorkerMetrics()  # Prometheus counters, liveness, readiness
+        self.telemetry.stall_after_s = float(config.worker.get("stall_after_s", 120.0))
         self.mail_featurizer = MailFeaturizer(self.event_featurizer, on_parsed=self.telemetry.count_mail)
         self.reporting = Reporting(self)
         self.learner = Learner(self)
@@ -159,6 +163,7 @@ class Worker:
         # first: an unreachable broker leaves no trace
         snapshot_topic = self.checkpoints.snapshot_topic
         ensure_topics(self.kafka, self.config.kafka_client, (snapshot_topic,) if snapshot_topic else ())
+        self.dead_letter_bytes = ensure_dead_letter_room(self.kafka, self.config.kafka_client)
         if self.keyed is not None:
             counts = partition_counts(self.kafka, self.config.kafka_client,
                                       [*self.unlabeled_topics, *sorted(self.forwarding.sources)])

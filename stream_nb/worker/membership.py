@@ -24,9 +24,17 @@ from stream_nb.kafka.clients import (
     make_producer,
     transaction_lost,
 )
+from stream_nb.kafka.limits import MIN_DEAD_LETTER_BYTES, dead_letter_limit
 from stream_nb.worker.labeled import LabeledLog
 from stream_nb.worker.outage import OUTAGE
-from stream_nb.worker.outputs import Fenced, Outputs, fenced_by, transaction_call_timeout_s
+from stream_nb.worker.outputs import (
+    Fenced,
+    OutputRefused,
+    Outputs,
+    fenced_by,
+    refused_as_too_large,
+    transaction_call_timeout_s,
+)
 
 if TYPE_CHECKING:
     from stream_nb.worker.loop import Worker
@@ -110,7 +118,7 @@ class Membership:
             raise
         w.labeled = labeled
         w._restored = None
-        w.producer = make_producer(w.kafka, client, w.transactional_id)
+        w.producer = make_producer(w.kafka, client, w.transactional_id, max_record_bytes=w.dead_letter_bytes)
         w.group = self._join_group()
         w.outputs = Outputs(w.producer, w.group, exactly_once=w.exactly_once,
                             commit_interval_s=w.kafka["commit_interval_ms"] / 1000,
@@ -190,12 +198,17 @@ class Membership:
             raise Fenced(f"fenced: another worker with transactional id {w.transactional_id!r} (instance "
                          f"{w.instance_id!r}) has taken over, or this one's transaction outlived "
                          f"transaction_timeout_ms (paused?); stopping so as not to fence it back ({error})") from None
-        OUTAGE.begin(f"{error}: outputs since the last commit are dropped and redone")
+        w.telemetry.last_error = f"{type(error).__name__}: {error}"
+        if refused_as_too_large(error):
+            self._cut_dead_letters(error)
+        else:
+            OUTAGE.begin(f"{error}: outputs since the last commit are dropped and redone")
         member_id = w.group.group_metadata().member_id if w.group is not None else ""
         self.close_clients(timeout_s=0)
         while not w._stopping:
             time.sleep(RETRY_AFTER_ERROR_S)
             w.telemetry.last_step = time.monotonic()  # alive: waiting for the broker is its job
+            w.telemetry.refresh_stalls()  # but not advancing: /readyz and the gauge say so in time
             try:
                 # A new producer fences every older one of its transactional id: first make sure
                 # no newer member holds this instance id (a replacement started while this
@@ -216,6 +229,27 @@ class Membership:
                 OUTAGE.begin(str(reopen_error))  # a line a minute at most while it lasts
                 log.debug("still cannot reach Kafka (%s)", reopen_error)
                 self.close_clients(timeout_s=0)
+
+    def _cut_dead_letters(self, error: KafkaError) -> None:
+        """The broker refused an output as too large. When the dead-letter topic now takes less
+        than the worker sends there (its limit lowered since start), dead letters are cut to it
+        and the outputs redone. Otherwise no cut helps (a prediction is what the broker refuses,
+        the predictions topic's limit is the operator's to fix): OutputRefused, one line. When
+        the broker cannot say its limit, letters are halved, down to MIN_DEAD_LETTER_BYTES."""
+        w = self.worker
+        topic = w.kafka["dead_letter_topic"]
+        try:
+            limit = dead_letter_limit(w.kafka, w.config.kafka_client)
+        except Exception as describe_error:  # the broker answered just now; halving alone is bounded
+            log.debug("reading %s's max.message.bytes: %s", topic, describe_error)
+            limit = w.dead_letter_bytes // 2
+        if limit >= w.dead_letter_bytes or limit < MIN_DEAD_LETTER_BYTES:
+            raise OutputRefused(f"kafka: the broker refuses the worker's outputs as too large ({error}), although "
+                                f"dead letters fit {topic}'s {w.dead_letter_bytes} bytes: check max.message.bytes of "
+                                f"{w.kafka['predictions_topic']} and {topic}") from None
+        log.warning("the broker refused an output as too large (%s): dead letters are cut to %d bytes from now "
+                    "on (%s's max.message.bytes), and the outputs since the last commit are redone", error, limit, topic)
+        w.dead_letter_bytes = limit
 
     def _rejoined_after_instance_fencing(self, error: KafkaError) -> bool:
         """Our consumer was fenced by another member with our instance id, but our producer is

@@ -5,7 +5,9 @@
     /metrics   Prometheus exposition (prometheus_client's text format)
     /healthz   200 while the loop turns (a step started within `alive_within_s`), else 503
     /readyz    200 once the worker is in its group and has learned the labeled log up to the
-               end it saw (it then predicts with every label already appended), else 503
+               end it saw (it then predicts with every label already appended), and while no
+               partition with records left to read has stood still for `stall_after_s`; else
+               503, naming the stalled partitions and the last Kafka error
 
 on `[worker] metrics_host` (127.0.0.1 by default; 0.0.0.0 in a container that is scraped).
 Each worker has a registry of its own (several workers in one process, as the tests run them,
@@ -45,6 +47,9 @@ class WorkerMetrics:
         self.predictions = Counter("stream_nb_predictions", "Predictions sent", registry=registry)
         self.dead_letters = Counter("stream_nb_dead_letters", "Events sent to the dead-letter topic, by reason",
                                     ["reason"], registry=registry)
+        self.dead_letters_cut = Counter("stream_nb_dead_letters_truncated", "Dead letters cut to fit the dead-letter "
+                                        "topic's max.message.bytes (headers stream-nb-truncated, "
+                                        "stream-nb-original-bytes)", registry=registry)
         self.rewinds = Counter("stream_nb_rewinds", "Outputs since the last commit dropped and redone",
                                registry=registry)
         self.checkpoint_seconds = Histogram("stream_nb_checkpoint_duration_seconds", "Time to write a checkpoint",
@@ -78,8 +83,55 @@ class WorkerMetrics:
         self.lessons = Counter("stream_nb_labeled_outcomes", "Labeled events by what the rules of duplicates "
                                "and corrections made of them (stream_nb.lessons: learned, duplicate, relearned, "
                                "corrected, correction_mismatch, correction_of_unknown)", ["outcome"], registry=registry)
+        self.stalled = Gauge("stream_nb_partition_stalled_seconds", "How long a partition with records left to "
+                             "read has not advanced (0 while it advances or is caught up)", ["topic", "partition"],
+                             registry=registry)
         self.last_step = time.monotonic()
         self.ready = False
+        self.stall_after_s = 120.0
+        self.last_error: str | None = None  # the last Kafka error the worker rode out, for /readyz
+        # {(topic, partition): (position, since when it stands there with records left to read)}
+        self._progress: dict[tuple[str, int], tuple[int, float]] = {}
+        self._lags: dict[tuple[str, int], int] = {}
+
+    def observe_progress(self, positions: dict[tuple[str, int], int], lags: dict[tuple[str, int], int],
+                         now: float | None = None) -> None:
+        """Note each partition's position: one that moved, or has nothing left to read, advances."""
+        now = time.monotonic() if now is None else now
+        progress = {}
+        for partition, position in positions.items():
+            previous = self._progress.get(partition)
+            moving = previous is None or previous[0] != position or lags.get(partition, 0) == 0
+            progress[partition] = (position, now) if moving else previous
+        for topic, number in set(self._progress) - set(progress):  # no longer this worker's
+            self.stalled.remove(topic, str(number))
+        self._progress, self._lags = progress, dict(lags)
+        self.refresh_stalls(now)
+
+    def stalls(self, now: float | None = None) -> dict[tuple[str, int], float]:
+        """{(topic, partition): seconds without advancing} of the partitions stalled for
+        stall_after_s or longer with records left to read."""
+        now = time.monotonic() if now is None else now
+        return {partition: now - since for partition, (_, since) in self._progress.items()
+                if self._lags.get(partition, 0) > 0 and now - since >= self.stall_after_s}
+
+    def refresh_stalls(self, now: float | None = None) -> None:
+        """The stalled-seconds gauge, as of `now` (also while the worker waits for the broker)."""
+        now = time.monotonic() if now is None else now
+        for (topic, number), (_, since) in self._progress.items():
+            self.stalled.labels(topic, str(number)).set(now - since if self._lags.get((topic, number), 0) > 0 else 0.0)
+
+    def readiness(self, now: float | None = None) -> tuple[bool, str]:
+        """(ready, the reason when not) for /readyz."""
+        stalls = self.stalls(now)
+        if stalls:
+            named = ", ".join(f"{topic}[{number}] at offset {self._progress[(topic, number)][0]} (lag "
+                              f"{self._lags[(topic, number)]}) for {seconds:.0f} s"
+                              for (topic, number), seconds in sorted(stalls.items()))
+            return False, f"stalled: {named}; last error: {self.last_error or 'none'}"
+        if not self.ready:
+            return False, "catching up with the labeled log"
+        return True, "ready"
 
     def count_mail(self, parsed) -> None:
         """One message read (a `ParsedMail`): counted, and each of its defects."""
@@ -114,8 +166,8 @@ class MetricsServer:
                     self._answer(200 if alive else 503, (b"ok\n" if alive else
                                  f"the loop has not turned for {idle:.0f} s\n".encode()))
                 elif path == "/readyz":
-                    ready = server.metrics.ready
-                    self._answer(200 if ready else 503, b"ready\n" if ready else b"catching up with the labeled log\n")
+                    ready, why = server.metrics.readiness()
+                    self._answer(200 if ready else 503, f"{why}\n".encode("utf-8", "backslashreplace"))
                 else:
                     self._answer(404, b"not found: /metrics, /healthz, /readyz\n")
 

@@ -50,6 +50,25 @@ class DeliveryError(KafkaError):
     retriable = True
 
 
+class OutputRefused(RuntimeError):
+    """The broker refuses an output as too large, and a smaller dead letter cannot help: one
+    line, and the worker stops (a non-retriable error is never retried for ever)."""
+
+
+# How a broker (or the client, before sending) says a record exceeds a limit: kafka-python's
+# classes, and librdkafka's local error by name.
+TOO_LARGE_SIGNS = ("MessageSizeTooLargeError", "RecordListTooLargeError", "MSG_SIZE_TOO_LARGE")
+
+
+def refused_as_too_large(error: BaseException) -> bool:
+    """Whether `error` (or an error it was raised from) says a record was too large."""
+    while error is not None:
+        if type(error).__name__ in TOO_LARGE_SIGNS or any(sign in str(error) for sign in TOO_LARGE_SIGNS):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 class Fenced(RuntimeError):
     """A newer worker with the same instance id (transactional id) has taken over."""
 

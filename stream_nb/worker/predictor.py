@@ -8,7 +8,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from stream_nb.events import Event, PredictionEncoder, Rejected, dead_letter_headers
+from stream_nb.events import Event, PredictionEncoder, Rejected, dead_letter_record
+from stream_nb.events.codec import ORIGINAL_BYTES_HEADER
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import band_verdict, obvious_positive
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
@@ -141,7 +142,13 @@ class Predictor:
     def dead_letter(self, rejected: Rejected) -> None:
         log.debug("dead letter %s:%d:%d %s", rejected.source.topic, rejected.source.partition,
                   rejected.source.offset, rejected.reason)
-        self.send(self.worker.kafka["dead_letter_topic"], rejected.value, rejected.key, dead_letter_headers(rejected))
+        value, key, headers = dead_letter_record(rejected, self.worker.dead_letter_bytes)
+        if headers and headers[-1][0] == ORIGINAL_BYTES_HEADER:  # cut to fit its topic
+            self.worker.telemetry.dead_letters_cut.inc()
+            log.warning("the dead letter of %s:%d:%d (%s) is cut to the dead-letter topic's %d bytes (%s)",
+                        rejected.source.topic, rejected.source.partition, rejected.source.offset, rejected.reason,
+                        self.worker.dead_letter_bytes, headers[-1][1].decode("ascii"))
+        self.send(self.worker.kafka["dead_letter_topic"], value, key, headers)
         self.worker.telemetry.dead_letters.labels(rejected.reason).inc()
 
     def send(self, topic: str, value, key, headers) -> None:

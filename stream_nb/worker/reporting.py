@@ -66,6 +66,17 @@ class Reporting:
             return None
         return lags
 
+    def partition_positions(self) -> dict[tuple[str, int], int]:
+        """{(topic, partition): next offset to read} of the partitions `partition_lags` covers."""
+        w = self.worker
+        positions = dict(w.labeled.positions)
+        try:
+            positions.update({(tp.topic, tp.partition): w.group.position(tp) for tp in w.group.assignment()
+                              if tp.topic not in w.labeled_topics})
+        except (KafkaError, KeyError, AssertionError):
+            pass
+        return positions
+
     def refresh_telemetry(self, lags: dict | None) -> None:
         """The gauges (lag, model size, prequential figures) and readiness: in the group, and the
         labeled log learned up to its end as it was just now."""
@@ -80,6 +91,9 @@ class Reporting:
             # ready once caught up after start; a burst of new labels later does not unready it
             self._caught_up_once = self._caught_up_once or (labeled_lag == 0 and in_group)
             telemetry.ready = self._caught_up_once and in_group
+            telemetry.observe_progress(self.partition_positions(), lags)
+        else:
+            telemetry.refresh_stalls()
         telemetry.vocabulary.set(w.model.n_features)
         evicted = getattr(w.model, "features_evicted", 0)
         telemetry.evicted.inc(max(0, evicted - self._evicted_reported))

@@ -1,0 +1,169 @@
+"""Records at the broker's size limit against a real broker (issue 33): a record of 1,048,400
+bytes, which a default topic takes, is too large for the worker's events; its dead letter (the
+same bytes plus our headers) must not stop the worker. The worker gives its dead-letter topic
+room at start, cuts what a topic still cannot take, and never retries a refusal for ever."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+from stream_nb.kafka.limits import DEAD_LETTER_HEADROOM
+
+from worker_support import (
+    Message,
+    Topics,
+    WorkerProcess,
+    create_topics,
+    labeled_event,
+    predictions_by_id,
+    produce,
+    read_topic,
+    unlabeled_event,
+    wait_until,
+    write_config,
+)
+
+pytestmark = pytest.mark.kafka
+
+AT_THE_LIMIT = 1_048_400  # a default topic (max.message.bytes 1,048,588) takes it with its batch header
+DEFAULT_TOPIC_LIMIT = 1_048_588
+ALL = {"mode": "all"}  # every labeled event learned: the stop line's count is exact
+
+
+def limit_of(bootstrap: str, topic: str) -> int:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                           configs={"max.message.bytes": None})], config_filter="all")
+        return int(described["topic"][topic]["max.message.bytes"]["value"])
+    finally:
+        admin.close()
+
+
+def set_limit(bootstrap: str, topic: str, limit: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"max.message.bytes": str(limit)})])
+    finally:
+        admin.close()
+
+
+def create(bootstrap: str, topics: Topics, dead_letter_limit: int | None) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        dead = {"max.message.bytes": str(dead_letter_limit)} if dead_letter_limit else {}
+        admin.create_topics([NewTopic(topics.labeled, 1, 1), NewTopic(topics.unlabeled, 1, 1),
+                             NewTopic(topics.predictions, 1, 1), NewTopic(topics.dead_letters, 1, 1, topic_configs=dead)],
+                            wait_for_metadata=True)
+    finally:
+        admin.close()
+
+
+def traffic(topics: Topics, sms, big: bytes) -> tuple[list[Message], dict[str, str]]:
+    """200 labeled and 100 unlabeled events, with a record of `big` bytes on each input topic in
+    the middle: everything after it must still be learned and predicted."""
+    labeled = [Message(topics.labeled, labeled_event(f"l{i}", text, label)) for i, (label, text) in enumerate(sms[:200])]
+    unlabeled = {f"u{i}": text for i, (_, text) in enumerate(sms[200:300])}
+    messages = [Message(topics.unlabeled, unlabeled_event(i, text), key=i.encode()) for i, text in unlabeled.items()]
+    return [*labeled[:100], Message(topics.labeled, big, key=b"big-labeled"), *labeled[100:],
+            *messages[:50], Message(topics.unlabeled, big, key=b"big-unlabeled"), *messages[50:]], unlabeled
+
+
+def run_to_the_end(config_path, tmp_path, name: str) -> WorkerProcess:
+    worker = WorkerProcess(config_path, tmp_path / f"{name}.log", stop_when_idle=4)
+    assert worker.wait(240) == 0, worker.log_tail()
+    return worker
+
+
+def assert_every_prediction_once(bootstrap: str, topics: Topics, unlabeled: dict[str, str]) -> None:
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert sorted(predictions) == sorted(unlabeled)
+    assert all(len(copies) == 1 for copies in predictions.values())
+
+
+def test_a_record_at_the_limit_is_dead_lettered_whole_on_a_topic_the_worker_made_room_on(kafka_broker, tmp_path, sms):
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("large")
+    big = b"a" * AT_THE_LIMIT
+    messages, unlabeled = traffic(topics, sms, big)
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])  # the worker creates its outputs
+    produce(bootstrap, messages)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", training=ALL)
+    worker = run_to_the_end(config_path, tmp_path, "worker")
+    # the worker created its dead-letter topic and gave it room for the inputs' largest records
+    assert limit_of(bootstrap, topics.dead_letters) == DEFAULT_TOPIC_LIMIT + DEAD_LETTER_HEADROOM
+    assert_every_prediction_once(bootstrap, topics, unlabeled)
+    dead = read_topic(bootstrap, topics.dead_letters)
+    assert sorted((record.key, len(record.value), dict(record.headers)["stream-nb-reason"]) for record in dead) == [
+        (b"big-labeled", AT_THE_LIMIT, b"too_large"), (b"big-unlabeled", AT_THE_LIMIT, b"too_large")]
+    assert all(record.value == big and "stream-nb-truncated" not in dict(record.headers) for record in dead)
+    log = worker.log_path.read_text()
+    assert "MessageSizeTooLarge" not in log and "unreachable" not in log, worker.log_tail()
+    assert "200 learned, 100 predictions and 2 dead letters published" in log, worker.log_tail()
+
+
+@pytest.mark.parametrize("when", ["before-start", "while-running"])
+def test_a_dead_letter_topic_that_stays_small_gets_letters_cut_to_fit_and_the_worker_goes_on(
+        kafka_broker, tmp_path, sms, when, transport):
+    """before-start: the operator's topic of 200,000 bytes and kafka.create_topics = false (the
+    worker may not change topics): one warning at start, letters cut. while-running: the limit
+    lowered after start; the broker's refusal makes the worker cut its letters and redo, once."""
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new(f"cut-{when}")
+    big = b"\xff" * AT_THE_LIMIT  # not UTF-8 either: too_large is checked first
+    messages, unlabeled = traffic(topics, sms, big)
+    small = 200_000
+    create(bootstrap, topics, small if when == "before-start" else None)
+    produce(bootstrap, messages[:100])  # the first 100 labeled: the worker runs before the rest comes
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               kafka={"create_topics": when == "while-running"}, training=ALL, transport=transport)
+    worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=4)
+    try:
+        wait_until(lambda: "started: instance" in worker.log_path.read_text(), 120, "the start", worker)
+        if when == "while-running":
+            assert limit_of(bootstrap, topics.dead_letters) == DEFAULT_TOPIC_LIMIT + DEAD_LETTER_HEADROOM
+            set_limit(bootstrap, topics.dead_letters, small)
+        produce(bootstrap, messages[100:])
+        assert worker.wait(240) == 0, worker.log_tail()
+    finally:
+        worker.kill()
+    assert_every_prediction_once(bootstrap, topics, unlabeled)
+    dead = read_topic(bootstrap, topics.dead_letters)
+    assert sorted(record.key for record in dead) == [b"big-labeled", b"big-unlabeled"]
+    for record in dead:
+        headers = dict(record.headers)
+        assert headers["stream-nb-reason"] == b"too_large"
+        assert headers["stream-nb-truncated"] == b"value"
+        assert headers["stream-nb-original-bytes"] == f"value={AT_THE_LIMIT} key={len(record.key)} headers=0".encode()
+        assert big.startswith(record.value) and small - 2_048 < len(record.value) < small
+    log = worker.log_path.read_text()
+    warnings = [line for line in log.splitlines() if "larger dead letters are cut to fit" in line]
+    refusals = [line for line in log.splitlines() if "refused an output as too large" in line]
+    if when == "before-start":
+        assert (len(warnings), len(refusals)) == (1, 0), log
+    else:
+        assert (len(warnings), len(refusals)) == (0, 1), log
+    assert "200 learned, 100 predictions and 2 dead letters published" in log, worker.log_tail()
+
+
+def test_outputs_the_broker_refuses_whatever_their_size_stop_the_worker_with_one_line(kafka_broker, tmp_path, sms,
+                                                                                       transport):
+    """A predictions topic that takes 100 bytes: no cut helps; exit 2 naming the topics, not a loop."""
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("refused")
+    create(bootstrap, topics, None)
+    set_limit(bootstrap, topics.predictions, 100)
+    messages, _ = traffic(topics, sms, b"x")
+    produce(bootstrap, messages)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints", training=ALL,
+                               transport=transport)
+    worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=4)
+    try:
+        assert worker.wait(180) == 2, worker.log_tail()
+    finally:
+        worker.kill()
+    last = worker.log_path.read_text().splitlines()[-1]
+    assert last.startswith("stream-nb run: kafka: the broker refuses the worker's outputs as too large"), last
+    assert topics.predictions in last and topics.dead_letters in last, last
