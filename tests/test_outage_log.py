@@ -58,3 +58,18 @@ def test_client_lines_below_error_are_dropped_and_ours_pass(outage):
     assert outage.filter(record("stream_nb.worker", logging.INFO, "progress")) is True
     outage.passthrough = True
     assert outage.filter(record("kafka.cluster", logging.DEBUG, "anything")) is True
+
+
+def test_an_unstable_offset_after_a_rebalance_is_dropped_and_starts_no_outage(outage, caplog):
+    """kafka-python's ERROR line after every rebalance under exactly-once (the committed offset is
+    pending until the previous owner's transaction ends; the client retries): not a fault."""
+    from kafka.structs import TopicPartition
+
+    line = record("kafka.coordinator.consumer", logging.ERROR, "Unknown error fetching offsets for %s: %s",
+                  TopicPartition("in", 0), kafka_errors.UnstableOffsetCommitError())
+    assert outage.filter(line) is False
+    assert caplog.records == [] and outage.since is None
+    # the same words with another error pass as they are
+    other = record("kafka.coordinator.consumer", logging.ERROR, "Unknown error fetching offsets for %s: %s",
+                   TopicPartition("in", 0), kafka_errors.GroupAuthorizationFailedError())
+    assert outage.filter(other) is True

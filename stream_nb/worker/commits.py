@@ -74,7 +74,11 @@ class Commits:
 
     def final_commit(self) -> bool:
         """The last commit of a clean stop (retried once after a Kafka error). False when the
-        outputs were aborted to be redone (a rebalance, a refused commit)."""
+        outputs were aborted to be redone (a rebalance, a refused commit), or when a stop came
+        while the worker waited for the broker (its clients closed, nothing open to commit)."""
+        if self.worker.outputs is None:
+            log.info("stopping while Kafka is unreachable: the outputs since the last commit are left to be redone")
+            return False
         for attempt in range(2):
             try:
                 return self.commit(final=True)

@@ -21,6 +21,11 @@ FENCING_SIGN = "fenced"
 # name (kafka-python's): "Metadata refresh: failed Cancelled" is a refresh in flight when the
 # broker went away.
 CONNECTION_ERRORS = frozenset({"KafkaConnectionError", "Cancelled", "NodeNotReadyError"})
+# Errors kafka-python logs at ERROR and then retries itself, which are expected, not faults: after
+# a rebalance under exactly-once the committed offsets of a partition are "unstable" until the
+# previous owner's transaction ends ("Unknown error fetching offsets for ...: [Error 88]
+# UnstableOffsetCommitError"), once per rebalance; a log alert must not fire on it.
+EXPECTED_RETRIES = frozenset({"UnstableOffsetCommitError"})
 
 
 class OutageLog(logging.Filter):
@@ -39,11 +44,13 @@ class OutageLog(logging.Filter):
             return True
         if record.levelno < logging.ERROR:
             return False
+        if _carries(record, EXPECTED_RETRIES):
+            return False
         message = record.getMessage()
         if FENCING_SIGN in message.lower():
             return True  # not an outage: the worker says what it does about it
         if (record.name.startswith(CONNECTION_LOGGERS) or any(sign in message for sign in CONNECTION_SIGNS)
-                or _carries_connection_error(record)):
+                or _carries(record, CONNECTION_ERRORS)):
             self.begin(f"{record.name}: {message}")  # a broker that does not answer: our lines say it
             return False
         return True  # any other error of the client, as it is
@@ -63,10 +70,11 @@ class OutageLog(logging.Filter):
             self.since = None
 
 
-def _carries_connection_error(record: logging.LogRecord) -> bool:
+def _carries(record: logging.LogRecord, names: frozenset[str]) -> bool:
+    """Whether the record's arguments or exception hold an error of a class named in `names`."""
     args = record.args if isinstance(record.args, tuple) else ()
     errors = [*args, record.exc_info[1] if record.exc_info else None]
-    return any(isinstance(error, BaseException) and type(error).__name__ in CONNECTION_ERRORS for error in errors)
+    return any(isinstance(error, BaseException) and type(error).__name__ in names for error in errors)
 
 
 OUTAGE = OutageLog()

@@ -159,3 +159,38 @@ def group_of(config_path) -> str:
     import tomllib
 
     return tomllib.loads(config_path.read_text())["kafka"]["group_id"]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_the_broker_is_away_ends_cleanly_with_its_stop_line(tmp_path, sms, stop):
+    """Found in use: Ctrl-C while the worker waited for a broker raised AttributeError ('NoneType'
+    object has no attribute 'abort') from the final commit, with no stop line. The clients are
+    closed then; the stop writes its checkpoint, says so and exits 0."""
+    from stream_nb.kafka.broker import LocalKafkaBroker
+
+    broker = LocalKafkaBroker(tmp_path / "kafka").start()
+    worker = None
+    try:
+        topics = Topics.new("away")
+        create_topics(broker.bootstrap, [topics.labeled, topics.unlabeled])
+        produce(broker.bootstrap, [Message(topics.labeled, labeled_event(f"l{i}", text, label))
+                                   for i, (label, text) in enumerate(sms[:300])])
+        config_path = write_config(tmp_path / "worker.toml", broker.bootstrap, topics, tmp_path / "checkpoints",
+                                   training={"mode": "all"})
+        worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=None)
+        wait_until(lambda: "300 learned" in worker.log_path.read_text()
+                   or "learned 300," in worker.log_path.read_text(), 120, "the labels learned", worker)
+        broker.stop()
+        wait_until(lambda: "Kafka unreachable" in worker.log_path.read_text(), 60, "the outage seen", worker)
+        worker.process.send_signal(stop)
+        assert worker.wait(60) == 0, worker.log_tail()
+    finally:
+        if worker is not None:
+            worker.kill()
+        broker.stop()
+    log = worker.log_path.read_text()
+    assert "Traceback" not in log, log
+    assert "stopping while Kafka is unreachable" in log
+    (line,) = stop_lines(worker.log_path)
+    assert line is not None and line["why"] == stop.name and line["learned"] == "300", log
+    assert latest_summary(tmp_path / "checkpoints").events_learned == 300
