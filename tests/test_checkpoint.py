@@ -522,6 +522,25 @@ def test_inspect_json(tmp_path, capsys):
         assert counts == sorted(counts, reverse=True) and len(counts) == 3
 
 
+def test_inspect_shows_the_remembered_ids_as_their_number_and_the_newest_few(tmp_path, capsys):
+    """Found in use: 83 KB of ids for 2,500 remembered (the memory holds 100,000 by default)."""
+    model = trained(MultinomialNB)
+    ids = [f"<message-{i}@example.com>" for i in range(2_500)]
+    extra = {"learned_ids": {"capacity": 100_000, "ids": ids, "labels": ["spam"] * 2_500,
+                             "learned_at": [0] * 2_500, "weights": [1.0] * 2_500},
+             "labeled_rejections": [{"offset": i} for i in range(30)], "events_processed": 9}
+    CheckpointStore(tmp_path).save(model.to_state(), OFFSETS, FP, extra)
+    assert _inspect(["inspect", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["extra"] == {
+        "learned_ids": {"remembered": 2_500, "capacity": 100_000, "newest": ids[:-6:-1]},
+        "labeled_rejections": {"count": 30, "first": [{"offset": i} for i in range(10)]},
+        "events_processed": 9}
+    assert _inspect(["inspect", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert len(text) < 4_000 and '"remembered": 2500' in text and ids[0] not in text and ids[-1] in text
+
+
 def test_inspect_ranks_the_features_that_tell_classes_apart(tmp_path, capsys):
     # "the" is the most frequent word of both classes and tells them apart not at all; "prize"
     # and "lunch" are the telling ones. By hand, alpha = 1, |V| = 3, N_spam = 4 + 3 = 7,

@@ -134,8 +134,28 @@ def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:
         "offsets": [{"topic": topic, "partition": partition, "offset": offset}
                     for (topic, partition), offset in sorted(checkpoint.offsets.items())],
         "state_digest": state_digest(state),
-        "extra": checkpoint.extra,
+        "extra": _summarise_extra(checkpoint.extra),
     }
+
+
+SHOWN_IDS = 5  # of the remembered ids, the newest this many (the memory holds 100,000 by default)
+SHOWN_ITEMS = 10  # of any other list in a checkpoint's extra
+
+
+def _summarise_extra(extra: dict) -> dict:
+    """The worker's extra state as a person reads it: the remembered ids as their number, the
+    memory's capacity and the newest few; any other long list as its length and first items."""
+    summary = {}
+    for key, value in extra.items():
+        if key == "learned_ids" and isinstance(value, dict) and isinstance(value.get("ids"), list):
+            ids = value["ids"]
+            summary[key] = {"remembered": len(ids), "capacity": value.get("capacity"),
+                            "newest": ids[-SHOWN_IDS:][::-1]}
+        elif isinstance(value, list) and len(value) > SHOWN_ITEMS:
+            summary[key] = {"count": len(value), "first": value[:SHOWN_ITEMS]}
+        else:
+            summary[key] = value
+    return summary
 
 
 def _format_text(summary: dict, top: int) -> str:
