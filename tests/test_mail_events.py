@@ -289,3 +289,20 @@ def test_the_demo_without_kafka_takes_a_maildir_of_spam_and_ham(tmp_path):
     assert report["mail"] == {"read": 120, "unreadable": 0, "defects": {}}
     assert (report["events"], report["labeled_events_scored"]) == (120, 119)
     assert report["accuracy"] > 0.95
+
+
+def test_a_mail_folder_replayed_without_its_label_folders_names_the_folders_it_has(tmp_path):
+    """Found in use: "0 labeled" and nothing else for a corpus whose folders are not spam/ham."""
+    for folder, subject in (("easy_ham_2", "lunch"), ("spam_2", "win cash")):
+        (tmp_path / "corpus" / folder).mkdir(parents=True)
+        (tmp_path / "corpus" / folder / "1.eml").write_bytes(f"Subject: {subject}\n\nbody\n".encode())
+    done = _cli("replay", "--input", str(tmp_path / "corpus"), "--config", SPAM_TOML, "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    assert "events           2 (0 labeled)" in done.stdout
+    assert (f"stream-nb replay: note: no message of {tmp_path / 'corpus'} is under a label folder (ham=ham, "
+            "spam=spam); its folders: easy_ham_2, spam_2; --label-folder LABEL=FOLDER names the folder of a label"
+            in done.stderr), done.stderr
+    labeled = _cli("replay", "--input", str(tmp_path / "corpus"), "--config", SPAM_TOML, "--label-folder",
+                   "spam=spam_2", "--label-folder", "ham=easy_ham_2", "--report", str(tmp_path / "r2"))
+    # (the first message is predicted before any class is known: not scored)
+    assert "events           2 (1 labeled)" in labeled.stdout and "note:" not in labeled.stderr

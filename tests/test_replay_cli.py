@@ -75,6 +75,17 @@ def test_set_applies_to_the_compared_configurations_too(tmp_path):
     assert report["configuration"]["model"]["alpha"] == 0.5
     assert compared["configuration"]["model"]["alpha"] == 0.5
     assert compared["configuration"]["model"]["unknown"] == "smooth"  # river_like.toml's own settings stay
+    # each configuration's own rate (one rate for all was printed before), and its spam-filter figures
+    assert report["events_per_s"] != compared["events_per_s"] and min(report["events_per_s"],
+                                                                       compared["events_per_s"]) > 0
+    table = done.stdout[done.stdout.index("configurations side by side"):].splitlines()[1:3]
+    for line, shown in zip(table, (report, compared)):
+        trec = shown["trec"]
+        assert f"1-ROCA% {trec['one_minus_roca_percent']:.3f}" in line and f"sm% {trec['sm_percent']:.3f}" in line
+        assert line.endswith(f"  {shown['events_per_s']:,.0f} events/s"), line
+    spam_filter = next(line for line in done.stdout.splitlines() if line.startswith("spam filter "))
+    assert f"1-ROCA% {report['trec']['one_minus_roca_percent']:.3f}" in spam_filter
+    assert f"hm% {report['trec']['hm_percent']:.3f}" in spam_filter
 
 
 def test_ctrl_c_ends_the_replay_at_a_batch_boundary_with_a_partial_report(tmp_path):

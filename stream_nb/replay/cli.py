@@ -152,6 +152,9 @@ def _summary(model, featurise_one, result: PrequentialResult, report: dict, repo
     print(f"events           {result.events:,} ({metrics.events:,} labeled)")
     print(f"throughput       {result.events_per_s:,.0f} events/s (featurise + predict + learn)")
     print(f"accuracy         {metrics.accuracy:.4f} prequential (predict, then learn)")
+    trec = report.get("trec")
+    if trec is not None:
+        print(f"spam filter      {_trec_line(trec)} (positive {trec['positive']}; report.json: trec)")
     for label, scores in metrics.per_class().items():
         print(f"  {str(label):14s} precision {scores['precision']:.4f}  recall {scores['recall']:.4f}  "
               f"F1 {scores['f1']:.4f}  ({scores['support']:,} events)")
@@ -354,7 +357,9 @@ def _full_report(contender, config: Config, result, rejected: Rejections, source
         "labeled_events_scored": contender.metrics.events,
         "unscored": contender.unscored,
         "events_learned": contender.learned,
-        "events_per_s": result.events_per_s,
+        # with --compare, each configuration's own rate (the replay's reading of the events aside)
+        "events_per_s": (result.events / contender.seconds if len(result.contenders) > 1 and contender.seconds > 0
+                         else result.events_per_s),
         "delay": delay,
         "source": source,
         "rejected_messages": dict(rejected + contender.refused),
@@ -406,11 +411,24 @@ def _write_full_reports(report_dir: Path, reports: list[dict], contenders, confi
                          positive=positive if binary else None)
 
 
+def _percent(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _trec_line(trec: dict) -> str:
+    """TREC's spam-filter measures in one line: the ranking (1-ROCA%, sm% at hm% 0.1) and the
+    errors at the model's own decision (hm%, sm%)."""
+    return (f"1-ROCA% {_percent(trec['one_minus_roca_percent'])}  sm%@hm0.1% {_percent(trec['sm_at_hm_0_1_percent'])}"
+            f"  hm% {_percent(trec['hm_percent'])}  sm% {_percent(trec['sm_percent'])}")
+
+
 def _compare_table(reports: list[dict]) -> None:
-    print("configurations side by side (same events):")
+    print("configurations side by side (same events; events/s: each one's own featurise + predict + learn):")
     for report in reports:
         name = report["configuration"]["name"]
-        print(f"  {name:40s} accuracy {report['accuracy']:.4f}  macro F1 {report.get('macro_f1', 0):.4f}")
+        trec = report.get("trec")
+        print(f"  {name:40s} accuracy {report['accuracy']:.4f}  macro F1 {report.get('macro_f1', 0):.4f}"
+              + (f"  {_trec_line(trec)}" if trec else "") + f"  {report['events_per_s']:,.0f} events/s")
 
 
 def run_in_process_demo(events: list[dict], config: Config, args, rejected: Rejections | None = None) -> int:

@@ -112,7 +112,9 @@ def _plot_trec_roc(ax, recorder: EvaluationRecorder, positive) -> None:
     low_s = 0.5 / spams if spams else 1e-4
     hm = np.clip(fpr, low_h, 1 - low_h)
     sm = np.clip(1 - tpr, low_s, 1 - low_s)
-    ax.plot(hm, sm, linewidth=1.6, color="tab:red", label=f"log-odds of {positive} as spamminess")
+    score = ("log-odds per sqrt(distinct features)" if recorder.score_scale == "sqrt_features"
+             else "log-odds")  # the score ranked: the one predictions carry
+    ax.plot(hm, sm, linewidth=1.6, color="tab:red", label=f"{score} of {positive} as spamminess")
     ax.set_xscale("logit")
     ax.set_yscale("logit")
     lo = min(1e-4, low_h, low_s)

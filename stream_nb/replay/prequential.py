@@ -42,6 +42,7 @@ class Contender:
     reads_text: bool = True  # the model kind reads text (count models); else only the event featuriser
     refused: Counter = field(default_factory=Counter)  # events the featuriser or model refused, by reason
     first_refusal: str | None = None  # why the first of them was refused
+    seconds: float = 0.0  # this contender's own time (featurise + predict + learn + scoring)
     # (event, probabilities, n distinct features or None) of each unlabeled event
     on_unlabeled: Callable[[dict, dict, int | None], None] | None = None
     max_classes: int | None = None  # a label beyond this many classes is refused (too_many_classes)
@@ -368,6 +369,7 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
             labels = [None if question else event.get("label") for event, question in steps]
             unlearns = [None if question else event.get("unlearn") for event, question in steps]
         for contender in contenders:
+            contender_started = time.perf_counter()
             predictions, learned, sizes = contender.predict_learn_sized(items, labels, unlearns)
             contender.learned += sum(learned)
             scored = []
@@ -396,6 +398,7 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
                                                             contender.score_band), label))
             if contender is contenders[0]:
                 result.last_predictions = scored
+            contender.seconds += time.perf_counter() - contender_started
         result.events += len(batch)
         result.seconds = time.perf_counter() - started
         if on_batch is not None:

@@ -11,6 +11,7 @@ import csv
 import itertools
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,7 +135,10 @@ def _read_mail_events(path: Path, labels: str, rejected: Counter | None, classes
         raise SourceError(str(error)) from None
     if not path.exists():
         raise SourceError(f"{path}: no such file or directory")
+    read = labeled = 0
     for event in read_mail(path, label_folders=folders, skipped=rejected if rejected is not None else Counter()):
+        read += 1
+        labeled += event["label"] is not None
         where = f"{path}: {event['id']}"
         if labels == "dropped":
             event["label"] = None
@@ -149,6 +153,18 @@ def _read_mail_events(path: Path, labels: str, rejected: Counter | None, classes
             count_rejection(rejected, refused.reason, f"{where}: {refused.detail}")
             continue
         yield event
+    if read and not labeled and labels != "dropped":
+        print(f"stream-nb replay: note: {unlabeled_mail_hint(path, folders)}", file=sys.stderr, flush=True)
+
+
+def unlabeled_mail_hint(path: Path, folders: dict[str, str]) -> str:
+    """Why a mail source gave no labeled message, and the folder names that could give labels."""
+    named = ", ".join(f"{label}={folder}" for folder, label in sorted(folders.items(), key=lambda item: item[1]))
+    found = sorted(entry.name for entry in path.iterdir() if entry.is_dir()) if path.is_dir() else []
+    shown = ", ".join(found[:20]) + (f" and {len(found) - 20} more" if len(found) > 20 else "")
+    return (f"no message of {path} is under a label folder ({named})"
+            + (f"; its folders: {shown}" if found else "")
+            + "; --label-folder LABEL=FOLDER names the folder of a label (e.g. --label-folder spam=spam_2)")
 
 
 def _key_field(key_field: str, *others: str) -> str | None:
