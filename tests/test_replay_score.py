@@ -16,6 +16,7 @@ from fractions import Fraction
 import pytest
 
 from stream_nb.config import ConfigError, load_config
+from stream_nb.events.codec import published_score
 from stream_nb.replay.cli import replay_and_report
 
 SPAM_WORDS = "cash prize claim free winner pills cheap offer credit loan".split()
@@ -195,3 +196,27 @@ def test_the_recorders_scores_are_log_odds_of_each_recorded_row(classes):
         ranked = [0.0 if label not in row or len(row) < 2 else score for row, score in zip(rows, expected)]
         assert [repr(v) for v in recorder.scores(label).tolist()] == [repr(v) for v in ranked]
         assert ranked.count(0.0) >= 2
+
+
+def test_a_published_score_is_always_a_number(tmp_path):
+    """Found in use: no "score" before anything was learned (jq: null) and the string "-Infinity"
+    while only ham was known; a threshold script had to handle three types. Now 0.0 before any
+    class (no evidence), -1e9 / +1e9 for the infinite log-odds, the log-odds otherwise."""
+    events = [{"id": "before", "text": "win cash", "label": None},
+              {"id": "h1", "text": "lunch at noon", "label": "ham"},
+              {"id": "ham-only", "text": "win cash", "label": None},
+              {"id": "s1", "text": "win cash now", "label": "spam"},
+              {"id": "both", "text": "win cash", "label": None}]
+    config = load_config(None, ['evaluation.positive="spam"'])
+    replay_and_report(events, [("t", config)], tmp_path, batch_size=1)
+    scores = {line["id"]: line["score"] for line in map(json.loads, (tmp_path / "predictions.jsonl").read_text().splitlines())}
+    model, featurizer = config.build_model(), config.build_featurizer()
+    for event in events[1:4:2]:
+        model.learn_one(featurizer.transform_one(event["text"]), event["label"])
+    joint = model.joint_log_likelihood(featurizer.transform_one("win cash"))
+    assert scores == {"before": 0.0, "ham-only": -1e9, "both": joint["spam"] - joint["ham"]}
+    assert all(type(score) is float for score in scores.values())
+    assert (published_score(None), published_score(math.inf), published_score(-math.inf), published_score(2.5)) == (
+        0.0, 1e9, -1e9, 2.5)
+    with pytest.raises(ValueError, match="not a number"):
+        published_score(math.nan)

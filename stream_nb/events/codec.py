@@ -763,6 +763,24 @@ class PredictionEncoder:
 INFINITE_EVIDENCE = {float("inf"): "Infinity", float("-inf"): "-Infinity"}
 
 
+# The published score's bounds: a real log-odds stays far inside them (a 1 MiB message has at
+# most ~500,000 tokens, each worth a few tens of nats); they stand for an infinite one.
+SCORE_LIMIT = 1e9
+
+
+def published_score(score: float | None) -> float:
+    """The "score" a prediction carries, always a finite JSON number so that an operator's
+    threshold needs no other case: the score itself; 0.0 before any class is learned (no
+    evidence either way; the model gives None); +-SCORE_LIMIT for an infinite log-odds (the
+    positive class, or every other one, never learned, or ruled out by alpha = 0)."""
+    if score is None:
+        return 0.0
+    score = float(score)
+    if score != score:
+        raise ValueError("a score is not a number: nan")
+    return min(SCORE_LIMIT, max(-SCORE_LIMIT, score))
+
+
 def score_json_value(score) -> float | str:
     """A prediction's score (log-odds of the positive class, nats) as JSON can hold it: the float,
     or "Infinity" / "-Infinity" as for clues (one side has no class learned, or alpha = 0 rules

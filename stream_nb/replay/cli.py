@@ -13,7 +13,7 @@ from pathlib import Path
 
 from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.events import DEFAULT_MAX_BYTES
-from stream_nb.events.codec import score_json_value
+from stream_nb.events.codec import published_score
 from stream_nb.kafka.discovery import NoBroker
 from stream_nb.lessons import LEARNED, OUTCOMES, LabeledLessons, LearnedIds
 from stream_nb.model.decision import obvious_positive
@@ -243,9 +243,8 @@ class _PredictionsFile:
     """predictions.jsonl in the report directory: the first configuration's prediction of each
     unlabeled event, {"id", "label", "proba", "score"}, as the worker publishes them: "score" the
     log-odds of the positive class ([evaluation] positive, else the obvious one of two classes;
-    absent with neither, or before any class) on [evaluation] score_scale, an infinite one as
-    "Infinity"/"-Infinity" (made only when the stream has unlabeled events; an older one is
-    removed)."""
+    absent with neither) on [evaluation] score_scale, as `published_score` makes it a number
+    (made only when the stream has unlabeled events; an older one is removed)."""
 
     def __init__(self, path: Path, positive=None, model=None, score_scale: str = "none") -> None:
         self.path, self.handle = path, None
@@ -262,11 +261,11 @@ class _PredictionsFile:
         positive = self.positive
         if positive is None and self.model is not None:
             positive = obvious_positive(self.model.classes_)
-        score = positive_score(probabilities, positive)
-        if score is not None:
-            if self.score_scale == "sqrt_features":
+        if positive is not None:  # as the worker publishes it: always a number
+            score = positive_score(probabilities, positive)
+            if score is not None and self.score_scale == "sqrt_features":
                 score = log_odds_per_sqrt_feature(score, n_features)
-            prediction["score"] = score_json_value(score)
+            prediction["score"] = published_score(score)
         self.handle.write(json.dumps(prediction, ensure_ascii=False) + "\n")
 
     def close(self) -> None:

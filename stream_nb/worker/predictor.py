@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from stream_nb.events import Event, PredictionEncoder, Rejected, dead_letter_record
-from stream_nb.events.codec import ORIGINAL_BYTES_HEADER
+from stream_nb.events.codec import ORIGINAL_BYTES_HEADER, published_score
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import band_verdict, obvious_positive
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
@@ -123,7 +123,10 @@ class Predictor:
         verdicts = None if band is None and score_band is None else [
             band_verdict(proba, None if scores is None else scores[i], positive, band, score_band)
             if proba is not None else None for i, proba in enumerate(probabilities)]
-        messages = encoder.encode_many(events, probabilities, verdicts, clues, scores)
+        # always a number in the message (0.0 before any class, +-SCORE_LIMIT for an infinite one)
+        published = None if scores is None else [published_score(score) if proba is not None else None
+                                                 for score, proba in zip(scores, probabilities)]
+        messages = encoder.encode_many(events, probabilities, verdicts, clues, published)
         # The latency histogram costs ~1 us a prediction: only when metrics are served.
         sent, timed = 0, w.reporting.server is not None
         for event, record, encoded in zip(events, origin, messages):

@@ -8,7 +8,6 @@ model core's answer for the same events (the reference every worker figure is co
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -467,22 +466,24 @@ def assert_predictions_reproduced(predictions: dict[str, dict], labeled: list[di
 
 
 def reference_score(model, x: dict, config):
-    """The "score" a prediction of x carries, as JSON holds it: s_pos - s_other from the joint log
-    likelihoods (+-inf, as "Infinity"/"-Infinity", while one class only is known); None (no
-    field) without a positive class ([evaluation] positive, else spam of spam/ham) or a class."""
+    """The "score" a prediction of x carries: s_pos - s_other from the joint log likelihoods, as a
+    finite number always (0.0 before any class; +-1e9 for the infinite log-odds while one class
+    only is known); None (no field) without a positive class ([evaluation] positive, else spam of
+    spam/ham)."""
     joint = model.joint_log_likelihood(x)
     positive = config.evaluation["positive"]
     if positive is None and set(model.classes_) == {"ham", "spam"}:
         positive = "spam"
-    if positive is None or not joint:
+    if positive is None:
         return None
+    if not joint:
+        return 0.0
     others = [score for label, score in joint.items() if label != positive]
     if len(others) > 1:
         raise AssertionError("two classes only here")
     if positive not in joint:
-        return "-Infinity"
-    score = joint[positive] - others[0] if others else math.inf
-    return {math.inf: "Infinity", -math.inf: "-Infinity"}.get(score, score)
+        return -1e9
+    return joint[positive] - others[0] if others else 1e9
 
 
 def reference_digest(texts_and_labels: list[tuple[str, object]], training: dict | None = None,
