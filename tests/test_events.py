@@ -846,3 +846,19 @@ def test_a_mail_event_read_from_a_file_follows_the_same_rules():
         b"Subject: s\n\nb"
     refused = event_from_object({"id": "x", "mail": "s", "text": "t", "label": "ham"}, SRC, labeled=True)
     assert refused.reason == "mail_with_text"
+
+
+def test_a_prediction_made_on_part_of_its_mail_says_truncated_and_is_otherwise_the_same_message():
+    from stream_nb.events import PredictionEncoder
+
+    encoder = PredictionEncoder(events_learned=7, checkpoint="000000000003", labeled_offsets=[["in", 0, 7]])
+    events = [Event(f"m{i}", None, None, None, SourcePosition("mail", 0, i), b"Subject: x\n\nbody") for i in range(4)]
+    probabilities = [{"ham": 0.25, "spam": 0.75}, None, {"ham": 1.0, "spam": 0.0}, {"ham": 0.5, "spam": 0.5}]
+    plain = encoder.encode_many(events, probabilities, ["spam", None, "ham", "unsure"], None, [1.1, None, -1e9, 0.0])
+    marked = encoder.encode_many(events, probabilities, ["spam", None, "ham", "unsure"], None, [1.1, None, -1e9, 0.0],
+                                 {0, 2})
+    assert marked[1] is None and marked[3] == plain[3]
+    for i in (0, 2):
+        message = json.loads(marked[i][1])
+        assert list(message)[-1] == "truncated" and message.pop("truncated") is True
+        assert message == json.loads(plain[i][1]) and marked[i][0] == plain[i][0]

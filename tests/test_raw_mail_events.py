@@ -55,7 +55,6 @@ def test_a_record_without_a_usable_key_is_named_by_its_position(key):
 BAD = [  # (value, headers, labeled, options, reason): one per code, in table order
     (None, (("label", b"spam"),), True, {}, "empty_value"),
     (b"", (("label", b"spam"),), True, {}, "empty_value"),
-    (b"x" * 11, (("label", b"spam"),), True, {"max_bytes": 10}, "too_large"),
     (RAW, (), True, {}, "missing_label"),
     (RAW, (("label", None),), True, {}, "missing_label"),
     (RAW, (("Label", b"spam"),), True, {}, "missing_label"),  # header names are case-sensitive
@@ -84,8 +83,9 @@ def test_every_reason_is_tested_in_table_order_and_documented():
     assert list(dict.fromkeys(reason for *_, reason in BAD)) == list(RAW_MAIL_REASONS)
     table = re.findall(r"^``([a-z0-9_]+)``  ", raw_mail.__doc__, flags=re.MULTILINE)
     assert table == list(RAW_MAIL_REASONS)
-    # the first failing check names the reason: too large and unlabeled at once is too_large
-    assert decode(b"x" * 11, headers=(), max_bytes=10).reason == "too_large"
+    # no size is refused: the topic bounds a record, the featuriser reads the first 1 MiB
+    assert decode(b"x" * 11, headers=(), max_bytes=10).reason == "missing_label"
+    assert decode(b"x" * 11, headers=(("label", b"spam"),), max_bytes=10).mail == b"x" * 11
 
 
 def test_the_value_format_picks_the_decoder():
@@ -94,7 +94,7 @@ def test_the_value_format_picks_the_decoder():
     assert as_json == Event("j", "hello", None, "ham", SRC)
     as_mail = decoder_for({"value_format": "mail", "label_header": "l", "max_message_bytes": 100}, labeled=True)
     assert as_mail(json_value, None, (("l", b"ham"),), SRC) == Event("mail-in:2:41", None, None, "ham", SRC, json_value)
-    assert as_mail(b"x" * 101, None, (("l", b"ham"),), SRC).reason == "too_large"
+    assert as_mail(b"x" * 101, None, (("l", b"ham"),), SRC).mail == b"x" * 101  # any size: read up to the cap
 
 
 @pytest.mark.parametrize("override, error", [

@@ -666,7 +666,8 @@ class PredictionEncoder:
         self._model_json = _PREDICTION_JSON.encode(model)
 
     def encode(self, event: Event, probabilities: dict[Label, float], *, verdict: str | None = None,
-               clues: list[tuple[str, float]] | None = None, score: float | None = None) -> tuple[bytes, bytes]:
+               clues: list[tuple[str, float]] | None = None, score: float | None = None,
+               truncated: bool = False) -> tuple[bytes, bytes]:
         """(key, value) of the prediction message for `event`: see `encode_prediction`."""
         proba: dict[str, float] = {}
         best: Label | None = None
@@ -694,11 +695,11 @@ class PredictionEncoder:
         if score is not None:
             score = score_json_value(score)
         source = event.source
-        if (type(event.id) is not str or type(source.topic) is not str or type(source.partition) is not int
+        if truncated or (type(event.id) is not str or type(source.topic) is not str or type(source.partition) is not int
                 or type(source.offset) is not int or (verdict is not None and type(verdict) is not str)
                 or (clues is not None and not all(type(name) is str and type(weight) is float
                                                   for name, weight in clues))):
-            return self._encode_generic(event, best, proba, verdict, clues, score)
+            return self._encode_generic(event, best, proba, verdict, clues, score, truncated)
         string = _json_string
         parts = ['{"id":', string(event.id), ',"label":',
                  "null" if best is None else string(best) if type(best) is str else repr(best),
@@ -715,11 +716,15 @@ class PredictionEncoder:
         return event.id.encode("utf-8"), "".join(parts).encode("utf-8")
 
     def encode_many(self, events: list[Event], probabilities: list, verdicts: list | None = None,
-                    clues: list | None = None, scores: list | None = None) -> list:
+                    clues: list | None = None, scores: list | None = None, truncated: set[int] | None = None) -> list:
         """`encode` for each event (None where probabilities[i] is None): its (key, value), or the
         TypeError or ValueError `encode` raises for it. The messages of the common shape are
-        written by the C extension (_codec.c, the same bytes), the others here."""
+        written by the C extension (_codec.c, the same bytes), the others here; `truncated`: the
+        places of the events predicted on part of their mail (rare: written here)."""
         made = None
+        if truncated:
+            return [None if proba is None else self._encode_one(event, proba, i, verdicts, clues, scores, i in truncated)
+                    for i, (event, proba) in enumerate(zip(events, probabilities))]
         if _native_codec is not None and native_allowed():
             made = _native_codec.encode_predictions(
                 events if type(events) is list else list(events), probabilities if type(probabilities) is list
@@ -732,15 +737,18 @@ class PredictionEncoder:
             elif proba is None:
                 results.append(None)
             else:
-                try:
-                    results.append(self.encode(event, proba, verdict=None if verdicts is None else verdicts[i],
-                                               clues=None if clues is None else clues[i],
-                                               score=None if scores is None else scores[i]))
-                except (TypeError, ValueError) as error:
-                    results.append(error)
+                results.append(self._encode_one(event, proba, i, verdicts, clues, scores))
         return results
 
-    def _encode_generic(self, event, best, proba, verdict, clues, score=None) -> tuple[bytes, bytes]:
+    def _encode_one(self, event, proba, i: int, verdicts, clues, scores, truncated: bool = False):
+        try:
+            return self.encode(event, proba, verdict=None if verdicts is None else verdicts[i],
+                               clues=None if clues is None else clues[i], score=None if scores is None else scores[i],
+                               truncated=truncated)
+        except (TypeError, ValueError) as error:
+            return error
+
+    def _encode_generic(self, event, best, proba, verdict, clues, score=None, truncated=False) -> tuple[bytes, bytes]:
         """The message through the json module: for values the direct path does not write
         (a non-finite clue, which it refuses as allow_nan=False does; types other than the
         contract's)."""
@@ -757,6 +765,8 @@ class PredictionEncoder:
             message["verdict"] = verdict
         if clues is not None:
             message["clues"] = clues
+        if truncated:
+            message["truncated"] = True
         return event.id.encode("utf-8"), _PREDICTION_JSON.encode(message).encode("utf-8")
 
 
@@ -827,7 +837,8 @@ def encode_prediction(
     unsure band), "clues" ([[feature, evidence in nats], ...], the strongest first; an infinite
     evidence, possible only with alpha = 0, as the string "Infinity" or "-Infinity") and
     model.labeled_offsets ([[topic, partition, next offset], ...]: the labeled log the model had
-    learned, so a replay of it up to there reproduces this prediction exactly).
+    learned, so a replay of it up to there reproduces this prediction exactly) and "truncated"
+    (true, last: the event's mail is longer than what is read of it, and was predicted on that).
 
     key: the id as UTF-8. value: compact UTF-8 JSON (``ensure_ascii=False``)::
 

@@ -23,6 +23,10 @@ Decisions
   declares int classes cannot be fed by raw-mail topics (``undeclared_label``).
 - **Corrections**: the last ``unlearn_header`` header, read as the label is; with it the label
   header may be left out (a take-back only), as ``"label": null`` beside ``unlearn`` in JSON.
+- **Size**: none refused. The topic bounds a record (its ``max.message.bytes``); the mail
+  featuriser reads the first 1 MiB of a message and the worker predicts on that, its prediction
+  marked ``"truncated": true`` when there was more (SpamAssassin and rspamd likewise give large
+  mail a verdict on what they scan). `max_bytes` is accepted for the decoders' one signature.
 - **No event key** (yet): `Event.key`, the JSON ``"key"`` field (who the event belongs to), is
   None on every raw-mail event. The message key is the id here, so it cannot be the key too; a
   header naming it (as ``label_header`` names the label) is left for when per-key models need it.
@@ -35,7 +39,6 @@ Checks run in this order; the codes are the JSON contract's where the fault is t
 code                            meaning
 ==============================  ==============================================================
 ``empty_value``                 value is ``None`` (a tombstone) or zero bytes
-``too_large``                   ``len(value) > max_bytes``
 ``missing_label``               labeled topic, no ``label_header`` header (or its value null)
                                 and no ``unlearn_header`` header
 ``invalid_utf8``                labeled topic, the label header is not strict UTF-8
@@ -64,7 +67,7 @@ VALUE_FORMATS = ("json", "mail")
 DEFAULT_LABEL_HEADER = "label"
 DEFAULT_UNLEARN_HEADER = "unlearn"
 RAW_MAIL_REASONS: tuple[str, ...] = (
-    "empty_value", "too_large", "missing_label", "invalid_utf8", "empty_label", "undeclared_label",
+    "empty_value", "missing_label", "invalid_utf8", "empty_label", "undeclared_label",
     "invalid_unlearn", "undeclared_unlearn", "unlearn_is_label", "label_on_unlabeled_topic",
     "unlearn_on_unlabeled_topic",
 )
@@ -122,8 +125,6 @@ def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, class
 
         if not value:
             return refuse("empty_value", "null value (tombstone)" if value is None else "empty value")
-        if len(value) > max_bytes:
-            return refuse("too_large", f"value is {len(value)} bytes, limit {max_bytes}")
         raw_label = _label_value(kept, label_header)
         raw_unlearn = _label_value(kept, unlearn_header)
         label = unlearn = None

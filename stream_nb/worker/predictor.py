@@ -126,7 +126,10 @@ class Predictor:
         # always a number in the message (0.0 before any class, +-SCORE_LIMIT for an infinite one)
         published = None if scores is None else [published_score(score) if proba is not None else None
                                                  for score, proba in zip(scores, probabilities)]
-        messages = encoder.encode_many(events, probabilities, verdicts, clues, published)
+        # mail longer than what is read of it was predicted on what was read: the message says so
+        cap = w.mail_featurizer.max_bytes
+        truncated = {i for i, event in enumerate(events) if event.mail is not None and len(event.mail) > cap}
+        messages = encoder.encode_many(events, probabilities, verdicts, clues, published, truncated or None)
         # The latency histogram costs ~1 us a prediction: only when metrics are served.
         sent, timed = 0, w.reporting.server is not None
         for event, record, encoded in zip(events, origin, messages):

@@ -167,3 +167,65 @@ def test_outputs_the_broker_refuses_whatever_their_size_stop_the_worker_with_one
     last = worker.log_path.read_text().splitlines()[-1]
     assert last.startswith("stream-nb run: kafka: the broker refuses the worker's outputs as too large"), last
     assert topics.predictions in last and topics.dead_letters in last, last
+
+
+def big_mail(subject: str, body_line: bytes, size: int) -> bytes:
+    head = f"Subject: {subject}\r\nFrom: a@example.com\r\n\r\n".encode()
+    return head + body_line * ((size - len(head)) // len(body_line) + 1)
+
+
+def test_mail_larger_than_what_is_read_gets_a_verdict_on_what_is_read(kafka_broker, tmp_path, transport):
+    """Raw mail (value_format = "mail", configs/mail.toml): a 3 MB message on topics an operator
+    raised to 4 MB and a 1,048,400-byte one on a default topic get a prediction, marked
+    "truncated" and equal to the model's prediction of their first 1 MiB (as SpamAssassin and
+    rspamd give large mail a verdict on what they scan); small mail is not marked."""
+    from stream_nb.features.mail import MailFeaturizer
+    from stream_nb.mail.parse import DEFAULT_MAX_BYTES as READ
+
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("bigmail")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        raised = {"max.message.bytes": str(4 * 1024 * 1024)}
+        admin.create_topics([NewTopic(topics.labeled, 1, 1, topic_configs=raised),
+                             NewTopic(topics.unlabeled, 1, 1, topic_configs=raised)], wait_for_metadata=True)
+    finally:
+        admin.close()
+    spammy, hammy = b"win cash prize now free offer click here\r\n", b"meeting agenda lunch tomorrow project notes\r\n"
+    labeled = [(big_mail(f"offer {i}", spammy, 2_000), "spam") for i in range(20)]
+    labeled += [(big_mail(f"notes {i}", hammy, 2_000), "ham") for i in range(20)]
+    unlabeled = {"three-mb": big_mail("offer", spammy, 3_000_000), "at-the-limit": big_mail("notes", hammy, AT_THE_LIMIT),
+                 "small": big_mail("offer", spammy, 3_000)}
+    messages = [Message(topics.labeled, raw, f"l{i}".encode(), headers=(("label", label.encode()),))
+                for i, (raw, label) in enumerate(labeled)]
+    messages += [Message(topics.unlabeled, raw, key.encode()) for key, raw in unlabeled.items()]
+    produce(bootstrap, messages)
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               kafka={"value_format": "mail"}, worker={"labels_first_wait_s": 600},
+                               replace=mail_tables(), transport=transport)
+    run_to_the_end(config_path, tmp_path, "worker")
+    predictions = {key: copies[0] for key, copies in predictions_by_id(read_topic(bootstrap, topics.predictions)).items()}
+    assert sorted(predictions) == sorted(unlabeled) and read_topic(bootstrap, topics.dead_letters) == []
+    # the reference: the model core over the first 1 MiB of each message
+    from stream_nb.config import load_config
+    from stream_nb.model.training import predict_learn
+
+    config = load_config(config_path)
+    model, featurizer = config.build_model(), MailFeaturizer(config.build_event_featurizer())
+    for raw, label in labeled:
+        predict_learn(model, [featurizer.transform_one(raw)], [label], **config.training)
+    for key, raw in unlabeled.items():
+        prediction = predictions[key]
+        assert prediction.get("truncated", False) is (len(raw) > READ), key
+        expected = model.predict_proba_one(featurizer.transform_one(raw))  # it reads the first 1 MiB
+        assert prediction["proba"] == {str(c): p for c, p in expected.items()}, key
+    assert (predictions["three-mb"]["label"], predictions["at-the-limit"]["label"]) == ("spam", "ham")
+
+
+def mail_tables() -> dict:
+    """configs/mail.toml's [model], [features], [training] and [evaluation], as shipped."""
+    import tomllib
+    from pathlib import Path
+
+    shipped = tomllib.loads((Path(__file__).resolve().parents[2] / "configs" / "mail.toml").read_text())
+    return {name: shipped[name] for name in ("model", "features", "training", "evaluation") if name in shipped}
