@@ -415,7 +415,10 @@ class LocalKafkaBroker:
         classpath = str(resolve_jars(self.cache_dir) / "*")
         java = _java_executable()
         # A loaded machine sometimes loses a start (a port taken between probe and bind, a slow
-        # quorum); one retry with fresh ports covers that before failing loudly.
+        # quorum); one retry with fresh ports covers that before failing loudly. A new broker's
+        # retry starts from fresh storage: the first JVM, killed while starting, may have left its
+        # metadata log half written (seen once under heavy load: a CRC mismatch at offset 0).
+        fresh = not (self.data_dir / "meta.properties").is_file()
         for attempt in (1, 2):
             port, controller_port = self._configure(java, classpath, avoid_previous=attempt > 1)
             try:
@@ -425,6 +428,8 @@ class LocalKafkaBroker:
                 self._stop_locked()
                 if attempt == 2:
                     raise
+                if fresh:
+                    shutil.rmtree(self.data_dir, ignore_errors=True)
         raise AssertionError("unreachable")
 
     def _configure(self, java: str, classpath: str, *, avoid_previous: bool) -> tuple[int, int]:

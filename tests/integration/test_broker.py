@@ -135,3 +135,31 @@ def test_restart_on_existing_dir_keeps_topic_data(tmp_path: Path) -> None:
         assert [value for _, value in records] == values
     finally:
         broker.stop()
+
+
+def test_a_new_brokers_lost_first_start_is_retried_on_fresh_storage(tmp_path: Path, monkeypatch) -> None:
+    """A loaded machine can lose a start; a new broker's retry must not read what the killed
+    first JVM left in its metadata log (seen once: CorruptRecordException at offset 0). The first
+    start here comes up and is then failed by hand: the retry formats anew (another cluster id)."""
+    from stream_nb.kafka.broker import BrokerError
+
+    broker = LocalKafkaBroker(tmp_path / "kafka")
+    real_wait, waits, ids = LocalKafkaBroker._wait_until_ready, [], []
+
+    def lose_the_first(self, *, log_offset, pid):
+        real_wait(self, log_offset=log_offset, pid=pid)  # it really ran and wrote its metadata log
+        ids.append((self.data_dir / "meta.properties").read_text())
+        waits.append(pid)
+        if len(waits) == 1:
+            raise BrokerError("lost, as a loaded machine can lose a start")
+
+    monkeypatch.setattr(LocalKafkaBroker, "_wait_until_ready", lose_the_first)
+    try:
+        broker.start()
+        assert len(waits) == 2 and waits[0] != waits[1]
+        cluster_ids = [re.search(r"cluster\.id=(\S+)", text).group(1) for text in ids]
+        assert cluster_ids[0] != cluster_ids[1]  # formatted anew for the retry
+        topic = create_topic(broker.bootstrap)
+        produce(broker.bootstrap, topic, [b"after the retry"])
+    finally:
+        broker.stop()
