@@ -77,10 +77,10 @@ def subject_of(mail: bytes) -> str:
 def test_a_folder_tree_reads_every_message_labeled_by_folder_in_sorted_order(tmp_path):
     skipped = Rejections()
     events = list(read_mail(make_tree(tmp_path / "corpus"), skipped=skipped))
-    assert [(e["id"], e["label"], subject_of(e["mail"])) for e in events] == EXPECTED
+    assert [(e["path"], e["label"], subject_of(e["mail"])) for e in events] == EXPECTED
     assert dict(skipped) == {"not_a_message": 1, "unreadable_file": 1}  # README.txt, the dangling link
     assert skipped.first["unreadable_file"].startswith("spam/gone.eml: ")
-    mbox = {e["id"]: e["mail"] for e in events}
+    mbox = {e["path"]: e["mail"] for e in events}
     assert mbox["ham/lists.mbox#1"] == (b"Subject: one\n\nfirst body\n"
                                          b"From here on, a line that only looks like a separator\n")
     assert mbox["ham/lists.mbox#2"] == b"Subject: two\n\n>From quoted\n"  # as stored: no unquoting
@@ -90,7 +90,7 @@ def test_a_folder_tree_reads_every_message_labeled_by_folder_in_sorted_order(tmp
 def test_label_folders_replace_the_defaults_and_the_nearest_folder_wins(tmp_path):
     root = make_tree(tmp_path / "corpus")
     folders = parse_label_folders(["spam=inbox", "ham=Maildir"])
-    labels = {e["id"]: e["label"] for e in read_mail(root, label_folders=folders)}
+    labels = {e["path"]: e["label"] for e in read_mail(root, label_folders=folders)}
     assert labels["inbox/c.eml"] == "spam"
     assert labels["ham/Maildir/new/1700000002.M2.host"] == "ham"
     assert labels["ham/lists.mbox#1"] is None and labels["spam/a.eml"] is None  # the defaults are gone
@@ -118,12 +118,12 @@ def test_a_tarball_holds_the_same_messages_in_archive_order(tmp_path):
         archive.add(root / "ham" / "Maildir" / "tmp", arcname="corpus/ham/Maildir/tmp")
     skipped = Counter()
     events = list(read_mail(archive_path, skipped=skipped))
-    from_tree = {e["id"]: (e["label"], e["mail"]) for e in read_mail(root)}
-    assert [e["id"] for e in events] == [
+    from_tree = {e["path"]: (e["label"], e["mail"]) for e in read_mail(root)}
+    assert [e["path"] for e in events] == [
         "corpus/spam.mbox#1", "corpus/spam.mbox#2", "corpus/spam.mbox#3", "corpus/spam/b.eml", "corpus/spam/a.eml",
         "corpus/inbox/c.eml", "corpus/ham/lists.mbox#1", "corpus/ham/lists.mbox#2", "corpus/ham/lists.mbox#3",
         "corpus/ham/Maildir/new/1700000002.M2.host", "corpus/ham/Maildir/cur/1700000001.M1.host:2,S"]
-    assert {e["id"].removeprefix("corpus/"): (e["label"], e["mail"]) for e in events} == from_tree
+    assert {e["path"].removeprefix("corpus/"): (e["label"], e["mail"]) for e in events} == from_tree
     assert skipped == {"not_a_message": 1}  # README.txt; the Maildir's tmp/ is not read
 
 
@@ -141,7 +141,7 @@ def test_a_truncated_tarball_gives_what_it_holds_and_counts_the_rest_unreadable(
     skipped = Counter()
     events = list(read_mail(cut, skipped=skipped))
     assert 0 < len(events) < 40
-    assert [e["id"] for e in events] == [f"spam/{i:02d}.eml" for i in range(len(events))]
+    assert [e["path"] for e in events] == [f"spam/{i:02d}.eml" for i in range(len(events))]
     assert skipped == {"unreadable_file": 1}
     (tmp_path / "junk.tar.gz").write_bytes(b"not a tarball at all")
     assert list(read_mail(tmp_path / "junk.tar.gz", skipped=skipped)) == [] and skipped["unreadable_file"] == 2
@@ -161,7 +161,7 @@ def test_read_events_takes_mail_with_the_label_rules_of_any_file(tmp_path):
     root = make_tree(tmp_path / "corpus")
     rejected = Rejections()
     events = list(read_events(root, labels="optional", rejected=rejected))
-    assert [(e["id"], e["label"]) for e in events] == [(i, label) for i, label, _ in EXPECTED]
+    assert [(e["path"], e["label"]) for e in events] == [(i, label) for i, label, _ in EXPECTED]
     assert all(e["text"] is None and e["features"] is None for e in events)
     assert dict(rejected) == {"not_a_message": 1, "unreadable_file": 1}
     with pytest.raises(SourceError, match=r"inbox/c.eml: under no label folder \(spam=spam, ham=ham"):
@@ -189,7 +189,7 @@ def test_the_spamassassin_archive_reads_as_2796_labeled_messages():
     assert len(events) == 2796
     assert Counter(e["label"] for e in events) == {"ham": 1400, "spam": 1396}
     assert dict(rejected) == {"not_a_message": 1}  # SHA256SUMS
-    assert events[0]["id"] == "spamassassin_2003/easy-ham-2/00930.d20e3d61ecf2c7f599c99808529b333c.txt"
+    assert events[0]["path"] == "spamassassin_2003/easy-ham-2/00930.d20e3d61ecf2c7f599c99808529b333c.txt"
 
 
 def test_a_piped_message_is_named_by_its_id_its_message_id_or_its_digest():
@@ -208,3 +208,57 @@ def test_a_piped_message_is_named_by_its_id_its_message_id_or_its_digest():
     assert encode_raw_mail(event, with_labels=True, label_header="X-Class") == (mail, [("X-Class", b"spam")])
     with pytest.raises(PublishError, match="is not mail"):
         encode_raw_mail({"id": "t", "text": "x", "label": "ham"}, with_labels=True, label_header="label")
+
+
+@pytest.mark.parametrize("head, expected", [
+    (b"Message-ID: <Abc.123@Example.COM>", "Abc.123@example.com"),  # the domain folds case, the local part not
+    (b"message-id:<x@y>", "x@y"),
+    (b"Message-Id:   \r\n <folded@host.example>", "folded@host.example"),  # a folded field
+    (b"Message-ID: <a b@c> (a comment)", "ab@c"),  # whitespace inside removed, comments outside dropped
+    (b"Message-ID: no-brackets@Host", "no-brackets@host"),
+    (b"Message-ID: <>", None),
+    (b"Message-ID:", None),
+    (b"X-Message-ID: <not@this>", None),
+    (b"Message-ID: <first@x>\r\nMessage-ID: <second@x>", "first@x"),
+])
+def test_a_message_id_is_read_and_normalised(head, expected):
+    from stream_nb.mail.identity import message_id_of
+
+    assert message_id_of(b"Subject: s\r\n" + head + b"\r\n\r\nMessage-ID: <in-body@x>\r\n") == expected
+
+
+def test_a_hostile_message_id_is_named_by_its_digest_and_the_header_search_is_bounded():
+    from stream_nb.mail.identity import MAX_ID_CHARS, mail_id, message_id_of
+
+    long_id = b"<" + b"a" * 100_000 + b"@x>"
+    named = message_id_of(b"Message-ID: " + long_id + b"\r\n\r\nbody")
+    assert named.startswith("msgid-sha256:") and len(named) == len("msgid-sha256:") + 16
+    assert message_id_of(b"Message-ID: <" + b"a" * (MAX_ID_CHARS - 2) + b"@x>\r\n\r\n") == "a" * (MAX_ID_CHARS - 2) + "@x"
+    # a field past the first 256 KiB of headers is not looked for: the digest names the message
+    buried = b"X-Pad: " + b"p" * 300_000 + b"\r\nMessage-ID: <late@x>\r\n\r\nbody"
+    assert mail_id(buried).startswith("sha256:")
+
+
+def test_one_message_has_one_id_on_every_route(tmp_path):
+    """A folder, an mbox, a tarball, `publish -` and a raw record name a message alike, so a
+    correction sent one way finds what another way taught (issue 33)."""
+    from stream_nb.events.raw_mail import raw_mail_decoder
+    from stream_nb.kafka.publish import stdin_event
+
+    with_id = b"From: a@example.com\r\nMessage-ID: <Route.Test@Example.org>\r\nSubject: hi\r\n\r\nbody\r\n"
+    without = message("no id here")
+    (tmp_path / "spam").mkdir()
+    (tmp_path / "spam" / "1.eml").write_bytes(with_id)
+    (tmp_path / "spam" / "2.eml").write_bytes(without)
+    (tmp_path / "box.mbox").write_bytes(b"From x Mon Jan  1 00:00:00 2024\n" + with_id.replace(b"\r\n", b"\n"))
+    with tarfile.open(tmp_path / "corpus.tar.gz", "w:gz") as archive:
+        archive.add(tmp_path / "spam", arcname="corpus/spam")
+    folder = [e["id"] for e in read_mail(tmp_path / "spam")]
+    tarball = [e["id"] for e in read_mail(tmp_path / "corpus.tar.gz")]
+    piped = [stdin_event(data, event_id=None, label="spam", with_labels=True)["id"] for data in (with_id, without)]
+    decode = raw_mail_decoder(labeled=False)
+    raw = [decode(data, b"queue-id-7", (), SourcePosition("mail", 0, 5)).id for data in (with_id, without)]
+    expected = ["Route.Test@example.org", "sha256:" + __import__("hashlib").sha256(without).hexdigest()[:16]]
+    assert folder == tarball == piped == raw == expected
+    assert [e["id"] for e in read_mail(tmp_path / "box.mbox")] == expected[:1]  # the same id in an mbox
+    assert [e["path"] for e in read_mail(tmp_path / "spam")] == ["1.eml", "2.eml"]

@@ -3,6 +3,7 @@ the key, the label a header; every refusal with its reason, in table order; conf
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
@@ -13,6 +14,7 @@ from stream_nb.events.raw_mail import RAW_MAIL_REASONS, decoder_for, raw_mail_de
 
 SRC = SourcePosition("mail-in", 2, 41)
 RAW = b"From: a@example.com\r\nSubject: caf\xe9\r\n\r\n\xff body\r\n"  # 8-bit, not UTF-8: kept as is
+RAW_ID = "sha256:" + hashlib.sha256(RAW).hexdigest()[:16]  # no Message-ID: named by its bytes
 
 
 def decode(value, key=b"msg-1", headers=(("label", b"spam"),), labeled=True, **options):
@@ -20,16 +22,16 @@ def decode(value, key=b"msg-1", headers=(("label", b"spam"),), labeled=True, **o
 
 
 def test_a_labeled_raw_message_is_a_mail_event_with_its_exact_bytes():
-    assert decode(RAW) == Event("msg-1", None, None, "spam", SRC, RAW)
+    assert decode(RAW) == Event(RAW_ID, None, None, "spam", SRC, RAW)
     assert decode(RAW, headers=(("x-trace", b"t"), ("label", b"ham"), ("label", b"spam"))).label == "spam"  # last wins
     assert decode(RAW, headers=(("x-label", b"ham"), ("label", b"ham")), label_header="x-label").label == "ham"
-    assert decode(RAW, headers=(), labeled=False) == Event("msg-1", None, None, None, SRC, RAW)
+    assert decode(RAW, headers=(), labeled=False) == Event(RAW_ID, None, None, None, SRC, RAW)
     assert decode(RAW, headers=(("label", None),), labeled=False).label is None  # a null header is absence
 
 
 def test_a_correction_names_the_class_to_take_back_in_its_own_header():
     assert decode(RAW, headers=(("label", b"spam"), ("unlearn", b"ham"))) == \
-        Event("msg-1", None, None, "spam", SRC, RAW, "ham")
+        Event(RAW_ID, None, None, "spam", SRC, RAW, "ham")
     take_back = decode(RAW, headers=(("unlearn", b"ham"),))  # no label header: a take-back only
     assert (take_back.label, take_back.unlearn) == (None, "ham")
     assert decode(RAW, headers=(("unlearn", b"ham"), ("unlearn", b"spam"), ("label", b"x"))).unlearn == "spam"
@@ -41,15 +43,18 @@ def test_a_correction_names_the_class_to_take_back_in_its_own_header():
 
 
 def test_a_raw_message_has_no_event_key_whatever_its_headers():
-    """The message key is the id; no header is read as the JSON events' "key" field (not yet)."""
+    """The id is the message's own (its Message-ID, else its digest), never the record key, which
+    only partitions; no header is read as the JSON events' "key" field (not yet)."""
     event = decode(RAW, key=b"user-7", headers=(("label", b"spam"), ("key", b"user-7")))
-    assert (event.id, event.key) == ("user-7", None)
+    assert (event.id, event.key) == (RAW_ID, None)
+    with_id = b"Message-ID: <M.1@Example.net>\r\n" + RAW
+    assert decode(with_id, key=b"queue-9").id == "M.1@example.net"
     assert decode(RAW, key=None, headers=(), labeled=False).key is None
 
 
 @pytest.mark.parametrize("key", [None, b"", b"\xff\xfe"])
-def test_a_record_without_a_usable_key_is_named_by_its_position(key):
-    assert decode(RAW, key=key).id == "mail-in:2:41"
+def test_a_record_without_a_usable_key_is_named_by_its_message(key):
+    assert decode(RAW, key=key).id == RAW_ID
 
 
 BAD = [  # (value, headers, labeled, options, reason): one per code, in table order
@@ -93,7 +98,8 @@ def test_the_value_format_picks_the_decoder():
     as_json = decoder_for({"value_format": "json"}, labeled=True)(json_value, None, (), SRC)
     assert as_json == Event("j", "hello", None, "ham", SRC)
     as_mail = decoder_for({"value_format": "mail", "label_header": "l", "max_message_bytes": 100}, labeled=True)
-    assert as_mail(json_value, None, (("l", b"ham"),), SRC) == Event("mail-in:2:41", None, None, "ham", SRC, json_value)
+    json_id = "sha256:" + hashlib.sha256(json_value).hexdigest()[:16]  # raw: JSON text is a message too
+    assert as_mail(json_value, None, (("l", b"ham"),), SRC) == Event(json_id, None, None, "ham", SRC, json_value)
     assert as_mail(b"x" * 101, None, (("l", b"ham"),), SRC).mail == b"x" * 101  # any size: read up to the cap
 
 

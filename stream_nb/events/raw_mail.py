@@ -15,9 +15,11 @@ the message is the mail featuriser's business (which refuses an unreadable one,
 
 Decisions
 ---------
-- **Id**: the key. A record without a key, with an empty one or one that is not UTF-8 gets
-  the id ``<topic>:<partition>:<offset>``, which names it uniquely: its prediction is still
-  made and can be found (a mail system publishing without keys loses nothing).
+- **Id**: the message's own, as on every other route (`stream_nb.mail.identity.mail_id`): its
+  normalised Message-ID, else ``sha256:`` and 16 hex digits of its bytes. Not the record key:
+  a message published from a folder, piped to ``publish -`` or handed over by an MTA hook is
+  one message, so a correction or a copy finds it whichever way it came; the key only
+  partitions (a queue id, a user).
 - **Label**: the last header named ``label_header`` (Kafka allows repeats; the last one set
   wins, as for HTTP-style header maps). Header labels are strings: a configuration that
   declares int classes cannot be fed by raw-mail topics (``undeclared_label``).
@@ -59,6 +61,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from stream_nb.events.codec import DEFAULT_MAX_BYTES, Event, Header, Rejected, SourcePosition, record_decoder
+from stream_nb.mail.identity import mail_id
 
 __all__ = ["DEFAULT_LABEL_HEADER", "DEFAULT_UNLEARN_HEADER", "RAW_MAIL_REASONS", "VALUE_FORMATS", "decoder_for",
            "raw_mail_decoder"]
@@ -73,15 +76,6 @@ RAW_MAIL_REASONS: tuple[str, ...] = (
 )
 
 Decoder = Callable[[bytes | None, bytes | None, Iterable[Header] | None, SourcePosition], Event | Rejected]
-
-
-def _id_of(key: bytes | None, source: SourcePosition) -> str:
-    if key:
-        try:
-            return key.decode("utf-8")
-        except UnicodeDecodeError:
-            pass
-    return f"{source.topic}:{source.partition}:{source.offset}"
 
 
 def _label_value(headers: tuple[Header, ...], name: str) -> bytes | None:
@@ -148,7 +142,7 @@ def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, class
             return refuse("label_on_unlabeled_topic", f"header {label_header!a} on the unlabeled topic")
         elif raw_unlearn is not None:
             return refuse("unlearn_on_unlabeled_topic", f"header {unlearn_header!a} on the unlabeled topic")
-        return Event(_id_of(key, source), None, None, label, source, value, unlearn)
+        return Event(mail_id(value), None, None, label, source, value, unlearn)
 
     return decode
 

@@ -14,8 +14,8 @@ mail system's pipe), its id ``--id``, else its Message-ID, else ``sha256:<first 
 of its bytes, and its label ``--label`` (a correction: ``--unlearn CLASS`` as well, the class
 it was learned as; without ``--label``, a take-back only). ``--value-format mail`` publishes the
 messages raw instead, for a topic read with ``[kafka] value_format = "mail"``: the value is the
-message's bytes, the key its id (whatever ``--key`` says but ``none``: that topic reads the id from
-it; an event's ``"key"`` has no place there and is not sent), the label the ``--label-header``
+message's bytes, the key its id (whatever ``--key`` says but ``none``; the topic reads the id
+from the message itself, so ``--id`` has no place there; an event's ``"key"`` is not sent), the label the ``--label-header``
 header and a correction's class to take back the ``--unlearn-header`` header
 (`stream_nb.events.raw_mail`).
 
@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import argparse
 import base64
-import hashlib
 import json
 import logging
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -47,6 +45,7 @@ from typing import TextIO
 from stream_nb.config import bootstrap_problem
 from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.kafka.discovery import BOOTSTRAP_ENV, NoBroker, check_reachable, find_bootstrap
+from stream_nb.mail.identity import mail_id
 from stream_nb.replay.sources import add_field_options, field_options
 
 EXIT_ERROR = 2
@@ -152,9 +151,6 @@ def encode_event(event: dict, *, with_labels: bool) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
-_MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*<?([^>\r\n]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
-
-
 def stdin_event(data: bytes, *, event_id: str | None, label: str | None, with_labels: bool,
                 unlearn: str | None = None) -> dict:
     """The mail event of one message piped in: its id `event_id`, else its Message-ID (in the
@@ -166,10 +162,7 @@ def stdin_event(data: bytes, *, event_id: str | None, label: str | None, with_la
     if not with_labels and unlearn is not None:
         raise PublishError("-: --unlearn corrects a labeled message; it has no place beside --no-label")
     if event_id is None:
-        headers = re.split(rb"\r?\n\r?\n", data, maxsplit=1)[0]
-        found = _MESSAGE_ID.search(headers)
-        event_id = found.group(1).decode("utf-8", "replace").strip() if found else ""
-        event_id = event_id or "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+        event_id = mail_id(data)  # the id a folder publish and a raw record give it too
     event = {"id": event_id, "text": None, "features": None, "label": label if with_labels else None, "mail": data}
     if unlearn is not None:
         event["unlearn"] = unlearn
@@ -194,7 +187,8 @@ def encode_raw_mail(event: dict, *, with_labels: bool, label_header: str,
 def message_key(event: dict, keys: str, value_format: str = "json") -> bytes | None:
     """The message key of `event` by `keys` (`KEY_CHOICES`): "event" its "key" when it has one,
     else its id; "id" its id; "none" None. A raw message (`value_format` "mail") is keyed by its
-    id whatever `keys` says but "none": the raw-mail decoder reads the id from the key."""
+    id whatever `keys` says but "none" (the key only partitions: the raw-mail decoder reads the id,
+    the Message-ID, from the message itself)."""
     if keys not in KEY_CHOICES:
         raise ValueError(f"keys must be one of {', '.join(KEY_CHOICES)}, got {keys!r}")
     if keys == "none":
@@ -413,6 +407,9 @@ def publish_command(args: argparse.Namespace) -> int:
         options["stdin"] = {"data": sys.stdin.buffer.read(), "event_id": args.stdin_id, "label": args.stdin_label,
                             "unlearn": args.stdin_unlearn}
     try:
+        if args.stdin_id is not None and args.value_format == "mail":
+            raise PublishError("--id has no place with --value-format mail: a raw message's id is its Message-ID "
+                               "(else a digest of its bytes), read from the message on every route")
         if args.partitions is not None and not args.create_topic:
             raise PublishError("--partitions applies to a topic made by --create-topic; add it")
         total, kept = check_messages(iter_messages(args.file, **options))

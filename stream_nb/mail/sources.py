@@ -1,14 +1,18 @@
 """Mail where it lives -> mail events: an mbox file, a Maildir, a directory of message files, or
 a .tar / .tar.gz of such folders, as ``sa-learn`` and ``bogofilter -B`` take them. File I/O only.
 
-Each message becomes a mail event ``{"id", "text": None, "features": None, "label", "mail": bytes}``.
+Each message becomes a mail event ``{"id", "text": None, "features": None, "label", "mail": bytes,
+"path"}``.
 
 - **Labels** come from folder names: a message is labeled by the nearest folder on its path
   (the source itself included: ``corpus/spam`` or ``spam.mbox``) that names a label, by
   default ``spam`` -> "spam" and ``ham`` -> "ham"; `parse_label_folders` reads
   ``LABEL=FOLDER`` pairs (e.g. ``spam=spam-2``, ``ham=easy-ham-2``), which then replace the
   defaults. A message under no label folder is unlabeled.
-- **Ids** are the message's path relative to the source (POSIX separators; a tarball's member
+- **Ids** are the message's own, as on every other route (`stream_nb.mail.identity.mail_id`):
+  its normalised Message-ID, else ``sha256:`` and 16 hex digits of its bytes; so a message
+  published from a folder is corrected by the same message piped to ``publish -``. ``"path"``
+  says where it was: its path relative to the source (POSIX separators; a tarball's member
   name), with ``#N`` (1-based) after the path of an mbox.
 - **Order** is deterministic: a directory depth first, the entries of each folder sorted by
   name (so a Maildir's ``cur/`` before its ``new/``); a tarball in archive order; an mbox in
@@ -34,6 +38,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
+
+from stream_nb.mail.identity import mail_id
 
 __all__ = [
     "DEFAULT_LABEL_FOLDERS",
@@ -141,8 +147,8 @@ def _skip(skipped: Counter, reason: str, where: str) -> None:
         skipped[reason] += 1
 
 
-def _event(event_id: str, mail: bytes, label: str | None) -> dict:
-    return {"id": event_id, "text": None, "features": None, "label": label, "mail": mail}
+def _event(path: str, mail: bytes, label: str | None) -> dict:
+    return {"id": mail_id(mail), "text": None, "features": None, "label": label, "mail": mail, "path": path}
 
 
 def _messages_of_file(handle: BinaryIO, name: str, event_id: str, label: str | None,

@@ -139,7 +139,7 @@ def _read_mail_events(path: Path, labels: str, rejected: Counter | None, classes
     for event in read_mail(path, label_folders=folders, skipped=rejected if rejected is not None else Counter()):
         read += 1
         labeled += event["label"] is not None
-        where = f"{path}: {event['id']}"
+        where = f"{path}: {event.get('path', event['id'])}"
         if labels == "dropped":
             event["label"] = None
         elif labels == "required" and event["label"] is None:

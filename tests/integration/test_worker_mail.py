@@ -16,7 +16,9 @@ import pytest
 from stream_nb.checkpoint import state_digest
 from stream_nb.config import load_config
 from stream_nb.features.mail import MailFeaturizer
+from stream_nb.mail.identity import mail_id
 from stream_nb.model.explain import strongest_clues
+from stream_nb.model.registry import model_from_state
 from stream_nb.model.training import predict_learn
 
 from corpora import spamassassin_2003_path
@@ -143,10 +145,13 @@ def test_mail_events_are_predicted_as_the_model_core_and_unreadable_mail_is_dead
     for i, (event_id, raw, label) in enumerate(spamassassin[:500]):
         sent.append((i % 5 != 4, event_id, raw, label))
         if i % 20 == 0 and hostile:
-            sent.append((i % 40 != 0, f"hostile-{i}", hostile.pop(), "spam"))
+            # a Message-ID of its own: made from a real message, it would otherwise share that one's
+            # id and be a copy of it on a raw-mail topic (stream_nb.mail.identity)
+            sent.append((i % 40 != 0, f"hostile-{i}", f"Message-ID: <hostile-{i}@stream-nb.test>\r\n".encode()
+                         + hostile.pop(), "spam"))
     assert not hostile  # every one was sent
     offsets = {True: 0, False: 0}
-    messages, labeled, unlabeled, truth, dead_expected = [], [], {}, {}, {}
+    messages, labeled, unlabeled, truth, dead_expected, file_of, names = [], [], {}, {}, {}, {}, []
     keyless = value_format == "mail"  # raw mail: the first unlabeled message goes without a key
     for position, (is_labeled, event_id, raw, label) in enumerate(sent):
         for refused_labeled, refused_id, value, reason in REFUSED[value_format]:
@@ -162,13 +167,16 @@ def test_mail_events_are_predicted_as_the_model_core_and_unreadable_mail_is_dead
         else:
             real = not event_id.startswith("hostile-")
             if keyless and real:
-                event_id, keyless = f"{topics.unlabeled}:0:{offsets[False]}", False
+                keyless = False
                 messages.append(mail_message(topics.unlabeled, None, raw, None, value_format))
             else:
                 messages.append(mail_message(topics.unlabeled, event_id, raw, None, value_format))
-            unlabeled[event_id] = raw
+            named = mail_id(raw) if value_format == "mail" else event_id  # raw mail: its own id, not the key
+            file_of[named] = event_id
+            unlabeled[len(unlabeled)] = raw  # in offset order
+            names.append(named)
             if real:
-                truth[event_id] = label
+                truth[named] = label
         offsets[is_labeled] += 1
     produce(bootstrap, messages)
 
@@ -179,13 +187,17 @@ def test_mail_events_are_predicted_as_the_model_core_and_unreadable_mail_is_dead
 
     model, expected = reference(labeled, unlabeled, training)
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
-    assert set(predictions) == set(unlabeled) and len(unlabeled) == 111  # 100 real, 11 hostile
+    assert set(predictions) == set(names) and len(unlabeled) == 111  # 100 real, 11 hostile
+    # Raw mail is named by its Message-ID: a hostile message made from a real one may share its id
+    # (then two predictions carry it, in offset order); each message is predicted exactly once.
     for event_id, copies in predictions.items():
-        assert len(copies) == 1  # exactly once
-        proba, clues = expected[event_id]
-        assert copies[0]["proba"] == proba, event_id  # bit for bit
-        assert copies[0]["clues"] == clues, event_id
-    wrong = sorted(event_id for event_id, label in truth.items() if predictions[event_id][0]["label"] != label)
+        sent = [i for i, named in enumerate(names) if named == event_id]
+        assert len(copies) == len(sent) and (len(sent) == 1 or value_format == "mail")  # exactly once
+        for copy, i in zip(copies, sent):
+            proba, clues = expected[i]
+            assert copy["proba"] == proba, event_id  # bit for bit
+            assert copy["clues"] == clues, event_id
+    wrong = sorted(file_of[event_id] for event_id, label in truth.items() if predictions[event_id][0]["label"] != label)
     print(f"\n{len(truth) - len(wrong)} of {len(truth)} unlabeled SpamAssassin messages right after {len(labeled)} "
           f"labeled ones; wrong: {wrong}")
     # one spam called ham each, a different one under each training mode
@@ -264,7 +276,8 @@ def test_sigkill_and_restart_with_mail_events_ends_with_the_uninterrupted_state_
     assert (summary.digest, summary.events_learned) == (state_digest(model.to_state()), int(model.events_learned))
     assert summary.offsets == {(topics.labeled, 0): len(labeled)} and len(labeled) == 2_397
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
-    assert set(predictions) == set(unlabeled_ids) and len(unlabeled_ids) == 399
+    named = {mail_id(raw) for event_id, raw, _ in spamassassin if event_id in set(unlabeled_ids)}
+    assert set(predictions) == (named if value_format == "mail" else set(unlabeled_ids)) and len(unlabeled_ids) == 399
     assert all(len(copies) == 1 for copies in predictions.values())  # none twice, across three kills
     assert read_topic(bootstrap, topics.dead_letters) == []
 
@@ -293,12 +306,12 @@ def test_publish_feeds_the_worker_from_labeled_folders_a_maildir_and_a_pipe(kafk
             folder = tmp_path / "corpus" / ("spam-2" if label == "spam" else "easy-ham-2")
         else:  # 29 new messages in a Maildir (cur/ and new/), unlabeled
             folder = tmp_path / "Maildir" / ("new" if i % 2 else "cur")
-            truth[f"{folder.name}/{event_id}"] = label
+            truth[mail_id(raw)] = label  # a message's id on every route (its Message-ID)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / event_id).write_bytes(raw)
         (tmp_path / "Maildir" / "tmp").mkdir(parents=True, exist_ok=True)
     piped_id, piped, piped_label = spamassassin[330]
-    truth.pop(f"cur/{spamassassin[300][0]}")  # the 30th message is piped in instead
+    truth.pop(mail_id(spamassassin[300][1]))  # the 30th message is piped in instead
     (tmp_path / "Maildir" / "cur" / spamassassin[300][0]).unlink()
 
     fmt = ("--value-format", value_format)
@@ -313,16 +326,17 @@ def test_publish_feeds_the_worker_from_labeled_folders_a_maildir_and_a_pipe(kafk
     assert done.returncode == 0, done.stderr
     message_id = next(line for line in piped.decode("latin-1").splitlines()
                       if line.lower().startswith("message-id:")).split(":", 1)[1].strip().strip("<>")
-    truth[message_id] = piped_label
+    assert mail_id(piped) == message_id.rpartition("@")[0] + "@" + message_id.rpartition("@")[2].lower()
+    truth[mail_id(piped)] = piped_label
     refused = _publish(bootstrap, "-", "--topic", topics.labeled, *fmt, stdin=piped)
     assert refused.returncode == 2 and refused.stderr.decode().strip().endswith(
         "a message from stdin needs --label LABEL, or --unlearn CLASS to take it back (or --no-label for the "
         "unlabeled topic)")
 
     records = read_topic(bootstrap, topics.labeled)
-    if value_format == "mail":  # the raw bytes, keyed by path, labeled by header
-        assert records[0].value == (tmp_path / "corpus" / records[0].key.decode().split("/", 1)[0] /
-                                    records[0].key.decode().split("/", 1)[1]).read_bytes()
+    if value_format == "mail":  # the raw bytes, keyed by their id, labeled by header
+        corpus = {mail_id(raw): raw for _, raw, _ in spamassassin[:300]}
+        assert all(record.value == corpus[record.key.decode()] for record in records) and len(records) == 300
         assert {dict(record.headers)["label"] for record in records} == {b"spam", b"ham"}
     else:
         assert {json.loads(record.value)["label"] for record in records} == {"spam", "ham"}
@@ -372,3 +386,48 @@ def test_replay_of_a_raw_mail_topic_equals_replay_of_the_same_messages_from_thei
     # published in the folders' order (ham/ then spam/, sorted), so the same prequential figures
     assert topic_report["accuracy"] == file_report["accuracy"]
     print(f"\n400 messages, ham then spam: accuracy {file_report['accuracy']:.4f}")
+
+
+@pytest.mark.parametrize("value_format", ["json", "mail"], ids=["json", "raw-mail"])
+def test_a_message_learned_from_a_folder_is_corrected_through_a_pipe_and_relearned_from_another_folder(
+        kafka_broker, tmp_path, spamassassin, value_format):
+    """Issue 33: a message has one id on every route. Learned as ham from a folder publish, one is
+    corrected by `publish - --label spam --unlearn ham` (it said correction_of_unknown before), and
+    another, moved to the spam folder and the folder published again, is relearned (it was
+    learned as a new message before); the spam folder's other messages are duplicates."""
+    from stream_nb.checkpoint import CheckpointStore
+
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("mail-routes")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled])
+    corpus = spamassassin[:120]
+    for event_id, raw, label in corpus:
+        folder = tmp_path / "corpus" / ("spam-2" if label == "spam" else "easy-ham-2")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / event_id).write_bytes(raw)
+    hams = [(event_id, raw) for event_id, raw, label in corpus if label == "ham"]
+    (_, piped), (moved_name, moved) = hams[0], hams[1]
+    fmt = ("--value-format", value_format)
+    folders = ("--label-folder", "spam=spam-2", "--label-folder", "ham=easy-ham-2")
+    done = _publish(bootstrap, str(tmp_path / "corpus"), "--topic", topics.labeled, *folders, *fmt)
+    assert done.returncode == 0, done.stderr
+    done = _publish(bootstrap, "-", "--topic", topics.labeled, "--label", "spam", "--unlearn", "ham", *fmt, stdin=piped)
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "corpus" / "easy-ham-2" / moved_name).rename(tmp_path / "corpus" / "spam-2" / moved_name)
+    done = _publish(bootstrap, str(tmp_path / "corpus" / "spam-2"), "--topic", topics.labeled, *folders, *fmt)
+    assert done.returncode == 0, done.stderr
+
+    config_path = write_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints",
+                               training=PLAIN, kafka={"value_format": value_format})
+    worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=3)
+    assert worker.wait(240) == 0, worker.log_tail()
+    checkpoint = CheckpointStore(tmp_path / "checkpoints").load_latest()
+    remembered = dict(zip(checkpoint.extra["learned_ids"]["ids"], checkpoint.extra["learned_ids"]["labels"]))
+    assert (remembered[mail_id(piped)], remembered[mail_id(moved)]) == ("spam", "spam")
+    assert len(remembered) == len(corpus)  # one id per message, whichever route brought it
+    spams = sum(label == "spam" for *_, label in corpus)
+    model = model_from_state(checkpoint.model_state)
+    counts = dict(zip(model.classes_, (int(n) for n in checkpoint.model_state["arrays"]["class_counts"])))
+    # every message once, two of the hams as spam now: the copies of the spam folder learned nothing
+    assert counts == {"ham": len(hams) - 2, "spam": spams + 2}
+    assert int(round(float(model.events_learned))) == len(corpus)

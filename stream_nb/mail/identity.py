@@ -1,0 +1,52 @@
+"""One identity for a message on every route (issue 33): a folder publish, an mbox, a Maildir, an
+.eml, `publish -` and a raw record all name a message by its Message-ID, so a correction sent one
+way finds the message learned another way, and a copy is known for one.
+
+    mail_id(data) = the normalised Message-ID of `data`, else "sha256:" + the first 16 hex
+                    digits of sha256(data)
+
+Normalised: the first Message-ID field of the header block (before the first empty line; folded
+lines unfolded), the first ``<...>`` of its value (the whole value without brackets), whitespace
+removed, the part after the last "@" lower-cased (a domain is case-insensitive, the local part
+is not: RFC 5322 3.6.4), without the angle brackets. A value longer than MAX_ID_CHARS (a hostile
+header) is named by its digest: "msgid-sha256:" + 16 hex digits of its normalised text.
+Pure functions over bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+__all__ = ["MAX_ID_CHARS", "mail_id", "message_id_of"]
+
+MAX_ID_CHARS = 500
+HEADER_BLOCK_LIMIT = 256 * 1024  # a header block is read this far for the field, no further
+_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
+_FIELD = re.compile(rb"^Message-ID[ \t]*:(.*(?:\r?\n[ \t].*)*)", re.IGNORECASE | re.MULTILINE)
+_BRACKETED = re.compile(r"<([^<>]*)>")
+_SPACE = re.compile(r"\s+")
+
+
+def message_id_of(data: bytes) -> str | None:
+    """The normalised Message-ID of the message `data` (see the module doc), or None."""
+    head = data[:HEADER_BLOCK_LIMIT]
+    end = _BLANK_LINE.search(head)
+    found = _FIELD.search(head if end is None else head[:end.start()])
+    if found is None:
+        return None
+    value = found.group(1).decode("utf-8", "replace")
+    bracketed = _BRACKETED.search(value)
+    text = _SPACE.sub("", bracketed.group(1) if bracketed else value)
+    if not text:
+        return None
+    local, at, domain = text.rpartition("@")
+    text = f"{local}@{domain.lower()}" if at else text
+    if len(text) > MAX_ID_CHARS:
+        return "msgid-sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return text
+
+
+def mail_id(data: bytes) -> str:
+    """The id of the message `data` on every route: its Message-ID, else a digest of its bytes."""
+    return message_id_of(data) or "sha256:" + hashlib.sha256(data).hexdigest()[:16]
