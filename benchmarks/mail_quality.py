@@ -263,8 +263,9 @@ def mail_events(stream: str, messages: list[Message]) -> list[dict]:
     others made of the bytes the peers read. Checked: the same ids, bytes and labels."""
     if stream not in RAW_MAIL:
         return [{"id": m.id, "text": None, "features": None, "label": m.label, "mail": m.data} for m in messages]
-    read = {event["id"]: event for event in read_mail(SPAMASSASSIN_PATH,
-                                                      label_folders=parse_label_folders(SPAMASSASSIN_FOLDERS))}
+    # matched by where each message was (an event's id is its Message-ID)
+    read = {event["path"]: event for event in read_mail(SPAMASSASSIN_PATH,
+                                                        label_folders=parse_label_folders(SPAMASSASSIN_FOLDERS))}
     events = [read[m.id] for m in messages]
     if len(read) != len(messages) or any(e["mail"] != m.data or e["label"] != m.label
                                          for e, m in zip(events, messages)):
