@@ -31,7 +31,8 @@ def test_the_labeled_order_is_named_by_the_group():
 
 def test_labeled_topics_must_have_the_unlabeled_topics_partition_count():
     forwarding(("a", "b")).start(4, {"a": 4, "b": 4, "unlabeled": 4})
-    with pytest.raises(KafkaSetupError, match=r"must have the unlabeled topic's 4 partitions .*; b \(2\)$"):
+    with pytest.raises(KafkaSetupError, match=r"must have the unlabeled topic's 4 partitions .*; b \(2\)\. The worker "
+                                              r"creates them so \(kafka\.partitions, not kafka\.labeled_partitions"):
         forwarding(("a", "b")).start(4, {"a": 4, "b": 2, "unlabeled": 4})
 
 

@@ -86,9 +86,10 @@ def _connect(factory, kafka: dict, what: str, *args, **options):
         raise KafkaSetupError(f"kafka: cannot start the {what}: {error}") from None
 
 
-def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) -> None:
+def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = (), copartitioned: bool = False) -> None:
     """Create missing topics (kafka.partitions, kafka.replication_factor, kafka.min_insync_replicas)
-    or report them;
+    or report them; labeled topics get kafka.labeled_partitions, or kafka.partitions when
+    `copartitioned` ([personal]: a key's labels and events on one partition number);
     `compacted` topics (snapshots) get one partition and cleanup.policy=compact."""
     wanted = [*kafka["labeled_topics"], *kafka["unlabeled_topics"], kafka["predictions_topic"], kafka["dead_letter_topic"],
               *compacted]
@@ -105,7 +106,8 @@ def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = ()) ->
         # With replicas, a write acknowledged (acks=all) is on min.insync.replicas brokers before
         # the worker counts it done, so a broker lost afterwards loses none of it.
         replicated = {"min.insync.replicas": str(min_insync_replicas(kafka))} if kafka["replication_factor"] > 1 else {}
-        spec = {topic: {"num_partitions": kafka["labeled_partitions" if topic in labeled else "partitions"],
+        labeled_partitions = kafka["partitions"] if copartitioned else kafka["labeled_partitions"]
+        spec = {topic: {"num_partitions": labeled_partitions if topic in labeled else kafka["partitions"],
                         "replication_factor": kafka["replication_factor"], "configs": dict(replicated)}
                 for topic in missing}
         for topic in set(compacted) & set(missing):
@@ -145,6 +147,34 @@ def ensure_own_topic(kafka: dict, client: dict, topic: str, partitions: int, con
         raise KafkaSetupError(f"kafka: cannot create {what} {topic}: {error}") from None
     finally:
         admin.close()
+
+
+def add_partitions_to_empty(kafka: dict, client: dict, counts: dict[str, int], wanted: int) -> dict[str, int]:
+    """Raise each topic of `counts` ({topic: partitions}) with fewer than `wanted` partitions to
+    `wanted`, if it holds no record yet (then no key has a partition to keep). Returns the counts
+    after; a topic with records is left as it is (the caller refuses it)."""
+    short = [topic for topic, count in counts.items() if count < wanted]
+    if not short:
+        return counts
+    reader = _connect(KafkaConsumer, kafka, "consumer", **client_options(kafka, client, "consumer"))
+    try:
+        ends = reader.end_offsets([TopicPartition(topic, p) for topic in short for p in range(counts[topic])])
+    finally:
+        reader.close()
+    empty = [topic for topic in short if not any(ends.get(TopicPartition(topic, p)) for p in range(counts[topic]))]
+    if not empty:
+        return counts
+    from kafka.admin import NewPartitions
+
+    admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
+    try:
+        admin.create_partitions({topic: NewPartitions(total_count=wanted) for topic in empty})
+    except KafkaError as error:
+        raise KafkaSetupError(f"kafka: cannot add partitions to {', '.join(empty)}: {error}") from None
+    finally:
+        admin.close()
+    log.info("partitions added to the empty topics %s: %d each, as the unlabeled topic has", ", ".join(empty), wanted)
+    return {**counts, **{topic: wanted for topic in empty}}
 
 
 def partition_counts(kafka: dict, client: dict, topics: list[str]) -> dict[str, int]:

@@ -84,8 +84,12 @@ class Forwarding:
         other = {topic: count for topic, count in admin_partitions.items() if topic in self.sources and count != partitions}
         if other:
             listing = ", ".join(f"{topic} ({count})" for topic, count in sorted(other.items()))
-            raise KafkaSetupError(f"personal: the labeled topics must have the unlabeled topic's {partitions} "
-                                  f"partitions (a key's labels and events on partition p alike); {listing}")
+            raise KafkaSetupError(
+                f"personal: the labeled topics must have the unlabeled topic's {partitions} partitions (a key's "
+                f"labels and events on partition p alike); {listing}. The worker creates them so (kafka.partitions, "
+                f"not kafka.labeled_partitions, under [personal]) and adds partitions to an empty one; one that "
+                f"holds records must be recreated with {partitions} partitions (adding partitions would move "
+                f"its keys)")
 
     def on_assignment(self, partitions: set[int]) -> None:
         """Forward the labeled partitions of the unlabeled partitions owned, each from the group's

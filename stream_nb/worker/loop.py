@@ -43,6 +43,7 @@ from stream_nb.config import Config, ConfigError
 from stream_nb.events import Event, Rejected
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.clients import (
+    add_partitions_to_empty,
     ensure_topics,
     leave_group,
     partition_counts,
@@ -162,12 +163,17 @@ class Worker:
         open the clients. Raises (one line) on anything that stops a worker from starting."""
         # first: an unreachable broker leaves no trace
         snapshot_topic = self.checkpoints.snapshot_topic
-        ensure_topics(self.kafka, self.config.kafka_client, (snapshot_topic,) if snapshot_topic else ())
+        ensure_topics(self.kafka, self.config.kafka_client, (snapshot_topic,) if snapshot_topic else (),
+                      copartitioned=self.keyed is not None)
         self.dead_letter_bytes = ensure_dead_letter_room(self.kafka, self.config.kafka_client)
         if self.keyed is not None:
             counts = partition_counts(self.kafka, self.config.kafka_client,
                                       [*self.unlabeled_topics, *sorted(self.forwarding.sources)])
             self.keyed.start(counts)
+            if self.kafka["create_topics"]:  # labeled topics made short earlier, still empty: repaired
+                labeled = {topic: counts[topic] for topic in self.forwarding.sources if topic in counts}
+                counts.update(add_partitions_to_empty(self.kafka, self.config.kafka_client, labeled,
+                                                      self.keyed.partitions))
             self.forwarding.start(self.keyed.partitions, counts)
             ensure_labeled_order(self.kafka, self.config.kafka_client)
         self.checkpoints.store.lock()

@@ -338,3 +338,41 @@ def test_a_worker_restarted_after_new_labels_reuses_its_stores_and_relearns_from
                    for _, records, at, until, checkpoint in relearned), relearned
 
     run_keyed_stream(tmp_path, kafka_broker.bootstrap, "kafka-python", sms, restarted)
+
+
+@pytest.mark.parametrize("made", ["by-the-worker", "labeled-short-and-empty", "labeled-short-with-records"])
+def test_a_personal_worker_makes_its_topics_co_partitioned_or_names_the_setting(kafka_broker, sms, tmp_path, made):
+    """Found in use: with kafka.partitions = 2 a [personal] worker created the labeled topic with
+    1 partition (kafka.labeled_partitions) and then refused it. Now it creates both with 2, adds
+    partitions to a short labeled topic that is still empty, and refuses one with records in a
+    line that names the setting and the remedy."""
+    from kafka import KafkaConsumer
+
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("layout")
+    if made != "by-the-worker":
+        create_topics(bootstrap, [topics.unlabeled], partitions=PARTITIONS)
+        create_topics(bootstrap, [topics.labeled], partitions=1)
+    labeled, unlabeled = keyed_stream(sms, 200, 50)
+    if made == "labeled-short-with-records":
+        produce(bootstrap, messages(topics, labeled[:1], True))
+    config = personal_config(tmp_path, bootstrap, topics, "w", "kafka-python", f"layout-{uuid.uuid4().hex[:8]}", "w")
+    worker = WorkerProcess(config, tmp_path / "w.log", stop_when_idle=3)
+    if made == "labeled-short-with-records":
+        assert worker.wait(120) == 2, worker.log_tail()
+        last = worker.log_path.read_text().splitlines()[-1]
+        assert f"must have the unlabeled topic's {PARTITIONS} partitions" in last and "kafka.labeled_partitions" in last
+        assert f"must be recreated with {PARTITIONS} partitions" in last, last
+        return
+    wait_until(lambda: "started: instance" in worker.log_path.read_text(), 120, "the start", worker)
+    produce(bootstrap, messages(topics, labeled, True) + messages(topics, unlabeled, False))
+    assert worker.wait(240) == 0, worker.log_tail()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        counts = {topic: len(consumer.partitions_for_topic(topic)) for topic in (topics.labeled, topics.unlabeled)}
+    finally:
+        consumer.close()
+    assert counts == {topics.labeled: PARTITIONS, topics.unlabeled: PARTITIONS}
+    assert len(predictions_once(bootstrap, topics, unlabeled)) == 50
+    log = worker.log_path.read_text()
+    assert ("partitions added to the empty topics" in log) is (made == "labeled-short-and-empty")
