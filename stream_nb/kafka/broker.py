@@ -360,8 +360,11 @@ class LocalKafkaBroker:
         if not pid or not _process_alive(pid):
             return None
         command_line = _process_command_line(pid)
-        # A recycled pid belongs to some other program; ours names our server.properties.
-        if command_line is not None and str(self.properties_path) not in command_line:
+        # A recycled pid belongs to some other program; ours names our server.properties. An empty
+        # command line says nothing: a process in the middle of exec has none yet (its new memory
+        # is in place before its arguments are), and a JVM just launched was once taken for dead
+        # here under load, so a second one was started in the same directory.
+        if command_line and str(self.properties_path) not in command_line:
             return None
         return pid
 
@@ -529,7 +532,7 @@ class LocalKafkaBroker:
 
     def _launch_and_wait(self, java: str, classpath: str, port: int, controller_port: int) -> None:
         log_offset = self._launch(java, classpath, port, controller_port)
-        self._wait_until_ready(log_offset=log_offset, pid=self._running_pid())
+        self._wait_until_ready(log_offset=log_offset, pid=self._read_state()["pid"])  # the one just launched
 
     def _launch(self, java: str, classpath: str, port: int, controller_port: int) -> int:
         command = [
