@@ -70,6 +70,10 @@ KAFKA_KEYS = {
     "value_format": ((str,), "json"),
     "label_header": ((str,), "label"),
     "unlearn_header": ((str,), "unlearn"),
+    # Under [personal], whose a raw message is (its event key): "" the record's Kafka key, else the
+    # mail header of this name, e.g. "Delivered-To" (its address; the producer must key the record
+    # by the same value, so that a user's mail and labels share a partition).
+    "mail_key_header": ((str,), ""),
 }
 PROCESSING_GUARANTEES = ("exactly_once", "at_least_once")
 TRANSPORTS = ("kafka-python", "confluent-kafka")
@@ -484,6 +488,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             if not kafka[key] or not kafka[key].isprintable() or kafka[key].strip() != kafka[key]:
                 raise ConfigError(f"kafka.{key}: {kafka[key]!r} is not a header name (printable, "
                                   "no surrounding spaces, not empty)")
+        header = kafka["mail_key_header"]
+        if header and (not header.isprintable() or header.strip() != header or ":" in header or " " in header):
+            raise ConfigError(f"kafka.mail_key_header: {header!r} is not a mail header name (printable, no spaces "
+                              "or colon; \"\" reads the record key)")
         if kafka["unlearn_header"] == kafka["label_header"]:
             raise ConfigError(f"kafka.unlearn_header: {kafka['unlearn_header']!r} is also kafka.label_header: a "
                               "correction names the class to take back in a header of its own")

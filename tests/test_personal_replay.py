@@ -164,7 +164,6 @@ def test_extends_replaces_key_by_key_and_set_comes_last(tmp_path):
 @pytest.mark.parametrize("override, refusal", [
     ('kafka.processing_guarantee="at_least_once"', 'kafka.processing_guarantee must be "exactly_once"'),
     ('kafka.unlabeled_topics=["a", "b"]', "follows the partitions of one unlabeled topic; kafka.unlabeled_topics has 2"),
-    ('kafka.value_format="mail"', "raw mail carries no event key"),
 ])
 def test_the_worker_refuses_per_key_models_it_cannot_keep_exactly_with_one_line(override, refusal):
     from stream_nb.worker.loop import Worker
@@ -172,6 +171,28 @@ def test_the_worker_refuses_per_key_models_it_cannot_keep_exactly_with_one_line(
     config = load_config(CONFIGS / "personal.toml", ["kafka.bootstrap_servers=\"127.0.0.1:9\"", override])
     with pytest.raises(ConfigError, match=re.escape(refusal)):
         Worker.check_config(config)
+
+
+def test_per_key_models_take_raw_mail_keyed_by_the_record_key_or_a_mail_header():
+    """Issue 33: [personal] with value_format = "mail" was refused ("raw mail carries no event key")."""
+    from stream_nb.events import SourcePosition
+    from stream_nb.events.raw_mail import decoder_for
+    from stream_nb.worker.loop import Worker
+
+    config = load_config(CONFIGS / "personal.toml", ['kafka.bootstrap_servers="127.0.0.1:9"', 'kafka.value_format="mail"'])
+    Worker.check_config(config)  # no refusal
+    mail = b"Delivered-To: Ann <Ann@Example.org>\r\nMessage-ID: <m1@x>\r\nSubject: hi\r\n\r\nbody\r\n"
+    where = SourcePosition("mail", 0, 1)
+    by_record = decoder_for({"value_format": "mail"}, labeled=False, keyed=True)
+    assert by_record(mail, b"ann-queue", (), where).key == "ann-queue"
+    assert by_record(mail, None, (), where).key is None and by_record(mail, b"\xff", (), where).key is None
+    by_header = decoder_for({"value_format": "mail", "mail_key_header": "Delivered-To"}, labeled=False, keyed=True)
+    assert by_header(mail, b"ignored", (), where).key == "ann@example.org"
+    assert by_header(b"Subject: no header\r\n\r\nx", b"k", (), where).key is None
+    unkeyed = decoder_for({"value_format": "mail", "mail_key_header": "Delivered-To"}, labeled=False)
+    assert unkeyed(mail, b"ann-queue", (), where).key is None  # without [personal] no key is read
+    with pytest.raises(ConfigError, match="kafka.mail_key_header: 'Delivered-To:' is not a mail header name"):
+        load_config(CONFIGS / "personal.toml", ['kafka.mail_key_header="Delivered-To:"'])
 
 
 def test_the_replay_report_lists_each_keys_figures(tmp_path):

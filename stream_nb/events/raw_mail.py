@@ -29,9 +29,12 @@ Decisions
   featuriser reads the first 1 MiB of a message and the worker predicts on that, its prediction
   marked ``"truncated": true`` when there was more (SpamAssassin and rspamd likewise give large
   mail a verdict on what they scan). `max_bytes` is accepted for the decoders' one signature.
-- **No event key** (yet): `Event.key`, the JSON ``"key"`` field (who the event belongs to), is
-  None on every raw-mail event. The message key is the id here, so it cannot be the key too; a
-  header naming it (as ``label_header`` names the label) is left for when per-key models need it.
+- **Event key** (`Event.key`, who the message belongs to), for per-user models (``[personal]``,
+  `keyed`): the record's Kafka key (UTF-8), or with ``[kafka] mail_key_header`` the mailbox of
+  that mail header (``Delivered-To``, ``X-Original-To``: its first address, lower-cased). The
+  producer keys the record by the same value, so a user's mail and labels share a partition (a
+  message on another partition is dead-lettered as ``misrouted_key``). Without ``[personal]``:
+  None.
 
 Reason codes
 ------------
@@ -61,7 +64,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from stream_nb.events.codec import DEFAULT_MAX_BYTES, Event, Header, Rejected, SourcePosition, record_decoder
-from stream_nb.mail.identity import mail_id
+from stream_nb.mail.identity import mail_id, mailbox_of
 
 __all__ = ["DEFAULT_LABEL_HEADER", "DEFAULT_UNLEARN_HEADER", "RAW_MAIL_REASONS", "VALUE_FORMATS", "decoder_for",
            "raw_mail_decoder"]
@@ -104,11 +107,23 @@ def _header_class(raw: bytes, header: str, what: str, reasons: tuple[str, str, s
 
 
 def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, classes: frozenset | None = None,
-                     label_header: str = DEFAULT_LABEL_HEADER,
-                     unlearn_header: str = DEFAULT_UNLEARN_HEADER) -> Decoder:
+                     label_header: str = DEFAULT_LABEL_HEADER, unlearn_header: str = DEFAULT_UNLEARN_HEADER,
+                     keyed: bool = False, key_header: str = "") -> Decoder:
     """A decoder of raw-mail records (the module's table), the same signature as
-    `codec.record_decoder`'s: (value, key, headers, source) -> Event | Rejected. Never raises."""
+    `codec.record_decoder`'s: (value, key, headers, source) -> Event | Rejected. Never raises.
+    `keyed` ([personal]): the event key is the record key (UTF-8; None without a usable one), or
+    with `key_header` the mailbox of that mail header (`stream_nb.mail.identity.mailbox_of`)."""
     classes = classes if labeled else None
+
+    def event_key(value: bytes, key: bytes | None) -> str | None:
+        if not keyed:
+            return None
+        if key_header:
+            return mailbox_of(value, key_header)
+        try:
+            return key.decode("utf-8") or None if key else None
+        except UnicodeDecodeError:
+            return None
 
     def decode(value: bytes | None, key: bytes | None, headers: Iterable[Header] | None,
                source: SourcePosition) -> Event | Rejected:
@@ -142,12 +157,12 @@ def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, class
             return refuse("label_on_unlabeled_topic", f"header {label_header!a} on the unlabeled topic")
         elif raw_unlearn is not None:
             return refuse("unlearn_on_unlabeled_topic", f"header {unlearn_header!a} on the unlabeled topic")
-        return Event(mail_id(value), None, None, label, source, value, unlearn)
+        return Event(mail_id(value), None, None, label, source, value, unlearn, event_key(value, key))
 
     return decode
 
 
-def decoder_for(kafka: dict, *, labeled: bool, classes: frozenset | None = None) -> Decoder:
+def decoder_for(kafka: dict, *, labeled: bool, classes: frozenset | None = None, keyed: bool = False) -> Decoder:
     """The decoder of a topic by ``[kafka] value_format``: JSON events (`codec.record_decoder`)
     or raw mail (`raw_mail_decoder`, its headers ``label_header`` and ``unlearn_header``),
     bounded by ``max_message_bytes``."""
@@ -155,5 +170,6 @@ def decoder_for(kafka: dict, *, labeled: bool, classes: frozenset | None = None)
     if kafka.get("value_format", "json") == "mail":
         return raw_mail_decoder(labeled=labeled, max_bytes=max_bytes, classes=classes,
                                 label_header=kafka.get("label_header", DEFAULT_LABEL_HEADER),
-                                unlearn_header=kafka.get("unlearn_header", DEFAULT_UNLEARN_HEADER))
+                                unlearn_header=kafka.get("unlearn_header", DEFAULT_UNLEARN_HEADER),
+                                keyed=keyed, key_header=kafka.get("mail_key_header", ""))
     return record_decoder(labeled=labeled, max_bytes=max_bytes, classes=classes)

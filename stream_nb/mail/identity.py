@@ -18,24 +18,44 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["MAX_ID_CHARS", "mail_id", "message_id_of"]
+__all__ = ["MAX_ID_CHARS", "mail_id", "mailbox_of", "message_id_of"]
 
 MAX_ID_CHARS = 500
 HEADER_BLOCK_LIMIT = 256 * 1024  # a header block is read this far for the field, no further
 _BLANK_LINE = re.compile(rb"\r?\n\r?\n")
 _FIELD = re.compile(rb"^Message-ID[ \t]*:(.*(?:\r?\n[ \t].*)*)", re.IGNORECASE | re.MULTILINE)
+_ADDRESS = re.compile(r"[^\s<>(),;:\"]+@[^\s<>(),;:\"]+")
 _BRACKETED = re.compile(r"<([^<>]*)>")
 _SPACE = re.compile(r"\s+")
 
 
-def message_id_of(data: bytes) -> str | None:
-    """The normalised Message-ID of the message `data` (see the module doc), or None."""
+def _first_field(data: bytes, field: re.Pattern) -> str | None:
+    """The unfolded value of the first `field` of the header block of `data`, or None."""
     head = data[:HEADER_BLOCK_LIMIT]
     end = _BLANK_LINE.search(head)
-    found = _FIELD.search(head if end is None else head[:end.start()])
-    if found is None:
+    found = field.search(head if end is None else head[:end.start()])
+    return None if found is None else found.group(1).decode("utf-8", "replace")
+
+
+def mailbox_of(data: bytes, header: str) -> str | None:
+    """The mailbox a message was delivered to, from its first `header` field (Delivered-To,
+    X-Original-To, ...): the first address in it, lower-cased, or the trimmed value when it holds
+    no address; None without the field or with an empty one. Up to MAX_ID_CHARS characters."""
+    field = re.compile(rb"^" + re.escape(header.encode("ascii", "replace")) + rb"[ \t]*:(.*(?:\r?\n[ \t].*)*)",
+                       re.IGNORECASE | re.MULTILINE)
+    value = _first_field(data, field)
+    if value is None:
         return None
-    value = found.group(1).decode("utf-8", "replace")
+    address = _ADDRESS.search(value)
+    text = address.group(0).lower() if address else _SPACE.sub(" ", value).strip()
+    return text[:MAX_ID_CHARS] or None
+
+
+def message_id_of(data: bytes) -> str | None:
+    """The normalised Message-ID of the message `data` (see the module doc), or None."""
+    value = _first_field(data, _FIELD)
+    if value is None:
+        return None
     bracketed = _BRACKETED.search(value)
     text = _SPACE.sub("", bracketed.group(1) if bracketed else value)
     if not text:

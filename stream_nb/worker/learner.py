@@ -38,7 +38,7 @@ class Learner:
         w = self.worker
         count_consumed(w.telemetry, records)
         events, origin = decode(records, labeled=True, rejected=w.labeled_rejections.append, kafka=w.kafka,
-                                classes=w.config.classes)
+                                classes=w.config.classes, keyed=w.keyed is not None)
         events, origin = self._screen_labels(events, origin)
         if events:
             events, origin, X = featurise_or_reject(events, origin, w.labeled_rejections.append, w.featurise)

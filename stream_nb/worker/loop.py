@@ -137,9 +137,6 @@ class Worker:
         if len(set(kafka["unlabeled_topics"])) != 1:
             raise ConfigError("personal: per-key state follows the partitions of one unlabeled topic; "
                               f"kafka.unlabeled_topics has {len(set(kafka['unlabeled_topics']))}")
-        if kafka["value_format"] != "json":
-            raise ConfigError("personal: keyed events are JSON events with a \"key\" (kafka.value_format = "
-                              "\"json\"); raw mail carries no event key")
 
     @property
     def labeled_order_rule(self) -> tuple[str, str] | None:

@@ -51,7 +51,7 @@ class Predictor:
         w = self.worker
         count_consumed(w.telemetry, records)
         events, origin = decode(records, labeled=False, rejected=self.dead_letter, kafka=w.kafka,
-                                classes=w.config.classes)
+                                classes=w.config.classes, keyed=w.keyed is not None)
         if events:
             events, origin, X = featurise_or_reject(events, origin, self.dead_letter, w.featurise, learning=False)
         if events and w.keyed is not None:

@@ -48,10 +48,11 @@ def count_consumed(telemetry, records: list) -> None:
         telemetry.consumed.labels(topic).inc(count)
 
 
-def decode(records: list, labeled: bool, rejected, kafka: dict, classes) -> tuple[list[Event], list]:
-    """(events, their records); each message that is not a valid event goes to `rejected`."""
+def decode(records: list, labeled: bool, rejected, kafka: dict, classes, keyed: bool = False) -> tuple[list[Event], list]:
+    """(events, their records); each message that is not a valid event goes to `rejected`.
+    `keyed` ([personal]): raw mail gets its event key (`raw_mail.decoder_for`)."""
     events, origin = [], []
-    decoder = (decoder_for(kafka, labeled=labeled, classes=classes)  # raw mail
+    decoder = (decoder_for(kafka, labeled=labeled, classes=classes, keyed=keyed)  # raw mail
                if kafka["value_format"] == "mail" else
                record_decoder(labeled=labeled, max_bytes=kafka["max_message_bytes"], classes=classes))
     for record in records:

@@ -38,6 +38,7 @@ from worker_support import (
     WorkerProcess,
     create_topics,
     end_offset,
+    predictions_by_id,
     produce,
     read_topic,
     wait_until,
@@ -376,3 +377,41 @@ def test_a_personal_worker_makes_its_topics_co_partitioned_or_names_the_setting(
     assert len(predictions_once(bootstrap, topics, unlabeled)) == 50
     log = worker.log_path.read_text()
     assert ("partitions added to the empty topics" in log) is (made == "labeled-short-and-empty")
+
+
+@pytest.mark.parametrize("keyed_by", ["record-key", "delivered-to"])
+def test_per_user_models_take_raw_mail(kafka_broker, sms, tmp_path, keyed_by):
+    """Issue 33: [personal] with value_format = "mail" (refused before: "raw mail carries no event
+    key"). Each user's mail is keyed by the record key, or by its Delivered-To header (the MTA
+    keys the record by the same address); every message is predicted once and each user's counts
+    are in the changelog under that user's key."""
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new(f"keyed-mail-{keyed_by}")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled], partitions=PARTITIONS)
+    labeled, unlabeled = keyed_stream(sms, 300, 60)
+
+    def raw(event: dict, label: str | None) -> Message:
+        user = f"{event['key']}@example.org"
+        mail = (f"Delivered-To: {user.upper()}\r\nMessage-ID: <{event['id']}@stream-nb.test>\r\nSubject: sms\r\n\r\n"
+                f"{event['text']}\r\n").encode()
+        key = user if keyed_by == "delivered-to" else event["key"]
+        return Message(topics.labeled if label else topics.unlabeled, mail, key.encode(),
+                       headers=(("label", label.encode()),) if label else ())
+
+    produce(bootstrap, [raw(event, event["label"]) for event in labeled] + [raw(event, None) for event in unlabeled])
+    config = personal_config(tmp_path, bootstrap, topics, "w", "kafka-python", f"keyed-mail-{uuid.uuid4().hex[:8]}",
+                             "w")
+    extra = {"value_format": "mail", **({"mail_key_header": "Delivered-To"} if keyed_by == "delivered-to" else {})}
+    text = config.read_text().replace("[kafka]\n", "[kafka]\n" + "".join(f'{k} = "{v}"\n' for k, v in extra.items()), 1)
+    config.write_text(text)
+    worker = WorkerProcess(config, tmp_path / "w.log", stop_when_idle=3)
+    assert worker.wait(300) == 0, worker.log_tail()
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert sorted(predictions) == sorted(f"{event['id']}@stream-nb.test" for event in unlabeled)
+    assert all(len(copies) == 1 for copies in predictions.values())
+    assert read_topic(bootstrap, topics.dead_letters) == []
+    tables = changelog_tables(config, tmp_path / "restored")
+    users = {event["key"] for event in labeled}
+    expected = {f"{user}@example.org" if keyed_by == "delivered-to" else user for user in users}
+    found = {key for table in tables.values() for key in expected if table.get(key) is not None}
+    assert found == expected
