@@ -217,7 +217,13 @@ def test_a_hostile_message_among_normal_traffic_delays_no_prediction_and_forces_
         worker.kill()
 
     log = worker.log_path.read_text()
-    assert "aborted and redone" not in log and "dropped and redone" not in log  # no rewind, no reconnect
+    # No rewind because of the message and no reconnect: a rewind only where the group rebalanced
+    # after its first assignment (flake run 5, two busy loops: a first assignment of no partition,
+    # then the real one, and one rewind for it), as in the test above.
+    assignments = log.count("assigns this worker")
+    rewinds = [line for line in log.splitlines() if "aborted and redone" in line]
+    assert all("the group rebalanced: the open outputs are aborted" in line for line in rewinds), rewinds
+    assert len(rewinds) <= assignments - 1 and "dropped and redone" not in log, rewinds
     assert "fenced" not in log and "Traceback" not in log
     assert log.count("started: instance") == 1  # never restarted
     predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
