@@ -15,6 +15,7 @@ Pure functions over bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -37,13 +38,18 @@ def _first_field(data: bytes, field: re.Pattern) -> str | None:
     return None if found is None else found.group(1).decode("utf-8", "replace")
 
 
+@functools.lru_cache(maxsize=16)
+def _header_field(header: str) -> re.Pattern:
+    """The pattern of a header field (compiled once: the decoder asks for it per message)."""
+    return re.compile(rb"^" + re.escape(header.encode("ascii", "replace")) + rb"[ \t]*:(.*(?:\r?\n[ \t].*)*)",
+                      re.IGNORECASE | re.MULTILINE)
+
+
 def mailbox_of(data: bytes, header: str) -> str | None:
     """The mailbox a message was delivered to, from its first `header` field (Delivered-To,
     X-Original-To, ...): the first address in it, lower-cased, or the trimmed value when it holds
     no address; None without the field or with an empty one. Up to MAX_ID_CHARS characters."""
-    field = re.compile(rb"^" + re.escape(header.encode("ascii", "replace")) + rb"[ \t]*:(.*(?:\r?\n[ \t].*)*)",
-                       re.IGNORECASE | re.MULTILINE)
-    value = _first_field(data, field)
+    value = _first_field(data, _header_field(header))
     if value is None:
         return None
     address = _ADDRESS.search(value)
