@@ -161,11 +161,20 @@ def test_event_key_is_the_last_field_with_a_default():
     assert Event("a", "x", None, "l", SRC, key="u") != Event("a", "x", None, "l", SRC)
 
 
+def test_a_key_of_1024_characters_is_kept_and_one_more_is_refused():
+    """The bound counts characters, not bytes: 1,024 astral characters (4 KiB of UTF-8) pass."""
+    longest = "\U0001f600" * 1024
+    event = decode(json.dumps({"id": "a", "key": longest, "text": "x"}).encode(), labeled=False)
+    assert type(event) is Event and event.key == longest
+    refused = decode(json.dumps({"id": "a", "key": longest + "x", "text": "x"}).encode(), labeled=False)
+    assert (refused.reason, refused.detail) == ("key_too_long", "key of 1025 characters, more than 1024")
+
+
 def test_the_key_reasons_come_right_after_empty_id():
     at = REASONS.index("empty_id")
-    assert REASONS[at - 2: at + 4] == ("missing_id", "id_not_string", "empty_id", "key_not_string", "empty_key",
-                                       "text_not_string")
-    assert len(REASONS) == 33
+    assert REASONS[at - 2: at + 5] == ("missing_id", "id_not_string", "empty_id", "key_not_string", "empty_key",
+                                       "key_too_long", "text_not_string")
+    assert len(REASONS) == 34
 
 
 def test_long_text_under_the_limit_is_fine_and_the_limit_is_inclusive():
@@ -261,6 +270,8 @@ _BAD = [
     ("empty key before no text or features", b'{"id":"a","key":""}', False, "empty_key"),
     ("empty key before a label on the unlabeled topic", b'{"id":"a","key":"","text":"x","label":"l"}', False,
      "empty_key"),
+    ("key of 1,025 characters", b'{"id":"a","key":"' + b"k" * 1025 + b'","text":"x","label":"l"}', True,
+     "key_too_long"),
     # --- text and features
     ("int text", b'{"id":"a","text":5,"label":"l"}', True, "text_not_string"),
     ("list text", b'{"id":"a","text":["x"],"label":"l"}', True, "text_not_string"),

@@ -130,3 +130,93 @@ def test_a_flipped_byte_is_refused_or_reads_back_as_exactly_those_bytes(position
     except InvalidKeyState:
         return
     assert encode_key_counts(own) == bytes(data)
+
+
+# ---- a key in records of bounded size --------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(key_counts(), st.integers(0, 3), st.data())
+def test_a_key_split_into_a_head_and_row_records_comes_back_to_the_bit(own, rewrites, data):
+    """Any split of the names between the head and row records, with rows written again later
+    (a later row replaces an earlier one), gives back the same counts; every record is within
+    ROWS_BYTES or one row."""
+    from stream_nb.keyed import codec
+
+    names = list(own.features)
+    in_head = data.draw(st.lists(st.sampled_from(names), unique=True)) if names else []
+    rest = [name for name in names if name not in in_head]
+    again = [data.draw(st.lists(st.sampled_from(names), unique=True)) if names else [] for _ in range(rewrites)]
+    records = codec.encode_rows(own, rest)
+    for chosen in again:
+        records += codec.encode_rows(own, chosen)
+    head = codec.decode_head(codec.encode_head(own, 5, 5 + len(records), 0, in_head), len(own.class_counts))
+    back = codec.key_counts_of_records(head, records, len(own.class_counts))
+    assert back.features == own.features and back.class_counts == own.class_counts
+    assert back.class_totals == own.class_totals and back.last_labeled == own.last_labeled
+    assert back.touched == set()  # as on disk: nothing to write
+    n = len(own.class_counts)
+    for record in records:
+        names_in, _ = codec.decode_rows(record, n)
+        assert len(record) <= codec.ROWS_BYTES + 12 or len(names_in) == 1
+
+
+def test_row_records_are_cut_at_rows_bytes_and_a_longer_row_is_a_record_alone(monkeypatch):
+    from stream_nb.keyed import codec
+
+    monkeypatch.setattr(codec, "ROWS_BYTES", 100)
+    own = KeyCounts(2, 0)
+    for name in ("a" * 10, "b" * 10, "c" * 10, "d" * 200, "e"):
+        own.add({name: 1.0}, 0, 1.0)
+    records = codec.encode_rows(own, list(own.features))
+    # rows of 4 + 10 + 16 = 30 bytes: three fit in 100; the 220-byte row is alone
+    assert [codec.decode_rows(r, 2)[0] for r in records] == [["a" * 10, "b" * 10, "c" * 10], ["d" * 200], ["e"]]
+
+
+def test_record_keys_name_their_key_and_part_whatever_the_key_holds():
+    from stream_nb.keyed.codec import HEAD_PART, record_key, split_record_key
+
+    for key in (b"u", "ü\x00\x00\x00\x00\x00\x00\x00\x00\x01".encode(), b"\x00" * 12):
+        for part in (0, 1, 2**40, HEAD_PART):
+            assert split_record_key(record_key(key, part)) == (key, part)
+    for bad in (b"", b"u", b"u" + b"\x01" * 9, b"\x00" * 8):
+        with pytest.raises(InvalidKeyState):
+            split_record_key(bad)
+
+
+def test_hostile_heads_and_row_records_are_refused_before_anything_is_allocated():
+    from stream_nb.keyed import codec
+
+    own = KeyCounts(2, 3)
+    own.add({"offer": 2.0, "lunch": 1.0}, 0, 1.0)
+    head = codec.encode_head(own, 0, 0, 0, list(own.features))
+    rows = codec.encode_rows(own, list(own.features))[0]
+    for end in range(len(head)):
+        with pytest.raises(InvalidKeyState):
+            codec.decode_head(head[:end], 2)
+    for end in range(len(rows)):
+        with pytest.raises(InvalidKeyState):
+            codec.decode_rows(rows[:end], 2)
+    huge = struct.pack("<4sIQQQQI", b"SNH1", 2, 0, 0, 0, 0, 2**32 - 1) + b"\x00" * 32
+    tracemalloc.start()
+    with pytest.raises(InvalidKeyState, match="more than its"):
+        codec.decode_head(huge, 2)
+    with pytest.raises(InvalidKeyState, match="more than its"):
+        codec.decode_rows(struct.pack("<4sII", b"SNR1", 2, 2**32 - 1), 2)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 100_000
+    with pytest.raises(InvalidKeyState, match="out of range"):
+        codec.decode_head(struct.pack("<4sIQQQQI", b"SNH1", 2, 0, 5, 4, 0, 0) + b"\x00" * 32, 2)
+    with pytest.raises(InvalidKeyState, match="names 2 row records, 1 are there"):
+        codec.key_counts_of_records(codec.decode_head(codec.encode_head(own, 0, 2, 0, []), 2), [rows], 2)
+    long_name = codec.encode_rows(own, ["offer"])[0].replace(b"\x05\x00\x00\x00offer", b"\x05\x10\x00\x00offer")
+    with pytest.raises(InvalidKeyState):
+        codec.decode_rows(long_name, 2)
+
+
+def test_a_key_keeps_no_name_longer_than_1024_characters():
+    """A longer name (a run-on token) counts in the global model only, so a row has a bounded size."""
+    own = KeyCounts(2, 0)
+    own.add({"x" * 1025: 3.0, "y" * 1024: 2.0, "z": 1.0}, 1, 1.0)
+    assert list(own.features) == ["y" * 1024, "z"] and own.class_totals == [0.0, 3.0]

@@ -14,7 +14,14 @@ import pytest
 pytest.importorskip("rocksdict", reason="rocksdict is a core dependency: `make setup` installs it")
 
 from stream_nb.config import load_config  # noqa: E402
-from stream_nb.keyed.codec import encode_key_counts  # noqa: E402
+from stream_nb.keyed.codec import (  # noqa: E402
+    _HEAD,
+    HEAD_PART,
+    encode_head,
+    encode_key_counts,
+    encode_rows,
+    record_key,
+)
 from stream_nb.keyed.store import META_KEY, StoredKeyTable  # noqa: E402
 from stream_nb.model.personal import InvalidKeyState, KeyCounts, KeyTable  # noqa: E402
 
@@ -121,21 +128,41 @@ def test_a_store_closed_cleanly_is_kept_and_one_that_was_not_is_rebuilt(tmp_path
 
 
 def test_hostile_changelog_records_are_refused_with_one_line(tmp_path):
-    store = StoredKeyTable(tmp_path / "p", lambda: 2)
     good = KeyCounts(2, 0)
     good.add({"a": 1.0}, 0, 1.0)
-    value = encode_key_counts(good)
-    bad_values = [b"junk", value[:-1], value.replace(b"SNK1", b"SNK9"),
-                  value[:20] + b"\x00\x00\x00\x00\x00\x00\xf8\x7f" + value[28:]]  # a NaN count
-    for bad in bad_values:
-        with pytest.raises(InvalidKeyState):
-            store.restore([(b"u", bad)])
+    head = encode_head(good, 0, 0, 0, ["a"])
+    chunked_head = encode_head(good, 0, 1, 0, [])
+    rows = encode_rows(good, ["a"])[0]
+    u, row0 = record_key(b"u", HEAD_PART), record_key(b"u", 0)
+    other = KeyCounts(2, 0)
+    other.add({"b": 1.0}, 0, 1.0)
+    nan = head[:_HEAD.size] + b"\x00\x00\x00\x00\x00\x00\xf8\x7f" + head[_HEAD.size + 8:]  # a NaN class count
+    hostile = [
+        [(u, b"junk")], [(u, head[:-1])], [(u, head.replace(b"SNH1", b"SNH9"))], [(u, nan)],
+        [(b"u", head)],  # a record key without its part
+        [(u, rows)], [(row0, head)],  # a row record as a head, and the other way round
+        [(u, chunked_head)],  # a head naming a row record that is not there
+        [(row0, rows)],  # a row record no head names
+        [(row0, encode_rows(good, ["a"])[0].replace(b"SNR1", b"SNR0")), (u, chunked_head)],
+        [(row0, encode_rows(other, ["b"])[0]), (u, encode_head(good, 0, 1, 0, ["a"]))],  # T_c is not the rows' sum
+        [(u, encode_key_counts(good))],  # the layout of one record a key, from before
+    ]
+    for i, records in enumerate(hostile):
+        store = StoredKeyTable(tmp_path / f"p{i}", lambda: 2)
+        with pytest.raises(InvalidKeyState) as refused:
+            store.restore(records)
+        assert "\n" not in str(refused.value), records
+        store.db.close()
+    assert "delete the changelog topic" in str(refused.value)
+    store = StoredKeyTable(tmp_path / "meta", lambda: 2)
     for meta in (b'{"clock": -1, "evicted": 0, "position": null}', b'{"clock": 1}', b"[]"):
         with pytest.raises(InvalidKeyState):
             store.restore([(META_KEY, meta)])
     with pytest.raises(InvalidKeyState):
         store.restore([(META_KEY, None)])
-    assert store.restore([(b"u", value)]) == 1
+    assert store.restore([(u, head)]) == 1
+    assert same_counts(store.get("u"), good)
+    assert store.restore([(row0, rows), (u, chunked_head)]) == 2
     assert same_counts(store.get("u"), good)
 
 
@@ -197,3 +224,56 @@ def test_a_hostile_clean_marker_only_makes_the_store_rebuilt(tmp_path):
         assert (reopened.clean_offset, reopened.clean_at_ms) == (None, None), content
         assert len(reopened) == 0 and reopened.clock == 0 and not (tmp_path / f"p{i}" / CLEAN).exists(), content
         reopened.db.close()
+
+
+@pytest.mark.parametrize("features, whole_writes_expected", [(1_000_000, 0), (20_000, range(4, 9))])
+def test_a_key_of_a_million_features_is_written_in_records_of_bounded_size(tmp_path, features, whole_writes_expected):
+    """One user's model of 1,000,000 features (about 30 MB of counts and names): every record
+    stays within ROWS_BYTES (one row alone may pass it; none here), a flush after one more mail
+    writes that mail's rows, not the key; a key of 20,000 features (600 KB) is written whole
+    again each time the rows written since its last whole write outgrow it, so what the
+    changelog keeps of a key stays under about twice its size; a restore from the compacted
+    changelog gives back the same counts."""
+    from stream_nb.keyed.codec import ROWS_BYTES, decode_head
+
+    store = StoredKeyTable(tmp_path / "p", lambda: 2)
+    own = store.create("big", 2)
+    step = min(features, 50_000)
+    for start in range(0, features, step):
+        own.add({f"feature-{i}": 1.0 for i in range(start, start + step)}, start // step % 2, 1.0)
+    store.changed("big", own)
+    store.observe("big", None)
+    first = store.flush(position=1)
+    assert max(len(value) for _, value in first if value) <= ROWS_BYTES + _HEAD.size + 16
+    assert sum(len(value) for _, value in first if value) > features * 25
+    changelog = dict(first)
+
+    rng = random.Random(33)
+    whole_writes = 0
+    for mail in range(400):  # mails of 300 features, 30 of them new
+        x = {f"feature-{rng.randrange(features)}": 1.0 for _ in range(270)}
+        x.update({f"new-{mail}-{j}": 2.0 for j in range(30)})
+        own = store.get("big")
+        own.add(x, mail % 2, 1.0)
+        store.changed("big", own)
+        store.observe("big", None)
+        records = store.flush(position=mail + 2)
+        written = sum(len(value) for _, value in records if value)
+        head = decode_head(records[-2][1], 2)
+        if any(value is None for _, value in records):  # a whole write: the old row records' tombstones
+            whole_writes += 1
+            assert written > features * 25
+        else:
+            assert written < 40_000  # the mail's rows and the head
+        for key, value in records:
+            changelog.pop(key, None)
+            changelog[key] = value
+        live = sum(len(value) for key, value in changelog.items() if value is not None and key != META_KEY)
+        assert live <= 2 * head.base + 2 * ROWS_BYTES
+    assert whole_writes in whole_writes_expected if isinstance(whole_writes_expected, range) else \
+        whole_writes == whole_writes_expected
+
+    restored = StoredKeyTable(tmp_path / "restored", lambda: 2)
+    restored.restore([(key, value) for key, value in changelog.items() if value is not None])
+    assert same_counts(restored.get("big"), store.get("big"))
+    assert len(restored.get("big").features) == features + 400 * 30

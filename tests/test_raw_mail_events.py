@@ -73,15 +73,25 @@ BAD = [  # (value, headers, labeled, options, reason): one per code, in table or
     (RAW, (("label", b"spam"),), False, {}, "label_on_unlabeled_topic"),
     (RAW, (("label", b"spam"), ("unlearn", b"ham")), False, {}, "label_on_unlabeled_topic"),
     (RAW, (("unlearn", b"ham"),), False, {}, "unlearn_on_unlabeled_topic"),
+    (RAW, (("label", b"spam"),), True, {"keyed": True, "record_key": "ü".encode() * 1025}, "key_too_long"),
 ]
 
 
 @pytest.mark.parametrize("value, headers, labeled, options, reason", BAD)
 def test_a_bad_record_is_refused_with_its_reason_and_kept_whole(value, headers, labeled, options, reason):
-    refused = decode(value, headers=headers, labeled=labeled, **options)
+    options = dict(options)
+    key = options.pop("record_key", b"msg-1")
+    refused = decode(value, key=key, headers=headers, labeled=labeled, **options)
     assert type(refused) is Rejected and refused.reason == reason, refused
-    assert (refused.value, refused.key, refused.headers, refused.source) == (value, b"msg-1", headers, SRC)
+    assert (refused.value, refused.key, refused.headers, refused.source) == (value, key, headers, SRC)
     assert refused.detail.isascii() and len(refused.detail) <= 200
+
+
+def test_a_key_of_1024_characters_is_kept_from_the_record_or_a_header():
+    longest = "ü" * 1024
+    assert decode(RAW, key=longest.encode(), keyed=True).key == longest
+    delivered = b"Delivered-To: " + b"u" * 1100 + b"@example.com\r\n" + RAW
+    assert len(decode(delivered, keyed=True, key_header="Delivered-To").key) == 500  # a header's: MAX_ID_CHARS
 
 
 def test_every_reason_is_tested_in_table_order_and_documented():

@@ -56,6 +56,9 @@ code                            meaning
 ``key_not_string``              ``key`` present, not null and not a string (an int key is
                                 refused, not converted)
 ``empty_key``                   ``key`` is ``""``
+``key_too_long``                ``key`` longer than ``MAX_KEY_CHARS`` (1,024) characters: a
+                                user, mailbox or tenant, never a document; its per-key state
+                                is stored under it
 ``text_not_string``             ``text`` present, not null and not a string
 ``features_not_object``         ``features`` present, not null and not an object
 ``feature_value_type``          a feature value is not a string, number or boolean
@@ -184,6 +187,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BYTES = 1_000_000
+MAX_KEY_CHARS = 1024  # an event's key names a user, mailbox or tenant; per-key records are stored under it
 
 #: Every reason code `decode_record` can give, in the order the checks run.
 REASONS: tuple[str, ...] = (
@@ -201,6 +205,7 @@ REASONS: tuple[str, ...] = (
     "empty_id",
     "key_not_string",
     "empty_key",
+    "key_too_long",
     "text_not_string",
     "features_not_object",
     "feature_value_type",
@@ -437,6 +442,8 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
             raise _Refused("key_not_string", f"key is {_type_name(key)}, expected a string")
         if not key:
             raise _Refused("empty_key", "key is the empty string")
+        if len(key) > MAX_KEY_CHARS:
+            raise _Refused("key_too_long", f"key of {len(key)} characters, more than {MAX_KEY_CHARS}")
 
     text = obj.get("text")
     if text is not None and type(text) is not str:

@@ -56,6 +56,7 @@ code                            meaning
 ``unlearn_is_label``            labeled topic, the unlearn header says what the label header says
 ``label_on_unlabeled_topic``    unlabeled topic, a ``label_header`` header with a value
 ``unlearn_on_unlabeled_topic``  unlabeled topic, an ``unlearn_header`` header with a value
+``key_too_long``                keyed, the event key is longer than 1,024 characters
 ==============================  ==============================================================
 """
 
@@ -63,7 +64,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from stream_nb.events.codec import DEFAULT_MAX_BYTES, Event, Header, Rejected, SourcePosition, record_decoder
+from stream_nb.events.codec import (
+    DEFAULT_MAX_BYTES,
+    MAX_KEY_CHARS,
+    Event,
+    Header,
+    Rejected,
+    SourcePosition,
+    record_decoder,
+)
 from stream_nb.mail.identity import mail_id, mailbox_of
 
 __all__ = ["DEFAULT_LABEL_HEADER", "DEFAULT_UNLEARN_HEADER", "RAW_MAIL_REASONS", "VALUE_FORMATS", "decoder_for",
@@ -75,7 +84,7 @@ DEFAULT_UNLEARN_HEADER = "unlearn"
 RAW_MAIL_REASONS: tuple[str, ...] = (
     "empty_value", "missing_label", "invalid_utf8", "empty_label", "undeclared_label",
     "invalid_unlearn", "undeclared_unlearn", "unlearn_is_label", "label_on_unlabeled_topic",
-    "unlearn_on_unlabeled_topic",
+    "unlearn_on_unlabeled_topic", "key_too_long",
 )
 
 Decoder = Callable[[bytes | None, bytes | None, Iterable[Header] | None, SourcePosition], Event | Rejected]
@@ -157,7 +166,10 @@ def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, class
             return refuse("label_on_unlabeled_topic", f"header {label_header!a} on the unlabeled topic")
         elif raw_unlearn is not None:
             return refuse("unlearn_on_unlabeled_topic", f"header {unlearn_header!a} on the unlabeled topic")
-        return Event(mail_id(value), None, None, label, source, value, unlearn, event_key(value, key))
+        owner = event_key(value, key)
+        if owner is not None and len(owner) > MAX_KEY_CHARS:
+            return refuse("key_too_long", f"key of {len(owner)} characters, more than {MAX_KEY_CHARS}")
+        return Event(mail_id(value), None, None, label, source, value, unlearn, owner)
 
     return decode
 

@@ -20,6 +20,25 @@ The bytes come from a topic or a disk and are untrusted: every length is checked
 bytes left before anything is allocated, the names must be UTF-8 and distinct, and the state
 must pass the key's invariants (stream_nb.model.personal: finite counts >= 0, T_c,k the sum
 of its feature counts, ...). A refusal is an InvalidKeyState with one line.
+
+That whole-key layout is the canonical form (a store's digest hashes it). What a store and its
+changelog hold is a key split into records of bounded size, so that a key of millions of
+features is never one record larger than a topic takes, and a flush writes what changed rather
+than the whole key:
+
+    head   record key  key + b"\0" + u64 2**64-1 (big-endian)
+           value       magic b"SNH1", n_classes u32, last u64, first u64, next u64, base u64,
+                       n_rows u32, counts f64*C, totals f64*C, rows f64*R*C, R names
+    rows   record key  key + b"\0" + u64 s for first <= s < next
+           value       magic b"SNR1", n_classes u32, n_rows u32, rows f64*R*C, R names
+
+A key's rows are the head's own (a small key: one record, nothing else) and those of the
+row records first .. next-1 applied in that order, a later row of a name replacing an earlier
+one. `base` is the bytes of the last full write, after which row records only add; the
+store writes the key whole again (new row records, the old ones' tombstones) once those
+records outgrow it, so a restore reads at most about twice a key's size. A row record holds
+at most ROWS_BYTES of rows, or a single row larger than that (a name is at most
+MAX_KEY_NAME_CHARS characters, so a row, and every record, has a bounded size).
 """
 
 from __future__ import annotations
@@ -28,13 +47,20 @@ import struct
 
 import numpy as np
 
-from stream_nb.model.personal import InvalidKeyState, KeyCounts, key_counts_of_arrays
+from stream_nb.model.personal import MAX_KEY_NAME_CHARS, InvalidKeyState, KeyCounts, key_counts_of_arrays
 
 MAGIC = b"SNK1"
 _HEADER = struct.Struct("<4sIIQ")
 _LENGTH = struct.Struct("<I")
 MAX_CLASSES = 10_000  # [model] max_classes' highest value
-MAX_NAME_BYTES = 1 << 20  # a feature name longer than a megabyte is no feature name
+MAX_NAME_BYTES = 4 * MAX_KEY_NAME_CHARS  # the UTF-8 of the longest name a key keeps
+
+HEAD_MAGIC, ROWS_MAGIC = b"SNH1", b"SNR1"
+HEAD_PART = 2**64 - 1  # the part number of a key's head record
+_HEAD = struct.Struct("<4sIQQQQI")  # magic, n_classes, last, first, next, base, n_rows
+_ROWS = struct.Struct("<4sII")  # magic, n_classes, n_rows
+_PART = struct.Struct(">Q")  # big-endian: a key's records sort by part, the head last
+ROWS_BYTES = 256 * 1024  # a row record's rows, about (one row larger than this is a record alone)
 
 
 def encode_key_counts(own: KeyCounts) -> bytes:
@@ -51,13 +77,6 @@ def encode_key_counts(own: KeyCounts) -> bytes:
         parts.append(_LENGTH.pack(len(encoded)))
         parts.append(encoded)
     return b"".join(parts)
-
-
-def last_labeled_of(data: bytes) -> int:
-    """The labeled clock in the header of a key's bytes (which a store wrote: not checked further)."""
-    if len(data) < _HEADER.size or data[:4] != MAGIC:
-        raise InvalidKeyState("a key's state without its header")
-    return _HEADER.unpack_from(data, 0)[3]
 
 
 def decode_key_counts(data: bytes, n_classes: int | None) -> KeyCounts:
@@ -103,3 +122,192 @@ def decode_key_counts(data: bytes, n_classes: int | None) -> KeyCounts:
     if n_classes is not None:
         own.widen(n_classes)
     return own
+
+
+# ---- a key in records of bounded size ------------------------------------------------------------
+
+
+def record_key(key: bytes, part: int) -> bytes:
+    """The store's and the changelog's key of one record of `key` (HEAD_PART: its head)."""
+    return key + b"\0" + _PART.pack(part)
+
+
+def split_record_key(raw: bytes) -> tuple[bytes, int]:
+    """(key, part) of a record key; InvalidKeyState for bytes no record key has."""
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) < 1 + _PART.size or raw[-1 - _PART.size] != 0:
+        raise InvalidKeyState(f"a keyed-state record key ends in b'\\0' and an 8-byte part, got {bytes(raw[-16:])!r}")
+    return bytes(raw[:-1 - _PART.size]), _PART.unpack_from(raw, len(raw) - _PART.size)[0]
+
+
+class KeyHead:
+    """A key's head record, decoded and checked: the class counts and totals, the labeled
+    clock, its row records `first` .. `next`-1, the bytes `base` of its last full write, the
+    bytes of row records since (`grown`, not stored: a restore learns it from the records), and
+    its own rows."""
+
+    __slots__ = ("n_classes", "last", "first", "next", "base", "counts", "totals", "names", "rows")
+
+    def __init__(self, n_classes, last, first, next_, base, counts, totals, names, rows) -> None:
+        self.n_classes, self.last, self.first, self.next, self.base = n_classes, last, first, next_, base
+        self.counts, self.totals, self.names, self.rows = counts, totals, names, rows
+
+
+def row_bytes(name: str, n_classes: int) -> int:
+    """The bytes one row takes in a record: its name's length, its name, its counts."""
+    return _LENGTH.size + len(name.encode("utf-8")) + 8 * n_classes
+
+
+def _rows_parts(names: list, own: KeyCounts, n_classes: int) -> list[bytes]:
+    parts = []
+    if names:
+        features = own.features
+        parts.append(np.asarray([features[name] for name in names], dtype="<f8").reshape(len(names), n_classes).tobytes())
+    for name in names:
+        encoded = name.encode("utf-8")
+        parts.append(_LENGTH.pack(len(encoded)))
+        parts.append(encoded)
+    return parts
+
+
+def encode_head(own: KeyCounts, first: int, next_: int, base: int, names: list) -> bytes:
+    """The head record of `own`, holding the rows of `names` (all of a small key's, or none)."""
+    n_classes = len(own.class_counts)
+    return b"".join([_HEAD.pack(HEAD_MAGIC, n_classes, own.last_labeled, first, next_, base, len(names)),
+                     np.asarray(own.class_counts, dtype="<f8").tobytes(),
+                     np.asarray(own.class_totals, dtype="<f8").tobytes(), *_rows_parts(names, own, n_classes)])
+
+
+def encode_rows(own: KeyCounts, names: list) -> list[bytes]:
+    """The row records of `names` (rows of `own`), in that order, each at most ROWS_BYTES of
+    rows or one row alone."""
+    n_classes = len(own.class_counts)
+    records, chunk, size = [], [], 0
+    for name in names:
+        size_of = row_bytes(name, n_classes)
+        if chunk and size + size_of > ROWS_BYTES:
+            records.append(_ROWS.pack(ROWS_MAGIC, n_classes, len(chunk)) + b"".join(_rows_parts(chunk, own, n_classes)))
+            chunk, size = [], 0
+        chunk.append(name)
+        size += size_of
+    if chunk:
+        records.append(_ROWS.pack(ROWS_MAGIC, n_classes, len(chunk)) + b"".join(_rows_parts(chunk, own, n_classes)))
+    return records
+
+
+def _read_rows(view: memoryview, position: int, classes: int, features: int, what: str) -> tuple[list, np.ndarray]:
+    """(names, counts F x C) of the rows at `position`, which must end the bytes; checked."""
+    numbers = classes * features
+    if numbers * 8 > len(view) - position:  # checked before anything is allocated
+        raise InvalidKeyState(f"{what} declares {features} rows of {classes} classes, more than its "
+                              f"{len(view)} bytes hold")
+    values = np.frombuffer(view, dtype="<f8", count=numbers, offset=position).reshape(features, classes)
+    position += numbers * 8
+    names = []
+    for _ in range(features):
+        if len(view) - position < _LENGTH.size:
+            raise InvalidKeyState(f"{what} ends inside its feature names")
+        (length,) = _LENGTH.unpack_from(view, position)
+        position += _LENGTH.size
+        if length > MAX_NAME_BYTES or length > len(view) - position:
+            raise InvalidKeyState(f"{what} declares a feature name of {length} bytes, more than it holds or a "
+                                  f"key keeps")
+        try:
+            names.append(str(view[position:position + length], "utf-8"))
+        except UnicodeDecodeError:
+            raise InvalidKeyState(f"{what} holds a feature name that is not UTF-8") from None
+        position += length
+    if position != len(view):
+        raise InvalidKeyState(f"{what} has {len(view) - position} bytes after its last feature name")
+    if len(set(names)) != len(names):
+        raise InvalidKeyState(f"{what} names a feature twice")
+    bad = ~(np.isfinite(values) & (values >= 0))
+    if bad.any():
+        raise InvalidKeyState(f"{what}: counts are finite numbers >= 0, got {values[bad][0]!r}")
+    return names, values
+
+
+def _bytes_view(data, what: str) -> memoryview:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise InvalidKeyState(f"{what} is bytes, got {type(data).__name__}")
+    return memoryview(data).cast("B")
+
+
+def _checked_classes(classes: int, n_classes: int | None, what: str) -> None:
+    if not 1 <= classes <= min(MAX_CLASSES if n_classes is None else n_classes, MAX_CLASSES):
+        raise InvalidKeyState(f"{what} has {classes} classes; the model has {n_classes}")
+
+
+def decode_head(data, n_classes: int | None) -> KeyHead:
+    """A head record's KeyHead, checked (InvalidKeyState, one line); n_classes as in decode_key_counts."""
+    what = "a key's head record"
+    view = _bytes_view(data, what)
+    if len(view) < _HEAD.size:
+        raise InvalidKeyState(f"{what} of {len(view)} bytes is shorter than its {_HEAD.size}-byte header")
+    magic, classes, last, first, next_, base, features = _HEAD.unpack_from(view, 0)
+    if magic != HEAD_MAGIC:
+        raise InvalidKeyState(f"{what} starts with {bytes(magic)!r}, not {HEAD_MAGIC!r}")
+    _checked_classes(classes, n_classes, what)
+    if not first <= next_ < HEAD_PART or last >= 2**63:
+        raise InvalidKeyState(f"{what} names row records {first}..{next_} and clock {last}: out of range")
+    if 16 * classes > len(view) - _HEAD.size:
+        raise InvalidKeyState(f"{what} of {classes} classes is longer than its {len(view)} bytes")
+    sums = np.frombuffer(view, dtype="<f8", count=2 * classes, offset=_HEAD.size)
+    bad = ~(np.isfinite(sums) & (sums >= 0))
+    if bad.any():
+        raise InvalidKeyState(f"{what}: class counts are finite numbers >= 0, got {sums[bad][0]!r}")
+    names, rows = _read_rows(view, _HEAD.size + 16 * classes, classes, features, what)
+    return KeyHead(classes, last, first, next_, base, sums[:classes], sums[classes:], names, rows)
+
+
+def decode_rows(data, n_classes: int | None) -> tuple[list, np.ndarray]:
+    """(names, counts) of a row record, checked (InvalidKeyState, one line)."""
+    what = "a key's row record"
+    view = _bytes_view(data, what)
+    if len(view) < _ROWS.size:
+        raise InvalidKeyState(f"{what} of {len(view)} bytes is shorter than its {_ROWS.size}-byte header")
+    magic, classes, features = _ROWS.unpack_from(view, 0)
+    if magic != ROWS_MAGIC:
+        raise InvalidKeyState(f"{what} starts with {bytes(magic)!r}, not {ROWS_MAGIC!r}")
+    _checked_classes(classes, n_classes, what)
+    return _read_rows(view, _ROWS.size, classes, features, what)
+
+
+def key_counts_of_records(head: KeyHead, row_records: list, n_classes: int | None) -> KeyCounts:
+    """A key's KeyCounts from its head and its row records first .. next-1 in order (bytes),
+    checked as a whole: every record, then the key's invariants (T_c,k the sum of its rows, ...).
+    Widened to n_classes (None: the widest record's classes)."""
+    if len(row_records) != head.next - head.first:
+        raise InvalidKeyState(f"a key's head names {head.next - head.first} row records, {len(row_records)} are there")
+    parts = [(head.names, head.rows)]
+    for data in row_records:
+        if data is None:
+            raise InvalidKeyState("a row record a key's head names is missing")
+        parts.append(decode_rows(data, n_classes))
+    classes = max([head.n_classes] + [rows.shape[1] for _, rows in parts])
+    if n_classes is not None:
+        classes = max(classes, n_classes)
+    if len(parts) == 1:
+        names, matrix = head.names, _widened(head.rows, classes)
+    else:
+        merged: dict[str, int] = {}
+        blocks, offset = [], 0
+        for names, rows in parts:
+            merged.update(zip(names, range(offset, offset + len(names))))
+            blocks.append(_widened(rows, classes))
+            offset += len(names)
+        stacked = np.concatenate(blocks) if blocks else np.zeros((0, classes))
+        names = list(merged)
+        matrix = stacked[np.fromiter(merged.values(), dtype=np.int64, count=len(merged))]
+    counts = np.concatenate([head.counts, np.zeros(classes - head.n_classes)])
+    totals = np.concatenate([head.totals, np.zeros(classes - head.n_classes)])
+    own = key_counts_of_arrays(counts, totals, names, matrix, head.last)
+    own.touched = set()
+    return own
+
+
+def _widened(rows: np.ndarray, classes: int) -> np.ndarray:
+    if rows.shape[1] == classes:
+        return rows
+    wide = np.zeros((rows.shape[0], classes))
+    wide[:, :rows.shape[1]] = rows
+    return wide

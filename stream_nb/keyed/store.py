@@ -7,16 +7,21 @@ generated event sequences (the same counts, clock and evictions at every flush).
 
 The database, in raw mode (rocksdict's default mode pickles values: loading would run code):
 
-    b"k" + key (UTF-8)                     -> the key's counts (stream_nb.keyed.codec)
+    b"k" + record key                      -> one record of a key's counts (stream_nb.keyed.codec:
+                                              its head, or one of its row records)
     b"t" + last labeled (u64, big-endian)  -> b""  (the idleness index: keys, least recently
           + key (UTF-8)                            labeled first, in the order RocksDB sorts)
     b"m"                                   -> JSON {"clock", "evicted", "position"}
 
+A key is held as its changelog holds it: a head and row records of bounded size, so that a key of
+millions of features is never one value larger than a topic takes. A flush writes a key whole
+when it is small (its head alone) or when the rows written since its last whole write outgrow
+that write; otherwise only the rows that changed, as new row records.
+
 Writes are buffered: `flush` writes what changed since the last flush in one batch (the WAL is
 off: the changelog is the source of truth, so a store that was not closed cleanly is restored
-anew) and returns it as changelog records, (key, bytes) or (key, None) when the key went, for the
-caller to produce in its transaction; the changelog's empty key holds the partition's metadata
-(an event's key is never empty).
+anew) and returns it as changelog records, (record key, bytes) or (record key, None) for one
+that went; the changelog's empty key holds the partition's metadata (a record key never is).
 
 Idle eviction is exact and lazy: a key whose latest labeled event is `idle_after` or more labeled
 events behind the clock is absent to `get` at once, as KeyTable evicts it at once, and leaves the
@@ -34,7 +39,21 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterable
 
-from stream_nb.keyed.codec import decode_key_counts, encode_key_counts, last_labeled_of
+from stream_nb.keyed.codec import (
+    _HEAD,
+    HEAD_MAGIC,
+    HEAD_PART,
+    ROWS_BYTES,
+    ROWS_MAGIC,
+    decode_head,
+    encode_head,
+    encode_key_counts,
+    encode_rows,
+    key_counts_of_records,
+    record_key,
+    row_bytes,
+    split_record_key,
+)
 from stream_nb.model.personal import InvalidKeyState, KeyCounts
 
 _LAST = struct.Struct(">Q")
@@ -44,8 +63,21 @@ CLEAN = "clean.json"  # written by close(): the store on disk is whole, at this 
 DEFAULT_CACHE_KEYS = 20_000
 
 
-def _data_key(key: str) -> bytes:
-    return b"k" + key.encode("utf-8")
+INLINE_ROWS = 4096  # a key of at most this many features is tried as one record (its head)
+
+
+def _data_key(key: str, part: int = HEAD_PART) -> bytes:
+    return b"k" + record_key(key.encode("utf-8"), part)
+
+
+class _Layout:
+    """What the disk holds of a key: its clock there, its row records first .. next-1, the bytes
+    of its last whole write (`base`) and of the row records written since (`grown`)."""
+
+    __slots__ = ("last", "first", "next", "base", "grown")
+
+    def __init__(self, last: int, first: int, next_: int, base: int, grown: int) -> None:
+        self.last, self.first, self.next, self.base, self.grown = last, first, next_, base, grown
 
 
 def _index_key(last: int, key: str) -> bytes:
@@ -136,24 +168,29 @@ class StoredKeyTable:
     def flush(self, position: int | None = None) -> list[tuple[bytes, bytes | None]]:
         """Write what changed since the last flush, sweep idle keys, record the clock and
         `position` (what the caller says this state reflects). Returns the changelog records:
-        each changed key's bytes or None, then the metadata under the empty key."""
+        each changed key's records (bytes, or None for one that went), then the metadata under
+        the empty key."""
         records: list[tuple[bytes, bytes | None]] = []
         batch = self._rocksdict.WriteBatch(raw_mode=True)
         for key, own in sorted(self._dirty.items()):
             entry = self._cache.get(key)
-            stored_last = entry[1] if entry is not None else self._stored_last(key)
-            if stored_last is not None:
-                batch.delete(_index_key(stored_last, key))
+            layout = entry[1] if entry is not None else self._stored_layout(key)
+            if layout is not None:
+                batch.delete(_index_key(layout.last, key))
             if own is None:
-                batch.delete(_data_key(key))
+                if layout is not None:
+                    for part in [*range(layout.first, layout.next), HEAD_PART]:
+                        batch.delete(_data_key(key, part))
+                        records.append((record_key(key.encode("utf-8"), part), None))
                 self._cache.pop(key, None)
-                records.append((key.encode("utf-8"), None))
                 continue
-            value = encode_key_counts(own)
-            batch.put(_data_key(key), value)
+            written, layout = self._written(key, own, layout)
+            for part, value in written:
+                batch.delete(_data_key(key, part)) if value is None else batch.put(_data_key(key, part), value)
+                records.append((record_key(key.encode("utf-8"), part), value))
             batch.put(_index_key(own.last_labeled, key), b"")
-            self._cache[key] = [own, own.last_labeled]
-            records.append((key.encode("utf-8"), value))
+            own.touched = set()
+            self._cache[key] = [own, layout]
         self.db.write(batch, self._write_options)
         self._dirty.clear()
         records.extend(self._sweep())
@@ -166,6 +203,39 @@ class StoredKeyTable:
         self._trim_cache()
         return records
 
+    @staticmethod
+    def _written(key: str, own: KeyCounts, layout: _Layout | None) -> tuple[list[tuple[int, bytes | None]], _Layout]:
+        """The records that bring the disk's `layout` of a key to `own`, (part, bytes or None),
+        the head last, and the layout after them: the key whole in its head when it fits one
+        record; else the rows touched since the last write as new row records, or the key whole
+        in new row records (the old ones' tombstones) when it has none on disk yet, lost rows
+        (a budget trim), or rows written since its last whole write outgrowing that write."""
+        n_classes = len(own.class_counts)
+        start = layout.next if layout is not None else 0
+        old_parts = range(layout.first, layout.next) if layout is not None else range(0)
+        if len(own.features) <= INLINE_ROWS:
+            names = list(own.features)
+            size = sum(row_bytes(name, n_classes) for name in names)
+            if size <= ROWS_BYTES:
+                head = encode_head(own, start, start, size, names)
+                return [*((part, None) for part in old_parts), (HEAD_PART, head)], \
+                    _Layout(own.last_labeled, start, start, size, 0)
+        if layout is not None and own.touched is not None and layout.first < layout.next:
+            touched = sorted(name for name in own.touched if name in own.features)
+            added = encode_rows(own, touched)
+            grown = layout.grown + sum(map(len, added))
+            if grown <= max(layout.base, ROWS_BYTES):
+                parts = range(layout.next, layout.next + len(added))
+                head = encode_head(own, layout.first, parts.stop, layout.base, [])
+                return [*zip(parts, added), (HEAD_PART, head)], \
+                    _Layout(own.last_labeled, layout.first, parts.stop, layout.base, grown)
+        whole = encode_rows(own, sorted(own.features))
+        parts = range(start, start + len(whole))
+        base = sum(map(len, whole))
+        head = encode_head(own, parts.start, parts.stop, base, [])
+        return [*((part, None) for part in old_parts), *zip(parts, whole), (HEAD_PART, head)], \
+            _Layout(own.last_labeled, parts.start, parts.stop, base, 0)
+
     def _sweep(self) -> list[tuple[bytes, None]]:
         """Delete every key idle for idle_after labeled events (the index, from its start)."""
         if self.idle_after is None:
@@ -173,17 +243,22 @@ class StoredKeyTable:
         horizon = self.clock - self.idle_after
         batch = self._rocksdict.WriteBatch(raw_mode=True)
         gone = []
+        keys = 0
         for index_key, _ in self.db.items(from_key=b"t"):
             if not index_key.startswith(b"t") or _LAST.unpack_from(index_key, 1)[0] > horizon:
                 break
             key = index_key[1 + _LAST.size:]
             batch.delete(index_key)
-            batch.delete(b"k" + key)
+            head = self.db.get(b"k" + record_key(key, HEAD_PART))
+            first, next_ = _head_parts(head) if head is not None else (0, 0)
+            for part in [*range(first, next_), HEAD_PART]:
+                batch.delete(b"k" + record_key(key, part))
+                gone.append((record_key(key, part), None))
             self._cache.pop(key.decode("utf-8"), None)
-            gone.append((key, None))
-        if gone:
+            keys += 1
+        if keys:
             self.db.write(batch, self._write_options)
-            self.evicted += len(gone)
+            self.evicted += keys
         return gone
 
     def close(self, changelog_offset: int | None = None) -> None:
@@ -199,8 +274,8 @@ class StoredKeyTable:
 
     def restore(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
         """Apply changelog records in their order (the tail after the clean offset, or all of
-        them), each value checked (InvalidKeyState, one line); then rebuild the idleness index.
-        Returns the records applied."""
+        them); then check every key whole (its head, its row records, its invariants:
+        InvalidKeyState, one line) and rebuild the idleness index. Returns the records applied."""
         applied = 0
         batch = self._rocksdict.WriteBatch(raw_mode=True)
         for key, value in records:
@@ -209,17 +284,25 @@ class StoredKeyTable:
                     raise InvalidKeyState("the changelog's metadata record is a tombstone")
                 state = _checked_meta(json.loads(value))
                 self.clock, self.evicted, self.position = state["clock"], state["evicted"], state["position"]
-            elif value is None:
-                batch.delete(b"k" + key)
             else:
-                decode_key_counts(value, None)  # checked before it is kept (classes: see get)
-                batch.put(b"k" + key, value)
+                if value is not None and value[:4] == b"SNK1":
+                    raise InvalidKeyState("the changelog holds a key as one record, as stream_nb wrote it before keys "
+                                          "were split into records of bounded size: delete the changelog topic (the "
+                                          "keys are relearned from the labeled log)")
+                _, part = split_record_key(key)
+                if value is None:
+                    batch.delete(b"k" + key)
+                else:
+                    magic = HEAD_MAGIC if part == HEAD_PART else ROWS_MAGIC
+                    if not isinstance(value, bytes) or value[:4] != magic:
+                        raise InvalidKeyState(f"a keyed-state record of part {part} does not start with {magic!r}")
+                    batch.put(b"k" + key, value)
             applied += 1
             if applied % 10_000 == 0:
                 self.db.write(batch, self._write_options)
                 batch = self._rocksdict.WriteBatch(raw_mode=True)
         self.db.write(batch, self._write_options)
-        self._rebuild_index()
+        self._check_and_index()
         self.db.put(META, json.dumps({"clock": self.clock, "evicted": self.evicted, "position": self.position},
                                      sort_keys=True).encode(), self._write_options)
         self._cache.clear()
@@ -227,47 +310,69 @@ class StoredKeyTable:
         return applied
 
     def digest(self) -> str:
-        """SHA-256 of the keys' bytes in key order and the clock: equal for equal states."""
+        """SHA-256 of the clock and every key's counts in the canonical layout (names sorted),
+        in key order: equal for equal states, however their records were written."""
         if self._dirty:
             raise RuntimeError("flush before taking the digest")
         digest = hashlib.sha256(json.dumps([self.clock, self.evicted]).encode())
-        for key, value in self.db.items(from_key=b"k"):
-            if not key.startswith(b"k"):
-                break
-            digest.update(_LAST.pack(len(key)) + key + _LAST.pack(len(value)) + value)
+        for key in sorted(self._keys_on_disk()):
+            own = self._loaded(key)[0]
+            own.features = dict(sorted(own.features.items()))
+            value = encode_key_counts(own)
+            encoded = key.encode("utf-8")
+            digest.update(_LAST.pack(len(encoded)) + encoded + _LAST.pack(len(value)) + value)
         return digest.hexdigest()
 
     def __len__(self) -> int:
         """Keys on disk (after a flush)."""
-        return sum(1 for key, _ in self.db.items(from_key=b"k") if key.startswith(b"k"))
+        return sum(1 for _ in self._keys_on_disk())
 
     # ---- inside ------------------------------------------------------------------------
 
     def _idle(self, own: KeyCounts) -> bool:
         return self.idle_after is not None and own.last_labeled <= self.clock - self.idle_after
 
+    def _keys_on_disk(self):
+        """Every key with a head on disk (UTF-8 strings, in no particular order)."""
+        for raw, _ in self.db.items(from_key=b"k"):
+            if not raw.startswith(b"k"):
+                break
+            key, part = split_record_key(raw[1:])
+            if part == HEAD_PART:
+                yield key.decode("utf-8")
+
+    def _loaded(self, key: str) -> tuple[KeyCounts, _Layout] | None:
+        """A key's counts from disk, checked whole, and its layout there; None: not there."""
+        head_bytes = self.db.get(_data_key(key))
+        if head_bytes is None:
+            return None
+        head = decode_head(head_bytes, self.n_classes())
+        rows = self.db[[_data_key(key, part) for part in range(head.first, head.next)]] if head.next > head.first \
+            else []
+        own = key_counts_of_records(head, rows, self.n_classes())
+        return own, _Layout(head.last, head.first, head.next, head.base, sum(len(row) for row in rows))
+
     def _cached(self, key: str) -> KeyCounts | None:
         entry = self._cache.get(key)
         if entry is not None:
             self._cache.move_to_end(key)
             return entry[0]
-        value = self.db.get(_data_key(key))
-        if value is None:
+        loaded = self._loaded(key)
+        if loaded is None:
             return None
-        own = decode_key_counts(value, self.n_classes())
-        self._cache[key] = [own, own.last_labeled]
+        self._cache[key] = list(loaded)
         self._trim_cache()
-        return own
+        return loaded[0]
 
     def _remember(self, key: str, own: KeyCounts) -> None:
         entry = self._cache.get(key)
-        stored_last = entry[1] if entry is not None else self._stored_last(key)
-        self._cache[key] = [own, stored_last]
+        layout = entry[1] if entry is not None else self._stored_layout(key)
+        self._cache[key] = [own, layout]
         self._cache.move_to_end(key)
 
-    def _stored_last(self, key: str) -> int | None:
-        value = self.db.get(_data_key(key))
-        return None if value is None else last_labeled_of(value)
+    def _stored_layout(self, key: str) -> _Layout | None:
+        loaded = self._loaded(key)
+        return None if loaded is None else loaded[1]
 
     def _trim_cache(self) -> None:
         """Down to cache_keys decoded keys, least recently used first; changed keys stay (they
@@ -284,16 +389,23 @@ class StoredKeyTable:
         for key, entry in kept:
             self._cache[key] = entry
 
-    def _rebuild_index(self) -> None:
+    def _check_and_index(self) -> None:
+        """After a restore: every key whole and valid (InvalidKeyState, one line), no row record
+        that no head names, and the idleness index rebuilt from the heads."""
         batch = self._rocksdict.WriteBatch(raw_mode=True)
         for index_key, _ in self.db.items(from_key=b"t"):
             if not index_key.startswith(b"t"):
                 break
             batch.delete(index_key)
-        for key, value in self.db.items(from_key=b"k"):
-            if not key.startswith(b"k"):
-                break
-            batch.put(b"t" + _LAST.pack(last_labeled_of(value)) + key[1:], b"")
+        records = 0
+        for key in self._keys_on_disk():
+            loaded = self._loaded(key)
+            layout = loaded[1]
+            records += 1 + layout.next - layout.first
+            batch.put(_index_key(layout.last, key), b"")
+        on_disk = sum(1 for raw, _ in self.db.items(from_key=b"k") if raw.startswith(b"k"))
+        if on_disk != records:
+            raise InvalidKeyState(f"the keyed state holds {on_disk - records} row records that no key's head names")
         self.db.write(batch, self._write_options)
 
     def _take_clean_marker(self) -> tuple[int | None, int | None]:
@@ -310,6 +422,12 @@ class StoredKeyTable:
         if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in (offset, closed_at)):
             return None, None
         return offset, closed_at
+
+
+def _head_parts(head: bytes) -> tuple[int, int]:
+    """(first, next) of a head record on disk (written by a flush, checked by a restore)."""
+    _, _, _, first, next_, _, _ = _HEAD.unpack_from(head, 0)
+    return first, next_
 
 
 def _checked_meta(state) -> dict:

@@ -67,6 +67,11 @@ _INF = math.inf
 _PLAIN_NUMBERS = frozenset((int, float))
 SHRINKAGES = ("key", "class")
 KEEP_SHARE = 0.9  # a key over its feature budget keeps this share of it (not one feature an event)
+# A key's counts keep feature names of at most this many characters (4 KiB of UTF-8), so that
+# one row of a key's state has a bounded size on disk and in its changelog; a longer name (a
+# token of base64 or a URL run on) still counts in the global model, which a key's estimate
+# falls back to for any feature it has no row of.
+MAX_KEY_NAME_CHARS = 1024
 
 
 def _check_strength(name: str, value) -> float:
@@ -91,13 +96,16 @@ class KeyCounts:
     """One key's own counts: N_fc,k by feature name (one float per class, in the global class
     order), N_c,k and T_c,k."""
 
-    __slots__ = ("features", "class_counts", "class_totals", "last_labeled")
+    __slots__ = ("features", "class_counts", "class_totals", "last_labeled", "touched")
 
     def __init__(self, n_classes: int, last_labeled: int = 0) -> None:
         self.features: dict[str, list[float]] = {}
         self.class_counts = [0.0] * n_classes
         self.class_totals = [0.0] * n_classes
         self.last_labeled = last_labeled  # the labeled clock at the key's latest labeled event
+        # Names whose counts changed since a store last wrote the key, for a store that writes
+        # only those; None: every row is to be written (a new key, a trimmed one, or no store)
+        self.touched: set[str] | None = None
 
     @property
     def events(self) -> float:
@@ -113,23 +121,30 @@ class KeyCounts:
                 row.extend([0.0] * extra)
 
     def add(self, x: dict, c: int, w: float) -> None:
+        """N_fc,k += w x_f for each feature a key keeps (a name of at most MAX_KEY_NAME_CHARS;
+        a longer one is the global model's alone), N_c,k += w, T_c,k += w sum of those x_f."""
         n_classes = len(self.class_counts)
         features = self.features
+        added = []
         for name, value in x.items():
-            if value == 0:
+            if value == 0 or len(name) > MAX_KEY_NAME_CHARS:
                 continue
             row = features.get(name)
             if row is None:
                 row = features[name] = [0.0] * n_classes
             row[c] += value * w
+            added.append(value * w)
         self.class_counts[c] += w
-        self.class_totals[c] += math.fsum(value * w for value in x.values() if value != 0)
+        self.class_totals[c] += math.fsum(added)
+        if self.touched is not None:
+            self.touched.update(x)
 
     def keep_features(self, budget: int) -> None:
         """Down to `budget` features: those with the largest total count stay, ties by name (so
         the result depends on the counts alone); T_c,k becomes the sum of what stays."""
         ranked = sorted(self.features.items(), key=lambda item: (-math.fsum(item[1]), item[0]))
         self.features = dict(ranked[:budget])
+        self.touched = None  # rows went: the whole key is written anew
         rows = list(self.features.values())
         self.class_totals = [math.fsum(row[c] for row in rows) for c in range(len(self.class_counts))]
 
@@ -486,6 +501,10 @@ def key_counts_of_arrays(class_counts, class_totals, names: list, matrix: np.nda
                                   f"feature counts ({sums[c]!r})")
         if totals[c] > 0 and counts[c] == 0:
             raise InvalidKeyState(f"class {c} has feature counts but no events")
+    long_name = next((name for name in names if len(name) > MAX_KEY_NAME_CHARS), None)
+    if long_name is not None:
+        raise InvalidKeyState(f"a key keeps feature names of at most {MAX_KEY_NAME_CHARS} characters, got one of "
+                              f"{len(long_name)}")
     own = KeyCounts(n, last_labeled)
     own.class_counts, own.class_totals = counts.tolist(), totals.tolist()
     own.features = dict(zip(names, matrix.tolist()))

@@ -382,6 +382,7 @@ MALFORMED: list[tuple[str, bytes | None, str]] = [
     ("U", b'{"id":"","text":"x"}', "empty_id"),
     ("L", b'{"id":"a","key":7,"text":"x","label":"ham"}', "key_not_string"),
     ("U", b'{"id":"a","key":"","text":"x"}', "empty_key"),
+    ("L", b'{"id":"a","key":"' + b"k" * 1025 + b'","text":"x","label":"ham"}', "key_too_long"),
     ("L", b'{"id":"a","text":5,"label":"ham"}', "text_not_string"),
     ("U", b'{"id":"a","features":["x"]}', "features_not_object"),
     ("L", b'{"id":"a","features":{"x":null},"label":"ham"}', "feature_value_type"),
