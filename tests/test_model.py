@@ -130,6 +130,23 @@ def test_learn_many_equals_repeated_learn_one(make):
     assert _state_equal(one.to_state(), many.to_state())
 
 
+@pytest.mark.parametrize("make", ALL_MODELS + [lambda: GaussianNB()], ids=model_id)
+def test_predict_and_joint_one_is_the_two_calls_it_replaces(make):
+    """The prequential step scores an event once for both its prediction and its training
+    decision: the same Posterior (its log scores too) and the same joint as the two calls."""
+    stream = gaussian_stream if make().__class__ is GaussianNB else text_stream
+    X, y = stream(seed=8, n_events=300)
+    model = make()
+    assert model.predict_and_joint_one(X[0]) == ({}, {})
+    for x, label in zip(X, y):
+        proba, joint = model.predict_and_joint_one(x)
+        alone = model.predict_proba_one(x)
+        assert proba == alone and joint == model.joint_log_likelihood(x)
+        assert getattr(proba, "log_scores", None) == getattr(alone, "log_scores", None)
+        if label is not None:
+            model.learn_one(x, label)
+
+
 # ---- single-event path == kernel, bit for bit ------------------------------------------
 
 EVENT_PATH_MODELS = [

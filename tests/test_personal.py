@@ -244,3 +244,28 @@ def test_a_key_state_from_ahead_of_the_clock_is_refused():
     for bad in (-1, 1.5, True, None):
         with pytest.raises(InvalidKeyState, match="last_labeled"):
             personal.load_key_state("v", dict(state, last_labeled=bad))
+
+
+def test_the_ordered_sum_is_the_loops_to_the_bit():
+    """_ordered_dots adds x_f log_fc one feature at a time from 0.0, as the plain loop does (a
+    pairwise sum would round differently), on generated rows with -inf and zero terms."""
+    import random
+
+    import numpy as np
+
+    from stream_nb.model.personal import _ordered_dots
+
+    rng = random.Random(7)
+    for _ in range(300):
+        n, c = rng.randrange(0, 40), rng.randrange(1, 4)
+        values = np.array([rng.choice([1.0, 2.0, 0.5, rng.uniform(0, 50)]) for _ in range(n)])
+        logs = np.array([[rng.choice([-np.inf, 0.0, -0.0, rng.uniform(-30, 0), -1e-300]) for _ in range(c)]
+                         for _ in range(n)]).reshape(n, c)
+        expected = []
+        for column in range(c):
+            total = 0.0
+            for value, log_value in zip(values.tolist(), logs[:, column].tolist()):
+                total += value * log_value
+            expected.append(total)
+        got = _ordered_dots(values, logs)
+        assert [repr(v) for v in got] == [repr(v) for v in expected]

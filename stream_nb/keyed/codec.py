@@ -65,18 +65,11 @@ ROWS_BYTES = 256 * 1024  # a row record's rows, about (one row larger than this 
 
 def encode_key_counts(own: KeyCounts) -> bytes:
     """The bytes of one key's counts (see the module docstring)."""
-    names = list(own.features)
+    names = list(own.index)
     n_classes = len(own.class_counts)
-    parts = [_HEADER.pack(MAGIC, n_classes, len(names), own.last_labeled),
-             np.asarray(own.class_counts, dtype="<f8").tobytes(),
-             np.asarray(own.class_totals, dtype="<f8").tobytes()]
-    if names:
-        parts.append(np.asarray(list(own.features.values()), dtype="<f8").reshape(len(names), n_classes).tobytes())
-    for name in names:
-        encoded = name.encode("utf-8")
-        parts.append(_LENGTH.pack(len(encoded)))
-        parts.append(encoded)
-    return b"".join(parts)
+    return b"".join([_HEADER.pack(MAGIC, n_classes, len(names), own.last_labeled),
+                     np.asarray(own.class_counts, dtype="<f8").tobytes(),
+                     np.asarray(own.class_totals, dtype="<f8").tobytes(), *_rows_parts(names, own, n_classes)])
 
 
 def decode_key_counts(data: bytes, n_classes: int | None) -> KeyCounts:
@@ -158,10 +151,10 @@ def row_bytes(name: str, n_classes: int) -> int:
 
 
 def _rows_parts(names: list, own: KeyCounts, n_classes: int) -> list[bytes]:
-    parts = []
-    if names:
-        features = own.features
-        parts.append(np.asarray([features[name] for name in names], dtype="<f8").reshape(len(names), n_classes).tobytes())
+    if not names:
+        return []
+    rows = own.matrix[own.rows_of(names)]
+    parts = [np.ascontiguousarray(rows, dtype="<f8").tobytes()]
     for name in names:
         encoded = name.encode("utf-8")
         parts.append(_LENGTH.pack(len(encoded)))

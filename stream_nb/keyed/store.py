@@ -213,15 +213,15 @@ class StoredKeyTable:
         n_classes = len(own.class_counts)
         start = layout.next if layout is not None else 0
         old_parts = range(layout.first, layout.next) if layout is not None else range(0)
-        if len(own.features) <= INLINE_ROWS:
-            names = list(own.features)
+        if len(own.index) <= INLINE_ROWS:
+            names = list(own.index)
             size = sum(row_bytes(name, n_classes) for name in names)
             if size <= ROWS_BYTES:
                 head = encode_head(own, start, start, size, names)
                 return [*((part, None) for part in old_parts), (HEAD_PART, head)], \
                     _Layout(own.last_labeled, start, start, size, 0)
         if layout is not None and own.touched is not None and layout.first < layout.next:
-            touched = sorted(name for name in own.touched if name in own.features)
+            touched = sorted(name for name in own.touched if name in own.index)
             added = encode_rows(own, touched)
             grown = layout.grown + sum(map(len, added))
             if grown <= max(layout.base, ROWS_BYTES):
@@ -229,7 +229,7 @@ class StoredKeyTable:
                 head = encode_head(own, layout.first, parts.stop, layout.base, [])
                 return [*zip(parts, added), (HEAD_PART, head)], \
                     _Layout(own.last_labeled, layout.first, parts.stop, layout.base, grown)
-        whole = encode_rows(own, sorted(own.features))
+        whole = encode_rows(own, sorted(own.index))
         parts = range(start, start + len(whole))
         base = sum(map(len, whole))
         head = encode_head(own, parts.start, parts.stop, base, [])
@@ -317,7 +317,8 @@ class StoredKeyTable:
         digest = hashlib.sha256(json.dumps([self.clock, self.evicted]).encode())
         for key in sorted(self._keys_on_disk()):
             own = self._loaded(key)[0]
-            own.features = dict(sorted(own.features.items()))
+            names = sorted(own.index)
+            own.set_rows(names, own.matrix[own.rows_of(names)])
             value = encode_key_counts(own)
             encoded = key.encode("utf-8")
             digest.update(_LAST.pack(len(encoded)) + encoded + _LAST.pack(len(value)) + value)

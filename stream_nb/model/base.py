@@ -761,7 +761,18 @@ class NaiveBayes(river_base.Classifier):
         its log_odds(positive) and log_proba() come from the same scores, see model.posterior."""
         if not self._classes:
             return {}
+        return self._posterior_row(*self._event_scores(x))
+
+    def predict_and_joint_one(self, x: dict) -> tuple[Posterior | dict, dict]:
+        """(predict_proba_one(x), joint_log_likelihood(x)) from one scoring of the event: the
+        prequential step's prediction and what its training decision reads."""
+        if not self._classes:
+            return {}, {}
         scores, active, log_prior = self._event_scores(x)
+        joint = {label: score for label, score, on in zip(self._classes, scores, active) if on}
+        return self._posterior_row(scores, active, log_prior), joint
+
+    def _posterior_row(self, scores: list, active: list, log_prior: list) -> Posterior:
         proba = normalise_log_row(scores, active, log_prior)
         log_scores, _ = effective_log_row(scores, active, log_prior)
         if all(active):

@@ -55,6 +55,7 @@ model's half-life decays the global counts only).
 from __future__ import annotations
 
 import math
+from itertools import repeat
 
 import numpy as np
 
@@ -80,12 +81,13 @@ def _check_strength(name: str, value) -> float:
     return float(value)
 
 
-def _ordered_dot(values: np.ndarray, logs: np.ndarray) -> float:
-    """sum_f x_f log_f, from 0.0 in feature order (-inf when a log is -inf; never NaN: x_f > 0)."""
-    total = 0.0
-    for value, log_value in zip(values.tolist(), logs.tolist()):
-        total += value * log_value
-    return total
+def _ordered_dots(values: np.ndarray, logs: np.ndarray) -> list[float]:
+    """sum_f x_f log_fc for each class c, added in feature order (-inf when a log is -inf; never
+    NaN: x_f > 0). A cumulative sum adds one term at a time, so the result is the loop's
+    `total = 0.0; total += x_f * log_fc` to the bit, whatever numpy's pairwise sum would do."""
+    if not len(values):
+        return [0.0] * logs.shape[1]
+    return (np.cumsum(values[:, None] * logs, axis=0)[-1] + 0.0).tolist()
 
 
 def _log(value: float) -> float:
@@ -93,19 +95,47 @@ def _log(value: float) -> float:
 
 
 class KeyCounts:
-    """One key's own counts: N_fc,k by feature name (one float per class, in the global class
-    order), N_c,k and T_c,k."""
+    """One key's own counts: N_fc,k as rows of a float64 matrix (one column per class, in the
+    global class order), `index` giving each feature name's row; N_c,k and T_c,k.
 
-    __slots__ = ("features", "class_counts", "class_totals", "last_labeled", "touched")
+    Rows are added at the end as names come (the matrix grows by doubling); they leave only when
+    the key is cut to its feature budget, which builds the matrix anew. `features` gives the same
+    counts as a dict of name -> list (a copy: for tests, state dumps and small keys)."""
+
+    __slots__ = ("index", "_matrix", "class_counts", "class_totals", "last_labeled", "touched")
 
     def __init__(self, n_classes: int, last_labeled: int = 0) -> None:
-        self.features: dict[str, list[float]] = {}
+        self.index: dict[str, int] = {}
+        self._matrix = np.zeros((0, n_classes))
         self.class_counts = [0.0] * n_classes
         self.class_totals = [0.0] * n_classes
         self.last_labeled = last_labeled  # the labeled clock at the key's latest labeled event
         # Names whose counts changed since a store last wrote the key, for a store that writes
         # only those; None: every row is to be written (a new key, a trimmed one, or no store)
         self.touched: set[str] | None = None
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """N_fc,k: row index[name] of this (n_features x C) view."""
+        return self._matrix[:len(self.index)]
+
+    def set_rows(self, names: list, matrix: np.ndarray) -> None:
+        """The counts become `matrix` (float64, one row per name of `names`, distinct)."""
+        self.index = dict(zip(names, range(len(names))))
+        self._matrix = np.array(matrix, dtype=np.float64, copy=True).reshape(len(names), len(self.class_counts))
+
+    @property
+    def features(self) -> dict[str, list[float]]:
+        return dict(zip(self.index, self.matrix.tolist()))
+
+    @features.setter
+    def features(self, rows: dict) -> None:
+        self.set_rows(list(rows), np.array(list(rows.values()), dtype=np.float64).reshape(len(rows),
+                                                                                       len(self.class_counts)))
+
+    def rows_of(self, names: list) -> np.ndarray:
+        """The row of each name, -1 for a name the key has no row of (int64)."""
+        return np.fromiter(map(self.index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
 
     @property
     def events(self) -> float:
@@ -117,36 +147,48 @@ class KeyCounts:
         if extra > 0:
             self.class_counts.extend([0.0] * extra)
             self.class_totals.extend([0.0] * extra)
-            for row in self.features.values():
-                row.extend([0.0] * extra)
+            self._matrix = np.hstack([self._matrix, np.zeros((len(self._matrix), extra))])
 
     def add(self, x: dict, c: int, w: float) -> None:
         """N_fc,k += w x_f for each feature a key keeps (a name of at most MAX_KEY_NAME_CHARS;
         a longer one is the global model's alone), N_c,k += w, T_c,k += w sum of those x_f."""
-        n_classes = len(self.class_counts)
-        features = self.features
-        added = []
-        for name, value in x.items():
-            if value == 0 or len(name) > MAX_KEY_NAME_CHARS:
-                continue
-            row = features.get(name)
-            if row is None:
-                row = features[name] = [0.0] * n_classes
-            row[c] += value * w
-            added.append(value * w)
+        names = [name for name, value in x.items() if value != 0 and len(name) <= MAX_KEY_NAME_CHARS]
+        if names:
+            index = self.index
+            rows = self.rows_of(names)
+            new = np.flatnonzero(rows < 0)
+            if len(new):
+                start = len(index)
+                fresh = [names[i] for i in new.tolist()]
+                index.update(zip(fresh, range(start, start + len(fresh))))
+                rows[new] = np.arange(start, start + len(fresh))
+                self._reserve(len(index))
+            added = np.fromiter(map(x.__getitem__, names), dtype=np.float64, count=len(names)) * w
+            self._matrix[rows, c] += added  # names are distinct: one update a row
+            total = math.fsum(added.tolist())
+        else:
+            total = 0.0
         self.class_counts[c] += w
-        self.class_totals[c] += math.fsum(added)
+        self.class_totals[c] += total
         if self.touched is not None:
-            self.touched.update(x)
+            self.touched.update(names)
+
+    def _reserve(self, rows: int) -> None:
+        if rows > len(self._matrix):
+            grown = np.zeros((max(rows, 2 * len(self._matrix), 16), self._matrix.shape[1]))
+            grown[:len(self._matrix)] = self._matrix
+            self._matrix = grown
 
     def keep_features(self, budget: int) -> None:
         """Down to `budget` features: those with the largest total count stay, ties by name (so
         the result depends on the counts alone); T_c,k becomes the sum of what stays."""
-        ranked = sorted(self.features.items(), key=lambda item: (-math.fsum(item[1]), item[0]))
-        self.features = dict(ranked[:budget])
+        matrix = self.matrix
+        totals = [math.fsum(row) for row in matrix.tolist()]
+        ranked = sorted(zip(self.index, totals, self.index.values()), key=lambda item: (-item[1], item[0]))[:budget]
+        self.set_rows([name for name, _, _ in ranked], matrix[[row for _, _, row in ranked]])
+        self.class_totals = [math.fsum(column) for column in self.matrix.T.tolist()] if ranked else \
+            [0.0] * len(self.class_counts)
         self.touched = None  # rows went: the whole key is written anew
-        rows = list(self.features.values())
-        self.class_totals = [math.fsum(row[c] for row in rows) for c in range(len(self.class_counts))]
 
 
 class KeyTable:
@@ -307,18 +349,18 @@ class PersonalMultinomialNB:
         names = list(x)
         values = np.fromiter(x.values(), dtype=np.float64, count=len(names))
         log_theta, known_global = self._global_log_theta(names)
-        rows = [own.features.get(name) for name in names]
-        has_row = np.fromiter((row is not None for row in rows), dtype=bool, count=len(names))
+        rows = own.rows_of(names)
+        has_row = rows >= 0
         key_counts = np.zeros((len(names), n_classes))
         if has_row.any():
-            key_counts[has_row] = [row for row in rows if row is not None]
+            key_counts[has_row] = own.matrix[rows[has_row]]
         own_weight, global_weight = self._log_weights(own)
         with np.errstate(divide="ignore"):
             numerators = np.logaddexp(np.log(key_counts) + own_weight, global_weight + log_theta)
         counts = has_row | known_global | (g.unknown == "smooth")  # else unknown to both: dropped
         counts &= (numerators[:, active] > -_INF).any(axis=1)  # else no class can produce it: unknown
         values, numerators = values[counts], numerators[counts]
-        evidence = [_ordered_dot(values, numerators[:, c]) for c in range(n_classes)]
+        evidence = _ordered_dots(values, numerators)
         scores = [prior + e for prior, e in zip(log_prior, evidence)]
         return scores, active.tolist(), log_prior
 
@@ -401,7 +443,7 @@ class PersonalMultinomialNB:
             own = table.create(key, n_classes)
         own.widen(n_classes)
         own.add(x, self.global_model._class_index[y], float(w))
-        if self.max_key_features is not None and len(own.features) > self.max_key_features:
+        if self.max_key_features is not None and len(own.index) > self.max_key_features:
             own.keep_features(max(1, int(self.max_key_features * KEEP_SHARE)))
         table.changed(key, own)
 
@@ -507,5 +549,5 @@ def key_counts_of_arrays(class_counts, class_totals, names: list, matrix: np.nda
                               f"{len(long_name)}")
     own = KeyCounts(n, last_labeled)
     own.class_counts, own.class_totals = counts.tolist(), totals.tolist()
-    own.features = dict(zip(names, matrix.tolist()))
+    own.set_rows(names, matrix)
     return own

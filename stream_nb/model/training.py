@@ -246,10 +246,10 @@ def _predict_learn_in_windows(model, X, labels: list, mode: str, margin: float,
 def _predict_learn_one(model, x: dict, label, mode: str, margin: float) -> tuple[dict, bool | None]:
     """The definition, for one event: predict, then (labeled) decide and learn (`margin`: this
     event's)."""
-    proba = model.predict_proba_one(x)
     if label is None:
-        return proba, None
-    decision = should_learn(model.joint_log_likelihood(x), label, mode, margin)
+        return model.predict_proba_one(x), None
+    proba, joint = model.predict_and_joint_one(x)  # one scoring: the joint is the prediction's
+    decision = should_learn(joint, label, mode, margin)
     if decision:
         model._learn_labeled(x, label)  # the maintenance clock is predict_learn's
     return proba, decision
