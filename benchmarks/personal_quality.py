@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from stream_nb.config import load_config  # noqa: E402
+from stream_nb.model.training import log_odds_per_sqrt_feature  # noqa: E402
 from stream_nb.replay.corpora import ENRON_SUBSETS, enron_spam  # noqa: E402
 from stream_nb.replay.evaluation import roc_auc  # noqa: E402
 from stream_nb.replay.prequential import Contender, replay_contenders  # noqa: E402
@@ -49,23 +50,27 @@ def round_robin(path: Path) -> list[dict]:
 
 
 class ScoreSheet:
-    """A recorder for replay: each scored event's spam log-odds, in order."""
+    """A recorder for replay: each scored event's spam log-odds (per sqrt(distinct features)
+    under score_scale "sqrt_features", the scale mail.toml's operator thresholds), in order."""
 
-    score_scale = "none"
-
-    def __init__(self) -> None:
+    def __init__(self, score_scale: str = "none") -> None:
+        self.score_scale = score_scale
         self.scores: list[float] = []
 
     def update(self, label, predicted, probabilities, n_features=None) -> None:
-        self.scores.append(probabilities.log_odds("spam"))
+        score = probabilities.log_odds("spam")
+        if self.score_scale == "sqrt_features":
+            score = log_odds_per_sqrt_feature(score, n_features)
+        self.scores.append(score)
 
 
 def contender(name: str, config_path: Path, overrides: list[str]) -> Contender:
     config = load_config(config_path, overrides)
     model = config.build_model()
+    scale = config.evaluation.get("score_scale", "none")
     return Contender(name, model, config.build_featurizer(), config.build_event_featurizer(),
-                     recorder=ScoreSheet(), training=dict(config.training), positive="spam",
-                     personal=config.build_personal(model))
+                     recorder=ScoreSheet(scale), training=dict(config.training), positive="spam",
+                     personal=config.build_personal(model), score_scale=scale)
 
 
 def report(events: list[dict], contenders: list[Contender]) -> None:
@@ -87,6 +92,11 @@ def report(events: list[dict], contenders: list[Contender]) -> None:
             parts.append(f"{np.mean((scores[mask] > 0) == spam[mask]):.4f}/{100 * (1 - roc_auc(scores[mask], spam[mask])):.3f}")
         print(f"  {one.name:<36} {accuracy:>8.4f} {roca:>8.3f} {roca / global_roca:>6.2f}   "
               + "  ".join(f"{part:>13}" for part in parts))
+    for one in contenders:
+        if one.personal is not None:
+            sizes = sorted(len(own.index) for own in one.personal.keys.values())
+            print(f"  {one.name}: features a key at the end {sizes} (the global model: "
+                  f"{len(one.model._vocabulary.names()) if hasattr(one.model, '_vocabulary') else '?'})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,12 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="an override of configs/personal.toml for the per-key contenders (e.g. personal.max_key_features=20000)")
     parser.add_argument("--limit", type=int, default=None, help="the first N mails of the interleaved stream")
+    parser.add_argument("--base", type=Path, default=CONFIGS / "mail.toml",
+                        help="the global model's configuration, the one configs/personal.toml extends")
+    parser.add_argument("--personal", type=Path, default=CONFIGS / "personal.toml",
+                        help="the per-key configuration (its [personal] over --base)")
     args = parser.parse_args(argv)
     if not args.enron.exists():
         print(f"missing corpus: {args.enron} (see ../shared/data/README)", file=sys.stderr)
         return 2
     shipped = load_config(CONFIGS / "personal.toml").personal
-    contenders = [contender("global (spam.toml)", CONFIGS / "spam.toml", [])]
+    base = args.base
+    contenders = [contender(f"global ({base.name})", base, [])]
     for beta, prior_beta, shrinkage in itertools.product(args.beta or [shipped["beta"]],
                                                          args.prior_beta or [shipped["prior_beta"]],
                                                          args.shrinkage or [shipped["shrinkage"]]):
@@ -112,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                      *args.set]
         contenders.append(contender(f"per key: beta={beta:g} prior_beta={prior_beta:g} {shrinkage}"
                                     + "".join(f" {item.split('.', 1)[-1]}" for item in args.set),
-                                    CONFIGS / "personal.toml", overrides))
+                                    args.personal, overrides))
     events = round_robin(args.enron)[: args.limit]
     started = time.perf_counter()
     replay_contenders(events, contenders, batch_size=1000)

@@ -210,9 +210,17 @@ def test_hostile_heads_and_row_records_are_refused_before_anything_is_allocated(
         codec.decode_head(struct.pack("<4sIQQQQI", b"SNH1", 2, 0, 5, 4, 0, 0) + b"\x00" * 32, 2)
     with pytest.raises(InvalidKeyState, match="names 2 row records, 1 are there"):
         codec.key_counts_of_records(codec.decode_head(codec.encode_head(own, 0, 2, 0, []), 2), [rows], 2)
-    long_name = codec.encode_rows(own, ["offer"])[0].replace(b"\x05\x00\x00\x00offer", b"\x05\x10\x00\x00offer")
-    with pytest.raises(InvalidKeyState):
+    name = "n" * 4097  # one byte over what a key keeps
+    long_name = struct.pack("<4sII", b"SNR1", 2, 1) + struct.pack("<2d", 1.0, 0.0) + struct.pack("<I", 4097) + name.encode()
+    with pytest.raises(InvalidKeyState, match="more than a key keeps"):
         codec.decode_rows(long_name, 2)
+    split_char = struct.pack("<4sII", b"SNR1", 2, 2) + struct.pack("<4d", 1.0, 0.0, 1.0, 0.0) + struct.pack("<2I", 1, 1) \
+        + "é".encode()  # two names cut inside one character
+    with pytest.raises(InvalidKeyState, match="not UTF-8"):
+        codec.decode_rows(split_char, 2)
+    non_ascii = struct.pack("<4sII", b"SNR1", 2, 2) + struct.pack("<4d", 1.0, 0.0, 1.0, 0.0) + struct.pack("<2I", 1, 2) \
+        + "aé".encode()
+    assert codec.decode_rows(non_ascii, 2)[0] == ["a", "é"]
 
 
 def test_a_key_keeps_no_name_longer_than_1024_characters():

@@ -277,3 +277,22 @@ def test_a_key_of_a_million_features_is_written_in_records_of_bounded_size(tmp_p
     restored.restore([(key, value) for key, value in changelog.items() if value is not None])
     assert same_counts(restored.get("big"), store.get("big"))
     assert len(restored.get("big").features) == features + 400 * 30
+
+
+def test_the_cache_is_bounded_in_rows_as_well_as_in_keys(tmp_path):
+    """A few users of 100,000s of features must not fill memory as 20,000 small keys may: the
+    cache drops its least recently used keys past cache_rows rows too (changed keys stay until
+    flushed), and what it drops is read back from disk as it was."""
+    store = StoredKeyTable(tmp_path / "p", lambda: 2, cache_keys=100, cache_rows=25_000)
+    for k in range(6):
+        own = store.create(f"user-{k}", 2)
+        own.add({f"w{k}-{i}": 1.0 for i in range(10_000)}, k % 2, 1.0)
+        store.changed(f"user-{k}", own)
+        store.observe(f"user-{k}", None)
+    assert len(store._cache) == 6  # all changed: none may go before the flush
+    store.flush(position=6)
+    assert len(store._cache) == 2 and store._cached_rows == 20_000
+    assert list(store._cache) == ["user-4", "user-5"]
+    again = store.get("user-0")
+    assert len(again.index) == 10_000 and again.class_counts == [1.0, 0.0]
+    assert list(store._cache) == ["user-5", "user-0"] and store._cached_rows == 20_000

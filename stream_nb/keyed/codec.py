@@ -28,9 +28,13 @@ than the whole key:
 
     head   record key  key + b"\0" + u64 2**64-1 (big-endian)
            value       magic b"SNH1", n_classes u32, last u64, first u64, next u64, base u64,
-                       n_rows u32, counts f64*C, totals f64*C, rows f64*R*C, R names
+                       n_rows u32, counts f64*C, totals f64*C, rows f64*R*C, names
     rows   record key  key + b"\0" + u64 s for first <= s < next
-           value       magic b"SNR1", n_classes u32, n_rows u32, rows f64*R*C, R names
+           value       magic b"SNR1", n_classes u32, n_rows u32, rows f64*R*C, names
+
+where names are R u32 lengths, then the R names' UTF-8 one after another (so a decoder reads the
+lengths as one array and, for ASCII names, cuts one decoded string: a key of millions of features
+is restored at array speed).
 
 A key's rows are the head's own (a small key: one record, nothing else) and those of the
 row records first .. next-1 applied in that order, a later row of a name replacing an earlier
@@ -151,10 +155,10 @@ def row_bytes(name: str, n_classes: int) -> int:
 
 
 def _rows_parts(names: list, own: KeyCounts, n_classes: int) -> list[bytes]:
+    """SNK1's rows: the counts, then each name as u32 length and UTF-8."""
     if not names:
         return []
-    rows = own.matrix[own.rows_of(names)]
-    parts = [np.ascontiguousarray(rows, dtype="<f8").tobytes()]
+    parts = [np.ascontiguousarray(own.matrix[own.rows_of(names)], dtype="<f8").tobytes()]
     for name in names:
         encoded = name.encode("utf-8")
         parts.append(_LENGTH.pack(len(encoded)))
@@ -162,55 +166,71 @@ def _rows_parts(names: list, own: KeyCounts, n_classes: int) -> list[bytes]:
     return parts
 
 
+def _packed_rows(names: list, encoded: list, own: KeyCounts) -> bytes:
+    """A head's or row record's rows: the counts, the names' lengths, the names."""
+    if not names:
+        return b""
+    return b"".join([np.ascontiguousarray(own.matrix[own.rows_of(names)], dtype="<f8").tobytes(),
+                     np.fromiter(map(len, encoded), dtype="<u4", count=len(encoded)).tobytes(), *encoded])
+
+
 def encode_head(own: KeyCounts, first: int, next_: int, base: int, names: list) -> bytes:
     """The head record of `own`, holding the rows of `names` (all of a small key's, or none)."""
     n_classes = len(own.class_counts)
+    encoded = [name.encode("utf-8") for name in names]
     return b"".join([_HEAD.pack(HEAD_MAGIC, n_classes, own.last_labeled, first, next_, base, len(names)),
                      np.asarray(own.class_counts, dtype="<f8").tobytes(),
-                     np.asarray(own.class_totals, dtype="<f8").tobytes(), *_rows_parts(names, own, n_classes)])
+                     np.asarray(own.class_totals, dtype="<f8").tobytes(), _packed_rows(names, encoded, own)])
 
 
 def encode_rows(own: KeyCounts, names: list) -> list[bytes]:
     """The row records of `names` (rows of `own`), in that order, each at most ROWS_BYTES of
     rows or one row alone."""
+    if not names:
+        return []
     n_classes = len(own.class_counts)
-    records, chunk, size = [], [], 0
-    for name in names:
-        size_of = row_bytes(name, n_classes)
-        if chunk and size + size_of > ROWS_BYTES:
-            records.append(_ROWS.pack(ROWS_MAGIC, n_classes, len(chunk)) + b"".join(_rows_parts(chunk, own, n_classes)))
-            chunk, size = [], 0
-        chunk.append(name)
-        size += size_of
-    if chunk:
-        records.append(_ROWS.pack(ROWS_MAGIC, n_classes, len(chunk)) + b"".join(_rows_parts(chunk, own, n_classes)))
+    encoded = [name.encode("utf-8") for name in names]
+    ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + (_LENGTH.size + 8 * n_classes))
+    records, start, taken = [], 0, 0
+    while start < len(names):
+        stop = max(start + 1, int(np.searchsorted(ends, taken + ROWS_BYTES, side="right")))
+        records.append(_ROWS.pack(ROWS_MAGIC, n_classes, stop - start)
+                       + _packed_rows(names[start:stop], encoded[start:stop], own))
+        taken, start = int(ends[stop - 1]), stop
     return records
 
 
 def _read_rows(view: memoryview, position: int, classes: int, features: int, what: str) -> tuple[list, np.ndarray]:
     """(names, counts F x C) of the rows at `position`, which must end the bytes; checked."""
     numbers = classes * features
-    if numbers * 8 > len(view) - position:  # checked before anything is allocated
+    if (numbers * 8 + features * _LENGTH.size) > len(view) - position:  # checked before anything is allocated
         raise InvalidKeyState(f"{what} declares {features} rows of {classes} classes, more than its "
                               f"{len(view)} bytes hold")
     values = np.frombuffer(view, dtype="<f8", count=numbers, offset=position).reshape(features, classes)
     position += numbers * 8
-    names = []
-    for _ in range(features):
-        if len(view) - position < _LENGTH.size:
-            raise InvalidKeyState(f"{what} ends inside its feature names")
-        (length,) = _LENGTH.unpack_from(view, position)
-        position += _LENGTH.size
-        if length > MAX_NAME_BYTES or length > len(view) - position:
-            raise InvalidKeyState(f"{what} declares a feature name of {length} bytes, more than it holds or a "
-                                  f"key keeps")
+    lengths = np.frombuffer(view, dtype="<u4", count=features, offset=position).astype(np.int64)
+    position += features * _LENGTH.size
+    if features and int(lengths.max()) > MAX_NAME_BYTES:
+        raise InvalidKeyState(f"{what} declares a feature name of {int(lengths.max())} bytes, more than a key keeps")
+    if int(lengths.sum()) != len(view) - position:
+        raise InvalidKeyState(f"{what}: its names' lengths add up to {int(lengths.sum())} bytes, it holds "
+                              f"{len(view) - position} after them")
+    blob = bytes(view[position:])
+    ends = np.cumsum(lengths).tolist()
+    starts = [0, *ends[:-1]]
+    if blob.isascii():  # one decode, cut where the lengths say (an ASCII byte is one character)
+        longest = int(lengths.max()) if features else 0
+        text = blob.decode("ascii")
+        names = [text[a:b] for a, b in zip(starts, ends)]
+    else:
         try:
-            names.append(str(view[position:position + length], "utf-8"))
+            names = [blob[a:b].decode("utf-8") for a, b in zip(starts, ends)]
         except UnicodeDecodeError:
             raise InvalidKeyState(f"{what} holds a feature name that is not UTF-8") from None
-        position += length
-    if position != len(view):
-        raise InvalidKeyState(f"{what} has {len(view) - position} bytes after its last feature name")
+        longest = max(map(len, names), default=0)
+    if longest > MAX_KEY_NAME_CHARS:
+        raise InvalidKeyState(f"{what} holds a feature name of {longest} characters; a key keeps at most "
+                              f"{MAX_KEY_NAME_CHARS}")
     if len(set(names)) != len(names):
         raise InvalidKeyState(f"{what} names a feature twice")
     bad = ~(np.isfinite(values) & (values >= 0))
@@ -279,21 +299,22 @@ def key_counts_of_records(head: KeyHead, row_records: list, n_classes: int | Non
     classes = max([head.n_classes] + [rows.shape[1] for _, rows in parts])
     if n_classes is not None:
         classes = max(classes, n_classes)
-    if len(parts) == 1:
-        names, matrix = head.names, _widened(head.rows, classes)
+    merged: dict[str, int] = {}  # name -> its latest row in the records, in order
+    blocks, offset = [], 0
+    for names, rows in parts:
+        merged.update(zip(names, range(offset, offset + len(names))))
+        blocks.append(_widened(rows, classes))
+        offset += len(names)
+    stacked = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    if len(merged) == offset:  # no row written twice (a key just written whole): the rows as they are
+        names, matrix, index = list(merged), stacked, merged
     else:
-        merged: dict[str, int] = {}
-        blocks, offset = [], 0
-        for names, rows in parts:
-            merged.update(zip(names, range(offset, offset + len(names))))
-            blocks.append(_widened(rows, classes))
-            offset += len(names)
-        stacked = np.concatenate(blocks) if blocks else np.zeros((0, classes))
         names = list(merged)
         matrix = stacked[np.fromiter(merged.values(), dtype=np.int64, count=len(merged))]
+        index = None
     counts = np.concatenate([head.counts, np.zeros(classes - head.n_classes)])
     totals = np.concatenate([head.totals, np.zeros(classes - head.n_classes)])
-    own = key_counts_of_arrays(counts, totals, names, matrix, head.last)
+    own = key_counts_of_arrays(counts, totals, names, matrix, head.last, index=index, names_checked=True)
     own.touched = set()
     return own
 

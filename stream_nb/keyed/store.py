@@ -61,6 +61,9 @@ META = b"m"
 META_KEY = b""  # the changelog's key for the partition's metadata
 CLEAN = "clean.json"  # written by close(): the store on disk is whole, at this changelog offset
 DEFAULT_CACHE_KEYS = 20_000
+# Decoded rows the cache holds at most (about 100 bytes a row in memory): a cache of many small
+# keys is bounded by DEFAULT_CACHE_KEYS, one of a few users of 100,000s of features by this
+DEFAULT_CACHE_ROWS = 5_000_000
 
 
 INLINE_ROWS = 4096  # a key of at most this many features is tried as one record (its head)
@@ -89,7 +92,7 @@ class StoredKeyTable:
     model's class count now (a stored key may have fewer classes; new classes come last)."""
 
     def __init__(self, path: Path | str, n_classes: Callable[[], int], *, idle_after: int | None = None,
-                 cache_keys: int = DEFAULT_CACHE_KEYS) -> None:
+                 cache_keys: int = DEFAULT_CACHE_KEYS, cache_rows: int = DEFAULT_CACHE_ROWS) -> None:
         import rocksdict
 
         self._rocksdict = rocksdict
@@ -97,6 +100,8 @@ class StoredKeyTable:
         self.n_classes = n_classes
         self.idle_after = idle_after
         self.cache_keys = max(1, cache_keys)
+        self.cache_rows = max(1, cache_rows)
+        self._cached_rows = 0  # the rows of the cache's keys when they were put there
         # A store closed cleanly says up to which changelog offset it holds; any other is rebuilt.
         self.clean_offset, self.clean_at_ms = self._take_clean_marker()
         if self.clean_offset is None and self.path.exists():
@@ -114,7 +119,7 @@ class StoredKeyTable:
         meta = self.db.get(META)
         state = _checked_meta(json.loads(meta)) if meta is not None else {"clock": 0, "evicted": 0, "position": None}
         self.clock, self.evicted, self.position = state["clock"], state["evicted"], state["position"]
-        # key -> [counts, last labeled as on disk (None: not on disk)], least recently used first
+        # key -> [counts, its layout on disk (None: not on disk), its rows when cached], least recently used first
         self._cache: OrderedDict[str, list] = OrderedDict()
         self._dirty: dict[str, KeyCounts | None] = {}  # changed since the last flush; None: gone
 
@@ -182,7 +187,7 @@ class StoredKeyTable:
                     for part in [*range(layout.first, layout.next), HEAD_PART]:
                         batch.delete(_data_key(key, part))
                         records.append((record_key(key.encode("utf-8"), part), None))
-                self._cache.pop(key, None)
+                self._uncache(key)
                 continue
             written, layout = self._written(key, own, layout)
             for part, value in written:
@@ -190,7 +195,7 @@ class StoredKeyTable:
                 records.append((record_key(key.encode("utf-8"), part), value))
             batch.put(_index_key(own.last_labeled, key), b"")
             own.touched = set()
-            self._cache[key] = [own, layout]
+            self._cache_put(key, own, layout)
         self.db.write(batch, self._write_options)
         self._dirty.clear()
         records.extend(self._sweep())
@@ -254,7 +259,7 @@ class StoredKeyTable:
             for part in [*range(first, next_), HEAD_PART]:
                 batch.delete(b"k" + record_key(key, part))
                 gone.append((record_key(key, part), None))
-            self._cache.pop(key.decode("utf-8"), None)
+            self._uncache(key.decode("utf-8"))
             keys += 1
         if keys:
             self.db.write(batch, self._write_options)
@@ -302,11 +307,12 @@ class StoredKeyTable:
                 self.db.write(batch, self._write_options)
                 batch = self._rocksdict.WriteBatch(raw_mode=True)
         self.db.write(batch, self._write_options)
+        self._cache.clear()
+        self._cached_rows = 0
+        self._dirty.clear()
         self._check_and_index()
         self.db.put(META, json.dumps({"clock": self.clock, "evicted": self.evicted, "position": self.position},
                                      sort_keys=True).encode(), self._write_options)
-        self._cache.clear()
-        self._dirty.clear()
         return applied
 
     def digest(self) -> str:
@@ -361,32 +367,42 @@ class StoredKeyTable:
         loaded = self._loaded(key)
         if loaded is None:
             return None
-        self._cache[key] = list(loaded)
+        self._cache_put(key, *loaded)
         self._trim_cache()
         return loaded[0]
 
     def _remember(self, key: str, own: KeyCounts) -> None:
         entry = self._cache.get(key)
         layout = entry[1] if entry is not None else self._stored_layout(key)
-        self._cache[key] = [own, layout]
-        self._cache.move_to_end(key)
+        self._cache_put(key, own, layout)
+
+    def _cache_put(self, key: str, own: KeyCounts, layout: _Layout | None) -> None:
+        """`key` into the cache as its most recently used entry."""
+        self._uncache(key)
+        rows = len(own.index)
+        self._cache[key] = [own, layout, rows]
+        self._cached_rows += rows
+
+    def _uncache(self, key: str) -> None:
+        entry = self._cache.pop(key, None)
+        if entry is not None:
+            self._cached_rows -= entry[2]
 
     def _stored_layout(self, key: str) -> _Layout | None:
         loaded = self._loaded(key)
         return None if loaded is None else loaded[1]
 
     def _trim_cache(self) -> None:
-        """Down to cache_keys decoded keys, least recently used first; changed keys stay (they
-        move to the most recent end). Each call costs the keys it removes or moves, not the
+        """Down to cache_keys decoded keys and cache_rows rows, least recently used first;
+        changed keys stay (they move to the most recent end). Each call costs the keys it removes or moves, not the
         cache's size (a list of the whole cache per miss made loading 1M keys quadratic)."""
-        excess = len(self._cache) - self.cache_keys
         kept = []
-        while excess > 0 and self._cache:
+        while self._cache and (len(self._cache) + len(kept) > self.cache_keys or self._cached_rows > self.cache_rows):
             key, entry = self._cache.popitem(last=False)
             if key in self._dirty:
                 kept.append((key, entry))
             else:
-                excess -= 1
+                self._cached_rows -= entry[2]
         for key, entry in kept:
             self._cache[key] = entry
 
@@ -404,6 +420,8 @@ class StoredKeyTable:
             layout = loaded[1]
             records += 1 + layout.next - layout.first
             batch.put(_index_key(layout.last, key), b"")
+            if len(self._cache) < self.cache_keys and self._cached_rows + len(loaded[0].index) <= self.cache_rows:
+                self._cache_put(key, *loaded)  # decoded once: the first keys stay decoded
         on_disk = sum(1 for raw, _ in self.db.items(from_key=b"k") if raw.startswith(b"k"))
         if on_disk != records:
             raise InvalidKeyState(f"the keyed state holds {on_disk - records} row records that no key's head names")

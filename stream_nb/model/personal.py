@@ -119,9 +119,10 @@ class KeyCounts:
         """N_fc,k: row index[name] of this (n_features x C) view."""
         return self._matrix[:len(self.index)]
 
-    def set_rows(self, names: list, matrix: np.ndarray) -> None:
-        """The counts become `matrix` (float64, one row per name of `names`, distinct)."""
-        self.index = dict(zip(names, range(len(names))))
+    def set_rows(self, names: list, matrix: np.ndarray, index: dict | None = None) -> None:
+        """The counts become `matrix` (float64, one row per name of `names`, distinct; `index`,
+        when given, is {name: row} of them already)."""
+        self.index = dict(zip(names, range(len(names)))) if index is None else index
         self._matrix = np.array(matrix, dtype=np.float64, copy=True).reshape(len(names), len(self.class_counts))
 
     @property
@@ -525,9 +526,12 @@ def checked_key_counts(n: int, class_counts, class_totals, features, last_labele
                                 _finite_counts(class_totals, n, "class_totals"), list(features), matrix, last_labeled)
 
 
-def key_counts_of_arrays(class_counts, class_totals, names: list, matrix: np.ndarray, last_labeled) -> KeyCounts:
+def key_counts_of_arrays(class_counts, class_totals, names: list, matrix: np.ndarray, last_labeled, *,
+                         index: dict | None = None, names_checked: bool = False) -> KeyCounts:
     """`checked_key_counts` for counts already in float64 arrays (a decoder's): the same
-    invariants, checked at array speed; `names` distinct strings, one per row of `matrix`."""
+    invariants, checked at array speed; `names` distinct strings, one per row of `matrix`.
+    `index`: {name: row} of those names when the caller has it (it is kept, not copied);
+    `names_checked`: the caller checked the names' lengths."""
     if isinstance(last_labeled, bool) or not isinstance(last_labeled, int) or last_labeled < 0:
         raise InvalidKeyState(f"last_labeled: a labeled clock, a whole number >= 0, got {last_labeled!r}")
     counts, totals = np.asarray(class_counts, dtype=np.float64), np.asarray(class_totals, dtype=np.float64)
@@ -543,11 +547,11 @@ def key_counts_of_arrays(class_counts, class_totals, names: list, matrix: np.nda
                                   f"feature counts ({sums[c]!r})")
         if totals[c] > 0 and counts[c] == 0:
             raise InvalidKeyState(f"class {c} has feature counts but no events")
-    long_name = next((name for name in names if len(name) > MAX_KEY_NAME_CHARS), None)
+    long_name = None if names_checked else next((name for name in names if len(name) > MAX_KEY_NAME_CHARS), None)
     if long_name is not None:
         raise InvalidKeyState(f"a key keeps feature names of at most {MAX_KEY_NAME_CHARS} characters, got one of "
                               f"{len(long_name)}")
     own = KeyCounts(n, last_labeled)
     own.class_counts, own.class_totals = counts.tolist(), totals.tolist()
-    own.set_rows(names, matrix)
+    own.set_rows(names, matrix, index)
     return own
