@@ -9,7 +9,7 @@ plus `categorical`/`numeric` field lists for events' structured features), and f
 
 A file may start with `extends = "other.toml"` (a path relative to the file): the other file's
 sections are read first and this file's keys replace theirs, key by key (configs/personal.toml
-is configs/spam.toml plus [personal]).
+is configs/mail.toml plus [personal]).
 
 Every size, count and interval has a lowest and a highest value (`BOUNDS`, with the reason for
 each highest), checked on load: a value outside is refused with one line naming the key, the
@@ -150,7 +150,7 @@ PERSONAL_KEYS = {
     "beta": ((int, float), 30_000.0),  # weight of the global likelihoods, in feature occurrences
     "prior_beta": ((int, float), 10.0),  # weight of the global class prior, in events
     "shrinkage": ((str,), "key"),  # key | class: see stream_nb.model.personal
-    "max_key_features": ((int,), 0),  # a key's feature budget (0: none): the most counted stay
+    "max_key_features": ((int,), 20_000),  # a key's feature budget (0: none): the most counted stay
     "idle_after": ((int,), 0),  # labeled events (of all keys) without one of a key evict it (0: never)
 }
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")

@@ -30,7 +30,7 @@ WORDS = [f"w{i}" for i in range(60)] + ["free", "money", "meeting", "lunch"]
 
 
 def personal_model(**personal):
-    """configs/personal.toml as shipped (spam.toml's [model] and [training]), [personal] overridden."""
+    """configs/personal.toml as shipped (mail.toml's [model] and [training]), [personal] overridden."""
     overrides = [f"personal.{name}={value}" for name, value in personal.items()]
     config = load_config(REPO / "configs" / "personal.toml", overrides)
     return config.build_personal(config.build_model())

@@ -10,7 +10,8 @@ as it was written: each labeled event of the partition's keys decided by its key
 global model of its offset
 (stream_nb.model.personal, the same steps as replay), every unlabeled id is predicted once, and
 each prediction of a key that has counts is the key's model's, not the global model's.
-configs/personal.toml as shipped (spam.toml's [model], [features] and [training], thick threshold).
+configs/personal.toml as shipped (mail.toml's [model], [features] and [training]: thick threshold per
+sqrt(feature), a per-key budget of 20,000 features).
 """
 
 from __future__ import annotations
