@@ -99,6 +99,27 @@ def report(events: list[dict], contenders: list[Contender]) -> None:
                   f"{len(one.model._vocabulary.names()) if hasattr(one.model, '_vocabulary') else '?'})")
 
 
+def speed(events: list[dict], args, contenders: list[Contender]) -> int:
+    """Events/s of each contender replayed alone (a fresh model each repeat), medians."""
+    import statistics
+
+    rates: dict[str, list[float]] = {one.name: [] for one in contenders}
+    for _ in range(args.speed):
+        for one in contenders:
+            config_path, overrides = (args.base, []) if one.personal is None else (args.personal, list(one.overrides))
+            fresh = contender(one.name, config_path, overrides)
+            started = time.perf_counter()
+            replay_contenders(events, [fresh], batch_size=1000)
+            rates[one.name].append(len(events) / (time.perf_counter() - started))
+    base = statistics.median(rates[contenders[0].name])
+    print(f"replay speed, {len(events):,} mails, median of {args.speed} (each alone, from an empty model):")
+    for name, values in rates.items():
+        median = statistics.median(values)
+        print(f"  {name:<40} {median:>9,.0f} events/s   {median / base:.3f}x   "
+              f"({', '.join(f'{v:,.0f}' for v in values)})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--enron", type=Path, default=SHARED / "enron_spam.tar.gz")
@@ -113,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the global model's configuration, the one configs/personal.toml extends")
     parser.add_argument("--personal", type=Path, default=CONFIGS / "personal.toml",
                         help="the per-key configuration (its [personal] over --base)")
+    parser.add_argument("--speed", type=int, default=0, metavar="REPEATS",
+                        help="instead: replay speed, each contender alone from an empty model, alternating, "
+                             "REPEATS times; medians and the ratio to the global model")
     args = parser.parse_args(argv)
     if not args.enron.exists():
         print(f"missing corpus: {args.enron} (see ../shared/data/README)", file=sys.stderr)
@@ -128,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
         contenders.append(contender(f"per key: beta={beta:g} prior_beta={prior_beta:g} {shrinkage}"
                                     + "".join(f" {item.split('.', 1)[-1]}" for item in args.set),
                                     args.personal, overrides))
+        contenders[-1].overrides = overrides
     events = round_robin(args.enron)[: args.limit]
+    if args.speed:
+        return speed(events, args, contenders)
     started = time.perf_counter()
     replay_contenders(events, contenders, batch_size=1000)
     print(f"Enron-Spam's six mailboxes round-robin, keyed by mailbox: {len(events):,} mails, "

@@ -269,3 +269,24 @@ def test_the_ordered_sum_is_the_loops_to_the_bit():
             expected.append(total)
         got = _ordered_dots(values, logs)
         assert [repr(v) for v in got] == [repr(v) for v in expected]
+
+
+def test_a_key_cut_to_its_budget_keeps_the_most_counted_features_ties_by_name():
+    """keep_features against its definition, sorted by (-total, name), on generated keys with
+    many ties, two and three classes."""
+    import random
+
+    from stream_nb.model.personal import KeyCounts
+
+    rng = random.Random(26)
+    for _ in range(200):
+        n_classes = rng.choice([2, 3])
+        own = KeyCounts(n_classes)
+        for _ in range(rng.randrange(1, 40)):
+            own.add({f"f{rng.randrange(60)}": float(rng.choice([1, 1, 2, 0.5])) for _ in range(rng.randrange(1, 8))},
+                    rng.randrange(n_classes), 1.0)
+        budget = rng.randrange(1, 70)
+        expected = sorted(own.features.items(), key=lambda item: (-math.fsum(item[1]), item[0]))[:budget]
+        own.keep_features(budget)
+        assert own.features == dict(expected)
+        assert own.class_totals == [math.fsum(row[c] for _, row in expected) for c in range(n_classes)]

@@ -315,3 +315,56 @@ def test_the_workers_partitioned_steps_leave_each_key_as_replay_does(tmp_path):
     for key in keys:
         table = tables[key_partition(key, partitions)]
         assert personal.key_state(key, table=table) == replayed.personal.key_state(key), key
+
+
+@pytest.mark.parametrize("overrides", [
+    [],  # personal.toml as shipped: thick threshold per sqrt(feature), a key budget
+    ['training.mode="all"', "personal.max_key_features=0"],
+    ["model.evict_every=50", "model.half_life=300", "personal.max_key_features=15"],  # decay inside batches
+    ["model.max_features=40", "model.evict_every=25", "model.half_life=0"],  # the global budget evicts in batches
+])
+def test_the_batch_path_is_the_per_event_loop_to_the_bit(overrides):
+    """predict_learn_batch (the global model's batch path, its state at each event rebuilt from
+    what the events before it added) against the per-event loop it replaces: the same prediction
+    for every event, the same learned flags, the same key counts and global state, bit for bit;
+    and it does take the batches (no silent fall-back)."""
+    from stream_nb.checkpoint.digest import state_digest
+
+    events = keyed_stream(12, 700, keys=("ann", "bob", "cid", "dan"))
+    config = load_config(CONFIGS / "personal.toml", list(overrides))
+    featurizer = config.build_featurizer()
+    fast_model, slow_model = config.build_model(), config.build_model()
+    fast, slow = config.build_personal(fast_model), config.build_personal(slow_model)
+    fast_results, slow_results, taken = [], [], 0
+    for start in range(0, len(events), 50):
+        batch = events[start:start + 50]
+        rows = [featurizer.transform_one(event["text"]) for event in batch]
+        labels, keys = [event.get("label") for event in batch], [event["key"] for event in batch]
+        got = fast.predict_learn_batch(rows, rows, labels, keys, [fast.table] * len(batch), dict(config.training),
+                                       lambda i, keys=keys: fast.observe_labeled(keys[i]))
+        if got is None:  # the first batch: no class yet
+            got = []
+            for x, label, key in zip(rows, labels, keys):
+                got.append(step(fast, x, label, key, config.training))
+        else:
+            taken += 1
+        fast_results.extend(got)
+        slow_results.extend(step(slow, x, label, key, config.training) for x, label, key in zip(rows, labels, keys))
+    assert taken >= 12
+    assert [(dict(p), getattr(p, "log_scores", None), flag) for p, flag in fast_results] == \
+        [(dict(p), getattr(p, "log_scores", None), flag) for p, flag in slow_results]
+    assert {k: fast.key_state(k) for k in fast.keys} == {k: slow.key_state(k) for k in slow.keys}
+    assert fast.labeled_clock == slow.labeled_clock and fast.keys_evicted == slow.keys_evicted
+    assert state_digest(fast_model.to_state()) == state_digest(slow_model.to_state())
+
+
+def step(personal, x, label, key, training):
+    """The per-event definition: the key's prediction and decision, the global model's step, the
+    key's learning, the clock."""
+    prediction, key_learns = personal.predict_and_decide(x, label, key)
+    _, learned = predict_learn(personal.global_model, [x], [label], **training)
+    if label is not None:
+        if key_learns:
+            personal.learn_key(x, label, key)
+        personal.observe_labeled(key)
+    return prediction, learned[0]

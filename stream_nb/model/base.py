@@ -337,6 +337,17 @@ def _batch_mass(batch) -> float:
     return float(np.abs(batch.value).sum() + len(weights)) * float(weights.max())
 
 
+def log_prior_of(counts: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """(active, log P(c)) of class counts N_c: log((N_c + lam) / (N + K lam)) over the K classes
+    with N_c > 0, -inf for the others."""
+    active = counts > 0
+    if not active.any():
+        return active, np.full(len(counts), -np.inf)
+    with np.errstate(divide="ignore"):
+        log_prior = np.log(counts + lam) - math.log(counts.sum() + active.sum() * lam)
+    return active, np.where(active, log_prior, -np.inf)
+
+
 class NaiveBayes(river_base.Classifier):
     """Base of every variant: class bookkeeping, the River protocol and batch processing.
 
@@ -429,14 +440,7 @@ class NaiveBayes(river_base.Classifier):
 
     def _current_log_prior(self) -> tuple[np.ndarray, np.ndarray]:
         """(active, log P(c)) for the state as it is now; -inf for classes not yet learned."""
-        counts = self._class_counts
-        active = counts > 0
-        if not active.any():
-            return active, np.full(len(counts), -np.inf)
-        lam = self.prior_alpha
-        with np.errstate(divide="ignore"):
-            log_prior = np.log(counts + lam) - math.log(counts.sum() + active.sum() * lam)
-        return active, np.where(active, log_prior, -np.inf)
+        return log_prior_of(self._class_counts, self.prior_alpha)
 
     # ---- encoding ---------------------------------------------------------------------
 

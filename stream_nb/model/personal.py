@@ -60,9 +60,15 @@ from itertools import repeat
 import numpy as np
 
 from stream_nb.model._numerics import effective_log_row, normalise_log_row
+from stream_nb.model.base import GRID_LIMIT, _as_records, log_prior_of
 from stream_nb.model.counting import MAX_COUNT, MultinomialNB
 from stream_nb.model.posterior import Posterior
-from stream_nb.model.training import should_learn
+from stream_nb.model.training import (
+    _predict_learn_in_windows,
+    event_sizes,
+    margin_per_sqrt_feature,
+    should_learn,
+)
 
 _INF = math.inf
 _PLAIN_NUMBERS = frozenset((int, float))
@@ -182,12 +188,24 @@ class KeyCounts:
 
     def keep_features(self, budget: int) -> None:
         """Down to `budget` features: those with the largest total count stay, ties by name (so
-        the result depends on the counts alone); T_c,k becomes the sum of what stays."""
+        the result depends on the counts alone), in the order they had; T_c,k becomes the sum of
+        what stays."""
         matrix = self.matrix
-        totals = [math.fsum(row) for row in matrix.tolist()]
-        ranked = sorted(zip(self.index, totals, self.index.values()), key=lambda item: (-item[1], item[0]))[:budget]
-        self.set_rows([name for name, _, _ in ranked], matrix[[row for _, _, row in ranked]])
-        self.class_totals = [math.fsum(column) for column in self.matrix.T.tolist()] if ranked else \
+        names = list(self.index)
+        if len(matrix.T) <= 2:  # fsum of two numbers is their rounded sum: numpy's, at array speed
+            totals = matrix.sum(axis=1) if len(names) else np.zeros(0)
+        else:
+            totals = np.array([math.fsum(row) for row in matrix.tolist()])
+        keep = np.ones(len(names), dtype=bool)
+        if budget < len(names):
+            cut = -np.partition(-totals, budget - 1)[budget - 1]  # the budget-th largest total
+            keep = totals > cut
+            tied = np.flatnonzero(totals == cut)
+            for i in sorted(tied.tolist(), key=names.__getitem__)[:budget - int(keep.sum())]:
+                keep[i] = True
+        rows = np.flatnonzero(keep)
+        self.set_rows([names[i] for i in rows.tolist()], matrix[rows])
+        self.class_totals = [math.fsum(column) for column in self.matrix.T.tolist()] if len(rows) else \
             [0.0] * len(self.class_counts)
         self.touched = None  # rows went: the whole key is written anew
 
@@ -243,6 +261,55 @@ class KeyTable:
 
     def forget(self, key) -> None:
         self.keys.pop(key, None)
+
+
+class _BatchStart:
+    """The global model's estimates at each event of a part of a batch (predict_learn_batch):
+    N_fc of the part's features, N_c, T_c and |V| as they were at its start, plus what each
+    event the global model learned added, in order."""
+
+    def __init__(self, g: MultinomialNB, rows: list) -> None:
+        self.g = g
+        names = list(dict.fromkeys(name for row in rows for name in row))
+        self.index = dict(zip(names, range(len(names))))
+        self.rows = rows
+        n_classes = len(g.classes_)
+        columns = g._vocabulary.lookup(names)
+        self.counts = np.zeros((len(names), n_classes))
+        inside = columns >= 0
+        if inside.any() and len(g._feature_counts):
+            self.counts[inside] = g._feature_counts[columns[inside], :n_classes]
+        self.class_counts = g._class_counts.copy()
+        self.class_totals = g._class_totals.copy()
+        self.features_seen = g._features_seen
+
+    def log_theta(self, names: list) -> tuple[np.ndarray, np.ndarray]:
+        """PersonalMultinomialNB._global_log_theta at the event, from the part's counts."""
+        g = self.g
+        n_classes = len(g.classes_)
+        rows = np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
+        counts = self.counts[rows]
+        known = counts.any(axis=1)
+        denominators = self.class_totals[:n_classes] + g.alpha * self.features_seen
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_theta = np.log(counts + g.alpha) - np.log(denominators)
+        log_theta[:, denominators == 0] = -_INF
+        return log_theta, known
+
+    def log_prior(self) -> np.ndarray:
+        return log_prior_of(self.class_counts, self.g.prior_alpha)[1]
+
+    def learned(self, j: int, c: int) -> None:
+        """Event j of the part was learned as class c (weight 1): N_fc += x_f, N_c += 1,
+        T_c += sum x_f, |V| += its features no class had counted."""
+        x = self.rows[j]
+        names = [name for name, value in x.items() if value != 0]
+        rows = np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
+        amounts = np.fromiter(map(x.__getitem__, names), dtype=np.float64, count=len(names))
+        self.features_seen += int(np.count_nonzero(~self.counts[rows].any(axis=1)))
+        self.counts[rows, c] += amounts
+        self.class_counts[c] += 1.0
+        self.class_totals[c] += float(amounts.sum())
 
 
 class PersonalMultinomialNB:
@@ -342,14 +409,20 @@ class PersonalMultinomialNB:
         own = (self.table if table is None else table).get(key)
         if own is None or own.events == 0:
             return g._event_scores(x) if g.classes_ else ([], [], [])
+        return self._key_scores(x, own, self._global_log_theta, g._current_log_prior()[1])
+
+    def _key_scores(self, x: dict, own: KeyCounts, global_log_theta, log_prior_global: np.ndarray) -> tuple:
+        """_scores of a key with counts, over the global model's log theta (a function of the
+        names) and log prior as they are at the event."""
+        g = self.global_model
         n_classes = len(g.classes_)
         own.widen(n_classes)
-        log_prior = self._log_prior(own)
+        log_prior = self._log_prior(own, log_prior_global)
         active = np.array([value > -_INF for value in log_prior])
 
         names = list(x)
         values = np.fromiter(x.values(), dtype=np.float64, count=len(names))
-        log_theta, known_global = self._global_log_theta(names)
+        log_theta, known_global = global_log_theta(names)
         rows = own.rows_of(names)
         has_row = rows >= 0
         key_counts = np.zeros((len(names), n_classes))
@@ -365,9 +438,8 @@ class PersonalMultinomialNB:
         scores = [prior + e for prior, e in zip(log_prior, evidence)]
         return scores, active.tolist(), log_prior
 
-    def _log_prior(self, own: KeyCounts) -> list[float]:
+    def _log_prior(self, own: KeyCounts, log_prior_global: np.ndarray) -> list[float]:
         """log pi_c,k = log(N_c,k + prior_beta pi_c) - log(N_k + prior_beta)."""
-        _, log_prior_global = self.global_model._current_log_prior()
         log_prior_beta = _log(self.prior_beta)
         log_total = _log(own.events + self.prior_beta)
         return [float(np.logaddexp(_log(n), log_prior_beta + lp)) - log_total
@@ -399,11 +471,19 @@ class PersonalMultinomialNB:
         prequential step's prediction and whether the key's counts then learn it."""
         if not self.classes_:
             return {}, y is not None
-        scores, active, log_prior = self._scores(self._checked(x), key, table)
+        x = self._checked(x)
+        posterior = self._posterior(*self._scores(x, key, table))
         if y is None:
-            return self._posterior(scores, active, log_prior), False
-        joint = {label: s for label, s, on in zip(self.classes_, scores, active) if on}
-        return self._posterior(scores, active, log_prior), self._learns(joint, y, len(x))
+            return posterior, False
+        return posterior, self._learns_on(posterior, y, len(x))
+
+    def _learns_on(self, posterior: Posterior, y, n_features: int) -> bool:
+        """Whether the key learns an event, decided on its prediction: the training regime on
+        the log scores the posterior is the softmax of (the joint log likelihoods wherever one
+        is finite; a row with none takes the prior's, as the prediction does)."""
+        if self.training.get("mode", "all") == "all":
+            return True
+        return self._learns(dict(zip(posterior, posterior.log_scores)), y, n_features)
 
     def _posterior(self, scores: list, active: list, log_prior: list) -> Posterior:
         probabilities = normalise_log_row(scores, active, log_prior)
@@ -412,14 +492,86 @@ class PersonalMultinomialNB:
         result.log_scores = [s for s, on in zip(log_scores, active) if on]
         return result
 
+    # ---- a batch at batch speed ---------------------------------------------------------
+
+    def predict_learn_batch(self, X, rows: list, labels: list, keys: list, tables: list, training: dict,
+                            observe) -> list[tuple] | None:
+        """The prequential step of a batch with per-key models, as the per-event loop does it
+        (each event predicted by its key's model with the global model as it stands just before
+        it, the global model then learning it under `training`, the key's counts learning it when
+        the regime on the key's prediction says so), at batch speed; None when the batch is not
+        one it can take exactly (the caller then goes event by event).
+
+        The global model runs the whole batch through its own batch path (`predict_learn`'s,
+        maintenance included). Its state at each event is then known without running it again:
+        every count it adds is a whole number (or on the forgetting grid) below GRID_LIMIT, so
+        N_fc, N_c, T_c and |V| before event i are the batch's starting values plus what the
+        events before i that it learned added, to the bit in any order of addition. Those give
+        each keyed event theta_fc and pi_c at its offset; a key without counts predicts as the
+        global model did.
+
+        `X`: the batch as the global model reads it, `rows` the same events as dicts; `tables`
+        each event's key table (None: the event is the global model's alone: no key, or a key
+        this caller does not hold); `observe(i)` is called after each labeled event i is learned.
+        Returns (prediction, learned by the global model) per event."""
+        g = self.global_model
+        if not g.classes_ or g.n_hash_buckets is not None or not rows:
+            return None
+        known = g._class_index
+        if any(label is not None and label not in known for label in labels):
+            return None
+        values = np.fromiter((v for row in rows for v in row.values()), dtype=np.float64)
+        if len(values) and not (np.all(np.floor(values) == values) and np.all(np.abs(values) <= 2.0 ** 20)):
+            return None
+        mass = float(np.abs(values).sum()) + len(labels)
+        if not (g._integral or (g._on_grid and g._count_mass() + mass < GRID_LIMIT)):
+            return None
+        mode, margin = training.get("mode", "all"), float(training.get("margin", 0.0))
+        g.validate(X, labels)  # a bad event refuses the batch before anything is learned
+        margins = None
+        if mode == "thick_threshold" and training.get("margin_scale", "none") == "sqrt_features":
+            margins = np.array([margin_per_sqrt_feature(margin, n) for n in event_sizes(X)], dtype=np.float64)
+        records = _as_records(X, g.ZERO_IS_ABSENT) if mode == "all" else None
+        results: list[tuple] = []
+
+        def part(start: int, stop: int) -> None:
+            view = _BatchStart(g, rows[start:stop])
+            if mode == "all":
+                probas = g._predict_records(records[start:stop], labels[start:stop])
+                learned = [label is not None for label in labels[start:stop]]
+            else:
+                probas, learned = _predict_learn_in_windows(g, X[start:stop], labels[start:stop], mode, margin,
+                                                            None if margins is None else margins[start:stop])
+            for i in range(start, stop):
+                results.append(self._keyed_step(view, i - start, rows[i], labels[i], keys[i], tables[i],
+                                                probas[i - start], learned[i - start]))
+                if labels[i] is not None:
+                    observe(i)
+
+        g._with_maintenance(X, labels, lambda start, stop: part(start, stop))
+        return results
+
+    def _keyed_step(self, view: _BatchStart, j: int, x: dict, label, key, table, global_proba, learned: bool) -> tuple:
+        """One event of predict_learn_batch: the key's prediction and learning, then the global
+        model's learning of it (if it did) added to `view`."""
+        prediction = global_proba
+        if table is not None:
+            own = table.get(key)
+            x = self._checked(x)
+            if own is not None and own.events > 0:
+                prediction = self._posterior(*self._key_scores(x, own, view.log_theta, view.log_prior()))
+            if label is not None and prediction and self._learns_on(prediction, label, len(x)):
+                self.learn_key(x, label, key, table=table)
+        if learned and label is not None:
+            view.learned(j, self.global_model._class_index[label])
+        return prediction, learned
+
     # ---- learning ------------------------------------------------------------------------
 
     def decide(self, x: dict, y, key, table: KeyTable | None = None) -> bool:
         """Whether key's counts learn this labeled event: the training regime on the key's own
-        joint log likelihoods before learning."""
-        if self.training.get("mode", "all") == "all":
-            return True
-        return self._learns(self.joint_log_likelihood(x, key, table), y, len(x))
+        prediction before learning (predict_and_decide's)."""
+        return self.predict_and_decide(x, y, key, table)[1]
 
     def _learns(self, joint: dict, y, n_features: int) -> bool:
         mode = self.training.get("mode", "all")

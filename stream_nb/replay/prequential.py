@@ -187,6 +187,16 @@ class Contender:
             rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
         except (TypeError, ValueError):
             rows = None  # some event refuses: find it event by event
+        if rows is not None:
+            keys = [item.get("key") for item in items]
+            tables = [personal.table if key is not None else None for key in keys]
+            try:
+                batch = personal.predict_learn_batch(X, rows, list(labels), keys, tables, self.training,
+                                                     lambda i: personal.observe_labeled(keys[i]))
+            except (TypeError, ValueError):  # refused before anything was learned: event by event
+                batch = None
+            if batch is not None:
+                return [p for p, _ in batch], [flag for _, flag in batch], [len(x) for x in rows] if sized else None
         for i, (item, label) in enumerate(zip(items, labels)):
             try:
                 if rows is None:
