@@ -55,7 +55,7 @@ model's half-life decays the global counts only).
 from __future__ import annotations
 
 import math
-from itertools import repeat
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -142,7 +142,7 @@ class KeyCounts:
 
     def rows_of(self, names: list) -> np.ndarray:
         """The row of each name, -1 for a name the key has no row of (int64)."""
-        return np.fromiter(map(self.index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        return np.array(list(map(self.index.get, names, repeat(-1))), dtype=np.int64)
 
     @property
     def events(self) -> float:
@@ -270,9 +270,12 @@ class _BatchStart:
 
     def __init__(self, g: MultinomialNB, rows: list) -> None:
         self.g = g
-        names = list(dict.fromkeys(name for row in rows for name in row))
+        names = list(dict.fromkeys(chain.from_iterable(rows)))
         self.index = dict(zip(names, range(len(names))))
         self.rows = rows
+        # each event's features as rows of the part's counts, found once for scoring and learning
+        flat = np.array(list(map(self.index.__getitem__, chain.from_iterable(rows))), dtype=np.int64)
+        self.event_rows = np.split(flat, np.cumsum([len(row) for row in rows])[:-1]) if rows else []
         n_classes = len(g.classes_)
         columns = g._vocabulary.lookup(names)
         self.counts = np.zeros((len(names), n_classes))
@@ -283,11 +286,15 @@ class _BatchStart:
         self.class_totals = g._class_totals.copy()
         self.features_seen = g._features_seen
 
-    def log_theta(self, names: list) -> tuple[np.ndarray, np.ndarray]:
-        """PersonalMultinomialNB._global_log_theta at the event, from the part's counts."""
+    def log_theta_of(self, j: int):
+        """PersonalMultinomialNB._global_log_theta at event j of the part, for its own names (the
+        event's dict as the part holds it, in its order)."""
+        rows = self.event_rows[j]
+        return lambda names: self._log_theta(rows)
+
+    def _log_theta(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         g = self.g
         n_classes = len(g.classes_)
-        rows = np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
         counts = self.counts[rows]
         known = counts.any(axis=1)
         denominators = self.class_totals[:n_classes] + g.alpha * self.features_seen
@@ -296,6 +303,10 @@ class _BatchStart:
         log_theta[:, denominators == 0] = -_INF
         return log_theta, known
 
+    def log_theta_of_names(self, names: list) -> tuple[np.ndarray, np.ndarray]:
+        """_log_theta of any names of the part (an event whose zero values were dropped)."""
+        return self._log_theta(np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names)))
+
     def log_prior(self) -> np.ndarray:
         return log_prior_of(self.class_counts, self.g.prior_alpha)[1]
 
@@ -303,9 +314,9 @@ class _BatchStart:
         """Event j of the part was learned as class c (weight 1): N_fc += x_f, N_c += 1,
         T_c += sum x_f, |V| += its features no class had counted."""
         x = self.rows[j]
-        names = [name for name, value in x.items() if value != 0]
-        rows = np.fromiter(map(self.index.__getitem__, names), dtype=np.int64, count=len(names))
-        amounts = np.fromiter(map(x.__getitem__, names), dtype=np.float64, count=len(names))
+        amounts = np.fromiter(x.values(), dtype=np.float64, count=len(x))
+        rows = self.event_rows[j][amounts != 0]
+        amounts = amounts[amounts != 0]
         self.features_seen += int(np.count_nonzero(~self.counts[rows].any(axis=1)))
         self.counts[rows, c] += amounts
         self.class_counts[c] += 1.0
@@ -520,7 +531,7 @@ class PersonalMultinomialNB:
         known = g._class_index
         if any(label is not None and label not in known for label in labels):
             return None
-        values = np.fromiter((v for row in rows for v in row.values()), dtype=np.float64)
+        values = np.array(list(chain.from_iterable(map(dict.values, rows))), dtype=np.float64)
         if len(values) and not (np.all(np.floor(values) == values) and np.all(np.abs(values) <= 2.0 ** 20)):
             return None
         mass = float(np.abs(values).sum()) + len(labels)
@@ -557,9 +568,11 @@ class PersonalMultinomialNB:
         prediction = global_proba
         if table is not None:
             own = table.get(key)
-            x = self._checked(x)
+            checked = self._checked(x)
             if own is not None and own.events > 0:
-                prediction = self._posterior(*self._key_scores(x, own, view.log_theta, view.log_prior()))
+                theta = view.log_theta_of(j) if checked is x else view.log_theta_of_names
+                prediction = self._posterior(*self._key_scores(checked, own, theta, view.log_prior()))
+            x = checked
             if label is not None and prediction and self._learns_on(prediction, label, len(x)):
                 self.learn_key(x, label, key, table=table)
         if learned and label is not None:
