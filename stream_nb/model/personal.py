@@ -263,6 +263,18 @@ class KeyTable:
         self.keys.pop(key, None)
 
 
+def _log_theta_of(counts: np.ndarray, class_totals: np.ndarray, alpha: float, features_seen) -> tuple:
+    """(log theta_fc, whether the global model knows each feature) of rows of N_fc:
+    theta_fc = (N_fc + alpha) / (T_c + alpha |V|); a class whose denominator is 0 has no
+    likelihood yet (-inf)."""
+    known = counts.any(axis=1)
+    denominators = class_totals + alpha * features_seen
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_theta = np.log(counts + alpha) - np.log(denominators)
+    log_theta[:, denominators == 0] = -_INF
+    return log_theta, known
+
+
 class _BatchStart:
     """The global model's estimates at each event of a part of a batch (predict_learn_batch):
     N_fc of the part's features, N_c, T_c and |V| as they were at its start, plus what each
@@ -294,14 +306,7 @@ class _BatchStart:
 
     def _log_theta(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         g = self.g
-        n_classes = len(g.classes_)
-        counts = self.counts[rows]
-        known = counts.any(axis=1)
-        denominators = self.class_totals[:n_classes] + g.alpha * self.features_seen
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_theta = np.log(counts + g.alpha) - np.log(denominators)
-        log_theta[:, denominators == 0] = -_INF
-        return log_theta, known
+        return _log_theta_of(self.counts[rows], self.class_totals[:len(g.classes_)], g.alpha, self.features_seen)
 
     def log_theta_of_names(self, names: list) -> tuple[np.ndarray, np.ndarray]:
         """_log_theta of any names of the part (an event whose zero values were dropped)."""
@@ -401,12 +406,7 @@ class PersonalMultinomialNB:
         inside = columns >= 0
         if inside.any() and len(g._feature_counts):
             counts[inside] = g._feature_counts[columns[inside], :n_classes]
-        known = counts.any(axis=1)
-        denominators = g._class_totals[:n_classes] + g.alpha * g._features_seen
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_theta = np.log(counts + g.alpha) - np.log(denominators)
-        log_theta[:, denominators == 0] = -_INF
-        return log_theta, known
+        return _log_theta_of(counts, g._class_totals[:n_classes], g.alpha, g._features_seen)
 
     def joint_log_likelihood(self, x: dict, key, table: KeyTable | None = None) -> dict:
         """s_c,k(x) for every class the key's prior gives a positive probability."""

@@ -77,11 +77,18 @@ def messages(topics: Topics, events: list[dict], labeled: bool) -> list[Message]
 
 
 def personal_config(tmp_path: Path, bootstrap: str, topics: Topics, name: str, transport: str,
-                    group_id: str, instance: str) -> Path:
+                    group_id: str, instance: str, *, model: dict | None = None, training: dict | None = None,
+                    personal: dict | None = None) -> Path:
+    """configs/personal.toml as shipped: mail.toml's [model], [features], [training] and
+    [evaluation], its own [personal] (each table updated by the arguments), for this test's topics."""
     shipped = tomllib.loads((REPO / "configs" / "personal.toml").read_text())["personal"]
+    mail = tomllib.loads((REPO / "configs" / "mail.toml").read_text())
+    tables = {"model": {**mail["model"], **(model or {})}, "features": mail["features"],
+              "training": {**mail["training"], **(training or {})}, "evaluation": mail["evaluation"],
+              "personal": {**shipped, **(personal or {})}}
     return write_config(tmp_path / f"{name}.toml", bootstrap, topics, tmp_path / f"checkpoints-{name}",
                         group_id=group_id, transport=transport, kafka={"partitions": PARTITIONS},
-                        worker={"instance_id": instance}, replace={"personal": shipped})
+                        worker={"instance_id": instance}, replace=tables)
 
 
 def labeled_order(bootstrap: str, config_path: Path) -> tuple[list[tuple[int, dict]], int]:
@@ -180,7 +187,7 @@ def changelog_tables(config_path: Path, directory: Path) -> dict[int, StoredKeyT
 
 def assert_state_is_the_logs(bootstrap: str, config_path: Path, labeled: list[dict], unlabeled: list[dict],
                              predictions: dict[str, dict], tmp_path: Path, complete: bool,
-                             labels_before_predictions: bool) -> None:
+                             labels_before_predictions: bool, users: list[str] = USERS) -> None:
     """The labeled order holds every labeled record once, each key's in its order; each
     changelog partition is the log's state at the labeled offset it names, which is at or past
     every prediction of its keys (their flush was in the predictions' transaction). `complete`:
@@ -188,7 +195,7 @@ def assert_state_is_the_logs(bootstrap: str, config_path: Path, labeled: list[di
     `labels_before_predictions`: the stream was produced before the workers started."""
     order, log_end = labeled_order(bootstrap, config_path)
     assert sorted(event["id"] for _, event in order if "unlearn" not in event) == sorted(e["id"] for e in labeled)
-    for key in USERS:
+    for key in users:
         assert ([event["id"] for _, event in order if event["key"] == key and "unlearn" not in event]
                 == [event["id"] for event in labeled if event["key"] == key])
     restored = changelog_tables(config_path, tmp_path / "restored")
@@ -209,7 +216,7 @@ def assert_state_is_the_logs(bootstrap: str, config_path: Path, labeled: list[di
     assert informed > 0 and personal_differs >= informed // 2, (personal_differs, informed)
     if labels_before_predictions:
         assert personal_differs >= len(predictions) // 2, (personal_differs, informed)
-    assert sum(len(table) for table in expected.values()) == len(USERS)  # every user has counts
+    assert sum(len(table) for table in expected.values()) == len(users)  # every user has counts
     for p in range(PARTITIONS):
         assert restored[p].digest() == digests[p], f"partition {p}"
 
@@ -225,23 +232,37 @@ def predictions_once(bootstrap: str, topics: Topics, unlabeled: list[dict]) -> d
 
 
 def run_keyed_stream(tmp_path: Path, bootstrap: str, transport: str, sms, choreography,
-                     complete: bool = True, labels_before_predictions: bool = True) -> dict[str, dict]:
-    """`choreography` runs the workers over the stream's three parts; then every unlabeled id is
-    predicted once, each as the key's model at its offset, and the changelog is the log's state."""
+                     complete: bool = True, labels_before_predictions: bool = True, stream=None,
+                     users: list[str] = USERS, **settings) -> dict[str, dict]:
+    """`choreography` runs the workers over the stream's three parts (`stream`: (labeled,
+    unlabeled) keyed events of `users`, else 900 and 600 SMS); then every unlabeled id is
+    predicted once, each as the key's model at its offset, and the changelog is the log's state.
+    `settings`: personal_config's table updates."""
     topics = Topics.new("keyed")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled], partitions=PARTITIONS)
-    labeled, unlabeled = keyed_stream(sms, 900, 600)
+    labeled, unlabeled = stream or keyed_stream(sms, 900, 600)
     group_id = f"keyed-{uuid.uuid4().hex[:8]}"
-    configs = [personal_config(tmp_path, bootstrap, topics, f"w{i}", transport, group_id, f"keyed-w{i}")
+    configs = [personal_config(tmp_path, bootstrap, topics, f"w{i}", transport, group_id, f"keyed-w{i}", **settings)
                for i in range(3)]
-    parts = [(labeled[:300], unlabeled[:200]), (labeled[300:600], unlabeled[200:400]),
-             (labeled[600:], unlabeled[400:])]
+    third_l, third_u = len(labeled) // 3, len(unlabeled) // 3
+    parts = [(labeled[:third_l], unlabeled[:third_u]), (labeled[third_l:2 * third_l], unlabeled[third_u:2 * third_u]),
+             (labeled[2 * third_l:], unlabeled[2 * third_u:])]
     choreography(SimpleNamespace(tmp_path=tmp_path, bootstrap=bootstrap, topics=topics, configs=configs,
-                                 parts=parts, labeled=labeled))
+                                 parts=parts, labeled=labeled, unlabeled=unlabeled))
     predictions = predictions_once(bootstrap, topics, unlabeled)
     assert_state_is_the_logs(bootstrap, configs[0], labeled, unlabeled, predictions, tmp_path, complete,
-                             labels_before_predictions)
+                             labels_before_predictions, users)
     return predictions
+
+
+def first_worker_on_part_0(run) -> WorkerProcess:
+    """The stream's first part produced, and a first worker that owns every partition."""
+    produce_part(run, 0)
+    log = run.tmp_path / "w0.log"
+    first = WorkerProcess(run.configs[0], log, stop_when_idle=None)
+    wait_until(lambda: "keyed state of partition 3 restored" in log.read_text(errors="replace"),
+               120, "the first worker owning every partition", first)
+    return first
 
 
 def produce_part(run, part: int) -> None:
@@ -282,10 +303,7 @@ def test_one_calm_worker_writes_the_state_of_the_labeled_log(kafka_broker, sms, 
 def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker, transport, sms, tmp_path):
     def scaled(run):
         logs = run.tmp_path
-        produce_part(run, 0)
-        first = WorkerProcess(run.configs[0], logs / "w0.log", stop_when_idle=None)
-        wait_until(lambda: "keyed state of partition 3 restored" in (logs / "w0.log").read_text(errors="replace"),
-                   120, "the first worker owning every partition", first)
+        first = first_worker_on_part_0(run)
         others = [WorkerProcess(config, logs / f"w{i}.log", stop_when_idle=None)
                   for i, config in enumerate(run.configs[1:], start=1)]
         workers = [first, *others]
@@ -296,8 +314,8 @@ def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker
                                for i in range(3)) >= 6, 180, "partitions moved to the new workers", workers)
         others[0].kill()  # SIGKILL mid-stream: its partitions move to the two left
         produce_part(run, 2)
-        wait_until(lambda: len(read_topic(run.bootstrap, run.topics.predictions, timeout=60)) >= 600, 240,
-                   "every unlabeled event predicted", [first, others[1]])
+        wait_until(lambda: len(read_topic(run.bootstrap, run.topics.predictions, timeout=60)) >= len(run.unlabeled),
+                   240, "every unlabeled event predicted", [first, others[1]])
         for worker in (first, others[1]):
             worker.process.terminate()
             assert worker.wait(120) == 0, worker.log_tail()
@@ -306,6 +324,58 @@ def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker
     # that another forwarded last (its successor would relearn them from its position)
     run_keyed_stream(tmp_path, kafka_broker.bootstrap, transport, sms, scaled, complete=False,
                      labels_before_predictions=False)
+
+
+MAILBOXES = ["enron1", "enron2", "enron3", "enron4", "enron5", "enron6"]
+
+
+@pytest.mark.timeout(900)
+def test_enron_mailboxes_learning_everything_recover_exactly_at_real_size(kafka_broker, transport, tmp_path):
+    """Issue 33: Enron-Spam's six mailboxes keyed by mailbox, order-free training (mode "all", no
+    forgetting) and no per-key budget, so each mailbox's model grows past what one Kafka record
+    takes (the issue's workers looped on MessageSizeTooLargeError here). One worker, then two, one
+    SIGKILLed: every message predicted once, each partition's changelog the labeled log's state."""
+    from stream_nb.replay.corpora import enron_spam
+
+    from corpora import enron_spam_path
+
+    by_box: dict[str, list[dict]] = {box: [] for box in MAILBOXES}
+    for event in enron_spam(enron_spam_path(), MAILBOXES):
+        box = event["id"].split("/", 1)[0]
+        if len(by_box[box]) < 450:
+            by_box[box].append(dict(event, key=box))
+    mails = [event for turn in zip(*by_box.values()) for event in turn]  # round-robin, 2,700 mails
+    labeled = [event for i, event in enumerate(mails) if i % 5]
+    unlabeled = [{"id": event["id"], "text": event["text"], "key": event["key"]}
+                 for i, event in enumerate(mails) if not i % 5]
+
+    def killed(run):
+        logs = run.tmp_path
+        first = first_worker_on_part_0(run)
+        second = WorkerProcess(run.configs[1], logs / "w1.log", stop_when_idle=None)
+        produce_part(run, 1)
+        wait_until(lambda: "restored from" in (logs / "w1.log").read_text(errors="replace"), 180,
+                   "partitions moved to the second worker", [first, second])
+        first.kill()  # SIGKILL mid-stream: its partitions and its open transaction go to the second
+        produce_part(run, 2)
+        wait_until(lambda: len(read_topic(run.bootstrap, run.topics.predictions, timeout=60)) >= len(unlabeled),
+                   360, "every unlabeled event predicted", [second])
+        second.process.terminate()
+        assert second.wait(120) == 0, second.log_tail()
+
+    run_keyed_stream(tmp_path, kafka_broker.bootstrap, transport, None, killed, complete=False,
+                     labels_before_predictions=False, stream=(labeled, unlabeled), users=MAILBOXES,
+                     model={"half_life": 0}, training={"mode": "all"}, personal={"max_key_features": 0})
+    config = load_config(tmp_path / "w1.toml", [])
+    kafka = config.require_kafka()
+    largest = max(len(value or b"") for p in range(PARTITIONS)
+                  for _, value in read_changelog(kafka, config.kafka_client, changelog_topic(kafka), p))
+    restored = changelog_tables(tmp_path / "w1.toml", tmp_path / "sizes")
+    from stream_nb.keyed.codec import encode_key_counts
+
+    whole = max(len(encode_key_counts(table.get(box))) for table in restored.values() for box in MAILBOXES
+                if table.get(box) is not None)
+    assert whole > 1_048_588 > largest, (whole, largest)  # a mailbox is more than a record; no record is
 
 
 def test_a_worker_restarted_after_new_labels_reuses_its_stores_and_relearns_from_its_checkpoint(
