@@ -55,7 +55,7 @@ model's half-life decays the global counts only).
 from __future__ import annotations
 
 import math
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 
 import numpy as np
 
@@ -156,29 +156,36 @@ class KeyCounts:
             self.class_totals.extend([0.0] * extra)
             self._matrix = np.hstack([self._matrix, np.zeros((len(self._matrix), extra))])
 
-    def add(self, x: dict, c: int, w: float) -> None:
+    def add(self, x: dict, c: int, w: float, rows: np.ndarray | None = None) -> None:
         """N_fc,k += w x_f for each feature a key keeps (a name of at most MAX_KEY_NAME_CHARS;
-        a longer one is the global model's alone), N_c,k += w, T_c,k += w sum of those x_f."""
-        names = [name for name, value in x.items() if value != 0 and len(name) <= MAX_KEY_NAME_CHARS]
+        a longer one is the global model's alone), N_c,k += w, T_c,k += w sum of those x_f.
+        `rows`: rows_of(list(x)) when the caller has it."""
+        names = list(x)
+        total = 0.0
         if names:
-            index = self.index
-            rows = self.rows_of(names)
-            new = np.flatnonzero(rows < 0)
-            if len(new):
+            values = np.array(list(x.values()), dtype=np.float64)
+            rows = self.rows_of(names) if rows is None else rows.copy()
+            keep = values != 0
+            new = np.flatnonzero((rows < 0) & keep)
+            if len(new):  # names the key has no row of yet: checked here alone
+                fresh = []
+                for i in new.tolist():
+                    if len(names[i]) <= MAX_KEY_NAME_CHARS:
+                        fresh.append(i)
+                    else:
+                        keep[i] = False
+                index = self.index
                 start = len(index)
-                fresh = [names[i] for i in new.tolist()]
-                index.update(zip(fresh, range(start, start + len(fresh))))
-                rows[new] = np.arange(start, start + len(fresh))
+                index.update(zip([names[i] for i in fresh], range(start, start + len(fresh))))
+                rows[fresh] = np.arange(start, start + len(fresh))
                 self._reserve(len(index))
-            added = np.fromiter(map(x.__getitem__, names), dtype=np.float64, count=len(names)) * w
-            self._matrix[rows, c] += added  # names are distinct: one update a row
+            added = values[keep] * w
+            self._matrix[rows[keep], c] += added  # names are distinct: one update a row
             total = math.fsum(added.tolist())
-        else:
-            total = 0.0
+            if self.touched is not None:
+                self.touched.update(compress(names, keep.tolist()))
         self.class_counts[c] += w
         self.class_totals[c] += total
-        if self.touched is not None:
-            self.touched.update(names)
 
     def _reserve(self, rows: int) -> None:
         if rows > len(self._matrix):
@@ -422,9 +429,10 @@ class PersonalMultinomialNB:
             return g._event_scores(x) if g.classes_ else ([], [], [])
         return self._key_scores(x, own, self._global_log_theta, g._current_log_prior()[1])
 
-    def _key_scores(self, x: dict, own: KeyCounts, global_log_theta, log_prior_global: np.ndarray) -> tuple:
+    def _key_scores(self, x: dict, own: KeyCounts, global_log_theta, log_prior_global: np.ndarray,
+                    rows: np.ndarray | None = None) -> tuple:
         """_scores of a key with counts, over the global model's log theta (a function of the
-        names) and log prior as they are at the event."""
+        names) and log prior as they are at the event; `rows`: own.rows_of(list(x)), if known."""
         g = self.global_model
         n_classes = len(g.classes_)
         own.widen(n_classes)
@@ -432,9 +440,10 @@ class PersonalMultinomialNB:
         active = np.array([value > -_INF for value in log_prior])
 
         names = list(x)
-        values = np.fromiter(x.values(), dtype=np.float64, count=len(names))
+        values = np.array(list(x.values()), dtype=np.float64)
         log_theta, known_global = global_log_theta(names)
-        rows = own.rows_of(names)
+        if rows is None:
+            rows = own.rows_of(names)
         has_row = rows >= 0
         key_counts = np.zeros((len(names), n_classes))
         if has_row.any():
@@ -569,12 +578,14 @@ class PersonalMultinomialNB:
         if table is not None:
             own = table.get(key)
             checked = self._checked(x)
+            known = None
             if own is not None and own.events > 0:
                 theta = view.log_theta_of(j) if checked is x else view.log_theta_of_names
-                prediction = self._posterior(*self._key_scores(checked, own, theta, view.log_prior()))
+                known = (own, own.rows_of(list(checked)))
+                prediction = self._posterior(*self._key_scores(checked, own, theta, view.log_prior(), known[1]))
             x = checked
             if label is not None and prediction and self._learns_on(prediction, label, len(x)):
-                self.learn_key(x, label, key, table=table)
+                self._learn_checked(x, label, key, 1.0, table, known)
         if learned and label is not None:
             view.learned(j, self.global_model._class_index[label])
         return prediction, learned
@@ -602,13 +613,18 @@ class PersonalMultinomialNB:
             return
         if y not in self.global_model._class_index:
             raise ValueError(f"class {y!r} is not one the global model has learned")
-        table = self.table if table is None else table
+        self._learn_checked(x, y, key, float(w), self.table if table is None else table)
+
+    def _learn_checked(self, x: dict, y, key, w: float, table, known: tuple | None = None) -> None:
+        """learn_key of a checked event; `known` = (the key's counts, rows_of(list(x)) in them)
+        when the caller found them (used only if the table still holds those counts)."""
         n_classes = len(self.classes_)
         own = table.get(key)
         if own is None:
             own = table.create(key, n_classes)
         own.widen(n_classes)
-        own.add(x, self.global_model._class_index[y], float(w))
+        rows = known[1] if known is not None and known[0] is own else None
+        own.add(x, self.global_model._class_index[y], w, rows)
         if self.max_key_features is not None and len(own.index) > self.max_key_features:
             own.keep_features(max(1, int(self.max_key_features * KEEP_SHARE)))
         table.changed(key, own)
