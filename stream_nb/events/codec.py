@@ -189,6 +189,11 @@ __all__ = [
 DEFAULT_MAX_BYTES = 1_000_000
 MAX_KEY_CHARS = 1024  # an event's key names a user, mailbox or tenant; per-key records are stored under it
 
+
+def key_too_long(key: str) -> str | None:
+    """The detail of a `key_too_long` refusal of `key` (either decoder's), None for a key that fits."""
+    return f"key of {len(key)} characters, more than {MAX_KEY_CHARS}" if len(key) > MAX_KEY_CHARS else None
+
 #: Every reason code `decode_record` can give, in the order the checks run.
 REASONS: tuple[str, ...] = (
     "empty_value",
@@ -442,8 +447,9 @@ def _checked(obj: Any, source: SourcePosition, labeled: bool, surrogates_possibl
             raise _Refused("key_not_string", f"key is {_type_name(key)}, expected a string")
         if not key:
             raise _Refused("empty_key", "key is the empty string")
-        if len(key) > MAX_KEY_CHARS:
-            raise _Refused("key_too_long", f"key of {len(key)} characters, more than {MAX_KEY_CHARS}")
+        too_long = key_too_long(key)
+        if too_long:
+            raise _Refused("key_too_long", too_long)
 
     text = obj.get("text")
     if text is not None and type(text) is not str:

@@ -66,11 +66,11 @@ from collections.abc import Callable, Iterable
 
 from stream_nb.events.codec import (
     DEFAULT_MAX_BYTES,
-    MAX_KEY_CHARS,
     Event,
     Header,
     Rejected,
     SourcePosition,
+    key_too_long,
     record_decoder,
 )
 from stream_nb.mail.identity import mail_id, mailbox_of
@@ -167,8 +167,9 @@ def raw_mail_decoder(*, labeled: bool, max_bytes: int = DEFAULT_MAX_BYTES, class
         elif raw_unlearn is not None:
             return refuse("unlearn_on_unlabeled_topic", f"header {unlearn_header!a} on the unlabeled topic")
         owner = event_key(value, key)
-        if owner is not None and len(owner) > MAX_KEY_CHARS:
-            return refuse("key_too_long", f"key of {len(owner)} characters, more than {MAX_KEY_CHARS}")
+        too_long = key_too_long(owner) if owner is not None else None
+        if too_long:
+            return refuse("key_too_long", too_long)
         return Event(mail_id(value), None, None, label, source, value, unlearn, owner)
 
     return decode

@@ -138,9 +138,8 @@ def split_record_key(raw: bytes) -> tuple[bytes, int]:
 
 class KeyHead:
     """A key's head record, decoded and checked: the class counts and totals, the labeled
-    clock, its row records `first` .. `next`-1, the bytes `base` of its last full write, the
-    bytes of row records since (`grown`, not stored: a restore learns it from the records), and
-    its own rows."""
+    clock, its row records `first` .. `next`-1, the bytes `base` of its last full write, and its
+    own rows (how many bytes of row records came since is not stored: the records' sizes say)."""
 
     __slots__ = ("n_classes", "last", "first", "next", "base", "counts", "totals", "names", "rows")
 

@@ -254,8 +254,8 @@ class StoredKeyTable:
                 break
             key = index_key[1 + _LAST.size:]
             batch.delete(index_key)
-            head = self.db.get(b"k" + record_key(key, HEAD_PART))
-            first, next_ = _head_parts(head) if head is not None else (0, 0)
+            layout = self._stored_layout(key.decode("utf-8"))
+            first, next_ = (layout.first, layout.next) if layout is not None else (0, 0)
             for part in [*range(first, next_), HEAD_PART]:
                 batch.delete(b"k" + record_key(key, part))
                 gone.append((record_key(key, part), None))
@@ -389,8 +389,15 @@ class StoredKeyTable:
             self._cached_rows -= entry[2]
 
     def _stored_layout(self, key: str) -> _Layout | None:
-        loaded = self._loaded(key)
-        return None if loaded is None else loaded[1]
+        """A key's layout on disk from its head's fixed fields and its row records' sizes (a
+        flush or a create needs no more: nothing is decoded)."""
+        head = self.db.get(_data_key(key))
+        if head is None:
+            return None
+        _, _, last, first, next_, base, _ = _HEAD.unpack_from(head, 0)
+        grown = sum(len(row) for row in self.db[[_data_key(key, part) for part in range(first, next_)]]) \
+            if next_ > first else 0
+        return _Layout(last, first, next_, base, grown)
 
     def _trim_cache(self) -> None:
         """Down to cache_keys decoded keys and cache_rows rows, least recently used first;
@@ -414,15 +421,21 @@ class StoredKeyTable:
             if not index_key.startswith(b"t"):
                 break
             batch.delete(index_key)
-        records = 0
-        for key in self._keys_on_disk():
+        records = on_disk = 0
+        for raw, _ in self.db.items(from_key=b"k"):  # one pass: every record counted, each head's key loaded
+            if not raw.startswith(b"k"):
+                break
+            on_disk += 1
+            key, part = split_record_key(raw[1:])
+            if part != HEAD_PART:
+                continue
+            key = key.decode("utf-8")
             loaded = self._loaded(key)
             layout = loaded[1]
             records += 1 + layout.next - layout.first
             batch.put(_index_key(layout.last, key), b"")
             if len(self._cache) < self.cache_keys and self._cached_rows + len(loaded[0].index) <= self.cache_rows:
                 self._cache_put(key, *loaded)  # decoded once: the first keys stay decoded
-        on_disk = sum(1 for raw, _ in self.db.items(from_key=b"k") if raw.startswith(b"k"))
         if on_disk != records:
             raise InvalidKeyState(f"the keyed state holds {on_disk - records} row records that no key's head names")
         self.db.write(batch, self._write_options)
@@ -441,12 +454,6 @@ class StoredKeyTable:
         if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in (offset, closed_at)):
             return None, None
         return offset, closed_at
-
-
-def _head_parts(head: bytes) -> tuple[int, int]:
-    """(first, next) of a head record on disk (written by a flush, checked by a restore)."""
-    _, _, _, first, next_, _, _ = _HEAD.unpack_from(head, 0)
-    return first, next_
 
 
 def _checked_meta(state) -> dict:

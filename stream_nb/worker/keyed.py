@@ -116,14 +116,14 @@ class PartitionedKeys:
         tables = [self.table_of(event.key, offset) if event.label is not None else None
                   for event, offset in zip(events, offsets)]
         if any(table is not None for table in tables):
-            fast = self._batch_speed(model, events, X, offsets, tables, training)
+            fast = self._batch_speed(events, X, offsets, tables, training)
             if fast is not None:
                 return fast
         results: list[tuple[dict, bool]] = []
         start = 0
         rows = None
         for i, (event, offset) in enumerate(zip(events, offsets)):
-            table = self.table_of(event.key, offset) if event.label is not None else None
+            table = tables[i]
             if event.label is not None:
                 self._tick(offset, table)
             if table is None:
@@ -146,7 +146,7 @@ class PartitionedKeys:
             results.extend(zip(*predict_learn(model, X[start:], [e.label for e in events[start:]], **training)))
         return results
 
-    def _batch_speed(self, model, events: list, X, offsets: list[int], tables: list, training: dict):
+    def _batch_speed(self, events: list, X, offsets: list[int], tables: list, training: dict):
         """predict_then_learn through PersonalMultinomialNB.predict_learn_batch (the same results
         at batch speed); None when that batch path does not take the batch."""
         rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
