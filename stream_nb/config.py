@@ -152,6 +152,8 @@ PERSONAL_KEYS = {
     "shrinkage": ((str,), "key"),  # key | class: see stream_nb.model.personal
     "max_key_features": ((int,), 20_000),  # a key's feature budget (0: none): the most counted stay
     "idle_after": ((int,), 0),  # labeled events (of all keys) without one of a key evict it (0: never)
+    # ids a key remembers (what its counts learned), so that a correction is taken back from them
+    "remember_ids": ((int,), 10_000),
 }
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 # Every class costs a column of counts in the state, each checkpoint and every prediction's
@@ -223,6 +225,7 @@ BOUNDS = {
     "personal.prior_beta": (0, 1e12, "events; beyond, every key has the global prior"),
     "personal.max_key_features": (0, 10**8, "800 MB of counts a class for one key"),
     "personal.idle_after": (0, 10**12, "labeled events; longer than any stream (0: never)"),
+    "personal.remember_ids": (0, 10**7, "about 70 bytes an id in a key's state: 700 MB for one key"),
 }
 
 
@@ -386,7 +389,8 @@ class Config:
         return PersonalMultinomialNB(global_model, self.personal["beta"], self.personal["prior_beta"],
                                      shrinkage=self.personal["shrinkage"], training=dict(self.training),
                                      max_key_features=self.personal["max_key_features"] or None,
-                                     idle_after=self.personal["idle_after"] or None)
+                                     idle_after=self.personal["idle_after"] or None,
+                                     remember_ids=self.personal["remember_ids"])
 
     @property
     def order_dependence(self) -> tuple[str, str] | None:

@@ -1,6 +1,6 @@
 """Replay with per-key models ([personal], configs/personal.toml): keyed events predicted by their
-key's model, the global model learning as it does without [personal], corrections refused, and
-configs/personal.toml itself."""
+key's model, the global model learning as it does without [personal], and configs/personal.toml
+itself (corrections: tests/test_personal_corrections.py)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def contender(config_path: Path, overrides=()) -> Contender:
 def test_personal_toml_is_mail_toml_plus_per_key_models():
     spam, personal = load_config(CONFIGS / "mail.toml"), load_config(CONFIGS / "personal.toml")
     assert personal.personal == {"beta": 30000, "prior_beta": 10, "shrinkage": "key", "max_key_features": 20000,
-                                 "idle_after": 0}
+                                 "idle_after": 0, "remember_ids": 10000}
     assert spam.personal is None
     for section in ("model", "features", "training", "evaluation", "worker"):
         assert getattr(personal, section) == getattr(spam, section), section
@@ -117,19 +117,6 @@ def test_a_key_that_writes_about_prizes_in_its_ham_is_learned():
     ann = keyed.personal.predict_proba_one(query, "ann")["spam"]
     assert bob < 0.5 < ann  # bob's ham talks of prizes; for ann they are spam
     assert plain.model.predict_proba_one(query)["spam"] > 0.5  # and for the global model
-
-
-def test_a_correction_under_per_key_models_is_refused_and_the_rest_goes_on():
-    events = keyed_stream(4, 40)
-    labeled = next(event for event in events if "label" in event)
-    other = "spam" if labeled["label"] == "ham" else "ham"
-    events.append(dict(labeled, label=other, unlearn=labeled["label"]))
-    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "mail.toml")
-    replay_contenders(events, [keyed], batch_size=16)
-    replay_contenders(events[:-1], [plain], batch_size=16)
-    assert keyed.refused == {"correction_with_personal": 1}
-    assert "not taken back from per-key models" in keyed.first_refusal
-    assert state_digest(keyed.model.to_state()) == state_digest(plain.model.to_state())
 
 
 def test_personal_settings_are_checked_on_load(tmp_path):
@@ -240,7 +227,8 @@ def test_stream_nb_replay_compares_one_global_model_with_per_key_models(tmp_path
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     personal = report["compared"][0]
     assert personal["configuration"]["personal"] == {"beta": 30000, "prior_beta": 10, "shrinkage": "key",
-                                                     "max_key_features": 20000, "idle_after": 0}
+                                                     "max_key_features": 20000, "idle_after": 0,
+                                                     "remember_ids": 10000}
     assert "personal" not in report["configuration"]
     assert set(report["by_key"]["listed"]) == set(personal["by_key"]["listed"]) == {"ann", "bob", "cid"}
     # the same events through the Python API give the same figures

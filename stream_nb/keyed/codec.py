@@ -32,9 +32,14 @@ than the whole key:
     rows   record key  key + b"\0" + u64 s for first <= s < next
            value       magic b"SNR1", n_classes u32, n_rows u32, rows f64*R*C, names
 
+    ids    record key  key + b"\0" + u64 s for first <= s < next (the same run as the rows)
+           value       magic b"SNI1", n_ids u32, classes i32*n, weights f64*n, lengths u32*n, ids
+
 where names are R u32 lengths, then the R names' UTF-8 one after another (so a decoder reads the
 lengths as one array and, for ASCII names, cuts one decoded string: a key of millions of features
-is restored at array speed).
+is restored at array speed). An ids record holds part of the key's memory of learned ids (the
+class index each id was learned as, TAKEN_BACK = -1 once taken back, and its weight), in the
+order first learned; a later entry of an id replaces an earlier one in its place.
 
 A key's rows are the head's own (a small key: one record, nothing else) and those of the
 row records first .. next-1 applied in that order, a later row of a name replacing an earlier
@@ -51,7 +56,14 @@ import struct
 
 import numpy as np
 
-from stream_nb.model.personal import MAX_KEY_NAME_CHARS, InvalidKeyState, KeyCounts, key_counts_of_arrays
+from stream_nb.model.personal import (
+    MAX_KEY_ID_CHARS,
+    MAX_KEY_NAME_CHARS,
+    TAKEN_BACK,
+    InvalidKeyState,
+    KeyCounts,
+    key_counts_of_arrays,
+)
 
 MAGIC = b"SNK1"
 _HEADER = struct.Struct("<4sIIQ")
@@ -59,10 +71,12 @@ _LENGTH = struct.Struct("<I")
 MAX_CLASSES = 10_000  # [model] max_classes' highest value
 MAX_NAME_BYTES = 4 * MAX_KEY_NAME_CHARS  # the UTF-8 of the longest name a key keeps
 
-HEAD_MAGIC, ROWS_MAGIC = b"SNH1", b"SNR1"
+HEAD_MAGIC, ROWS_MAGIC, IDS_MAGIC = b"SNH1", b"SNR1", b"SNI1"
 HEAD_PART = 2**64 - 1  # the part number of a key's head record
 _HEAD = struct.Struct("<4sIQQQQI")  # magic, n_classes, last, first, next, base, n_rows
 _ROWS = struct.Struct("<4sII")  # magic, n_classes, n_rows
+_IDS = struct.Struct("<4sI")  # magic, n_ids
+MAX_ID_BYTES = 4 * MAX_KEY_ID_CHARS
 _PART = struct.Struct(">Q")  # big-endian: a key's records sort by part, the head last
 ROWS_BYTES = 256 * 1024  # a row record's rows, about (one row larger than this is a record alone)
 
@@ -199,6 +213,68 @@ def encode_rows(own: KeyCounts, names: list) -> list[bytes]:
     return records
 
 
+def encode_ids(own: KeyCounts, ids: list) -> list[bytes]:
+    """The ids records of `ids` (entries of own.learned), in that order, each at most
+    ROWS_BYTES of entries."""
+    if not ids:
+        return []
+    encoded = [event_id.encode("utf-8") for event_id in ids]
+    entries = [own.learned[event_id] for event_id in ids]
+    ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + 16)
+    records, start, taken = [], 0, 0
+    while start < len(ids):
+        stop = max(start + 1, int(np.searchsorted(ends, taken + ROWS_BYTES, side="right")))
+        part = entries[start:stop]
+        records.append(b"".join([
+            _IDS.pack(IDS_MAGIC, stop - start),
+            np.fromiter((c for c, _ in part), dtype="<i4", count=len(part)).tobytes(),
+            np.fromiter((w for _, w in part), dtype="<f8", count=len(part)).tobytes(),
+            np.fromiter(map(len, encoded[start:stop]), dtype="<u4", count=len(part)).tobytes(),
+            *encoded[start:stop]]))
+        taken, start = int(ends[stop - 1]), stop
+    return records
+
+
+def decode_ids(data, n_classes: int) -> list[tuple[str, int, float]]:
+    """(id, class index, weight) of an ids record, checked (InvalidKeyState, one line): class
+    indexes below `n_classes` or TAKEN_BACK, weights finite and > 0, ids UTF-8 of at most
+    MAX_KEY_ID_CHARS characters, distinct."""
+    what = "a key's ids record"
+    view = _bytes_view(data, what)
+    if len(view) < _IDS.size:
+        raise InvalidKeyState(f"{what} of {len(view)} bytes is shorter than its {_IDS.size}-byte header")
+    magic, n = _IDS.unpack_from(view, 0)
+    if magic != IDS_MAGIC:
+        raise InvalidKeyState(f"{what} starts with {bytes(magic)!r}, not {IDS_MAGIC!r}")
+    position = _IDS.size
+    if 16 * n > len(view) - position:  # checked before anything is allocated
+        raise InvalidKeyState(f"{what} declares {n} ids, more than its {len(view)} bytes hold")
+    classes = np.frombuffer(view, dtype="<i4", count=n, offset=position)
+    weights = np.frombuffer(view, dtype="<f8", count=n, offset=position + 4 * n)
+    lengths = np.frombuffer(view, dtype="<u4", count=n, offset=position + 12 * n).astype(np.int64)
+    position += 16 * n
+    if n and (int(classes.min()) < TAKEN_BACK or int(classes.max()) >= n_classes):
+        raise InvalidKeyState(f"{what} names a class outside the key's {n_classes}")
+    if n and not (np.isfinite(weights).all() and (weights > 0).all()):
+        raise InvalidKeyState(f"{what}: weights are finite numbers > 0")
+    if n and int(lengths.max()) > MAX_ID_BYTES:
+        raise InvalidKeyState(f"{what} declares an id of {int(lengths.max())} bytes, more than a key keeps")
+    if int(lengths.sum()) != len(view) - position:
+        raise InvalidKeyState(f"{what}: its ids' lengths add up to {int(lengths.sum())} bytes, it holds "
+                              f"{len(view) - position} after them")
+    blob = bytes(view[position:])
+    ends = np.cumsum(lengths).tolist()
+    try:
+        ids = [blob[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends)]
+    except UnicodeDecodeError:
+        raise InvalidKeyState(f"{what} holds an id that is not UTF-8") from None
+    if any(len(event_id) > MAX_KEY_ID_CHARS or not event_id for event_id in ids):
+        raise InvalidKeyState(f"{what} holds an id that is empty or longer than {MAX_KEY_ID_CHARS} characters")
+    if len(set(ids)) != len(ids):
+        raise InvalidKeyState(f"{what} names an id twice")
+    return list(zip(ids, classes.tolist(), weights.tolist()))
+
+
 def _read_rows(view: memoryview, position: int, classes: int, features: int, what: str) -> tuple[list, np.ndarray]:
     """(names, counts F x C) of the rows at `position`, which must end the bytes; checked."""
     numbers = classes * features
@@ -291,13 +367,20 @@ def key_counts_of_records(head: KeyHead, row_records: list, n_classes: int | Non
     if len(row_records) != head.next - head.first:
         raise InvalidKeyState(f"a key's head names {head.next - head.first} row records, {len(row_records)} are there")
     parts = [(head.names, head.rows)]
+    id_records = []
     for data in row_records:
         if data is None:
             raise InvalidKeyState("a row record a key's head names is missing")
-        parts.append(decode_rows(data, n_classes))
+        if bytes(data[:4]) == IDS_MAGIC:
+            id_records.append(data)
+        else:
+            parts.append(decode_rows(data, n_classes))
     classes = max([head.n_classes] + [rows.shape[1] for _, rows in parts])
     if n_classes is not None:
         classes = max(classes, n_classes)
+    learned: dict[str, tuple[int, float]] = {}  # in the order first learned, the latest entry of each id
+    for data in id_records:
+        learned.update((event_id, (c, w)) for event_id, c, w in decode_ids(data, classes))
     merged: dict[str, int] = {}  # name -> its latest row in the records, in order
     blocks, offset = [], 0
     for names, rows in parts:
@@ -315,6 +398,7 @@ def key_counts_of_records(head: KeyHead, row_records: list, n_classes: int | Non
     totals = np.concatenate([head.totals, np.zeros(classes - head.n_classes)])
     own = key_counts_of_arrays(counts, totals, names, matrix, head.last, index=index, names_checked=True)
     own.touched = set()
+    own.learned, own.learned_touched = learned, set()
     return own
 
 

@@ -11,7 +11,7 @@ The database, in raw mode (rocksdict's default mode pickles values: loading woul
                                               its head, or one of its row records)
     b"t" + last labeled (u64, big-endian)  -> b""  (the idleness index: keys, least recently
           + key (UTF-8)                            labeled first, in the order RocksDB sorts)
-    b"m"                                   -> JSON {"clock", "evicted", "position"}
+    b"m"                                   -> JSON {"clock", "evicted", "position", "classes"}
 
 A key is held as its changelog holds it: a head and row records of bounded size, so that a key of
 millions of features is never one value larger than a topic takes. A flush writes a key whole
@@ -43,10 +43,13 @@ from stream_nb.keyed.codec import (
     _HEAD,
     HEAD_MAGIC,
     HEAD_PART,
+    IDS_MAGIC,
+    MAX_CLASSES,
     ROWS_BYTES,
     ROWS_MAGIC,
     decode_head,
     encode_head,
+    encode_ids,
     encode_key_counts,
     encode_rows,
     key_counts_of_records,
@@ -74,13 +77,15 @@ def _data_key(key: str, part: int = HEAD_PART) -> bytes:
 
 
 class _Layout:
-    """What the disk holds of a key: its clock there, its row records first .. next-1, the bytes
-    of its last whole write (`base`) and of the row records written since (`grown`)."""
+    """What the disk holds of a key: its clock there, its row and ids records first .. next-1,
+    the bytes of its last whole write (`base`) and of the records written since (`grown`), and
+    the rows its head holds (`head_rows`: a small key's, written whole in its head)."""
 
-    __slots__ = ("last", "first", "next", "base", "grown")
+    __slots__ = ("last", "first", "next", "base", "grown", "head_rows")
 
-    def __init__(self, last: int, first: int, next_: int, base: int, grown: int) -> None:
+    def __init__(self, last: int, first: int, next_: int, base: int, grown: int, head_rows: int) -> None:
         self.last, self.first, self.next, self.base, self.grown = last, first, next_, base, grown
+        self.head_rows = head_rows
 
 
 def _index_key(last: int, key: str) -> bytes:
@@ -119,6 +124,7 @@ class StoredKeyTable:
         meta = self.db.get(META)
         state = _checked_meta(json.loads(meta)) if meta is not None else {"clock": 0, "evicted": 0, "position": None}
         self.clock, self.evicted, self.position = state["clock"], state["evicted"], state["position"]
+        self.classes: list = state.get("classes", [])  # the class order of the keys' columns
         # key -> [counts, its layout on disk (None: not on disk), its rows when cached], least recently used first
         self._cache: OrderedDict[str, list] = OrderedDict()
         self._dirty: dict[str, KeyCounts | None] = {}  # changed since the last flush; None: gone
@@ -148,6 +154,21 @@ class StoredKeyTable:
 
     def changed(self, key: str, own: KeyCounts) -> None:
         self._dirty[key] = own
+
+    def align(self, classes: list) -> None:
+        """Every key's columns in the class order `classes` (KeyTable.align): each key is moved
+        and written whole at the next flush. The global model's classes change once or twice in a
+        spam filter's life (its first ham after its first spam), when it has few keys."""
+        classes = list(classes)
+        if self.classes == classes:
+            return
+        if self.classes:
+            for key in sorted(set(self._keys_on_disk()) | set(self._dirty)):
+                own = self._dirty[key] if key in self._dirty else self._cached(key)
+                if own is not None:
+                    own.realign(self.classes, classes)
+                    self._dirty[key] = own
+        self.classes = classes
 
     def observe(self, key, idle_after: int | None) -> None:
         if idle_after != self.idle_after:
@@ -194,15 +215,14 @@ class StoredKeyTable:
                 batch.delete(_data_key(key, part)) if value is None else batch.put(_data_key(key, part), value)
                 records.append((record_key(key.encode("utf-8"), part), value))
             batch.put(_index_key(own.last_labeled, key), b"")
-            own.touched = set()
+            own.touched, own.learned_touched = set(), set()
             self._cache_put(key, own, layout)
         self.db.write(batch, self._write_options)
         self._dirty.clear()
         records.extend(self._sweep())
         if position is not None:
             self.position = position
-        meta = json.dumps({"clock": self.clock, "evicted": self.evicted, "position": self.position},
-                          sort_keys=True).encode()
+        meta = self._meta()
         self.db.put(META, meta, self._write_options)
         records.append((META_KEY, meta))
         self._trim_cache()
@@ -211,35 +231,37 @@ class StoredKeyTable:
     @staticmethod
     def _written(key: str, own: KeyCounts, layout: _Layout | None) -> tuple[list[tuple[int, bytes | None]], _Layout]:
         """The records that bring the disk's `layout` of a key to `own`, (part, bytes or None),
-        the head last, and the layout after them: the key whole in its head when it fits one
-        record; else the rows touched since the last write as new row records, or the key whole
-        in new row records (the old ones' tombstones) when it has none on disk yet, lost rows
-        (a budget trim), or rows written since its last whole write outgrowing that write."""
+        the head last, and the layout after them. A small key's rows go whole in its head;
+        a larger key's in row records. Since the last whole write, only what changed is added
+        (rows and ids touched, as new records after the others); the key is written whole again
+        (new records, the old ones' tombstones) when it has nothing on disk yet, lost rows or
+        ids (a budget cut, a memory cut), went from its head to row records, or when what was
+        added since outgrows that write."""
         n_classes = len(own.class_counts)
         start = layout.next if layout is not None else 0
         old_parts = range(layout.first, layout.next) if layout is not None else range(0)
+        inline = None  # the names a small key's head holds
         if len(own.index) <= INLINE_ROWS:
             names = list(own.index)
-            size = sum(row_bytes(name, n_classes) for name in names)
-            if size <= ROWS_BYTES:
-                head = encode_head(own, start, start, size, names)
-                return [*((part, None) for part in old_parts), (HEAD_PART, head)], \
-                    _Layout(own.last_labeled, start, start, size, 0)
-        if layout is not None and own.touched is not None and layout.first < layout.next:
-            touched = sorted(name for name in own.touched if name in own.index)
-            added = encode_rows(own, touched)
+            if sum(row_bytes(name, n_classes) for name in names) <= ROWS_BYTES:
+                inline = names
+        if layout is not None and own.touched is not None and own.learned_touched is not None and (
+                (inline is not None and layout.head_rows > 0)
+                or (inline is None and layout.head_rows == 0 and layout.first < layout.next)):
+            rows = [] if inline is not None else encode_rows(own, sorted(n for n in own.touched if n in own.index))
+            added = rows + encode_ids(own, [i for i in own.learned if i in own.learned_touched])
             grown = layout.grown + sum(map(len, added))
             if grown <= max(layout.base, ROWS_BYTES):
                 parts = range(layout.next, layout.next + len(added))
-                head = encode_head(own, layout.first, parts.stop, layout.base, [])
+                head = encode_head(own, layout.first, parts.stop, layout.base, inline or [])
                 return [*zip(parts, added), (HEAD_PART, head)], \
-                    _Layout(own.last_labeled, layout.first, parts.stop, layout.base, grown)
-        whole = encode_rows(own, sorted(own.index))
+                    _Layout(own.last_labeled, layout.first, parts.stop, layout.base, grown, len(inline or ()))
+        whole = ([] if inline is not None else encode_rows(own, sorted(own.index))) + encode_ids(own, list(own.learned))
         parts = range(start, start + len(whole))
-        base = sum(map(len, whole))
-        head = encode_head(own, parts.start, parts.stop, base, [])
+        base = sum(map(len, whole)) + (sum(row_bytes(name, n_classes) for name in inline) if inline else 0)
+        head = encode_head(own, parts.start, parts.stop, base, inline or [])
         return [*((part, None) for part in old_parts), *zip(parts, whole), (HEAD_PART, head)], \
-            _Layout(own.last_labeled, parts.start, parts.stop, base, 0)
+            _Layout(own.last_labeled, parts.start, parts.stop, base, 0, len(inline or ()))
 
     def _sweep(self) -> list[tuple[bytes, None]]:
         """Delete every key idle for idle_after labeled events (the index, from its start)."""
@@ -289,6 +311,7 @@ class StoredKeyTable:
                     raise InvalidKeyState("the changelog's metadata record is a tombstone")
                 state = _checked_meta(json.loads(value))
                 self.clock, self.evicted, self.position = state["clock"], state["evicted"], state["position"]
+                self.classes = state.get("classes", [])
             else:
                 if value is not None and value[:4] == b"SNK1":
                     raise InvalidKeyState("the changelog holds a key as one record, as stream_nb wrote it before keys "
@@ -298,9 +321,10 @@ class StoredKeyTable:
                 if value is None:
                     batch.delete(b"k" + key)
                 else:
-                    magic = HEAD_MAGIC if part == HEAD_PART else ROWS_MAGIC
-                    if not isinstance(value, bytes) or value[:4] != magic:
-                        raise InvalidKeyState(f"a keyed-state record of part {part} does not start with {magic!r}")
+                    magics = (HEAD_MAGIC,) if part == HEAD_PART else (ROWS_MAGIC, IDS_MAGIC)
+                    if not isinstance(value, bytes) or value[:4] not in magics:
+                        raise InvalidKeyState(f"a keyed-state record of part {part} does not start with "
+                                              f"{' or '.join(map(repr, magics))}")
                     batch.put(b"k" + key, value)
             applied += 1
             if applied % 10_000 == 0:
@@ -311,8 +335,7 @@ class StoredKeyTable:
         self._cached_rows = 0
         self._dirty.clear()
         self._check_and_index()
-        self.db.put(META, json.dumps({"clock": self.clock, "evicted": self.evicted, "position": self.position},
-                                     sort_keys=True).encode(), self._write_options)
+        self.db.put(META, self._meta(), self._write_options)
         return applied
 
     def digest(self) -> str:
@@ -325,7 +348,7 @@ class StoredKeyTable:
             own = self._loaded(key)[0]
             names = sorted(own.index)
             own.set_rows(names, own.matrix[own.rows_of(names)])
-            value = encode_key_counts(own)
+            value = encode_key_counts(own) + b"".join(encode_ids(own, list(own.learned)))
             encoded = key.encode("utf-8")
             digest.update(_LAST.pack(len(encoded)) + encoded + _LAST.pack(len(value)) + value)
         return digest.hexdigest()
@@ -335,6 +358,15 @@ class StoredKeyTable:
         return sum(1 for _ in self._keys_on_disk())
 
     # ---- inside ------------------------------------------------------------------------
+
+    def _meta(self) -> bytes:
+        return json.dumps({"clock": self.clock, "evicted": self.evicted, "position": self.position,
+                           "classes": self.classes}, sort_keys=True).encode()
+
+    def _width(self) -> int:
+        """The columns a key loaded from disk gets: its table's classes (the global model's
+        count when the store says none: one written before it kept them)."""
+        return len(self.classes) if self.classes else self.n_classes()
 
     def _idle(self, own: KeyCounts) -> bool:
         return self.idle_after is not None and own.last_labeled <= self.clock - self.idle_after
@@ -353,11 +385,12 @@ class StoredKeyTable:
         head_bytes = self.db.get(_data_key(key))
         if head_bytes is None:
             return None
-        head = decode_head(head_bytes, self.n_classes())
+        head = decode_head(head_bytes, self._width())
         rows = self.db[[_data_key(key, part) for part in range(head.first, head.next)]] if head.next > head.first \
             else []
-        own = key_counts_of_records(head, rows, self.n_classes())
-        return own, _Layout(head.last, head.first, head.next, head.base, sum(len(row) for row in rows))
+        own = key_counts_of_records(head, rows, self._width())
+        return own, _Layout(head.last, head.first, head.next, head.base, sum(len(row) for row in rows),
+                            len(head.names))
 
     def _cached(self, key: str) -> KeyCounts | None:
         entry = self._cache.get(key)
@@ -379,7 +412,7 @@ class StoredKeyTable:
     def _cache_put(self, key: str, own: KeyCounts, layout: _Layout | None) -> None:
         """`key` into the cache as its most recently used entry."""
         self._uncache(key)
-        rows = len(own.index)
+        rows = len(own.index) + len(own.learned)
         self._cache[key] = [own, layout, rows]
         self._cached_rows += rows
 
@@ -394,10 +427,10 @@ class StoredKeyTable:
         head = self.db.get(_data_key(key))
         if head is None:
             return None
-        _, _, last, first, next_, base, _ = _HEAD.unpack_from(head, 0)
+        _, _, last, first, next_, base, head_rows = _HEAD.unpack_from(head, 0)
         grown = sum(len(row) for row in self.db[[_data_key(key, part) for part in range(first, next_)]]) \
             if next_ > first else 0
-        return _Layout(last, first, next_, base, grown)
+        return _Layout(last, first, next_, base, grown, head_rows)
 
     def _trim_cache(self) -> None:
         """Down to cache_keys decoded keys and cache_rows rows, least recently used first;
@@ -457,8 +490,13 @@ class StoredKeyTable:
 
 
 def _checked_meta(state) -> dict:
-    if not isinstance(state, dict) or set(state) != {"clock", "evicted", "position"}:
-        raise InvalidKeyState("a partition's metadata is a dict of clock, evicted and position")
+    if not isinstance(state, dict) or not {"clock", "evicted", "position"} <= set(state) <= {
+            "clock", "evicted", "position", "classes"}:
+        raise InvalidKeyState("a partition's metadata is a dict of clock, evicted, position and classes")
+    classes = state.get("classes", [])
+    if not isinstance(classes, list) or len(classes) > MAX_CLASSES or any(
+            type(label) not in (str, int) for label in classes) or len(set(map(repr, classes))) != len(classes):
+        raise InvalidKeyState("a partition's classes are a list of distinct str or int labels")
     for name in ("clock", "evicted"):
         value = state[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -8,7 +8,13 @@ batch by batch (the worker's and replay's labeled path). The model's side
 """
 
 from stream_nb.lessons.apply import REFUSED, LabeledLessons, Lessons, learning_epochs
-from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS, Learned, LearnedIds, LearnedIdsStateError
+from stream_nb.lessons.memory import (
+    DEFAULT_REMEMBER_IDS,
+    Learned,
+    LearnedIds,
+    LearnedIdsStateError,
+    id_of_keyed,
+)
 from stream_nb.lessons.rules import (
     CORRECTED,
     CORRECTION_MISMATCH,
@@ -39,6 +45,7 @@ __all__ = [
     "Lessons",
     "Plan",
     "plan",
+    "id_of_keyed",
     "learning_epochs",
     "settle",
 ]

@@ -84,13 +84,17 @@ class LabeledLessons:
         return end
 
     def run(self, model, ids: Sequence, labels: Sequence, unlearns: Sequence, X,
-            learn: Callable[[int, int], list], reject: Callable[[int, Exception], None]) -> Lessons:
+            learn: Callable[[int, int], list], reject: Callable[[int, Exception], None],
+            aside: Callable[[int], None] | None = None) -> Lessons:
         """The Lessons of a batch. `learn(start, stop)` predicts the events [start, stop) and
         learns the labeled ones as the caller's training mode says (their own labels; an event
         it refuses gets None, as the caller dead-letters it) and returns a (proba, learned) per
         event. A take-back the model refuses (NotLearned: the memory and the model disagree,
         e.g. a state restored without its memory) goes to `reject`, and the event is not
-        learned either: its id is forgotten, so the memory holds no claim the model cannot honour."""
+        learned either: its id is forgotten, so the memory holds no claim the model cannot honour.
+        `aside(i)`: an event the model learns nothing of by the plan (a duplicate, a take-back
+        alone) after its take-back, for state beside the model with rules of its own (a key's
+        counts, stream_nb.model.personal); a ValueError from it goes to `reject`."""
         n = len(ids)
         if not (len(labels) == len(unlearns) == len(X) == n):
             raise ValueError("ids, labels, unlearns and X must have one entry per event")
@@ -103,7 +107,7 @@ class LabeledLessons:
                 start = stop
                 continue
             proba, learned, outcome = self._one(model, start, ids[start], labels[start], unlearns[start], X, learn,
-                                                reject)
+                                                reject, aside)
             lessons.probas[start], lessons.learned[start], lessons.outcomes[start] = proba, learned, outcome
             start += 1
         return lessons
@@ -153,7 +157,7 @@ class LabeledLessons:
             self.memory.record_new(learned_ids, learned_labels, learned_at, known_new=True)
         self.outcomes[LEARNED] += n_labeled
 
-    def _one(self, model, i: int, event_id: str, label, unlearn, X, learn, reject) -> tuple:
+    def _one(self, model, i: int, event_id: str, label, unlearn, X, learn, reject, aside) -> tuple:
         """(proba, learned, outcome) of one event the rules act on."""
         if event_id is None:
             reject(i, ValueError("a correction (unlearn) needs the id its message was learned under"))
@@ -179,5 +183,11 @@ class LabeledLessons:
             settle(self.memory, event_id, planned, learned=bool(learned), epoch=epoch)
         else:
             settle(self.memory, event_id, planned, learned=False, epoch=0)
+            if aside is not None:
+                try:
+                    aside(i)
+                except ValueError as error:
+                    reject(i, error)
+                    return None, False, REFUSED
         self.outcomes[planned.outcome] += 1
         return proba, bool(learned), planned.outcome

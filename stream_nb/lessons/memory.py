@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import NamedTuple
 
-__all__ = ["DEFAULT_REMEMBER_IDS", "Learned", "LearnedIds", "LearnedIdsStateError", "STATE_KEYS"]
+__all__ = ["DEFAULT_REMEMBER_IDS", "Learned", "LearnedIds", "LearnedIdsStateError", "STATE_KEYS", "id_of_keyed"]
 
 #: [training] remember_ids when the configuration does not set it. A remembered id costs about
 #: 245 bytes plus the id in memory and 22 plus the id in a checkpoint's JSON (measured with
@@ -45,6 +45,13 @@ DEFAULT_REMEMBER_IDS = 100_000
 
 STATE_KEYS = ("capacity", "ids", "labels", "learned_at", "weights")
 _DIGEST_VERSION = b"stream-nb learned ids 1\n"
+
+
+def id_of_keyed(key: str | None, event_id: str) -> str:
+    """The id a memory knows a keyed event by in a per-key deployment ([personal]): the key and
+    the id as a JSON pair, so that one message sent to two users (one Message-ID, two keys) is
+    two lessons, each its user's, and no key's id can pass for another's."""
+    return json.dumps([key, event_id], ensure_ascii=False, separators=(",", ":"))
 
 
 class LearnedIdsStateError(ValueError):

@@ -50,6 +50,13 @@ counts learn the events of that key that the same regime picks on the key's own 
 (`decide`): measured on Enron-Spam, following the global model's decisions instead did worse
 (1-ROCA% 0.52 against 0.23 on the first 3,000 mails). Key counts are not forgotten (the global
 model's half-life decays the global counts only).
+
+Corrections: since a key decides for itself, it remembers the ids its counts learned (KeyCounts
+.learned: class and weight, at most `remember_ids` of them). A labeled event whose id the key
+remembers, or that carries "unlearn", goes through the rules of duplicates and corrections
+(stream_nb.lessons.rules) on that memory (`key_rules`): what the key learned of it is taken back
+(N_fc,k -= w x_f, N_c,k -= w, T_c,k -= what the rows gave back), a duplicate is not learned
+again, and the corrected label is decided on as any label.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ from itertools import chain, compress, repeat
 
 import numpy as np
 
+from stream_nb.lessons.memory import Learned
+from stream_nb.lessons.rules import Plan, plan
 from stream_nb.model._numerics import effective_log_row, normalise_log_row
 from stream_nb.model.base import GRID_LIMIT, _as_records, log_prior_of
 from stream_nb.model.counting import MAX_COUNT, MultinomialNB
@@ -79,6 +88,13 @@ KEEP_SHARE = 0.9  # a key over its feature budget keeps this share of it (not on
 # token of base64 or a URL run on) still counts in the global model, which a key's estimate
 # falls back to for any feature it has no row of.
 MAX_KEY_NAME_CHARS = 1024
+# A key remembers the ids its counts learned (to take a correction back) when they are at most
+# this long; a mail's Message-ID is at most 500 (stream_nb.mail.identity)
+MAX_KEY_ID_CHARS = 1024
+TAKEN_BACK = -1  # the class of a remembered id whose learning was taken back
+# Ids a key remembers when [personal] remember_ids is not set: about 100 days of a user's mail at
+# 100 a day; some 70 bytes each on disk with a Message-ID (700 KB a key when full)
+DEFAULT_KEY_REMEMBER_IDS = 10_000
 
 
 def _check_strength(name: str, value) -> float:
@@ -108,7 +124,8 @@ class KeyCounts:
     the key is cut to its feature budget, which builds the matrix anew. `features` gives the same
     counts as a dict of name -> list (a copy: for tests, state dumps and small keys)."""
 
-    __slots__ = ("index", "_matrix", "class_counts", "class_totals", "last_labeled", "touched")
+    __slots__ = ("index", "_matrix", "class_counts", "class_totals", "last_labeled", "touched", "learned",
+                 "learned_touched")
 
     def __init__(self, n_classes: int, last_labeled: int = 0) -> None:
         self.index: dict[str, int] = {}
@@ -119,6 +136,12 @@ class KeyCounts:
         # Names whose counts changed since a store last wrote the key, for a store that writes
         # only those; None: every row is to be written (a new key, a trimmed one, or no store)
         self.touched: set[str] | None = None
+        # The key's memory of learned ids: id -> (class index, weight) of what its counts learned,
+        # in the order first learned; class TAKEN_BACK: learned, then taken back (kept until the
+        # next cut, so that a store and a table in memory keep the same order). Changed ids since
+        # a store last wrote the key in learned_touched (None: write the whole memory).
+        self.learned: dict[str, tuple[int, float]] = {}
+        self.learned_touched: set[str] | None = None
 
     @property
     def matrix(self) -> np.ndarray:
@@ -147,6 +170,25 @@ class KeyCounts:
     @property
     def events(self) -> float:
         return math.fsum(self.class_counts)
+
+    def realign(self, old: list, new: list) -> None:
+        """Columns in the class order `new` from the order `old` (the global model keeps its
+        classes sorted, so a class that comes later may go first; one that every lesson of was
+        taken back leaves it): each class's counts move with its label; a class `new` lacks
+        goes, with what the memory says was learned as it."""
+        where = {label: i for i, label in enumerate(old[:len(self.class_counts)])}
+        take = [where.get(label, -1) for label in new]
+        moved = np.zeros((len(self._matrix), len(new)))
+        for j, i in enumerate(take):
+            if i >= 0:
+                moved[:, j] = self._matrix[:, i]
+        self._matrix = moved
+        self.class_counts = [self.class_counts[i] if i >= 0 else 0.0 for i in take]
+        self.class_totals = [self.class_totals[i] if i >= 0 else 0.0 for i in take]
+        to_new = {i: j for j, i in enumerate(take) if i >= 0}
+        self.learned = {event_id: (to_new.get(c, TAKEN_BACK) if c != TAKEN_BACK else c, w)
+                        for event_id, (c, w) in self.learned.items()}
+        self.touched = self.learned_touched = None  # every row and id is to be written anew
 
     def widen(self, n_classes: int) -> None:
         """Room for classes the global model learned since (new classes come last)."""
@@ -187,6 +229,51 @@ class KeyCounts:
         self.class_counts[c] += w
         self.class_totals[c] += total
 
+    def remember(self, event_id: str, c: int, w: float, capacity: int) -> None:
+        """The key's counts learned `event_id` as class c with weight w. Over `capacity` ids,
+        the memory is cut to its newest KEEP_SHARE of them (taken-back entries go first), so that
+        a cut is rare and the same in every replica: it depends on the sequence of ids alone."""
+        if capacity <= 0 or len(event_id) > MAX_KEY_ID_CHARS:
+            return
+        learned = self.learned
+        learned[event_id] = (c, w)
+        if self.learned_touched is not None:
+            self.learned_touched.add(event_id)
+        if len(learned) > capacity:
+            live = [(i, entry) for i, entry in learned.items() if entry[0] != TAKEN_BACK]
+            self.learned = dict(live[len(live) - max(1, int(capacity * KEEP_SHARE)):])
+            self.learned_touched = None
+
+    def remembered(self, event_id) -> tuple[int, float] | None:
+        """(class index, weight) the key's counts learned `event_id` as, or None."""
+        entry = self.learned.get(event_id)
+        return None if entry is None or entry[0] == TAKEN_BACK else entry
+
+    def take_back(self, event_id: str, x: dict) -> None:
+        """Undo what learning `event_id` added (the event's own features `x`, checked): N_fc,k
+        -= w x_f for each row the key still has (a row cut by the budget has nothing left to
+        take), never below 0; N_c,k -= w; T_c,k -= what the rows gave back. The memory then
+        says the id was taken back. Exact for the whole-number counts a featuriser makes."""
+        c, w = self.learned[event_id]
+        names = list(x)
+        given_back = 0.0
+        if names:
+            rows = self.rows_of(names)
+            has = rows >= 0
+            if has.any():
+                rows = rows[has]
+                before = self._matrix[rows, c]
+                after = np.maximum(before - w * np.fromiter(x.values(), dtype=np.float64, count=len(names))[has], 0.0)
+                self._matrix[rows, c] = after
+                given_back = math.fsum((before - after).tolist())
+                if self.touched is not None:
+                    self.touched.update(compress(names, has.tolist()))
+        self.class_counts[c] = max(0.0, self.class_counts[c] - w)
+        self.class_totals[c] = max(0.0, self.class_totals[c] - given_back)
+        self.learned[event_id] = (TAKEN_BACK, w)
+        if self.learned_touched is not None:
+            self.learned_touched.add(event_id)
+
     def _reserve(self, rows: int) -> None:
         if rows > len(self._matrix):
             grown = np.zeros((max(rows, 2 * len(self._matrix), 16), self._matrix.shape[1]))
@@ -221,12 +308,20 @@ class KeyTable:
     """Keys' counts, least recently labeled first, and the labeled clock of idleness, in memory
     (replay's table, and the contract of stream_nb.keyed.store.StoredKeyTable, which keeps one
     partition's keys on disk). A table's state is a function of the labeled events it observed,
-    in their order; `clock` counts them."""
+    in their order; `clock` counts them. `classes`: the class order of its keys' columns."""
 
     def __init__(self) -> None:
         self.keys: dict = {}
         self.clock = 0
         self.evicted = 0
+        self.classes: list = []
+
+    def align(self, classes: list) -> None:
+        """Every key's columns in the class order `classes` (the global model's now)."""
+        if self.classes != classes:
+            for own in self.keys.values():
+                own.realign(self.classes, classes)
+            self.classes = list(classes)
 
     def get(self, key) -> KeyCounts | None:
         return self.keys.get(key)
@@ -345,7 +440,7 @@ class PersonalMultinomialNB:
 
     def __init__(self, global_model: MultinomialNB, beta: float = 30_000.0, prior_beta: float = 10.0,
                  *, training: dict | None = None, shrinkage: str = "key", max_key_features: int | None = None,
-                 idle_after: int | None = None) -> None:
+                 idle_after: int | None = None, remember_ids: int = DEFAULT_KEY_REMEMBER_IDS) -> None:
         if type(global_model) is not MultinomialNB:
             raise ValueError(f"per-key models are defined over a multinomial global model, not "
                              f"{type(global_model).__name__}")
@@ -361,6 +456,9 @@ class PersonalMultinomialNB:
                 raise ValueError(f"{name} must be a whole number >= 1 (or None: no bound), got {value!r}")
         self.max_key_features = max_key_features
         self.idle_after = idle_after
+        if isinstance(remember_ids, bool) or not isinstance(remember_ids, int) or remember_ids < 0:
+            raise ValueError(f"remember_ids must be a whole number >= 0, got {remember_ids!r}")
+        self.remember_ids = remember_ids  # ids a key remembers, to take a correction back from its counts
         # every key's counts (a worker passes the table of the key's partition instead)
         self.table = KeyTable()
 
@@ -424,7 +522,7 @@ class PersonalMultinomialNB:
         """(s_c,k, active, log pi_c,k) in the global class order; a key with no counts takes
         the global model's own path."""
         g = self.global_model
-        own = (self.table if table is None else table).get(key)
+        own = self._own(table, key)
         if own is None or own.events == 0:
             return g._event_scores(x) if g.classes_ else ([], [], [])
         return self._key_scores(x, own, self._global_log_theta, g._current_log_prior()[1])
@@ -451,7 +549,8 @@ class PersonalMultinomialNB:
         own_weight, global_weight = self._log_weights(own)
         with np.errstate(divide="ignore"):
             numerators = np.logaddexp(np.log(key_counts) + own_weight, global_weight + log_theta)
-        counts = has_row | known_global | (g.unknown == "smooth")  # else unknown to both: dropped
+        # a row a take-back emptied scores as no row: the feature is unknown to the key again
+        counts = key_counts.any(axis=1) | known_global | (g.unknown == "smooth")  # else unknown to both: dropped
         counts &= (numerators[:, active] > -_INF).any(axis=1)  # else no class can produce it: unknown
         values, numerators = values[counts], numerators[counts]
         evidence = _ordered_dots(values, numerators)
@@ -486,16 +585,41 @@ class PersonalMultinomialNB:
             return {}
         return self._posterior(*self._scores(self._checked(x), key, table))
 
-    def predict_and_decide(self, x: dict, y, key, table: KeyTable | None = None) -> tuple[Posterior | dict, bool]:
+    def predict_and_decide(self, x: dict, y, key, table: KeyTable | None = None, *, event_id: str | None = None,
+                           unlearn=None) -> tuple[Posterior | dict, bool]:
         """(predict_proba_one(x, key), decide(x, y, key)) from one scoring of the event: the
-        prequential step's prediction and whether the key's counts then learn it."""
+        prequential step's prediction and whether the key's counts then learn it. With the
+        event's id (and `unlearn` on a correction), the key's own memory first applies the
+        rules of duplicates and corrections (`key_rules`): what it planned to take back is
+        taken back before the prediction, and a duplicate is not learned."""
         if not self.classes_:
             return {}, y is not None
         x = self._checked(x)
+        table = self.table if table is None else table
+        planned = self.key_rules(x, y, unlearn, event_id, key, table)
         posterior = self._posterior(*self._scores(x, key, table))
-        if y is None:
+        if y is None or (planned is not None and planned.learn is None):
             return posterior, False
         return posterior, self._learns_on(posterior, y, len(x))
+
+    def key_rules(self, x: dict, y, unlearn, event_id, key, table) -> Plan | None:
+        """The rules of duplicates and corrections (stream_nb.lessons.rules) on the key's own
+        memory of learned ids, with what they take back taken back from the key's counts (`x`
+        checked). None: an event the rules leave alone (no id, or an id the key does not
+        remember, and no unlearn): learned as any labeled event. The key's memory is its own,
+        as its decisions are: a message the global model skipped the key may have learned."""
+        if event_id is None:
+            return None
+        own = self._own(table, key)
+        entry = own.learned.get(event_id) if own is not None else None
+        if unlearn is None and entry is None:
+            return None
+        known = None if entry is None or entry[0] == TAKEN_BACK else Learned(self.classes_[entry[0]], 0, entry[1])
+        planned = plan(event_id, y, unlearn, known)
+        if planned.take_back is not None:
+            own.take_back(event_id, x)
+            table.changed(key, own)
+        return planned
 
     def _learns_on(self, posterior: Posterior, y, n_features: int) -> bool:
         """Whether the key learns an event, decided on its prediction: the training regime on
@@ -515,7 +639,7 @@ class PersonalMultinomialNB:
     # ---- a batch at batch speed ---------------------------------------------------------
 
     def predict_learn_batch(self, X, rows: list, labels: list, keys: list, tables: list, training: dict,
-                            observe) -> list[tuple] | None:
+                            observe, ids: list | None = None, unlearns: list | None = None) -> list[tuple] | None:
         """The prequential step of a batch with per-key models, as the per-event loop does it
         (each event predicted by its key's model with the global model as it stands just before
         it, the global model then learning it under `training`, the key's counts learning it when
@@ -533,6 +657,7 @@ class PersonalMultinomialNB:
         `X`: the batch as the global model reads it, `rows` the same events as dicts; `tables`
         each event's key table (None: the event is the global model's alone: no key, or a key
         this caller does not hold); `observe(i)` is called after each labeled event i is learned.
+        `ids` and `unlearns` (None: none) go to each key's rules (`key_rules`).
         Returns (prediction, learned by the global model) per event."""
         g = self.global_model
         if not g.classes_ or g.n_hash_buckets is not None or not rows:
@@ -564,28 +689,34 @@ class PersonalMultinomialNB:
                                                             None if margins is None else margins[start:stop])
             for i in range(start, stop):
                 results.append(self._keyed_step(view, i - start, rows[i], labels[i], keys[i], tables[i],
-                                                probas[i - start], learned[i - start]))
+                                                probas[i - start], learned[i - start],
+                                                None if ids is None else ids[i],
+                                                None if unlearns is None else unlearns[i]))
                 if labels[i] is not None:
                     observe(i)
 
         g._with_maintenance(X, labels, lambda start, stop: part(start, stop))
         return results
 
-    def _keyed_step(self, view: _BatchStart, j: int, x: dict, label, key, table, global_proba, learned: bool) -> tuple:
-        """One event of predict_learn_batch: the key's prediction and learning, then the global
-        model's learning of it (if it did) added to `view`."""
+    def _keyed_step(self, view: _BatchStart, j: int, x: dict, label, key, table, global_proba, learned: bool,
+                    event_id, unlearn) -> tuple:
+        """One event of predict_learn_batch: the key's rules, prediction and learning, then the
+        global model's learning of it (if it did) added to `view`."""
         prediction = global_proba
         if table is not None:
-            own = table.get(key)
             checked = self._checked(x)
+            planned = self.key_rules(checked, label, unlearn, event_id, key, table)
+            # a duplicate for the key, or a take-back alone: its counts learn nothing
+            key_label = None if planned is not None and planned.learn is None else label
+            own = self._own(table, key)
             known = None
             if own is not None and own.events > 0:
                 theta = view.log_theta_of(j) if checked is x else view.log_theta_of_names
                 known = (own, own.rows_of(list(checked)))
                 prediction = self._posterior(*self._key_scores(checked, own, theta, view.log_prior(), known[1]))
             x = checked
-            if label is not None and prediction and self._learns_on(prediction, label, len(x)):
-                self._learn_checked(x, label, key, 1.0, table, known)
+            if key_label is not None and prediction and self._learns_on(prediction, key_label, len(x)):
+                self._learn_checked(x, key_label, key, 1.0, table, known, event_id)
         if learned and label is not None:
             view.learned(j, self.global_model._class_index[label])
         return prediction, learned
@@ -604,8 +735,10 @@ class PersonalMultinomialNB:
         scaled = n_features if self.training.get("margin_scale") == "sqrt_features" else None
         return should_learn(joint, y, mode, float(self.training.get("margin", 0.0)), scaled)
 
-    def learn_key(self, x: dict, y, key, w: float = 1.0, table: KeyTable | None = None) -> None:
-        """N_fc,k += w x_f, N_c,k += w, T_c,k += w sum_f x_f (the class must be the global model's)."""
+    def learn_key(self, x: dict, y, key, w: float = 1.0, table: KeyTable | None = None, *,
+                  event_id: str | None = None) -> None:
+        """N_fc,k += w x_f, N_c,k += w, T_c,k += w sum_f x_f (the class must be the global model's);
+        the key remembers `event_id` as learned so (when given)."""
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
             raise ValueError(f"a weight is a finite number >= 0, got {w!r}")
         x = self._checked(x)
@@ -613,21 +746,41 @@ class PersonalMultinomialNB:
             return
         if y not in self.global_model._class_index:
             raise ValueError(f"class {y!r} is not one the global model has learned")
-        self._learn_checked(x, y, key, float(w), self.table if table is None else table)
+        self._learn_checked(x, y, key, float(w), self.table if table is None else table, event_id=event_id)
 
-    def _learn_checked(self, x: dict, y, key, w: float, table, known: tuple | None = None) -> None:
+    def _learn_checked(self, x: dict, y, key, w: float, table, known: tuple | None = None,
+                       event_id: str | None = None) -> None:
         """learn_key of a checked event; `known` = (the key's counts, rows_of(list(x)) in them)
         when the caller found them (used only if the table still holds those counts)."""
         n_classes = len(self.classes_)
-        own = table.get(key)
+        own = self._own(table, key)
         if own is None:
             own = table.create(key, n_classes)
         own.widen(n_classes)
         rows = known[1] if known is not None and known[0] is own else None
-        own.add(x, self.global_model._class_index[y], w, rows)
+        c = self.global_model._class_index[y]
+        own.add(x, c, w, rows)
+        if event_id is not None:
+            own.remember(event_id, c, w, self.remember_ids)
         if self.max_key_features is not None and len(own.index) > self.max_key_features:
             own.keep_features(max(1, int(self.max_key_features * KEEP_SHARE)))
         table.changed(key, own)
+
+    def key_lesson(self, x: dict, y, unlearn, event_id: str, key, table: KeyTable | None = None) -> bool:
+        """A labeled event the global model learns nothing of (to it a duplicate, or a take-back
+        alone): the key's own rules on it, then its learning when they plan one and the key's
+        prediction decides so. Returns whether the key's counts learned it."""
+        table = self.table if table is None else table
+        _, learns = self.predict_and_decide(x, y, key, table, event_id=event_id, unlearn=unlearn)
+        if learns:
+            self.learn_key(x, y, key, table=table, event_id=event_id)
+        return learns
+
+    def _own(self, table: KeyTable | None, key):
+        """The key's counts (None: it has none), in the global model's class order."""
+        table = self.table if table is None else table
+        table.align(self.classes_)
+        return table.get(key)
 
     def observe_labeled(self, key, table: KeyTable | None = None) -> None:
         """One labeled event went by (of `key`, or of no key: None), learned or not: the clock
@@ -646,10 +799,9 @@ class PersonalMultinomialNB:
 
     def key_state(self, key, table: KeyTable | None = None) -> dict | None:
         """The key's counts as plain JSON values (None for a key never learned); features sorted."""
-        own = (self.table if table is None else table).get(key)
+        own = self._own(table, key)
         if own is None:
             return None
-        own.widen(len(self.classes_))
         return {"classes": list(self.classes_),
                 "features": {name: list(row) for name, row in sorted(own.features.items())},
                 "class_counts": list(own.class_counts), "class_totals": list(own.class_totals),
@@ -659,7 +811,9 @@ class PersonalMultinomialNB:
         """Take a key's counts from `key_state`'s form after checking them (InvalidKeyState, one
         line, nothing changed): the global model's classes, C finite counts >= 0 everywhere,
         N_fc,k <= T_c,k, T_c,k the sum of the feature counts, a clock not ahead of the table's."""
-        (self.table if table is None else table).put(key, _checked_key_state(state, list(self.classes_)))
+        table = self.table if table is None else table
+        table.align(self.classes_)
+        table.put(key, _checked_key_state(state, list(self.classes_)))
 
     def forget_key(self, key, table: KeyTable | None = None) -> None:
         (self.table if table is None else table).forget(key)

@@ -11,7 +11,7 @@ from itertools import islice
 from stream_nb.config import beyond_max_classes
 from stream_nb.features.fields import EventFeaturizer
 from stream_nb.features.mail import MailFeaturizer, UnreadableMail
-from stream_nb.lessons import DEFAULT_REMEMBER_IDS, LEARNED, LabeledLessons, LearnedIds
+from stream_nb.lessons import DEFAULT_REMEMBER_IDS, LEARNED, LabeledLessons, LearnedIds, id_of_keyed
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.decision import band_verdict
 from stream_nb.model.posterior import positive_score
@@ -123,8 +123,6 @@ class Contender:
         n = len(items)
         if unlearns is None:
             unlearns = [None] * n
-        if self.personal is not None and unlearns.count(None) != n:
-            return self._without_corrections(items, labels, unlearns)
         sized = self.score_scale != "none"
         sizes: list | None = [None] * n if sized else None
 
@@ -142,8 +140,18 @@ class Contender:
         ids = [item.get("id") for item in items]
         if set(map(type, ids)) != {str} or "" in ids:  # else every id is its own key
             ids = [_memory_key(event_id) for event_id in ids]
+        aside = None
+        if self.personal is not None:  # one lesson a user: ids scoped by key; a key's rules of its own
+            ids = [None if event_id is None else id_of_keyed(item.get("key"), event_id)
+                   for event_id, item in zip(ids, items)]
+
+            def aside(i: int) -> None:
+                key, event_id = items[i].get("key"), _memory_key(items[i].get("id"))
+                if key is not None and event_id is not None:
+                    self.personal.key_lesson(self.featurise_one(items[i]), labels[i], unlearns[i], event_id, key)
+
         lessons = self.lessons.run(self.model, ids, labels, unlearns,
-                                   _Featurised(self, items), learn, reject)
+                                   _Featurised(self, items), learn, reject, aside)
         predictions = lessons.probas
         for i, outcome in enumerate(lessons.outcomes):
             if outcome is not None and outcome != LEARNED:  # not a first sending, or refused
@@ -151,27 +159,6 @@ class Contender:
                 if sized:
                     sizes[i] = None
         return predictions, lessons.learned, sizes
-
-    def _without_corrections(self, items: list[dict], labels: list, unlearns: list) -> tuple[list, list, list | None]:
-        """predict_learn_sized with the corrections set aside and refused: a key's counts learn by
-        the key's own decisions, which the memory of learned ids does not record, so what a
-        correction would take back from them is not known (not yet supported)."""
-        kept = [i for i, unlearn in enumerate(unlearns) if unlearn is None]
-        for i, unlearn in enumerate(unlearns):
-            if unlearn is not None:
-                self.refused["correction_with_personal"] += 1
-                if self.first_refusal is None:
-                    self.first_refusal = (f"event {items[i].get('id')!r}: a correction (unlearn) is not taken back "
-                                          "from per-key models ([personal]) yet")
-        sized = self.score_scale != "none"
-        predictions, learned, sizes = [None] * len(items), [False] * len(items), [None] * len(items) if sized else None
-        if kept:
-            some, flags, some_sizes = self.predict_learn_sized([items[i] for i in kept], [labels[i] for i in kept])
-            for j, i in enumerate(kept):
-                predictions[i], learned[i] = some[j], flags[j]
-                if sized:
-                    sizes[i] = some_sizes[j]
-        return predictions, learned, sizes
 
     def _predict_learn_keyed(self, items: list[dict], labels: list) -> tuple[list, list, list | None]:
         """The prequential step with per-key models, event by event: each event is predicted by
@@ -182,6 +169,9 @@ class Contender:
         sized = self.score_scale != "none"
         personal = self.personal
         predictions, learned, sizes = [], [], [] if sized else None
+        ids = [_memory_key(item.get("id")) for item in items]  # a key's rules know a message by its own id
+        # (a question of a delayed replay is unlabeled, and its "unlearn" is not yet asked)
+        unlearns = [item.get("unlearn") if label is not None else None for item, label in zip(items, labels)]
         try:
             X = self.featurise(items)
             rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
@@ -192,7 +182,7 @@ class Contender:
             tables = [personal.table if key is not None else None for key in keys]
             try:
                 batch = personal.predict_learn_batch(X, rows, list(labels), keys, tables, self.training,
-                                                     lambda i: personal.observe_labeled(keys[i]))
+                                                     lambda i: personal.observe_labeled(keys[i]), ids, unlearns)
             except (TypeError, ValueError):  # refused before anything was learned: event by event
                 batch = None
             if batch is not None:
@@ -205,11 +195,12 @@ class Contender:
                 else:
                     x = rows[i]
                 key = item.get("key")
-                probabilities, key_learns = personal.predict_and_decide(x, label, key)
+                probabilities, key_learns = personal.predict_and_decide(x, label, key, event_id=ids[i],
+                                                                        unlearn=unlearns[i])
                 key_learns = key_learns and key is not None
                 _, was_learned = predict_learn(self.model, [x], [label], **self.training)
                 if key_learns:
-                    personal.learn_key(x, label, key)
+                    personal.learn_key(x, label, key, event_id=ids[i])
                 if label is not None:
                     personal.observe_labeled(key)
             except (TypeError, ValueError) as error:

@@ -133,10 +133,11 @@ class PartitionedKeys:
             if rows is None:
                 rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
             x = rows[i]
-            _, key_learns = self.personal.predict_and_decide(x, event.label, event.key, table)
+            _, key_learns = self.personal.predict_and_decide(x, event.label, event.key, table, event_id=event.id,
+                                                             unlearn=event.unlearn)
             probabilities, learned = predict_learn(model, X[i:i + 1], [event.label], **training)
             if key_learns:
-                self.personal.learn_key(x, event.label, event.key, table=table)
+                self.personal.learn_key(x, event.label, event.key, table=table, event_id=event.id)
             self.personal.observe_labeled(event.key, table)
             results.append((probabilities[0], learned[0]))
             start = i + 1
@@ -161,12 +162,25 @@ class PartitionedKeys:
 
         try:
             results = self.personal.predict_learn_batch(X, rows, [event.label for event in events], keys, tables,
-                                                        training, observe)
+                                                        training, observe, [event.id for event in events],
+                                                        [event.unlearn for event in events])
         except (TypeError, ValueError):  # refused before anything was learned: the caller finds the event
             return None
         if changed and self._changed_at is None:
             self._changed_at = time.monotonic()
         return results
+
+    def key_lesson(self, event, X, offset: int) -> None:
+        """A labeled event the global model learns nothing of (a duplicate to it, a take-back
+        alone): its key's own rules and learning (PersonalMultinomialNB.key_lesson), when this
+        worker holds the key's partition and its state does not hold the event yet."""
+        table = self.table_of(event.key, offset)
+        if table is None or event.id is None:
+            return
+        x = (X.to_dicts() if isinstance(X, SparseBatch) else list(X))[0]
+        self.personal.key_lesson(x, event.label, event.unlearn, event.id, event.key, table)
+        if self._changed_at is None:
+            self._changed_at = time.monotonic()
 
     def _tick(self, offset: int, own: StoredKeyTable | None) -> None:
         """A labeled event at `offset` of a key of no owned partition, of no key, or of a key of

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from stream_nb.config import beyond_max_classes
 from stream_nb.events import Event
-from stream_nb.lessons import LEARNED
+from stream_nb.lessons import LEARNED, id_of_keyed
 from stream_nb.model.training import event_sizes, predict_learn
 from stream_nb.worker.records import (
     batch_or_one_by_one,
@@ -73,9 +73,17 @@ class Learner:
         def reject(i: int, error: Exception) -> None:
             w.labeled_rejections.append(refusal(events[i], error, "unlearning", origin[i]))
 
+        ids = [event.id for event in events]
+        aside = None
+        if w.keyed is not None:  # one lesson a user: ids scoped by key; a key's rules of its own
+            ids = [None if event.id is None else id_of_keyed(event.key, event.id) for event in events]
+
+            def aside(i: int) -> None:
+                w.keyed.key_lesson(events[i], X[i:i + 1], self._offsets[id(events[i])])
+
         before = dict(w.lessons.outcomes)
-        lessons = w.lessons.run(w.model, [event.id for event in events], [event.label for event in events],
-                                [event.unlearn for event in events], X, learn, reject)
+        lessons = w.lessons.run(w.model, ids, [event.label for event in events],
+                                [event.unlearn for event in events], X, learn, reject, aside)
         for outcome, count in w.lessons.outcomes.items():
             if count != before.get(outcome, 0):
                 w.telemetry.lessons.labels(outcome).inc(count - before.get(outcome, 0))
@@ -96,12 +104,6 @@ class Learner:
         known = {str(label): label for label in w.model.classes_}
         kept, kept_origin = [], []
         for event, record in zip(events, origin):
-            if w.keyed is not None and event.unlearn is not None:
-                # a key's counts take no lesson back (yet): refused as replay refuses it
-                w.labeled_rejections.append(rejected_by_us(
-                    event, "correction_with_personal", "a correction (unlearn) is not taken with per-key "
-                    "models ([personal]): the key's counts would keep the label", record))
-                continue
             if event.label is None:  # a take-back only (unlearn): it adds no class
                 kept.append(event)
                 kept_origin.append(record)

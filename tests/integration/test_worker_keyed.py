@@ -30,6 +30,7 @@ from stream_nb.config import load_config
 from stream_nb.kafka.labeled_order import labeled_order_topic
 from stream_nb.keyed.changelog import changelog_topic, read_changelog
 from stream_nb.keyed.store import StoredKeyTable
+from stream_nb.lessons import LearnedIds, id_of_keyed, learning_epochs, plan, settle
 from stream_nb.model.training import predict_learn
 from stream_nb.worker.keyed import key_partition
 
@@ -103,8 +104,9 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
                      predictions: dict[str, dict], unlabeled: dict[str, dict],
                      positions: dict[int, int]) -> tuple[dict[int, StoredKeyTable], dict[int, str], int]:
     """Each partition's state computed without Kafka: the labeled events in the labeled order,
-    each decided by its key's model with the global model as it stands, then learned (a
-    correction is refused under [personal]: it changes nothing). On the way, each prediction is
+    each through the rules of duplicates and corrections (stream_nb.lessons: the global model's
+    memory of ids scoped by key; each key's own memory in its counts), then decided by its key's
+    model with the global model as it stands, and learned. On the way, each prediction is
     held to the key's model at the labeled offset it names, bit for bit. Returns the tables at
     the log's end, each partition's digest at its labeled offset in `positions`, and how many
     predictions differ from the global model's."""
@@ -112,6 +114,7 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
     model = config.build_model()
     personal = config.build_personal(model)
     featurizer = config.build_featurizer()
+    memory = LearnedIds(config.remember_ids)
     tables = {p: StoredKeyTable(directory / f"reference-{p}", lambda: len(personal.classes_),
                                 idle_after=personal.idle_after) for p in range(PARTITIONS)}
     named = sorted({prediction["model"]["labeled_offsets"][0][2] for prediction in predictions.values()})
@@ -150,15 +153,27 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
     for offset, event in order:
         personal_differs += check_upto(offset)
         digest_upto(offset)
-        if "unlearn" in event:
-            continue
         x = featurizer.transform_one(event["text"])
         table = tables[key_partition(event["key"], PARTITIONS)]
-        _, key_learns = personal.predict_and_decide(x, event["label"], event["key"], table)
-        predict_learn(model, [x], [event["label"]], **config.training)
+        label, unlearn, key = event.get("label"), event.get("unlearn"), event["key"]
+        if unlearn is not None and unlearn == label:  # dead-lettered by the worker's decoder
+            continue
+        scoped = id_of_keyed(key, event["id"])
+        planned = plan(scoped, label, unlearn, memory.get(scoped))
+        if planned.take_back is not None:
+            back = planned.take_back
+            model.unlearn_one(x, back.label, back.weight, learned_at=back.learned_at)
+        if planned.learn is None:  # the global model learns nothing: the key's rules alone
+            settle(memory, scoped, planned, learned=False, epoch=0)
+            personal.key_lesson(x, label, unlearn, event["id"], key, table)
+            continue
+        _, key_learns = personal.predict_and_decide(x, label, key, table, event_id=event["id"], unlearn=unlearn)
+        epoch = learning_epochs(model, 1)[0]
+        _, learned = predict_learn(model, [x], [label], **config.training)
+        settle(memory, scoped, planned, learned=learned[0], epoch=epoch)
         if key_learns:
-            personal.learn_key(x, event["label"], event["key"], table=table)
-        personal.observe_labeled(event["key"], table)
+            personal.learn_key(x, label, key, table=table, event_id=event["id"])
+        personal.observe_labeled(key, table)
         for other in tables.values():  # every partition's idle clock counts every labeled event
             if other is not table:
                 other.observe(None, personal.idle_after)
@@ -282,19 +297,27 @@ def produce_part(run, part: int) -> None:
 
 
 def test_one_calm_worker_writes_the_state_of_the_labeled_log(kafka_broker, sms, tmp_path):
+    """With corrections: users press "not spam" / "spam" on 60 of their learned messages and
+    take 20 back, after the stream; the changelog is the state of the rules run on the log."""
     bad = {}
 
     def calm(run):
         for part in range(3):
             produce_part(run, part)
+        rng = random.Random(5)
+        picked = rng.sample(run.labeled, 80)
+        other = {"ham": "spam", "spam": "ham"}
+        corrections = [dict(event, label=other[event["label"]], unlearn=event["label"]) for event in picked[:60]]
+        corrections += [dict(event, label=None, unlearn=event["label"]) for event in picked[60:]]
+        produce(run.bootstrap, messages(run.topics, corrections, True))
         wrong = (key_partition("user-1", PARTITIONS) + 1) % PARTITIONS
         bad.update({  # each must be a dead letter once, with its reason; none changes the state
             b"{not json": ("invalid_json", Message(run.topics.unlabeled, b"{not json", b"user-1")),
             b'{"id": "m1", "text": "hi", "key": "user-1"}': ("misrouted_key", Message(
                 run.topics.unlabeled, b'{"id": "m1", "text": "hi", "key": "user-1"}', b"user-1", partition=wrong)),
-            b'{"id": "l1", "text": "x", "label": "ham", "unlearn": "spam", "key": "user-2"}': (
-                "correction_with_personal", Message(
-                    run.topics.labeled, b'{"id": "l1", "text": "x", "label": "ham", "unlearn": "spam", "key": "user-2"}',
+            b'{"id": "l1", "text": "x", "label": "ham", "unlearn": "ham", "key": "user-2"}': (
+                "unlearn_is_label", Message(
+                    run.topics.labeled, b'{"id": "l1", "text": "x", "label": "ham", "unlearn": "ham", "key": "user-2"}',
                     b"user-2")),
         })
         produce(run.bootstrap, [message for _, message in bad.values()])
