@@ -154,13 +154,18 @@ def _key_with_memory(n_ids: int, rng: random.Random) -> KeyCounts:
     return own
 
 
-def test_a_stored_keys_memory_survives_flush_restore_and_deltas_stay_small(tmp_path):
-    rng = random.Random(3)
-    table = StoredKeyTable(tmp_path / "a", lambda: 2)
+def _stored_key_with_memory(path: Path, n_ids: int, seed: int) -> tuple[StoredKeyTable, KeyCounts]:
+    """A store holding one key, "ann", of `n_ids` remembered messages (not flushed yet)."""
+    table = StoredKeyTable(path, lambda: 2)
     own = table.create("ann", 2)
-    built = _key_with_memory(6000, rng)
+    built = _key_with_memory(n_ids, random.Random(seed))
     own.features, own.class_counts, own.class_totals = built.features, built.class_counts, built.class_totals
     own.learned = dict(built.learned)
+    return table, own
+
+
+def test_a_stored_keys_memory_survives_flush_restore_and_deltas_stay_small(tmp_path):
+    table, own = _stored_key_with_memory(tmp_path / "a", 6000, 3)
     first = table.flush(position=1)
     whole = sum(len(value) for _, value in first if value)
     assert whole > 300_000 and max(len(value) for _, value in first if value) <= ROWS_BYTES + 100  # bounded records
@@ -232,11 +237,11 @@ def test_hostile_ids_records_are_refused_with_one_line(mangle, message):
 def test_ids_records_refuse_repeated_overlong_and_empty_ids():
     own = KeyCounts(2)
     own.learned = {"a": (0, 1.0), "b" * 1025: (1, 1.0)}
-    with pytest.raises(InvalidKeyState, match="longer than 1024"):
+    with pytest.raises(InvalidKeyState, match="a key keeps at most 1024"):
         decode_ids(encode_ids(own, list(own.learned))[0], 2)
     own.learned = {"a": (0, 1.0), "b": (1, 1.0)}
     (data,) = encode_ids(own, ["a", "b"])
-    with pytest.raises(InvalidKeyState, match="names an id twice"):
+    with pytest.raises(InvalidKeyState, match="holds an id twice"):
         decode_ids(data.replace(b"ab", b"aa"), 2)
     own.learned = {"": (0, 1.0)}
     with pytest.raises(InvalidKeyState, match="empty"):
@@ -248,12 +253,7 @@ def test_ids_records_refuse_repeated_overlong_and_empty_ids():
 
 
 def test_a_key_whose_ids_record_is_missing_or_foreign_is_refused(tmp_path):
-    rng = random.Random(5)
-    table = StoredKeyTable(tmp_path / "a", lambda: 2)
-    own = table.create("ann", 2)
-    built = _key_with_memory(50, rng)
-    own.features, own.class_counts, own.class_totals = built.features, built.class_counts, built.class_totals
-    own.learned = dict(built.learned)
+    table, _ = _stored_key_with_memory(tmp_path / "a", 50, 5)
     records = table.flush(position=1)
     head = next(value for key, value in records if key.endswith(b"\xff" * 8))
     ids = [value for _, value in records if value and value[:4] == IDS_MAGIC]

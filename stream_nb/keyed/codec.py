@@ -76,7 +76,6 @@ HEAD_PART = 2**64 - 1  # the part number of a key's head record
 _HEAD = struct.Struct("<4sIQQQQI")  # magic, n_classes, last, first, next, base, n_rows
 _ROWS = struct.Struct("<4sII")  # magic, n_classes, n_rows
 _IDS = struct.Struct("<4sI")  # magic, n_ids
-MAX_ID_BYTES = 4 * MAX_KEY_ID_CHARS
 _PART = struct.Struct(">Q")  # big-endian: a key's records sort by part, the head last
 ROWS_BYTES = 256 * 1024  # a row record's rows, about (one row larger than this is a record alone)
 
@@ -257,21 +256,9 @@ def decode_ids(data, n_classes: int) -> list[tuple[str, int, float]]:
         raise InvalidKeyState(f"{what} names a class outside the key's {n_classes}")
     if n and not (np.isfinite(weights).all() and (weights > 0).all()):
         raise InvalidKeyState(f"{what}: weights are finite numbers > 0")
-    if n and int(lengths.max()) > MAX_ID_BYTES:
-        raise InvalidKeyState(f"{what} declares an id of {int(lengths.max())} bytes, more than a key keeps")
-    if int(lengths.sum()) != len(view) - position:
-        raise InvalidKeyState(f"{what}: its ids' lengths add up to {int(lengths.sum())} bytes, it holds "
-                              f"{len(view) - position} after them")
-    blob = bytes(view[position:])
-    ends = np.cumsum(lengths).tolist()
-    try:
-        ids = [blob[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends)]
-    except UnicodeDecodeError:
-        raise InvalidKeyState(f"{what} holds an id that is not UTF-8") from None
-    if any(len(event_id) > MAX_KEY_ID_CHARS or not event_id for event_id in ids):
-        raise InvalidKeyState(f"{what} holds an id that is empty or longer than {MAX_KEY_ID_CHARS} characters")
-    if len(set(ids)) != len(ids):
-        raise InvalidKeyState(f"{what} names an id twice")
+    ids = _read_strings(view, position, lengths, MAX_KEY_ID_CHARS, what, "an id")
+    if n and int(lengths.min()) == 0:
+        raise InvalidKeyState(f"{what} holds an id that is empty")
     return list(zip(ids, classes.tolist(), weights.tolist()))
 
 
@@ -285,33 +272,41 @@ def _read_rows(view: memoryview, position: int, classes: int, features: int, wha
     position += numbers * 8
     lengths = np.frombuffer(view, dtype="<u4", count=features, offset=position).astype(np.int64)
     position += features * _LENGTH.size
-    if features and int(lengths.max()) > MAX_NAME_BYTES:
-        raise InvalidKeyState(f"{what} declares a feature name of {int(lengths.max())} bytes, more than a key keeps")
+    names = _read_strings(view, position, lengths, MAX_KEY_NAME_CHARS, what, "a feature name")
+    bad = ~(np.isfinite(values) & (values >= 0))
+    if bad.any():
+        raise InvalidKeyState(f"{what}: counts are finite numbers >= 0, got {values[bad][0]!r}")
+    return names, values
+
+
+def _read_strings(view: memoryview, position: int, lengths: np.ndarray, max_chars: int, what: str,
+                  noun: str) -> list[str]:
+    """The strings whose UTF-8 `lengths` (int64) give, from `position` to the end of the bytes,
+    checked: the lengths fill the bytes exactly, each string is UTF-8 of at most `max_chars`
+    characters, none is there twice (InvalidKeyState naming `noun`)."""
+    if len(lengths) and int(lengths.max()) > 4 * max_chars:
+        raise InvalidKeyState(f"{what} declares {noun} of {int(lengths.max())} bytes, more than a key keeps")
     if int(lengths.sum()) != len(view) - position:
-        raise InvalidKeyState(f"{what}: its names' lengths add up to {int(lengths.sum())} bytes, it holds "
+        raise InvalidKeyState(f"{what}: the lengths add up to {int(lengths.sum())} bytes, it holds "
                               f"{len(view) - position} after them")
     blob = bytes(view[position:])
     ends = np.cumsum(lengths).tolist()
     starts = [0, *ends[:-1]]
     if blob.isascii():  # one decode, cut where the lengths say (an ASCII byte is one character)
-        longest = int(lengths.max()) if features else 0
+        longest = int(lengths.max()) if len(lengths) else 0
         text = blob.decode("ascii")
-        names = [text[a:b] for a, b in zip(starts, ends)]
+        strings = [text[a:b] for a, b in zip(starts, ends)]
     else:
         try:
-            names = [blob[a:b].decode("utf-8") for a, b in zip(starts, ends)]
+            strings = [blob[a:b].decode("utf-8") for a, b in zip(starts, ends)]
         except UnicodeDecodeError:
-            raise InvalidKeyState(f"{what} holds a feature name that is not UTF-8") from None
-        longest = max(map(len, names), default=0)
-    if longest > MAX_KEY_NAME_CHARS:
-        raise InvalidKeyState(f"{what} holds a feature name of {longest} characters; a key keeps at most "
-                              f"{MAX_KEY_NAME_CHARS}")
-    if len(set(names)) != len(names):
-        raise InvalidKeyState(f"{what} names a feature twice")
-    bad = ~(np.isfinite(values) & (values >= 0))
-    if bad.any():
-        raise InvalidKeyState(f"{what}: counts are finite numbers >= 0, got {values[bad][0]!r}")
-    return names, values
+            raise InvalidKeyState(f"{what} holds {noun} that is not UTF-8") from None
+        longest = max(map(len, strings), default=0)
+    if longest > max_chars:
+        raise InvalidKeyState(f"{what} holds {noun} of {longest} characters; a key keeps at most {max_chars}")
+    if len(set(strings)) != len(strings):
+        raise InvalidKeyState(f"{what} holds {noun} twice")
+    return strings
 
 
 def _bytes_view(data, what: str) -> memoryview:
