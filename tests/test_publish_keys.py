@@ -118,6 +118,30 @@ def test_raw_mail_is_keyed_by_its_id_and_sends_no_event_key(tmp_path):
         (b"box-1", b'{"id":"m1","key":"box-1","mail":"Subject: x\\r\\n\\r\\nbody","label":"spam"}')]
 
 
+def test_raw_mail_keyed_by_a_header_goes_to_the_partition_of_that_users_state(tmp_path):
+    """--key-header: the key is the mailbox the worker's mail_key_header reads (first address,
+    lower-cased); a message without that header keeps its id as key; --key none wins."""
+    from stream_nb.events.raw_mail import raw_mail_decoder
+
+    mails = [{"id": "m1", "mail": "Delivered-To: Ann <Ann@Example.ORG>\r\nSubject: x\r\n\r\nbody", "label": "spam"},
+             {"id": "m2", "mail": "Subject: y\r\n\r\nno delivery header", "label": "ham"}]
+    write_jsonl(tmp_path / "m.jsonl", mails)
+    sent = messages(tmp_path / "m.jsonl", value_format="mail", key_header="Delivered-To")
+    assert [key for key, *_ in sent] == [b"ann@example.org", b"m2"]
+    decode = raw_mail_decoder(labeled=True, keyed=True, key_header="Delivered-To")
+    assert decode(sent[0][1], sent[0][0], sent[0][2], SRC).key == sent[0][0].decode()
+    assert messages(tmp_path / "m.jsonl", value_format="mail", key_header="Delivered-To", keys="none")[0][0] is None
+
+
+def test_key_header_is_for_raw_mail_only(tmp_path, capsys):
+    write_jsonl(tmp_path / "k.jsonl", LINES)
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["publish", str(tmp_path / "k.jsonl"), "--topic", "t", "--key-header", "Delivered-To"])
+    assert args.func(args) == 2
+    assert "--key-header keys raw mail (--value-format mail)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("line, message", [
     ({"id": "b", "key": 7, "text": "t", "label": "ham"},
      "k.jsonl:2: not a valid event: key_not_string (key is integer, expected a string)"),

@@ -17,7 +17,9 @@ messages raw instead, for a topic read with ``[kafka] value_format = "mail"``: t
 message's bytes, the key its id (whatever ``--key`` says but ``none``; the topic reads the id
 from the message itself, so ``--id`` has no place there; an event's ``"key"`` is not sent), the label the ``--label-header``
 header and a correction's class to take back the ``--unlearn-header`` header
-(`stream_nb.events.raw_mail`).
+(`stream_nb.events.raw_mail`). With ``--key-header NAME`` (per-user models keyed by a mail header,
+``[kafka] mail_key_header``) the key is the mailbox in that header, as the worker reads it, so a
+user's mail and corrections share the partition of the user's state.
 
 A first pass checks (and encodes) every event before anything is sent, so a malformed line at
 the end of a file does not leave half of it in the topic; the encoded messages are kept in
@@ -45,7 +47,7 @@ from typing import TextIO
 from stream_nb.config import bootstrap_problem
 from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.kafka.discovery import BOOTSTRAP_ENV, NoBroker, check_reachable, find_bootstrap
-from stream_nb.mail.identity import mail_id
+from stream_nb.mail.identity import mail_id, mailbox_of
 from stream_nb.replay.sources import add_field_options, field_options
 
 EXIT_ERROR = 2
@@ -90,6 +92,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--unlearn-header", default="unlearn", metavar="NAME",
                         help="(--value-format mail) the record header that carries a correction's class to take "
                              "back (default: unlearn)")
+    parser.add_argument("--key-header", default="", metavar="NAME",
+                        help="(--value-format mail) key each message by the mailbox in this mail header "
+                             "(Delivered-To, X-Original-To), as a worker with [kafka] mail_key_header reads it, "
+                             "so that a user's mail goes to the partition of the user's state; a message "
+                             "without it is keyed by its id")
     parser.add_argument("--label", dest="stdin_label", default=None, metavar="LABEL",
                         help="(FILE -) the label of the message read from stdin")
     parser.add_argument("--unlearn", dest="stdin_unlearn", default=None, metavar="CLASS",
@@ -201,12 +208,13 @@ def message_key(event: dict, keys: str, value_format: str = "json") -> bytes | N
 def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, limit: int | None,
                   keys: str = "event", max_bytes: int | None = None, fields: dict | None = None,
                   value_format: str = "json", label_header: str = "label", stdin: dict | None = None,
-                  unlearn_header: str = "unlearn") -> Iterator[tuple]:
+                  unlearn_header: str = "unlearn", key_header: str = "") -> Iterator[tuple]:
     """(key, value) per event (and its headers with `value_format` "mail"), in file order;
     PublishError names the file and the event. Each event is checked by the worker's event
     contract first (the reason codes of its dead letters). `keys`: the message key, see
     `message_key`. `fields`: read_events' field names (text_field, label_field, key_field, ...);
-    `stdin`: {"data", "event_id", "label", "unlearn"} for FILE "-"."""
+    `stdin`: {"data", "event_id", "label", "unlearn"} for FILE "-". `key_header` (raw mail): the
+    key is the mailbox in that header when the message has one (`mailbox_of`, the worker's)."""
     from stream_nb.replay.sources import SourceError, read_events
 
     if stdin is not None:
@@ -225,6 +233,8 @@ def iter_messages(path: Path, *, file_format: str | None, with_labels: bool, lim
             if value_format == "mail":
                 value, headers = encode_raw_mail(event, with_labels=with_labels, label_header=label_header,
                                                  unlearn_header=unlearn_header)
+                mailbox = mailbox_of(value, key_header) if key_header and keys != "none" else None
+                key = mailbox.encode("utf-8") if mailbox is not None else key
             else:
                 value, headers = encode_event(event, with_labels=with_labels), None
             if max_bytes is not None and len(value) > max_bytes:
@@ -402,11 +412,14 @@ def publish_command(args: argparse.Namespace) -> int:
     options = dict(file_format=args.file_format, fields=field_options(args),
                    with_labels=args.with_labels, limit=args.limit, keys=args.key,
                    max_bytes=args.max_bytes, value_format=args.value_format, label_header=args.label_header,
-                   unlearn_header=args.unlearn_header)
+                   unlearn_header=args.unlearn_header, key_header=args.key_header)
     if str(args.file) == "-":  # one message piped in: read once, kept for both passes
         options["stdin"] = {"data": sys.stdin.buffer.read(), "event_id": args.stdin_id, "label": args.stdin_label,
                             "unlearn": args.stdin_unlearn}
     try:
+        if args.key_header and args.value_format != "mail":
+            raise PublishError("--key-header keys raw mail (--value-format mail) by a mail header; a JSON event's "
+                               "key is its --key-field")
         if args.stdin_id is not None and args.value_format == "mail":
             raise PublishError("--id has no place with --value-format mail: a raw message's id is its Message-ID "
                                "(else a digest of its bytes), read from the message on every route")
