@@ -11,6 +11,7 @@ cannot take is cut to fit (stream_nb.events.codec.dead_letter_record), never ret
 from __future__ import annotations
 
 import logging
+import time
 
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import KafkaError
@@ -53,37 +54,68 @@ def ensure_dead_letter_room(kafka: dict, client: dict) -> int:
     the limit it has then: the most a dead letter may take. A topic left smaller is one warning
     here, and its letters are cut to fit."""
     topic = kafka["dead_letter_topic"]
-    inputs = [*kafka["labeled_topics"], *kafka["unlabeled_topics"]]
+    have, needed, why = _ensure_room(kafka, client, topic, [*kafka["labeled_topics"], *kafka["unlabeled_topics"]],
+                                     "dead-letter topic")
+    if have < needed:
+        log.warning("dead-letter topic %s takes records up to %d bytes, the inputs up to %d: larger dead letters "
+                    "are cut to fit (headers %s, %s); raise its max.message.bytes to %d to keep them whole (%s)",
+                    topic, have, needed - DEAD_LETTER_HEADROOM, "stream-nb-truncated", "stream-nb-original-bytes",
+                    needed, why)
+    return have
+
+
+def ensure_labeled_order_room(kafka: dict, client: dict, topic: str) -> int:
+    """Give the labeled order's topic ([personal]) room for any labeled record with its origin
+    headers, as the dead-letter topic gets room. A label cannot be cut or left out of the order,
+    so a topic left smaller stops the worker at start (KafkaSetupError naming the setting)."""
+    have, needed, why = _ensure_room(kafka, client, topic, list(kafka["labeled_topics"]), "labeled order's topic")
+    if have < needed:
+        raise KafkaSetupError(f"kafka: the labeled order's topic {topic} takes records up to {have} bytes, the "
+                              f"labeled topics up to {needed - DEAD_LETTER_HEADROOM}: raise its max.message.bytes to "
+                              f"{needed} ({why})")
+    return have
+
+
+def _shows(admin: KafkaAdminClient, topic: str, limit: int, within_s: float = 15.0) -> bool:
+    """Whether the brokers describe `topic` with a limit of at least `limit` within `within_s`
+    (a change of a topic's config reaches every broker of a cluster a moment after it is taken)."""
+    deadline = time.monotonic() + within_s
+    while topic_limits(admin, [topic])[topic] < limit:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _ensure_room(kafka: dict, client: dict, topic: str, inputs: list[str], what: str) -> tuple[int, int, str]:
+    """(the limit `topic` has then, the limit it needs, why it was not raised): it needs the
+    largest of the `inputs`' limits plus DEAD_LETTER_HEADROOM, and is raised to that when
+    kafka.create_topics allows the worker to manage topics."""
     admin = _connect(KafkaAdminClient, kafka, "admin client", **client_options(kafka, client))
     try:
         limits = topic_limits(admin, [*inputs, topic])
         needed = dead_letter_room_needed({name: limits[name] for name in inputs})
         have = limits[topic]
         if have >= needed:
-            return have
+            return have, needed, ""
         why = "kafka.create_topics is false"
         if kafka["create_topics"]:
             try:
                 answer = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
                                                              configs={LIMIT_CONFIG: str(needed)})])
                 outcome = (answer.get("topic") or {}).get(topic)
-                if outcome in ("OK", None) and topic_limits(admin, [topic])[topic] >= needed:
-                    log.info("dead-letter topic %s: max.message.bytes raised from %d to %d (the inputs take "
-                             "records up to %d bytes)", topic, have, needed, needed - DEAD_LETTER_HEADROOM)
-                    return needed
+                if outcome in ("OK", None) and _shows(admin, topic, needed):
+                    log.info("%s %s: max.message.bytes raised from %d to %d (the inputs take records up to %d bytes)",
+                             what, topic, have, needed, needed - DEAD_LETTER_HEADROOM)
+                    return needed, needed, ""
                 why = f"the broker answered {outcome}"
             except (KafkaError, ValueError) as error:
                 why = f"{type(error).__name__}: {error}"
-        log.warning("dead-letter topic %s takes records up to %d bytes, the inputs up to %d: larger dead letters "
-                    "are cut to fit (headers %s, %s); raise its max.message.bytes to %d to keep them whole (%s)",
-                    topic, have, needed - DEAD_LETTER_HEADROOM, "stream-nb-truncated", "stream-nb-original-bytes",
-                    needed, why)
-        return have
+        return have, needed, why
     except KafkaError as error:
         raise KafkaSetupError(f"kafka: cannot read the topics' record size limits: {error}") from None
     finally:
         admin.close()
-
 
 
 def dead_letter_limit(kafka: dict, client: dict) -> int:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from kafka import TopicPartition
@@ -58,6 +59,7 @@ class Forwarding:
         self.forwarded = 0  # records forwarded and committed since start
         self.reach = 0  # the labeled order's offset just past this worker's last committed forward
         self._open: list = []  # the open transaction's forwards (send futures)
+        self._open_from: Counter = Counter()  # how many of them each source partition gave
         # per forwarded partition, the offset after the last record forwarded (what the commit
         # commits); a record below it would be one delivered again, and is not forwarded twice
         self._next: dict[TopicPartition, int] = {}
@@ -69,6 +71,7 @@ class Forwarding:
         self.close()
         self.partitions = set()
         self._open = []
+        self._open_from.clear()
 
     def close(self) -> None:
         if self.reader is not None:
@@ -105,6 +108,7 @@ class Forwarding:
         group = self.worker.group
         self.close()
         self._open, self._next = [], {}
+        self._open_from.clear()
         if not self.assigned:
             return
         self.reader = make_reader(self.worker.kafka, self.worker.config.kafka_client)
@@ -131,6 +135,16 @@ class Forwarding:
                     self._next[tp] = record.offset + 1
         return records
 
+    def lags(self) -> dict[tuple[str, int], int]:
+        """{(topic, partition): records of a forwarded labeled partition not yet forwarded and
+        committed} (forwards in the open transaction count until it commits: the labeled order
+        has them only then)."""
+        assigned = self.assigned
+        if not assigned or self.reader is None:
+            return {}
+        return {(tp.topic, tp.partition): max(0, end - self._next.get(tp, self.reader.position(tp)))
+                + self._open_from[(tp.topic, tp.partition)] for tp, end in self.reader.end_offsets(assigned).items()}
+
     def positions(self) -> dict[TopicPartition, int]:
         """The source offsets to commit with the open forwards."""
         return dict(self._next)
@@ -140,6 +154,7 @@ class Forwarding:
         outputs = self.worker.outputs
         for record in records:
             self._open.append(outputs.send(self.topic, record.value, record.key, origin_headers(record), 0))
+            self._open_from[(record.topic, record.partition)] += 1
 
     def committed(self) -> None:
         """The transaction with the open forwards committed: `reach` moves past the last of them."""
@@ -149,6 +164,7 @@ class Forwarding:
                 self.reach = max(self.reach, end)
             self.forwarded += len(self._open)
         self._open = []
+        self._open_from.clear()
 
     def hold_back(self, records: list, forwarded_now: bool) -> bool:
         """Whether a poll's unlabeled `records` wait (labels first): this step forwarded labels, or

@@ -52,7 +52,7 @@ from stream_nb.kafka.clients import (
     take_part_in_rebalances,
 )
 from stream_nb.kafka.labeled_order import ensure_labeled_order, labeled_order_topic
-from stream_nb.kafka.limits import BROKER_DEFAULT_LIMIT, ensure_dead_letter_room
+from stream_nb.kafka.limits import BROKER_DEFAULT_LIMIT, ensure_dead_letter_room, ensure_labeled_order_room
 from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.checkpoints import Checkpoints
@@ -172,7 +172,8 @@ class Worker:
                 counts.update(add_partitions_to_empty(self.kafka, self.config.kafka_client, labeled,
                                                       self.keyed.partitions))
             self.forwarding.start(self.keyed.partitions, counts)
-            ensure_labeled_order(self.kafka, self.config.kafka_client)
+            order = ensure_labeled_order(self.kafka, self.config.kafka_client)
+            ensure_labeled_order_room(self.kafka, self.config.kafka_client, order)
         self.checkpoints.store.lock()
         try:
             self.reporting.serve_metrics()

@@ -53,11 +53,14 @@ class Reporting:
         return -1 if lags is None else sum(lags.values())
 
     def partition_lags(self) -> dict[tuple[str, int], int] | None:
-        """{(topic, partition): records not yet read} of every labeled partition and of this
-        worker's unlabeled ones; None when the broker cannot say."""
+        """{(topic, partition): records not yet read} of every labeled partition, of this
+        worker's unlabeled ones and of the labeled partitions it forwards ([personal]: a label
+        not yet in the labeled order is not read either); None when the broker cannot say."""
         w = self.worker
         try:
             lags = w.labeled.partition_lags()
+            if w.forwarding is not None:
+                lags.update(w.forwarding.lags())
             assigned = [tp for tp in w.group.assignment() if tp.topic not in w.labeled_topics]
             unlabeled_ends = w.group.end_offsets(assigned) if assigned else {}
             lags.update({(tp.topic, tp.partition): max(0, end - w.group.position(tp))

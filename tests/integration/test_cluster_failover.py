@@ -22,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cluster_support import kill_and_restart, topic_settings, whole
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.admin import KafkaAdminClient
 from kafka.errors import CoordinatorNotAvailableError
 from kafka.protocol.metadata import CoordinatorType
 
@@ -56,36 +57,6 @@ FAST_CLIENT = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 TRANSACTION_TIMEOUT_S = TRANSACTION_TIMEOUT_MS / 1000
 EVENTS_PER_S = 400  # a steady flow two cores carry beside three brokers and two workers
 CALM_S = 6.0  # flowing before the fault, and again after the cluster is whole
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> LocalKafkaCluster:
-    """Three brokers for the module, started and listed by the command a user runs."""
-    directory = tmp_path_factory.mktemp("cluster")
-    try:
-        started = run_cli("kafka", "start", "--brokers", "3", "--dir", str(directory), timeout=400)
-        assert started.returncode == 0, started.stderr[-4000:]
-        cluster = LocalKafkaCluster(directory)
-        servers = started.stdout.splitlines()[-1].removeprefix("bootstrap=").split(",")
-        assert servers == cluster.bootstrap.split(",") and len(set(servers)) == 3, started.stdout
-        yield cluster
-    finally:
-        if (directory / "cluster.json").is_file():
-            LocalKafkaCluster(directory).stop(kill=True)
-
-
-def whole(cluster: LocalKafkaCluster) -> LocalKafkaCluster:
-    """Every broker running, every replica in sync (a case that failed may have left one down) and
-    every partition led by its preferred replica, so that the controller's own rebalance does not
-    move a leader in the middle of a case."""
-    cluster.start()
-    cluster.wait_until_in_sync(timeout=180)
-    cluster.prefer_leaders()
-    return cluster
-
-
-# ---------------------------------------------------------------------------------------------
-# The stream and what a downstream reader sees of it
 
 
 class FlowingStream:
@@ -203,18 +174,6 @@ def stall_figures(outputs: CommittedOutputs, stream: FlowingStream, fault_start:
 # The faults: each returns once the cluster is whole again
 
 
-def kill_and_restart(cluster: LocalKafkaCluster, broker: int, down_s: float) -> None:
-    """SIGKILL one broker with the command a user runs, keep it down, bring it back the same way."""
-    killed = run_cli("kafka", "stop", "--broker", str(broker), "--kill", "--dir", str(cluster.directory))
-    assert killed.returncode == 0 and f"killed broker {broker} " in killed.stdout, killed.stdout + killed.stderr
-    time.sleep(down_s)
-    status = run_cli("kafka", "status", "--dir", str(cluster.directory))
-    assert status.returncode == 1 and f"broker {broker}: stopped" in status.stdout, status.stdout + status.stderr
-    started = run_cli("kafka", "start", "--broker", str(broker), "--dir", str(cluster.directory), timeout=300)
-    assert started.returncode == 0, started.stderr[-3000:]
-    cluster.wait_until_in_sync(timeout=180)
-
-
 def labeled_leader_killed(cluster: LocalKafkaCluster, scene: dict) -> None:
     kill_and_restart(cluster, cluster.leader_of(scene["topics"].labeled, 0), down_s=12.0)
 
@@ -245,18 +204,6 @@ FAULTS: dict[str, Callable[[LocalKafkaCluster, dict], None]] = {
 
 # ---------------------------------------------------------------------------------------------
 # The cases
-
-
-def topic_settings(bootstrap: str, topics: list[str]) -> dict[str, tuple[int, str]]:
-    """topic -> (replicas of partition 0, min.insync.replicas) as the cluster has them."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        replicas = {t["name"]: len(t["partitions"][0]["replica_nodes"]) for t in admin.describe_topics(topics)}
-        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic) for topic in topics])
-    finally:
-        admin.close()
-    by_topic = next(iter(described.values()))  # {resource type: {topic: {key: {"value", ...}}}}
-    return {topic: (replicas[topic], by_topic[topic]["min.insync.replicas"]["value"]) for topic in topics}
 
 
 def run_a_fault(cluster: LocalKafkaCluster, tmp_path: Path, rows, transport: str, fault: str,

@@ -82,10 +82,26 @@ class Stream:
         self.sent = 0
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self._allowed = len(self.messages)  # messages the thread may send before it waits
+        self._gate = threading.Condition()
+
+    def hold_at(self, share: float) -> None:
+        """Send no more than this share of the messages until `release` (a scenario that needs
+        records flowing at a later step keeps some back: under load the workers, and so the
+        scenario, are slower, while the producer is not)."""
+        with self._gate:
+            self._allowed = int(len(self.messages) * share)
+
+    def release(self, share: float = 1.0) -> None:
+        with self._gate:
+            self._allowed = max(self._allowed, int(len(self.messages) * share))
+            self._gate.notify_all()
 
     def _run(self) -> None:
         try:
             for start in range(0, len(self.messages), self.chunk):
+                with self._gate:
+                    self._gate.wait_for(lambda: start + self.chunk <= self._allowed or self._allowed >= len(self.messages))
                 produce(self.bootstrap, self.messages[start:start + self.chunk])
                 self.sent = min(start + self.chunk, len(self.messages))
                 time.sleep(self.pause_s)
@@ -143,6 +159,7 @@ def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, b
                      config_path: Path) -> None:
     """1 -> 3 workers, kill -9 b, kill c inside its open transaction, kill -9 a, scale down c
     (SIGTERM), then a and b finish the stream and stop."""
+    stream.hold_at(0.5)  # the rest flows while c is asked for an open transaction (seen run dry under load)
     stream.start()
     wait_until(lambda: "snapshot with" in (logs / "a.log").read_text(), 90, "worker a's first snapshot",
                workers.values())
@@ -155,7 +172,9 @@ def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, b
     workers["b"] = start("b")
     wait_until(lambda: holds_unlabeled_partitions(logs / "c.log"), 120, "c to hold unlabeled partitions",
                workers.values())
+    stream.release(0.75)
     kill_inside_an_open_transaction(workers["c"], bootstrap, config_path, "c", topics.predictions)
+    stream.release()
     workers["c"] = start("c", "kafka.commit_interval_ms=3000")
     wait_until(lambda: stream.sent > len(stream.messages) // 2, 120, "half of the stream")
     workers["a"].kill()  # kill -9 number two

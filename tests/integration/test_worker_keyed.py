@@ -25,21 +25,20 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from keyed_support import changelog_tables, labeled_order, reference_tables
 
 from stream_nb.config import load_config
 from stream_nb.kafka.labeled_order import labeled_order_topic
 from stream_nb.keyed.changelog import changelog_topic, read_changelog
-from stream_nb.keyed.store import StoredKeyTable
-from stream_nb.lessons import LearnedIds, id_of_keyed, learning_epochs, plan, settle
-from stream_nb.model.training import predict_learn
 from stream_nb.worker.keyed import key_partition
 
+from corpora import load_spamassassin_2003
 from worker_support import (
     Message,
     Topics,
     WorkerProcess,
     create_topics,
-    end_offset,
+    hermetic_environment,
     predictions_by_id,
     produce,
     read_topic,
@@ -92,114 +91,6 @@ def personal_config(tmp_path: Path, bootstrap: str, topics: Topics, name: str, t
                         worker={"instance_id": instance}, replace=tables)
 
 
-def labeled_order(bootstrap: str, config_path: Path) -> tuple[list[tuple[int, dict]], int]:
-    """((offset, event), ...) of the labeled order as the workers wrote it, and its end offset."""
-    kafka = load_config(config_path, []).require_kafka()
-    topic = labeled_order_topic(kafka)
-    records = read_topic(bootstrap, topic, timeout=120)
-    return [(record.offset, json.loads(record.value)) for record in records], end_offset(bootstrap, topic)
-
-
-def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: int, directory: Path,
-                     predictions: dict[str, dict], unlabeled: dict[str, dict],
-                     positions: dict[int, int]) -> tuple[dict[int, StoredKeyTable], dict[int, str], int]:
-    """Each partition's state computed without Kafka: the labeled events in the labeled order,
-    each through the rules of duplicates and corrections (stream_nb.lessons: the global model's
-    memory of ids scoped by key; each key's own memory in its counts), then decided by its key's
-    model with the global model as it stands, and learned. On the way, each prediction is
-    held to the key's model at the labeled offset it names, bit for bit. Returns the tables at
-    the log's end, each partition's digest at its labeled offset in `positions`, and how many
-    predictions differ from the global model's."""
-    config = load_config(config_path, [])
-    model = config.build_model()
-    personal = config.build_personal(model)
-    featurizer = config.build_featurizer()
-    memory = LearnedIds(config.remember_ids)
-    tables = {p: StoredKeyTable(directory / f"reference-{p}", lambda: len(personal.classes_),
-                                idle_after=personal.idle_after) for p in range(PARTITIONS)}
-    named = sorted({prediction["model"]["labeled_offsets"][0][2] for prediction in predictions.values()})
-    by_offset: dict[int, list[dict]] = {}
-    for prediction in predictions.values():
-        ((_, _, next_offset),) = prediction["model"]["labeled_offsets"]
-        by_offset.setdefault(next_offset, []).append(prediction)
-    personal_differs = 0
-    informed = 0  # predictions whose key had counts of its own when they were made
-
-    def check_upto(offset: int) -> int:
-        """The predictions made with every labeled record below `offset` learned, none above."""
-        nonlocal informed
-        differs = 0
-        while named and named[0] <= offset:
-            for prediction in by_offset.pop(named.pop(0)):
-                event = unlabeled[prediction["id"]]
-                x = featurizer.transform_one(event["text"])
-                table = tables[key_partition(event["key"], PARTITIONS)]
-                expected = personal.predict_proba_one(x, event["key"], table)
-                assert prediction["proba"] == {str(c): p for c, p in expected.items()}, prediction["id"]
-                differs += expected != model.predict_proba_one(x)
-                informed += table.get(event["key"]) is not None
-        return differs
-
-    digests: dict[int, str] = {}
-
-    def digest_upto(offset: int) -> None:
-        """The digests of the partitions whose position is at or below `offset` (the events
-        before it learned, none after), taken once."""
-        for p, position in positions.items():
-            if p not in digests and position <= offset:
-                tables[p].flush(position=position)
-                digests[p] = tables[p].digest()
-
-    for offset, event in order:
-        personal_differs += check_upto(offset)
-        digest_upto(offset)
-        x = featurizer.transform_one(event["text"])
-        table = tables[key_partition(event["key"], PARTITIONS)]
-        label, unlearn, key = event.get("label"), event.get("unlearn"), event["key"]
-        if unlearn is not None and unlearn == label:  # dead-lettered by the worker's decoder
-            continue
-        scoped = id_of_keyed(key, event["id"])
-        planned = plan(scoped, label, unlearn, memory.get(scoped))
-        if planned.take_back is not None:
-            back = planned.take_back
-            model.unlearn_one(x, back.label, back.weight, learned_at=back.learned_at)
-        if planned.learn is None:  # the global model learns nothing: the key's rules alone
-            settle(memory, scoped, planned, learned=False, epoch=0)
-            personal.key_lesson(x, label, unlearn, event["id"], key, table)
-            continue
-        _, key_learns = personal.predict_and_decide(x, label, key, table, event_id=event["id"], unlearn=unlearn)
-        epoch = learning_epochs(model, 1)[0]
-        _, learned = predict_learn(model, [x], [label], **config.training)
-        settle(memory, scoped, planned, learned=learned[0], epoch=epoch)
-        if key_learns:
-            personal.learn_key(x, label, key, table=table, event_id=event["id"])
-        personal.observe_labeled(key, table)
-        for other in tables.values():  # every partition's idle clock counts every labeled event
-            if other is not table:
-                other.observe(None, personal.idle_after)
-    personal_differs += check_upto(log_end)
-    assert not by_offset, f"predictions at labeled offsets beyond the log: {sorted(by_offset)}"
-    assert max(positions.values()) <= log_end, (positions, log_end)
-    digest_upto(log_end)
-    for table in tables.values():
-        table.flush(position=log_end)
-    return tables, digests, (personal_differs, informed)
-
-
-def changelog_tables(config_path: Path, directory: Path) -> dict[int, StoredKeyTable]:
-    """Each changelog partition restored into a store of its own, as a new owner restores it."""
-    config = load_config(config_path, [])
-    kafka = config.require_kafka()
-    n_classes = lambda: 2  # noqa: E731  (ham, spam)
-    tables = {}
-    for p in range(PARTITIONS):
-        table = StoredKeyTable(directory / f"changelog-{p}", n_classes,
-                               idle_after=(config.personal or {}).get("idle_after") or None)
-        table.restore(read_changelog(kafka, config.kafka_client, changelog_topic(kafka), p))
-        tables[p] = table
-    return tables
-
-
 def assert_state_is_the_logs(bootstrap: str, config_path: Path, labeled: list[dict], unlabeled: list[dict],
                              predictions: dict[str, dict], tmp_path: Path, complete: bool,
                              labels_before_predictions: bool, users: list[str] = USERS) -> None:
@@ -213,7 +104,7 @@ def assert_state_is_the_logs(bootstrap: str, config_path: Path, labeled: list[di
     for key in users:
         assert ([event["id"] for _, event in order if event["key"] == key and "unlearn" not in event]
                 == [event["id"] for event in labeled if event["key"] == key])
-    restored = changelog_tables(config_path, tmp_path / "restored")
+    restored = changelog_tables(config_path, tmp_path / "restored", PARTITIONS)
     positions = {p: table.position for p, table in restored.items()}
     by_id = {event["id"]: event for event in unlabeled}
     for prediction in predictions.values():
@@ -223,7 +114,7 @@ def assert_state_is_the_logs(bootstrap: str, config_path: Path, labeled: list[di
     if complete:
         assert positions == {p: log_end for p in range(PARTITIONS)}
     expected, digests, (personal_differs, informed) = reference_tables(
-        config_path, order, log_end, tmp_path / "expected", predictions, by_id, positions)
+        config_path, order, log_end, tmp_path / "expected", predictions, by_id, positions, PARTITIONS)
     # the keys' own counts did change predictions: at least half of those made when the key had
     # counts; with labels first on a stream produced before the worker starts, that is at least
     # half of all (how many labels a worker scaled mid-stream had learned at each prediction is
@@ -405,7 +296,7 @@ def test_enron_mailboxes_learning_everything_recover_exactly_at_real_size(kafka_
     kafka = config.require_kafka()
     largest = max(len(value or b"") for p in range(PARTITIONS)
                   for _, value in read_changelog(kafka, config.kafka_client, changelog_topic(kafka), p))
-    restored = changelog_tables(tmp_path / "w1.toml", tmp_path / "sizes")
+    restored = changelog_tables(tmp_path / "w1.toml", tmp_path / "sizes", PARTITIONS)
     from stream_nb.keyed.codec import encode_key_counts
 
     whole = max(len(encode_key_counts(table.get(box))) for table in restored.values() for box in MAILBOXES
@@ -516,8 +407,101 @@ def test_per_user_models_take_raw_mail(kafka_broker, sms, tmp_path, keyed_by):
     assert sorted(predictions) == sorted(f"{event['id']}@stream-nb.test" for event in unlabeled)
     assert all(len(copies) == 1 for copies in predictions.values())
     assert read_topic(bootstrap, topics.dead_letters) == []
-    tables = changelog_tables(config, tmp_path / "restored")
+    tables = changelog_tables(config, tmp_path / "restored", PARTITIONS)
     users = {event["key"] for event in labeled}
     expected = {f"{user}@example.org" if keyed_by == "delivered-to" else user for user in users}
     found = {key for table in tables.values() for key in expected if table.get(key) is not None}
     assert found == expected
+
+
+def test_per_user_raw_mail_takes_corrections_sent_through_publish_stdin(kafka_broker, tmp_path):
+    """Issue 33, the mail system's routes together: raw SpamAssassin mail for four users, learned
+    from folders published with `publish --value-format mail --key-header Delivered-To`; then
+    users press "spam" / "not spam" on some of it and take some back, each one message piped to
+    `publish -` (the message's id is its Message-ID on both routes). A worker with personal.toml
+    keyed by Delivered-To predicts every unlabeled message once, stops, and a second one restarts
+    on its store and the changelog to take the corrections. Each user's counts are then exactly
+    the messages its memory holds, under the labels it holds them as, and no corrected message is
+    held under the label taken back."""
+    import subprocess
+    import sys
+
+    from stream_nb.mail.identity import mail_id
+    from stream_nb.replay.prequential import Contender
+
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("keyed-mail-routes")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled], partitions=PARTITIONS)
+    rng = random.Random(33)
+    users = ["ann", "bob", "cid", "dee"]
+    corpus, seen = [], set()
+    for folder, data in rng.sample(load_spamassassin_2003(), 600):
+        user = rng.choice(users)
+        data = f"Delivered-To: {user}@Example.org\r\n".encode() + data
+        if mail_id(data) not in seen:
+            seen.add(mail_id(data))
+            corpus.append(("spam" if "spam" in folder else "ham", user, data))
+    labeled, unlabeled = corpus[:240], corpus[240:300]
+    for name, messages_ in (("labeled", labeled), ("unlabeled", unlabeled)):
+        for i, (label, _, data) in enumerate(messages_):
+            path = tmp_path / name / label / f"{i:04d}.eml"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    def publish(*args: str, stdin: bytes | None = None) -> None:
+        done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "publish", *args, "--bootstrap", bootstrap,
+                               "--value-format", "mail", "--key-header", "Delivered-To"], input=stdin,
+                              capture_output=True, timeout=120, env=hermetic_environment())
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+    publish(str(tmp_path / "labeled"), "--topic", topics.labeled)
+    publish(str(tmp_path / "unlabeled"), "--topic", topics.unlabeled, "--no-label")
+    config = personal_config(tmp_path, bootstrap, topics, "w", "kafka-python", f"keyed-routes-{uuid.uuid4().hex[:8]}",
+                             "w")
+    config.write_text(config.read_text().replace(
+        "[kafka]\n", '[kafka]\nvalue_format = "mail"\nmail_key_header = "Delivered-To"\n', 1))
+    worker = WorkerProcess(config, tmp_path / "w1.log", stop_when_idle=3)
+    assert worker.wait(300) == 0, worker.log_tail()
+
+    other = {"ham": "spam", "spam": "ham"}
+    picked = rng.sample(labeled, 10)
+    truth = {mail_id(data): label for label, _, data in labeled}
+    for label, _, data in picked[:8]:  # "this is spam" / "not spam"
+        publish("-", "--topic", topics.labeled, "--label", other[label], "--unlearn", label, stdin=data)
+        truth[mail_id(data)] = other[label]
+    for label, _, data in picked[8:]:  # taken back, nothing learned in its place
+        publish("-", "--topic", topics.labeled, "--unlearn", label, stdin=data)
+        del truth[mail_id(data)]
+    worker = WorkerProcess(config, tmp_path / "w2.log", stop_when_idle=3)
+    assert worker.wait(300) == 0, worker.log_tail()
+
+    predictions = predictions_by_id(read_topic(bootstrap, topics.predictions))
+    assert sorted(predictions) == sorted(mail_id(data) for _, _, data in unlabeled)
+    assert all(len(copies) == 1 for copies in predictions.values())
+    assert read_topic(bootstrap, topics.dead_letters) == []
+    loaded = load_config(config, [])
+    model = loaded.build_model()
+    featurise = Contender("c", model, loaded.build_featurizer(), loaded.build_event_featurizer()).featurise_one
+    raw = {mail_id(data): data for _, _, data in labeled}
+    tables = changelog_tables(config, tmp_path / "restored", PARTITIONS)
+    held, corrected_held = 0, 0
+    for user in users:
+        key = f"{user}@example.org"
+        (own,) = [table.get(key) for table in tables.values() if table.get(key) is not None]
+        classes = tables[key_partition(key, PARTITIONS)].classes
+        expected = {}
+        class_counts = dict.fromkeys(classes, 0.0)
+        for event_id, (c, _) in own.learned.items():
+            if c < 0:
+                continue
+            label = classes[c]
+            assert truth.get(event_id) == label, (user, event_id)  # never under a label taken back
+            held += 1
+            corrected_held += any(mail_id(data) == event_id for _, _, data in picked[:8])
+            class_counts[label] += 1.0
+            for name, value in featurise({"mail": raw[event_id]}).items():
+                expected.setdefault(name, dict.fromkeys(classes, 0.0))[label] += value
+        rows = {name: dict(zip(classes, row)) for name, row in own.features.items() if any(row)}
+        assert rows == expected, user
+        assert dict(zip(classes, own.class_counts)) == class_counts, user
+    assert held > 40 and corrected_held > 0, (held, corrected_held)
