@@ -48,21 +48,39 @@ def labeled_stream(seed: int, n: int, keys: int) -> list[tuple[dict, str, str | 
     return events
 
 
-def learn(personal, table, x, label, key):
-    """The worker's step for one labeled event: the key's prediction and decision, then learning."""
-    _, key_learns = personal.predict_and_decide(x, label, key, table)
+def with_lessons(events: list, seed: int) -> list[tuple[dict, str, str | None, str, str | None]]:
+    """(x, label, key, id, unlearn): the events with ids, and a sixth of them followed later by a
+    lesson on the same message: a correction to the other label, or the same label again."""
+    rng = random.Random(seed)
+    out, later = [], []
+    for i, (x, label, key) in enumerate(events):
+        out.append((x, label, key, f"m{i}", None))
+        if key is not None and rng.random() < 1 / 6:
+            other = "spam" if label == "ham" else "ham"
+            later.append((i + rng.randint(1, 60), (x, other, key, f"m{i}", label) if rng.random() < 0.7
+                          else (x, label, key, f"m{i}", None)))
+        while later and later[0][0] <= i:
+            out.append(later.pop(0)[1])
+            later.sort(key=lambda item: item[0])
+    return out + [event for _, event in later]
+
+
+def learn(personal, table, x, label, key, event_id=None, unlearn=None):
+    """The worker's step for one labeled event: the key's rules, prediction and decision, then learning."""
+    _, key_learns = personal.predict_and_decide(x, label, key, table, event_id=event_id, unlearn=unlearn)
     personal.global_model.learn_one(x, label)
     if key is not None and key_learns:
-        personal.learn_key(x, label, key, table=table)
+        personal.learn_key(x, label, key, table=table, event_id=event_id)
     personal.observe_labeled(key, table)
 
 
 def same_counts(a: KeyCounts, b: KeyCounts) -> bool:
     return (a.features == b.features and a.class_counts == b.class_counts and a.class_totals == b.class_totals
-            and a.last_labeled == b.last_labeled)
+            and a.last_labeled == b.last_labeled and list(a.learned.items()) == list(b.learned.items()))
 
 
-@pytest.mark.parametrize("settings", [{}, {"idle_after": 40}, {"max_key_features": 12, "idle_after": 150}])
+@pytest.mark.parametrize("settings", [{}, {"idle_after": 40}, {"max_key_features": 12, "idle_after": 150},
+                                      {"remember_ids": 15}])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_store_holds_what_the_memory_table_holds_at_every_flush(tmp_path, settings, seed):
     in_memory, on_disk = personal_model(**settings), personal_model(**settings)
@@ -71,12 +89,12 @@ def test_the_store_holds_what_the_memory_table_holds_at_every_flush(tmp_path, se
                             cache_keys=3)  # a cache smaller than the keys: reads go to disk
     rng = random.Random(seed)
     records = []
-    events = labeled_stream(seed, 900, keys=25)
-    for i, (x, label, key) in enumerate(events):
+    events = with_lessons(labeled_stream(seed, 900, keys=25), seed)
+    for i, (x, label, key, event_id, unlearn) in enumerate(events):
         probe = {word: 1.0 for word in rng.sample(WORDS, 5)}
         assert (in_memory.predict_proba_one(probe, key, memory) == on_disk.predict_proba_one(probe, key, stored))
-        learn(in_memory, memory, x, label, key)
-        learn(on_disk, stored, x, label, key)
+        learn(in_memory, memory, x, label, key, event_id, unlearn)
+        learn(on_disk, stored, x, label, key, event_id, unlearn)
         if rng.random() < 0.05 or i == len(events) - 1:
             records.extend(stored.flush(position=i + 1))
             assert stored.clock == memory.clock == i + 1
@@ -89,12 +107,19 @@ def test_the_store_holds_what_the_memory_table_holds_at_every_flush(tmp_path, se
         assert memory.evicted > 0  # the streams do evict: the comparison covered it
     if "max_key_features" in settings:
         assert max(len(own.features) for own in memory.keys.values()) <= 12
+    first = {event_id: label for _, label, _, event_id, unlearn in reversed(events) if unlearn is None}
+    classes = in_memory.classes_
+    corrected = sum(c >= 0 and classes[c] != first[event_id]
+                    for own in memory.keys.values() for event_id, (c, _) in own.learned.items())
+    assert corrected > 10  # corrections reached the keys' memories: the comparison covered them
+    if "remember_ids" in settings:
+        assert max(len(own.learned) for own in memory.keys.values()) <= 15
 
     restored = StoredKeyTable(tmp_path / "restored", lambda: len(on_disk.classes_),
                               idle_after=settings.get("idle_after"))
     assert restored.restore(records) == len(records)
     assert restored.digest() == stored.digest()
-    assert (restored.clock, restored.position) == (900, 900)
+    assert (restored.clock, restored.position) == (len(events), len(events))
 
     compacted = {}  # what a compacted changelog keeps: the last record of each key
     for key, value in records:
