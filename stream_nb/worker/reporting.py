@@ -73,6 +73,8 @@ class Reporting:
         """{(topic, partition): next offset to read} of the partitions `partition_lags` covers."""
         w = self.worker
         positions = dict(w.labeled.positions)
+        if w.forwarding is not None:  # the labeled partitions it forwards: their next offset to forward
+            positions.update({(tp.topic, tp.partition): offset for tp, offset in w.forwarding.positions().items()})
         try:
             positions.update({(tp.topic, tp.partition): w.group.position(tp) for tp in w.group.assignment()
                               if tp.topic not in w.labeled_topics})
