@@ -244,11 +244,6 @@ class KeyCounts:
             self.learned = dict(live[len(live) - max(1, int(capacity * KEEP_SHARE)):])
             self.learned_touched = None
 
-    def remembered(self, event_id) -> tuple[int, float] | None:
-        """(class index, weight) the key's counts learned `event_id` as, or None."""
-        entry = self.learned.get(event_id)
-        return None if entry is None or entry[0] == TAKEN_BACK else entry
-
     def take_back(self, event_id: str, x: dict) -> None:
         """Undo what learning `event_id` added (the event's own features `x`, checked): N_fc,k
         -= w x_f for each row the key still has (a row cut by the budget has nothing left to
