@@ -343,3 +343,18 @@ def test_a_min_insync_replicas_no_write_could_meet_is_refused(settings, message)
     with pytest.raises(ConfigError) as refused:
         load_config(CONFIGS / "spam.toml", settings)
     assert str(refused.value) == message
+
+
+def test_an_output_topic_weaker_than_the_worker_would_make_it_is_named_with_the_remedy():
+    """A predictions topic the broker made by itself (a reader asked for it first) has the
+    broker's defaults: one replica or min.insync.replicas 1 under replication_factor 3 is said."""
+    from stream_nb.kafka.clients import durability_shortfall
+
+    kafka = {"replication_factor": 3, "min_insync_replicas": 0}
+    assert durability_shortfall("p", 3, 2, kafka) is None
+    assert durability_shortfall("p", 3, 3, kafka) is None
+    weak = durability_shortfall("p", 3, 1, kafka)
+    assert "topic p has 3 replicas and min.insync.replicas 1, not the 3 and 2" in weak
+    assert "--add-config min.insync.replicas=2" in weak
+    assert "1 replica and" in durability_shortfall("p", 1, 2, kafka)
+    assert durability_shortfall("p", 1, 1, {"replication_factor": 1, "min_insync_replicas": 0}) is None

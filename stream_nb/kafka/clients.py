@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import (
     FencedInstanceIdError,
@@ -97,6 +97,8 @@ def ensure_topics(kafka: dict, client: dict, compacted: tuple[str, ...] = (), co
     try:
         existing = set(admin.list_topics())
         _warn_of_fewer_partitions(admin, kafka, [topic for topic in kafka["unlabeled_topics"] if topic in existing])
+        _warn_of_weaker_outputs(admin, kafka, [topic for topic in (kafka["predictions_topic"], kafka["dead_letter_topic"])
+                                               if topic in existing])
         missing = [topic for topic in dict.fromkeys(wanted) if topic not in existing]
         if not missing:
             return
@@ -188,6 +190,43 @@ def partition_counts(kafka: dict, client: dict, topics: list[str]) -> dict[str, 
         raise KafkaSetupError(f"kafka: cannot count the partitions of {', '.join(topics)}: {error}") from None
     finally:
         admin.close()
+
+
+def durability_shortfall(topic: str, replicas: int, min_insync: int, kafka: dict) -> str | None:
+    """What an existing output topic lacks against kafka.replication_factor and the
+    min.insync.replicas the worker would give it (a topic the broker made by itself, when a
+    reader asked for it before the worker made it, has the broker's defaults), or None."""
+    wanted_replicas, wanted_insync = kafka["replication_factor"], min_insync_replicas(kafka)
+    if wanted_replicas <= 1 or (replicas >= wanted_replicas and min_insync >= wanted_insync):
+        return None
+    return (f"topic {topic} has {replicas} replica{'s' if replicas != 1 else ''} and min.insync.replicas "
+            f"{min_insync}, not the {wanted_replicas} and {wanted_insync} the worker gives the topics it makes "
+            f"(kafka.replication_factor): an output acknowledged on fewer brokers can be lost with one. Raise them "
+            f"(kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config "
+            f"min.insync.replicas={wanted_insync}; kafka-reassign-partitions.sh for replicas)")
+
+
+def _warn_of_weaker_outputs(admin: KafkaAdminClient, kafka: dict, topics: list[str]) -> None:
+    """One warning for each existing output topic weaker than the worker would make it."""
+    if not topics or kafka["replication_factor"] <= 1:
+        return
+    try:
+        replicas = {t["name"]: min((len(p["replica_nodes"]) for p in t.get("partitions") or ()), default=0)
+                    for t in admin.describe_topics(topics)}
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                                           configs={"min.insync.replicas": None}) for topic in topics],
+                                           config_filter="all").get("topic", {})
+    except (KafkaError, KeyError, TypeError) as error:  # only a warning: the worker starts anyway
+        log.debug("could not read the replication of %s: %s", ", ".join(topics), error)
+        return
+    for topic in topics:
+        try:
+            min_insync = int(described[topic]["min.insync.replicas"]["value"])
+        except (KeyError, TypeError, ValueError):
+            min_insync = 1
+        problem = durability_shortfall(topic, replicas.get(topic, 0), min_insync, kafka)
+        if problem:
+            log.warning("%s", problem)
 
 
 def _warn_of_fewer_partitions(admin: KafkaAdminClient, kafka: dict, topics: list[str]) -> None:
