@@ -224,10 +224,12 @@ def test_a_keys_feature_budget_keeps_its_most_counted_features():
     personal = PersonalMultinomialNB(seed_004_global(), 5.0, 2.0, max_key_features=10)
     personal.learn_key({f"w{i}": 1 for i in range(8)} | {"common": 3}, "+", "u")
     personal.learn_key({f"v{i}": 1 for i in range(4)} | {"common": 2, "w0": 1}, "-", "u")
-    state = personal.key_state("u")  # 13 features > 10: down to 9, the most counted, ties by name
-    assert list(state["features"]) == sorted(["common", "w0", "v0", "v1", "v2", "v3", "w1", "w2", "w3"])
+    # 13 features > 10: down to half the budget, the 5 most counted (common 5, w0 2), ties of 1 by name
+    state = personal.key_state("u")
+    assert list(state["features"]) == sorted(["common", "w0", "v0", "v1", "v2"])
     assert state["features"]["common"] == [3.0, 2.0] and state["features"]["w0"] == [1.0, 1.0]
-    assert state["class_totals"] == [7.0, 7.0]  # what stays: T_c,k is the sum of the kept counts
+    assert state["features"]["v0"] == [0.0, 1.0]
+    assert state["class_totals"] == [4.0, 6.0]  # what stays: T_c,k is the sum of the kept counts
     assert state["class_counts"] == [1.0, 1.0]
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="max_key_features must be a whole number"):

@@ -531,9 +531,598 @@ done:
     return result;
 }
 
+/* ---- per-key models (personal.py): a part of a batch, event after event ------------------ */
+
+/* numpy.logaddexp of two float64 (npy_logaddexp: the C library's exp and log1p). */
+static double
+numpy_logaddexp(double x, double y)
+{
+    if (x == y)
+        return x + 0.693147180559945309417232121458176568; /* infinities of one sign too */
+    const double tmp = x - y;
+    if (tmp > 0)
+        return x + log1p(exp(-tmp));
+    if (tmp <= 0)
+        return y + log1p(exp(tmp));
+    return tmp; /* NaN */
+}
+
+/* math.log's log, -inf at 0 (personal._log). */
+static double
+plain_log(double value)
+{
+    return value > 0 ? log(value) : -INFINITY;
+}
+
+/* should_learn on a posterior's log scores (effective_log_row of the key's scores): the
+ * label's class must be active, have rivals, be predicted (the first largest score), and beat
+ * the best rival by `margin` for thick_threshold. */
+static int
+decide_effective(const double *effective, const uint8_t *active, Py_ssize_t n_classes, int64_t label, int mode,
+                 double margin)
+{
+    if (mode == MODE_ALL || !active[label])
+        return 1;
+    Py_ssize_t predicted = -1;
+    double best = 0.0, best_other = -INFINITY;
+    int other = 0;
+    for (Py_ssize_t c = 0; c < n_classes; c++) {
+        if (!active[c])
+            continue;
+        if (predicted < 0 || effective[c] > best) {
+            best = effective[c];
+            predicted = c;
+        }
+        if (c != label) {
+            if (!other || effective[c] > best_other)
+                best_other = effective[c];
+            other = 1;
+        }
+    }
+    if (!other || predicted != label)
+        return 1;
+    if (mode == MODE_ON_ERROR)
+        return 0;
+    const double log_odds = effective[label] - best_other;
+    return !(log_odds >= margin) || isnan(log_odds);
+}
+
+enum { KEYED_DONE = 0, KEYED_NEEDS_PYTHON = 1, KEYED_OVER_BUDGET = 2 };
+enum { SHRINK_KEY = 0, SHRINK_CLASS = 1 };
+
+typedef struct {
+    Py_ssize_t n_events, n_names, n_classes, n_slots;
+    const int64_t *starts, *uid, *pair, *slot, *key_label, *global_label, *capacity;
+    const double *value, *margin;
+    const uint8_t *addable, *exists;
+    double *counts, *class_counts, *class_totals; /* the global model's, of the part's names */
+    double **matrices;                            /* each slot's N_fc,k (capacity x classes) */
+    double *slot_counts, *slot_totals;            /* N_c,k and T_c,k (slots x classes) */
+    int64_t *rows, *row_of;                       /* each slot's rows; its row of each of its names (pairs) */
+    uint8_t *touched;                             /* (pairs) */
+    double alpha, prior_alpha, beta, prior_beta;
+    int smooth, shrinkage, mode;
+    Py_ssize_t budget;
+    double *scores, *log_prior;
+    uint8_t *active, *scored, *key_learned;
+} KeyedRun;
+
+static Py_ssize_t
+run_keyed(const KeyedRun *r, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t *features_seen, int *status,
+          int *no_memory)
+{
+    const Py_ssize_t C = r->n_classes;
+    Scratch args = {NULL, 0}, logs = {NULL, 0};
+    double global_log_prior[C], own_scale[C], global_scale[C], denominator[C], effective[C];
+    const double log_prior_beta = plain_log(r->prior_beta);
+    Py_ssize_t i = start;
+    *status = KEYED_DONE;
+    for (; i < stop; i++) {
+        const Py_ssize_t lo = r->starts[i], hi = r->starts[i + 1];
+        const int64_t s = r->slot[i], key_label = r->key_label[i];
+        r->scored[i] = r->key_learned[i] = 0;
+        if (s >= 0) {
+            double *own_counts = r->slot_counts + s * C, *own_totals = r->slot_totals + s * C;
+            double events = 0.0;
+            for (Py_ssize_t c = 0; c < C; c++)
+                events += own_counts[c];
+            if (!r->exists[s] || !(events > 0)) {
+                if (key_label >= 0) { /* the key learns on the global model's prediction: the caller's */
+                    *status = KEYED_NEEDS_PYTHON;
+                    break;
+                }
+                goto global_step; /* predicted as by the global model */
+            }
+            double *matrix = r->matrices[s];
+            const int64_t *row_of = r->row_of;
+            double *score = r->scores + i * C, *log_prior = r->log_prior + i * C;
+            uint8_t *active = r->active + i * C;
+            /* the global prior now: log((N_c + lambda) / (N + K lambda)) over classes with N_c > 0 */
+            double total = 0.0;
+            int n_active = 0;
+            for (Py_ssize_t c = 0; c < C; c++) {
+                total += r->class_counts[c];
+                n_active += r->class_counts[c] > 0;
+            }
+            const Py_ssize_t n_features = hi - lo;
+            if (reserve(&args, n_features * C + C, sizeof(double)) < 0
+                || reserve(&logs, n_features * C + C, sizeof(double)) < 0) {
+                *no_memory = 1;
+                break;
+            }
+            double *arg = args.items, *lg = logs.items;
+            for (Py_ssize_t c = 0; c < C; c++)
+                arg[c] = r->class_counts[c] + r->prior_alpha;
+            numpy_log(arg, lg, C);
+            const double log_total = n_active ? log(total + (double)n_active * r->prior_alpha) : 0.0;
+            for (Py_ssize_t c = 0; c < C; c++)
+                global_log_prior[c] = r->class_counts[c] > 0 ? lg[c] - log_total : -INFINITY;
+            /* the key's prior: log(N_c,k + prior_beta pi_c) - log(N_k + prior_beta) */
+            const double log_events = plain_log(events + r->prior_beta);
+            int any_active = 0;
+            for (Py_ssize_t c = 0; c < C; c++) {
+                log_prior[c] = numpy_logaddexp(plain_log(own_counts[c]), log_prior_beta + global_log_prior[c])
+                               - log_events;
+                active[c] = log_prior[c] > -INFINITY;
+                any_active |= active[c];
+            }
+            /* the weights of N_fc,k and theta_fc in theta_fc,k */
+            double own_total = 0.0;
+            for (Py_ssize_t c = 0; c < C; c++)
+                own_total += own_totals[c];
+            for (Py_ssize_t c = 0; c < C; c++) {
+                const double t = own_totals[c];
+                if (r->shrinkage == SHRINK_KEY) {
+                    const double d = own_total + r->beta;
+                    own_scale[c] = t > 0 ? own_total / d / t : 0.0;
+                    global_scale[c] = t > 0 ? r->beta / d : 1.0;
+                } else {
+                    const double d = t + r->beta;
+                    own_scale[c] = d > 0 ? 1.0 / d : 0.0;
+                    global_scale[c] = d > 0 ? r->beta / d : 1.0;
+                }
+                denominator[c] = r->class_totals[c] + r->alpha * (double)*features_seen;
+            }
+            /* theta_fc,k of each feature and class, then one log call */
+            for (Py_ssize_t o = lo; o < hi; o++) {
+                const int64_t u = r->uid[o], row = row_of[r->pair[o]];
+                const double *global_row = r->counts + u * C;
+                double *mixed = arg + (o - lo) * C;
+                for (Py_ssize_t c = 0; c < C; c++) {
+                    const double theta = denominator[c] == 0 ? 0.0 : (global_row[c] + r->alpha) / denominator[c];
+                    const double own = row >= 0 ? matrix[row * C + c] : 0.0;
+                    mixed[c] = own_scale[c] * own + global_scale[c] * theta;
+                }
+            }
+            numpy_log(arg, lg, n_features * C);
+            double evidence[C];
+            for (Py_ssize_t c = 0; c < C; c++)
+                evidence[c] = 0.0;
+            for (Py_ssize_t o = lo; o < hi; o++) {
+                const int64_t u = r->uid[o], row = row_of[r->pair[o]];
+                const double *global_row = r->counts + u * C, *numerator = lg + (o - lo) * C;
+                int counts = r->smooth, producible = 0;
+                for (Py_ssize_t c = 0; c < C; c++) {
+                    counts |= global_row[c] != 0 || (row >= 0 && matrix[row * C + c] != 0);
+                    producible |= active[c] && numerator[c] > -INFINITY;
+                }
+                if (!(counts && producible))
+                    continue; /* unknown to both, or no class can produce it: dropped */
+                const double x = r->value[o];
+                for (Py_ssize_t c = 0; c < C; c++)
+                    evidence[c] += x * numerator[c];
+            }
+            for (Py_ssize_t c = 0; c < C; c++)
+                score[c] = log_prior[c] + evidence[c];
+            r->scored[i] = 1;
+            if (key_label >= 0 && any_active) {
+                /* the log scores of the posterior: a hopeless row falls back to the prior */
+                double best = -INFINITY;
+                for (Py_ssize_t c = 0; c < C; c++) {
+                    effective[c] = active[c] ? score[c] : -INFINITY;
+                    if (effective[c] > best)
+                        best = effective[c];
+                }
+                if (best == -INFINITY)
+                    for (Py_ssize_t c = 0; c < C; c++)
+                        effective[c] = active[c] ? log_prior[c] : -INFINITY;
+                if (decide_effective(effective, active, C, key_label, r->mode, r->margin[i])) {
+                    /* N_fc,k += x_f, N_c,k += 1, T_c,k += sum x_f; a new name gets the next row */
+                    double added = 0.0;
+                    int64_t *own_row_of = r->row_of;
+                    for (Py_ssize_t o = lo; o < hi; o++) {
+                        const int64_t u = r->uid[o], at = r->pair[o];
+                        int64_t row = own_row_of[at];
+                        if (row < 0) {
+                            if (!r->addable[u])
+                                continue;
+                            if (r->rows[s] >= r->capacity[s]) { /* the caller reserves every new row */
+                                *no_memory = 2;
+                                goto finish;
+                            }
+                            row = r->rows[s]++;
+                            own_row_of[at] = row;
+                        }
+                        matrix[row * C + key_label] += r->value[o];
+                        added += r->value[o];
+                        r->touched[at] = 1;
+                    }
+                    own_counts[key_label] += 1.0;
+                    own_totals[key_label] += added;
+                    r->key_learned[i] = 1;
+                    if (r->budget > 0 && r->rows[s] > r->budget)
+                        *status = KEYED_OVER_BUDGET;
+                }
+            }
+        }
+    global_step:
+        if (r->global_label[i] >= 0) { /* the global model learned it: N_fc += x_f, N_c += 1, T_c, |V| */
+            const int64_t c = r->global_label[i];
+            double added = 0.0;
+            for (Py_ssize_t o = lo; o < hi; o++) {
+                double *global_row = r->counts + r->uid[o] * C;
+                int unseen = 1;
+                for (Py_ssize_t k = 0; k < C; k++)
+                    unseen &= global_row[k] == 0;
+                *features_seen += unseen;
+                global_row[c] += r->value[o];
+                added += r->value[o];
+            }
+            r->class_counts[c] += 1.0;
+            r->class_totals[c] += added;
+        }
+        if (*status == KEYED_OVER_BUDGET) {
+            i++;
+            break;
+        }
+    }
+finish:
+    PyMem_RawFree(args.items);
+    PyMem_RawFree(logs.items);
+    return i;
+}
+
+PyDoc_STRVAR(keyed_events_doc,
+"keyed_events(start, stop, features_seen, starts, uid, pair, value, slot, key_label, global_label,\n"
+"             margin, addable, counts, class_counts, class_totals, matrices, capacity, exists,\n"
+"             slot_counts, slot_totals, rows, row_of, touched, settings, scores, active, log_prior,\n"
+"             scored, key_learned)\n"
+"    -> (stop, status, features_seen)\n\n"
+"PersonalMultinomialNB._keyed_step for events start..stop-1 of a part (personal.py stays the\n"
+"definition): event i's features are names uid[starts[i]:starts[i+1]] (int64, < the part's names)\n"
+"with non-zero values `value`. slot[i] >= 0: the key (a slot) whose prediction it gets: scored by\n"
+"_key_scores over the global state (counts: N_fc of the part's names, class_counts, class_totals,\n"
+"changed in place as the global model learns, global_label[i] >= 0), then learned by the key as\n"
+"key_label[i] (>= 0) when the training mode on its posterior says so (margin[i]: the event's\n"
+"thick threshold). A key's counts: matrices[s] (capacity[s] x classes), rows[s] of them used,\n"
+"slot_counts and slot_totals (N_c,k, T_c,k). pair[o]: the (slot, name) of occurrence o of a slot's\n"
+"event (number_pairs), whose row_of is the key's row of the name (-1: none; a new name gets the\n"
+"next row when addable) and whose touched is set when the row changes. settings = (alpha,\n"
+"prior_alpha, smooth, beta, prior_beta, shrinkage (0 key, 1 class), mode, budget). Status 1: event\n"
+"`stop` is labeled for a key with no counts (exists[s] = 0 or N_k = 0): nothing of it is done;\n"
+"status 2: event stop-1 took its key past `budget` rows (0: none).");
+
+static PyObject *
+keyed_events(PyObject *module, PyObject *args)
+{
+    Py_ssize_t start, stop, features_seen, budget;
+    Py_buffer starts, uid, pair, value, slot, key_label, global_label, margin, addable, counts, class_counts,
+        class_totals, capacity, exists, slot_counts, slot_totals, rows, row_of, touched, scores, active, log_prior,
+        scored, key_learned;
+    PyObject *matrices;
+    double alpha, prior_alpha, beta, prior_beta;
+    int smooth, shrinkage, mode;
+    if (!PyArg_ParseTuple(args, "nnny*y*y*y*y*y*y*y*y*w*w*w*O!y*y*w*w*w*w*w*(ddpddiin)w*w*w*w*w*:keyed_events",
+                          &start, &stop, &features_seen, &starts, &uid, &pair, &value, &slot, &key_label, &global_label,
+                          &margin, &addable, &counts, &class_counts, &class_totals, &PyTuple_Type, &matrices,
+                          &capacity, &exists, &slot_counts, &slot_totals, &rows, &row_of, &touched, &alpha,
+                          &prior_alpha, &smooth, &beta, &prior_beta, &shrinkage, &mode, &budget, &scores, &active,
+                          &log_prior, &scored, &key_learned))
+        return NULL;
+    Py_buffer *buffers[] = {&starts, &uid, &pair, &value, &slot, &key_label, &global_label, &margin, &addable, &counts,
+                            &class_counts, &class_totals, &capacity, &exists, &slot_counts, &slot_totals, &rows,
+                            &row_of, &touched, &scores, &active, &log_prior, &scored, &key_learned};
+    PyObject *result = NULL;
+    Py_ssize_t n_slots = PyTuple_GET_SIZE(matrices), held = 0;
+    Py_buffer *views = PyMem_Calloc(n_slots ? n_slots : 1, sizeof(Py_buffer));
+    double **matrix_of = PyMem_Calloc(n_slots ? n_slots : 1, sizeof(double *));
+    if (views == NULL || matrix_of == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    KeyedRun r;
+    memset(&r, 0, sizeof(r));
+    const Py_ssize_t C = class_counts.len / 8, n = slot.len / 8, occurrences = uid.len / 8;
+    const Py_ssize_t U = C > 0 ? counts.len / (8 * C) : 0, P = row_of.len / 8;
+    if (C < 1) {
+        PyErr_SetString(PyExc_ValueError, "keyed_events needs at least one class");
+        goto done;
+    }
+    if (check_size(&starts, "starts", 8, n + 1) < 0 || check_size(&value, "value", 8, occurrences) < 0
+        || check_size(&pair, "pair", 8, occurrences) < 0
+        || check_size(&key_label, "key_label", 8, n) < 0 || check_size(&global_label, "global_label", 8, n) < 0
+        || check_size(&margin, "margin", 8, n) < 0 || check_size(&addable, "addable", 1, U) < 0
+        || check_size(&counts, "counts", 8 * C, U) < 0 || check_size(&class_totals, "class_totals", 8, C) < 0
+        || check_size(&capacity, "capacity", 8, n_slots) < 0 || check_size(&exists, "exists", 1, n_slots) < 0
+        || check_size(&slot_counts, "slot_counts", 8 * C, n_slots) < 0
+        || check_size(&slot_totals, "slot_totals", 8 * C, n_slots) < 0 || check_size(&rows, "rows", 8, n_slots) < 0
+        || check_size(&touched, "touched", 1, P) < 0
+        || check_size(&scores, "scores", 8 * C, n) < 0 || check_size(&active, "active", C, n) < 0
+        || check_size(&log_prior, "log_prior", 8 * C, n) < 0 || check_size(&scored, "scored", 1, n) < 0
+        || check_size(&key_learned, "key_learned", 1, n) < 0)
+        goto done;
+    if (start < 0 || stop < start || stop > n || mode < MODE_ALL || mode > MODE_THICK
+        || (shrinkage != SHRINK_KEY && shrinkage != SHRINK_CLASS) || features_seen < 0 || budget < 0) {
+        PyErr_SetString(PyExc_ValueError, "keyed_events: start..stop within the part, mode 0-2, shrinkage 0-1");
+        goto done;
+    }
+    const int64_t *starts_of = starts.buf, *uid_of = uid.buf, *slot_of = slot.buf, *capacity_of = capacity.buf;
+    const int64_t *rows_of = rows.buf, *row_of_of = row_of.buf, *pair_of = pair.buf;
+    for (Py_ssize_t s = 0; s < n_slots; s++) {
+        PyObject *item = PyTuple_GET_ITEM(matrices, s);
+        if (PyObject_GetBuffer(item, &views[s], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+            goto done;
+        held++;
+        if (views[s].len != capacity_of[s] * 8 * C || rows_of[s] < 0 || rows_of[s] > capacity_of[s]) {
+            PyErr_Format(PyExc_ValueError, "keyed_events: slot %zd's matrix has %zd bytes for %lld rows of "
+                         "%zd classes (%lld used)", s, views[s].len, (long long)capacity_of[s], C,
+                         (long long)rows_of[s]);
+            goto done;
+        }
+        matrix_of[s] = views[s].buf;
+    }
+    if (starts_of[0] != 0 || starts_of[n] != occurrences) {
+        PyErr_SetString(PyExc_ValueError, "keyed_events: starts must run from 0 to the occurrences");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t kl = ((const int64_t *)key_label.buf)[i], gl = ((const int64_t *)global_label.buf)[i];
+        if (starts_of[i + 1] < starts_of[i] || slot_of[i] < -1 || slot_of[i] >= n_slots || kl < -1 || kl >= C
+            || gl < -1 || gl >= C) {
+            PyErr_Format(PyExc_ValueError, "keyed_events: event %zd has bad bounds, slot or class", i);
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t o = starts_of[i]; o < starts_of[i + 1]; o++) {
+            if (uid_of[o] < 0 || uid_of[o] >= U) {
+                PyErr_Format(PyExc_ValueError, "keyed_events: occurrence %zd names %lld of %zd names", o,
+                             (long long)uid_of[o], U);
+                goto done;
+            }
+            const int64_t at = pair_of[o], s = slot_of[i];
+            if (s >= 0 && (at < 0 || at >= P || row_of_of[at] >= rows_of[s])) {
+                PyErr_Format(PyExc_ValueError, "keyed_events: occurrence %zd of slot %lld names pair %lld of %zd "
+                             "(row %lld of the slot's %lld)", o, (long long)s, (long long)at, P,
+                             (long long)(at >= 0 && at < P ? row_of_of[at] : -1), (long long)rows_of[s]);
+                goto done;
+            }
+        }
+    r.n_events = n;
+    r.n_names = U;
+    r.n_classes = C;
+    r.n_slots = n_slots;
+    r.starts = starts_of;
+    r.uid = uid_of;
+    r.pair = pair_of;
+    r.slot = slot_of;
+    r.key_label = key_label.buf;
+    r.global_label = global_label.buf;
+    r.capacity = capacity_of;
+    r.value = value.buf;
+    r.margin = margin.buf;
+    r.addable = addable.buf;
+    r.exists = exists.buf;
+    r.counts = counts.buf;
+    r.class_counts = class_counts.buf;
+    r.class_totals = class_totals.buf;
+    r.matrices = matrix_of;
+    r.slot_counts = slot_counts.buf;
+    r.slot_totals = slot_totals.buf;
+    r.rows = rows.buf;
+    r.row_of = row_of.buf;
+    r.touched = touched.buf;
+    r.alpha = alpha;
+    r.prior_alpha = prior_alpha;
+    r.beta = beta;
+    r.prior_beta = prior_beta;
+    r.smooth = smooth;
+    r.shrinkage = shrinkage;
+    r.mode = mode;
+    r.budget = budget;
+    r.scores = scores.buf;
+    r.log_prior = log_prior.buf;
+    r.active = active.buf;
+    r.scored = scored.buf;
+    r.key_learned = key_learned.buf;
+    int status = 0, failed = 0;
+    Py_ssize_t reached;
+    Py_BEGIN_ALLOW_THREADS
+    reached = run_keyed(&r, start, stop, &features_seen, &status, &failed);
+    feclearexcept(FE_ALL_EXCEPT);
+    Py_END_ALLOW_THREADS
+    if (failed == 1)
+        PyErr_NoMemory();
+    else if (failed == 2)
+        PyErr_SetString(PyExc_RuntimeError, "keyed_events: a key ran out of the rows reserved for it");
+    else
+        result = Py_BuildValue("nin", reached, status, features_seen);
+done:
+    for (Py_ssize_t s = 0; s < held; s++)
+        PyBuffer_Release(&views[s]);
+    PyMem_Free(views);
+    PyMem_Free(matrix_of);
+    for (size_t b = 0; b < sizeof(buffers) / sizeof(buffers[0]); b++)
+        PyBuffer_Release(buffers[b]);
+    return result;
+}
+
+PyDoc_STRVAR(rows_of_hashes_doc,
+"rows_of_hashes(row_hashes, hashes, out) -> None\n\n"
+"out[i] = the row r with row_hashes[r] == hashes[i] (int64 arrays), -1 when no row has that hash,\n"
+"-2 when several rows do: personal_batch.rows_by_hash's candidates, which it checks by name.");
+
+static PyObject *
+rows_of_hashes(PyObject *module, PyObject *args)
+{
+    Py_buffer row_hashes, hashes, out;
+    if (!PyArg_ParseTuple(args, "y*y*w*:rows_of_hashes", &row_hashes, &hashes, &out))
+        return NULL;
+    PyObject *result = NULL;
+    const Py_ssize_t n = row_hashes.len / 8, m = hashes.len / 8;
+    int64_t *table = NULL;
+    uint8_t *shared = NULL;
+    if (check_size(&row_hashes, "row_hashes", 8, n) < 0 || check_size(&hashes, "hashes", 8, m) < 0
+        || check_size(&out, "out", 8, m) < 0)
+        goto done;
+    int bits = 4;
+    while (((Py_ssize_t)1 << bits) < 2 * n)
+        bits++;
+    const Py_ssize_t size = (Py_ssize_t)1 << bits;
+    const uint64_t mask = (uint64_t)size - 1;
+    /* open addressing with linear probing: a slot holds its row + 1 (0: empty) */
+    table = PyMem_Calloc((size_t)size, sizeof(int64_t));
+    shared = PyMem_Calloc((size_t)size, 1);
+    if (table == NULL || shared == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *key = row_hashes.buf, *query = hashes.buf;
+    int64_t *found = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n; r++) {
+        uint64_t h = ((uint64_t)key[r] * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+        while (table[h] != 0 && key[table[h] - 1] != key[r])
+            h = (h + 1) & mask;
+        if (table[h] == 0)
+            table[h] = r + 1;
+        else
+            shared[h] = 1; /* a second row of this hash: the caller compares names */
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint64_t h = ((uint64_t)query[i] * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+        int64_t at = -1;
+        for (; table[h] != 0; h = (h + 1) & mask)
+            if (key[table[h] - 1] == query[i]) {
+                at = shared[h] ? -2 : table[h] - 1;
+                break;
+            }
+        found[i] = at;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(table);
+    PyMem_Free(shared);
+    PyBuffer_Release(&row_hashes);
+    PyBuffer_Release(&hashes);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+PyDoc_STRVAR(number_pairs_doc,
+"number_pairs(slot, uid, n_slots) -> (pair, offsets, pair_uid)\n\n"
+"The distinct (slot, name) of a part's occurrences, numbered slot after slot, in the order each first\n"
+"comes within its slot: occurrence o (slot[o] >= 0) is pair[o] (-1 where slot[o] is -1); slot s's\n"
+"pairs are offsets[s]..offsets[s+1]-1, pair_uid their names (int64 arrays).");
+
+static PyObject *
+number_pairs(PyObject *module, PyObject *args)
+{
+    Py_buffer slot, uid;
+    Py_ssize_t n_slots;
+    if (!PyArg_ParseTuple(args, "y*y*n:number_pairs", &slot, &uid, &n_slots))
+        return NULL;
+    PyObject *result = NULL, *pair = NULL, *offsets = NULL, *pair_uid = NULL;
+    int64_t *table = NULL, *first_seen = NULL, *local = NULL;
+    const Py_ssize_t m = uid.len / 8;
+    if (check_size(&slot, "slot", 8, m) < 0 || check_size(&uid, "uid", 8, m) < 0)
+        goto done;
+    if (n_slots < 0) {
+        PyErr_SetString(PyExc_ValueError, "number_pairs: n_slots must be >= 0");
+        goto done;
+    }
+    const int64_t *slot_of = slot.buf, *uid_of = uid.buf;
+    for (Py_ssize_t o = 0; o < m; o++)
+        if (slot_of[o] < -1 || slot_of[o] >= n_slots || uid_of[o] < 0) {
+            PyErr_Format(PyExc_ValueError, "number_pairs: occurrence %zd has slot %lld of %zd, name %lld", o,
+                         (long long)slot_of[o], n_slots, (long long)uid_of[o]);
+            goto done;
+        }
+    int bits = 4;
+    while (((Py_ssize_t)1 << bits) < 2 * m)
+        bits++;
+    const uint64_t mask = ((uint64_t)1 << bits) - 1;
+    table = PyMem_Calloc((size_t)1 << bits, sizeof(int64_t)); /* first occurrence + 1 of a pair; 0: empty */
+    first_seen = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(int64_t)); /* each occurrence's pair's first one */
+    local = PyMem_Calloc((size_t)(n_slots + 1), sizeof(int64_t));
+    if (table == NULL || first_seen == NULL || local == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n_pairs = 0;
+    /* pairs in order of first coming: counted per slot, then laid out slot after slot */
+    for (Py_ssize_t o = 0; o < m; o++) {
+        first_seen[o] = -1;
+        if (slot_of[o] < 0)
+            continue;
+        const uint64_t code = (uint64_t)slot_of[o] * 0x100000001B3ull ^ (uint64_t)uid_of[o];
+        uint64_t h = (code * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+        for (; table[h] != 0; h = (h + 1) & mask) {
+            const int64_t f = table[h] - 1;
+            if (slot_of[f] == slot_of[o] && uid_of[f] == uid_of[o])
+                break;
+        }
+        if (table[h] == 0) {
+            table[h] = o + 1;
+            first_seen[o] = o;
+            local[slot_of[o] + 1]++;
+            n_pairs++;
+        } else {
+            first_seen[o] = table[h] - 1;
+        }
+    }
+    for (Py_ssize_t s = 0; s < n_slots; s++)
+        local[s + 1] += local[s]; /* local[s]: the slot's first pair */
+    pair = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(m * 8));
+    offsets = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n_slots + 1) * 8));
+    pair_uid = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n_pairs * 8));
+    if (pair == NULL || offsets == NULL || pair_uid == NULL)
+        goto done;
+    int64_t *pair_out = (int64_t *)PyByteArray_AS_STRING(pair), *offsets_out = (int64_t *)PyByteArray_AS_STRING(offsets);
+    int64_t *uid_out = (int64_t *)PyByteArray_AS_STRING(pair_uid);
+    memcpy(offsets_out, local, (size_t)(n_slots + 1) * sizeof(int64_t));
+    for (Py_ssize_t o = 0; o < m; o++) {
+        if (first_seen[o] < 0) {
+            pair_out[o] = -1;
+        } else if (first_seen[o] == o) {
+            const int64_t at = local[slot_of[o]]++;
+            uid_out[at] = uid_of[o];
+            pair_out[o] = at;
+        } else {
+            pair_out[o] = pair_out[first_seen[o]];
+        }
+    }
+    result = PyTuple_Pack(3, pair, offsets, pair_uid);
+done:
+    Py_XDECREF(pair);
+    Py_XDECREF(offsets);
+    Py_XDECREF(pair_uid);
+    PyMem_Free(table);
+    PyMem_Free(first_seen);
+    PyMem_Free(local);
+    PyBuffer_Release(&slot);
+    PyBuffer_Release(&uid);
+    return result;
+}
+
 static PyMethodDef kernel_methods[] = {
     {"settle", settle, METH_VARARGS, settle_doc},
     {"clues", clues, METH_VARARGS, clues_doc},
+    {"keyed_events", keyed_events, METH_VARARGS, keyed_events_doc},
+    {"rows_of_hashes", rows_of_hashes, METH_VARARGS, rows_of_hashes_doc},
+    {"number_pairs", number_pairs, METH_VARARGS, number_pairs_doc},
     {NULL, NULL, 0, NULL},
 };
 

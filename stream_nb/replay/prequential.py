@@ -174,21 +174,30 @@ class Contender:
         unlearns = [item.get("unlearn") if label is not None else None for item, label in zip(items, labels)]
         try:
             X = self.featurise(items)
-            rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
         except (TypeError, ValueError):
-            rows = None  # some event refuses: find it event by event
-        if rows is not None:
-            keys = [item.get("key") for item in items]
-            tables = [personal.table if key is not None else None for key in keys]
-            try:
-                batch = personal.predict_learn_batch(X, rows, list(labels), keys, tables, self.training,
-                                                     lambda i: personal.observe_labeled(keys[i]), ids, unlearns)
-            except (TypeError, ValueError):  # refused before anything was learned: event by event
-                batch = None
-            if batch is not None:
-                return [p for p, _ in batch], [flag for _, flag in batch], [len(x) for x in rows] if sized else None
+            X = None  # some event refuses: find it event by event
+        rows = None
+        tried = X is None
+        # the batch path takes events of classes the global model has: the rest of the batch goes
+        # to it once every class first seen in the batch has been learned event by event
+        new_classes = {}
+        for i, label in enumerate(labels):
+            if label is not None and label not in self.model.classes_:
+                new_classes.setdefault(label, i)
+        ready_at = max(new_classes.values()) + 1 if new_classes else 0
         for i, (item, label) in enumerate(zip(items, labels)):
+            if not tried and i >= ready_at and self.model.classes_:  # the rest at batch speed
+                tried = True
+                done = self._keyed_batch(X, items, labels, ids, unlearns, i)
+                if done is not None:
+                    predictions.extend(p for p, _ in done)
+                    learned.extend(flag for _, flag in done)
+                    if sized:
+                        sizes.extend(event_sizes(X[i:]))
+                    return predictions, learned, sizes
             try:
+                if rows is None and X is not None:
+                    rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
                 if rows is None:
                     one = self.featurise([item])
                     x = one.to_dicts()[0] if isinstance(one, SparseBatch) else one[0]
@@ -211,6 +220,21 @@ class Contender:
             if sized:
                 sizes.append(len(x))
         return predictions, learned, sizes
+
+    def _keyed_batch(self, X, items: list[dict], labels: list, ids: list, unlearns: list, start: int) -> list | None:
+        """PersonalMultinomialNB.predict_learn_batch of events start.. (None: it did not take them,
+        and nothing was learned)."""
+        personal = self.personal
+        keys = [item.get("key") for item in items[start:]]
+        tables = [personal.table if key is not None else None for key in keys]
+        part = X[start:] if start else X
+        try:
+            return personal.predict_learn_batch(part, None if isinstance(part, SparseBatch) else list(part),
+                                                list(labels[start:]), keys, tables, self.training,
+                                                lambda i: personal.observe_labeled(keys[i]), ids[start:],
+                                                unlearns[start:])
+        except (TypeError, ValueError):  # refused before anything was learned: event by event
+            return None
 
     def _predict_learn_plain(self, items: list[dict], labels: list) -> tuple[list, list, list | None]:
         """`predict_learn` of the batch, refusing what a worker would dead-letter: a label that

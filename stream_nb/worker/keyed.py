@@ -150,7 +150,7 @@ class PartitionedKeys:
     def _batch_speed(self, events: list, X, offsets: list[int], tables: list, training: dict):
         """predict_then_learn through PersonalMultinomialNB.predict_learn_batch (the same results
         at batch speed); None when that batch path does not take the batch."""
-        rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
+        rows = None if isinstance(X, SparseBatch) else list(X)
         keys = [event.key for event in events]
         changed = []
 

@@ -86,15 +86,8 @@ class Predictor:
         """Each keyed event's probabilities by its key's model (stream_nb.model.personal); a key
         with no counts gets exactly the global model's."""
         keyed = self.worker.keyed
-        rows = None
-        for i, event in enumerate(events):
-            table = keyed.table_of(event.key)
-            if table is None or table.get(event.key) is None or probabilities[i] is None:
-                continue
-            if rows is None:
-                rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
-            probabilities[i] = keyed.personal.predict_proba_one(rows[i], event.key, table)
-        return probabilities
+        return keyed.personal.predict_batch(X, [event.key for event in events],
+                                            [keyed.table_of(event.key) for event in events], probabilities)
 
     def publish_predictions(self, events: list[Event], origin: list, probabilities: list, X) -> None:
         w = self.worker
