@@ -46,12 +46,15 @@ class KernelSpy:
         self.statuses[status] += 1
         return reached, status, seen
 
-    def rows_of_hashes(self, row_hashes, hashes, out):
+    def rows_of_hashes(self, row_hashes, hashes, out, *names):
         self.lookups += len(hashes)
-        return self.module.rows_of_hashes(row_hashes, hashes, out)
+        return self.module.rows_of_hashes(row_hashes, hashes, out, *names)
 
     def number_pairs(self, slot, uid, n_slots):
         return self.module.number_pairs(slot, uid, n_slots)
+
+    def name_facts(self, *args):
+        return self.module.name_facts(*args)
 
 
 @pytest.fixture
@@ -214,7 +217,8 @@ def test_the_shipped_settings_take_every_plain_event_in_c(spy):
 
 def test_rows_of_hashes_is_its_definition():
     """rows_of_hashes against a dict of the row hashes: a hash no row has is -1, a hash of one
-    row is that row, a hash of several rows is -2; on generated hashes, repeated and colliding."""
+    row is that row (when its name is the one asked for, if names are given), a hash of several
+    rows is -2; on generated hashes, repeated and colliding."""
     require_extension(counting._native_kernel, "stream_nb.model._kernel")
     rng = np.random.default_rng(3)
     for n, m in [(0, 5), (1, 3), (50, 400), (3000, 9000)]:
@@ -231,6 +235,14 @@ def test_rows_of_hashes_is_its_definition():
         for row, value in enumerate(row_hashes.tolist()):
             rows_of[value] = -2 if value in rows_of else row
         assert out.tolist() == [rows_of.get(value, -1) for value in queries.tolist()]
+        # with names: a row of the hash whose name differs is -2 (looked up by name), as is a shared hash
+        row_names = [f"n{row % 7}" if row % 5 else f"row{row}" for row in range(n)]
+        names = [f"n{i % 7}" for i in range(m)]
+        picks = np.arange(m, dtype=np.int64)
+        counting._native_kernel.rows_of_hashes(row_hashes, queries, out, row_names, names, picks)
+        expected = [rows_of.get(value, -1) for value in queries.tolist()]
+        expected = [r if r < 0 or row_names[r] == names[i] else -2 for i, r in enumerate(expected)]
+        assert out.tolist() == expected
 
 
 def test_number_pairs_is_its_definition():
@@ -254,6 +266,24 @@ def test_number_pairs_is_its_definition():
                                                                                                    uid.tolist())]
     with pytest.raises(ValueError, match="has slot 2 of 2"):
         counting._native_kernel.number_pairs(np.array([2]), np.array([0]), 2)
+
+
+def test_name_facts_is_its_definition():
+    """name_facts against names picked by column or rank, their hash() and length."""
+    require_extension(counting._native_kernel, "stream_nb.model._kernel")
+    by_column = ["a", "bé", "x" * 1030, "日本"]
+    unknown = ["zz", "y" * 1024, "ü" * 1025]
+    columns = np.array([3, -1, 0, -1, 2, -1, 1], dtype=np.int64)
+    ranks = np.array([-1, 2, -1, 0, -1, 1, -1], dtype=np.int64)
+    names, hashes, addable = counting._native_kernel.name_facts(by_column, columns, unknown, ranks, 1024)
+    expected = ["日本", "ü" * 1025, "a", "zz", "x" * 1030, "y" * 1024, "bé"]
+    assert names == expected
+    assert np.frombuffer(hashes, dtype=np.int64).tolist() == [hash(name) for name in expected]
+    assert np.frombuffer(addable, dtype=np.uint8).tolist() == [len(name) <= 1024 for name in expected]
+    with pytest.raises(TypeError, match="a name is a str, got int"):
+        counting._native_kernel.name_facts([7], np.array([0]), [], np.array([-1]), 1024)
+    with pytest.raises(ValueError, match="column 4 of 4"):
+        counting._native_kernel.name_facts(by_column, np.array([4]), [], np.array([-1]), 1024)
 
 
 def test_the_kernel_refuses_arrays_that_break_its_shapes_with_one_line():

@@ -958,23 +958,42 @@ done:
 }
 
 PyDoc_STRVAR(rows_of_hashes_doc,
-"rows_of_hashes(row_hashes, hashes, out) -> None\n\n"
+"rows_of_hashes(row_hashes, hashes, out, row_names=None, names=None, picks=None) -> None\n\n"
 "out[i] = the row r with row_hashes[r] == hashes[i] (int64 arrays), -1 when no row has that hash,\n"
-"-2 when several rows do: personal_batch.rows_by_hash's candidates, which it checks by name.");
+"-2 when several rows do. With row_names (a list, a name a row), names (a list) and picks (int64):\n"
+"a row r is kept only when row_names[r] == names[picks[i]], else -2: personal_batch.rows_by_hash,\n"
+"which looks the -2 up by name.");
 
 static PyObject *
 rows_of_hashes(PyObject *module, PyObject *args)
 {
-    Py_buffer row_hashes, hashes, out;
-    if (!PyArg_ParseTuple(args, "y*y*w*:rows_of_hashes", &row_hashes, &hashes, &out))
+    Py_buffer row_hashes, hashes, out, picks = {0};
+    PyObject *row_names = Py_None, *names = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*w*|OOy*:rows_of_hashes", &row_hashes, &hashes, &out, &row_names, &names, &picks))
         return NULL;
     PyObject *result = NULL;
     const Py_ssize_t n = row_hashes.len / 8, m = hashes.len / 8;
+    const int checked = row_names != Py_None;
     int64_t *table = NULL;
     uint8_t *shared = NULL;
     if (check_size(&row_hashes, "row_hashes", 8, n) < 0 || check_size(&hashes, "hashes", 8, m) < 0
         || check_size(&out, "out", 8, m) < 0)
         goto done;
+    if (checked && (!PyList_Check(row_names) || !PyList_Check(names) || picks.buf == NULL
+                    || PyList_GET_SIZE(row_names) != n || check_size(&picks, "picks", 8, m) < 0)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "rows_of_hashes: row_names (a name a row), names and picks go together");
+        goto done;
+    }
+    if (checked)
+        for (Py_ssize_t i = 0; i < m; i++) {
+            const int64_t pick = ((const int64_t *)picks.buf)[i];
+            if (pick < 0 || pick >= PyList_GET_SIZE(names)) {
+                PyErr_Format(PyExc_ValueError, "rows_of_hashes: pick %lld of %zd names", (long long)pick,
+                             PyList_GET_SIZE(names));
+                goto done;
+            }
+        }
     int bits = 4;
     while (((Py_ssize_t)1 << bits) < 2 * n)
         bits++;
@@ -989,7 +1008,6 @@ rows_of_hashes(PyObject *module, PyObject *args)
     }
     const int64_t *key = row_hashes.buf, *query = hashes.buf;
     int64_t *found = out.buf;
-    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < n; r++) {
         uint64_t h = ((uint64_t)key[r] * 0x9E3779B97F4A7C15ull) >> (64 - bits);
         while (table[h] != 0 && key[table[h] - 1] != key[r])
@@ -1007,9 +1025,19 @@ rows_of_hashes(PyObject *module, PyObject *args)
                 at = shared[h] ? -2 : table[h] - 1;
                 break;
             }
+        if (checked && at >= 0) {
+            PyObject *mine = PyList_GET_ITEM(row_names, at);
+            PyObject *theirs = PyList_GET_ITEM(names, ((const int64_t *)picks.buf)[i]);
+            if (mine != theirs) {
+                const int equal = PyObject_RichCompareBool(mine, theirs, Py_EQ);
+                if (equal < 0)
+                    goto done;
+                if (!equal)
+                    at = -2;
+            }
+        }
         found[i] = at;
     }
-    Py_END_ALLOW_THREADS
     result = Py_None;
     Py_INCREF(result);
 done:
@@ -1018,6 +1046,8 @@ done:
     PyBuffer_Release(&row_hashes);
     PyBuffer_Release(&hashes);
     PyBuffer_Release(&out);
+    if (picks.buf != NULL)
+        PyBuffer_Release(&picks);
     return result;
 }
 
@@ -1035,7 +1065,7 @@ number_pairs(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*y*n:number_pairs", &slot, &uid, &n_slots))
         return NULL;
     PyObject *result = NULL, *pair = NULL, *offsets = NULL, *pair_uid = NULL;
-    int64_t *table = NULL, *first_seen = NULL, *local = NULL;
+    int64_t *first = NULL, *order = NULL, *local_of = NULL, *names = NULL;
     const Py_ssize_t m = uid.len / 8;
     if (check_size(&slot, "slot", 8, m) < 0 || check_size(&uid, "uid", 8, m) < 0)
         goto done;
@@ -1044,76 +1074,138 @@ number_pairs(PyObject *module, PyObject *args)
         goto done;
     }
     const int64_t *slot_of = slot.buf, *uid_of = uid.buf;
-    for (Py_ssize_t o = 0; o < m; o++)
+    int64_t n_names = 0;
+    for (Py_ssize_t o = 0; o < m; o++) {
         if (slot_of[o] < -1 || slot_of[o] >= n_slots || uid_of[o] < 0) {
             PyErr_Format(PyExc_ValueError, "number_pairs: occurrence %zd has slot %lld of %zd, name %lld", o,
                          (long long)slot_of[o], n_slots, (long long)uid_of[o]);
             goto done;
         }
-    int bits = 4;
-    while (((Py_ssize_t)1 << bits) < 2 * m)
-        bits++;
-    const uint64_t mask = ((uint64_t)1 << bits) - 1;
-    table = PyMem_Calloc((size_t)1 << bits, sizeof(int64_t)); /* first occurrence + 1 of a pair; 0: empty */
-    first_seen = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(int64_t)); /* each occurrence's pair's first one */
-    local = PyMem_Calloc((size_t)(n_slots + 1), sizeof(int64_t));
-    if (table == NULL || first_seen == NULL || local == NULL) {
+        if (uid_of[o] >= n_names)
+            n_names = uid_of[o] + 1;
+    }
+    /* the slots' occurrences in order, slot after slot (a counting sort), then each slot's names
+       numbered as they first come, with a name -> pair table reset after each slot */
+    first = PyMem_Calloc((size_t)n_slots + 1, sizeof(int64_t));
+    order = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+    local_of = PyMem_Malloc((size_t)(n_names ? n_names : 1) * sizeof(int64_t));
+    names = PyMem_Malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+    if (first == NULL || order == NULL || local_of == NULL || names == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t n_pairs = 0;
-    /* pairs in order of first coming: counted per slot, then laid out slot after slot */
-    for (Py_ssize_t o = 0; o < m; o++) {
-        first_seen[o] = -1;
-        if (slot_of[o] < 0)
-            continue;
-        const uint64_t code = (uint64_t)slot_of[o] * 0x100000001B3ull ^ (uint64_t)uid_of[o];
-        uint64_t h = (code * 0x9E3779B97F4A7C15ull) >> (64 - bits);
-        for (; table[h] != 0; h = (h + 1) & mask) {
-            const int64_t f = table[h] - 1;
-            if (slot_of[f] == slot_of[o] && uid_of[f] == uid_of[o])
-                break;
-        }
-        if (table[h] == 0) {
-            table[h] = o + 1;
-            first_seen[o] = o;
-            local[slot_of[o] + 1]++;
-            n_pairs++;
-        } else {
-            first_seen[o] = table[h] - 1;
-        }
-    }
+    for (Py_ssize_t o = 0; o < m; o++)
+        if (slot_of[o] >= 0)
+            first[slot_of[o] + 1]++;
     for (Py_ssize_t s = 0; s < n_slots; s++)
-        local[s + 1] += local[s]; /* local[s]: the slot's first pair */
+        first[s + 1] += first[s];
+    for (Py_ssize_t o = 0; o < m; o++)
+        if (slot_of[o] >= 0)
+            order[first[slot_of[o]]++] = o;
+    for (Py_ssize_t s = n_slots; s > 0; s--) /* back to each slot's first place */
+        first[s] = first[s - 1];
+    first[0] = 0;
+    for (int64_t u = 0; u < n_names; u++)
+        local_of[u] = -1;
     pair = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(m * 8));
     offsets = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n_slots + 1) * 8));
-    pair_uid = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n_pairs * 8));
-    if (pair == NULL || offsets == NULL || pair_uid == NULL)
+    if (pair == NULL || offsets == NULL)
         goto done;
     int64_t *pair_out = (int64_t *)PyByteArray_AS_STRING(pair), *offsets_out = (int64_t *)PyByteArray_AS_STRING(offsets);
-    int64_t *uid_out = (int64_t *)PyByteArray_AS_STRING(pair_uid);
-    memcpy(offsets_out, local, (size_t)(n_slots + 1) * sizeof(int64_t));
-    for (Py_ssize_t o = 0; o < m; o++) {
-        if (first_seen[o] < 0) {
-            pair_out[o] = -1;
-        } else if (first_seen[o] == o) {
-            const int64_t at = local[slot_of[o]]++;
-            uid_out[at] = uid_of[o];
-            pair_out[o] = at;
-        } else {
-            pair_out[o] = pair_out[first_seen[o]];
+    for (Py_ssize_t o = 0; o < m; o++)
+        pair_out[o] = -1;
+    int64_t n_pairs = 0;
+    for (Py_ssize_t s = 0; s < n_slots; s++) {
+        offsets_out[s] = n_pairs;
+        const int64_t begin = n_pairs;
+        for (int64_t k = first[s]; k < first[s + 1]; k++) {
+            const int64_t o = order[k], u = uid_of[o];
+            if (local_of[u] < 0) {
+                local_of[u] = n_pairs;
+                names[n_pairs++] = u;
+            }
+            pair_out[o] = local_of[u];
         }
+        for (int64_t q = begin; q < n_pairs; q++)
+            local_of[names[q]] = -1;
     }
+    offsets_out[n_slots] = n_pairs;
+    pair_uid = PyByteArray_FromStringAndSize((const char *)names, (Py_ssize_t)(n_pairs * 8));
+    if (pair_uid == NULL)
+        goto done;
     result = PyTuple_Pack(3, pair, offsets, pair_uid);
 done:
     Py_XDECREF(pair);
     Py_XDECREF(offsets);
     Py_XDECREF(pair_uid);
-    PyMem_Free(table);
-    PyMem_Free(first_seen);
-    PyMem_Free(local);
+    PyMem_Free(first);
+    PyMem_Free(order);
+    PyMem_Free(local_of);
+    PyMem_Free(names);
     PyBuffer_Release(&slot);
     PyBuffer_Release(&uid);
+    return result;
+}
+
+PyDoc_STRVAR(name_facts_doc,
+"name_facts(by_column, columns, unknown, ranks, max_chars) -> (names, hashes, addable)\n\n"
+"For each i: names[i] = by_column[columns[i]] when columns[i] >= 0, else unknown[ranks[i]] (each a\n"
+"str); hashes[i] = hash(names[i]) (int64 bytes); addable[i] = len(names[i]) <= max_chars (uint8\n"
+"bytes). personal_batch.BatchNames' names in one pass.");
+
+static PyObject *
+name_facts(PyObject *module, PyObject *args)
+{
+    PyObject *by_column, *unknown;
+    Py_buffer columns, ranks;
+    Py_ssize_t max_chars;
+    if (!PyArg_ParseTuple(args, "O!y*Oy*n:name_facts", &PyList_Type, &by_column, &columns, &unknown, &ranks,
+                          &max_chars))
+        return NULL;
+    PyObject *result = NULL, *names = NULL, *hashes = NULL, *addable = NULL;
+    const Py_ssize_t n = columns.len / 8;
+    if (check_size(&ranks, "ranks", 8, n) < 0)
+        goto done;
+    names = PyList_New(n);
+    hashes = PyByteArray_FromStringAndSize(NULL, n * 8);
+    addable = PyByteArray_FromStringAndSize(NULL, n);
+    if (names == NULL || hashes == NULL || addable == NULL)
+        goto done;
+    const int64_t *column_of = columns.buf, *rank_of = ranks.buf;
+    int64_t *hash_out = (int64_t *)PyByteArray_AS_STRING(hashes);
+    uint8_t *addable_out = (uint8_t *)PyByteArray_AS_STRING(addable);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name;
+        if (column_of[i] >= 0) {
+            if (column_of[i] >= PyList_GET_SIZE(by_column)) {
+                PyErr_Format(PyExc_ValueError, "name_facts: column %lld of %zd", (long long)column_of[i],
+                             PyList_GET_SIZE(by_column));
+                goto done;
+            }
+            name = Py_NewRef(PyList_GET_ITEM(by_column, column_of[i]));
+        } else {
+            name = PySequence_GetItem(unknown, (Py_ssize_t)rank_of[i]);
+            if (name == NULL)
+                goto done;
+        }
+        PyList_SET_ITEM(names, i, name);
+        if (!PyUnicode_Check(name)) {
+            PyErr_Format(PyExc_TypeError, "name_facts: a name is a str, got %s", Py_TYPE(name)->tp_name);
+            goto done;
+        }
+        const Py_hash_t hash = PyObject_Hash(name);
+        if (hash == -1 && PyErr_Occurred())
+            goto done;
+        hash_out[i] = (int64_t)hash;
+        addable_out[i] = PyUnicode_GET_LENGTH(name) <= max_chars;
+    }
+    result = PyTuple_Pack(3, names, hashes, addable);
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(hashes);
+    Py_XDECREF(addable);
+    PyBuffer_Release(&columns);
+    PyBuffer_Release(&ranks);
     return result;
 }
 
@@ -1123,6 +1215,7 @@ static PyMethodDef kernel_methods[] = {
     {"keyed_events", keyed_events, METH_VARARGS, keyed_events_doc},
     {"rows_of_hashes", rows_of_hashes, METH_VARARGS, rows_of_hashes_doc},
     {"number_pairs", number_pairs, METH_VARARGS, number_pairs_doc},
+    {"name_facts", name_facts, METH_VARARGS, name_facts_doc},
     {NULL, NULL, 0, NULL},
 };
 

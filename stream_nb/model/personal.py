@@ -66,7 +66,7 @@ again, and the corrected label is decided on as any label.
 from __future__ import annotations
 
 import math
-from itertools import chain, compress, repeat
+from itertools import chain, compress, islice, repeat
 from operator import itemgetter
 
 import numpy as np
@@ -203,8 +203,9 @@ class KeyCounts:
         if cached is not None and cached[0] is index and cached[1] == len(index):
             return cached[2]
         if cached is not None and cached[0] is index and cached[1] < len(index):  # rows added since
-            added = list(index)[cached[1]:]
-            by_row = np.concatenate((cached[2], np.fromiter(map(hash, added), dtype=np.int64, count=len(added))))
+            added = len(index) - cached[1]
+            by_row = np.concatenate((cached[2], np.fromiter(map(hash, islice(index, cached[1], None)), dtype=np.int64,
+                                                            count=added)))
         else:
             by_row = np.fromiter(map(hash, index), dtype=np.int64, count=len(index))
         self._hashes = (index, len(index), by_row, None)
@@ -676,7 +677,7 @@ class PersonalMultinomialNB:
             rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
             return [probabilities[i] if table is None or table.get(keys[i]) is None
                     else self.predict_proba_one(rows[i], keys[i], table) for i, table in enumerate(tables)]
-        names = BatchNames(X, g._vocabulary)
+        names = BatchNames(kernel, X, g._vocabulary)
         n = len(keys)
         batch = {"labels": [None] * n, "keys": keys, "tables": tables, "ids": None, "unlearns": None,
                  "observe": None}
@@ -785,7 +786,7 @@ class PersonalMultinomialNB:
         if mode == "thick_threshold" and training.get("margin_scale", "none") == "sqrt_features":
             margins = np.array([margin_per_sqrt_feature(margin, n) for n in event_sizes(X)], dtype=np.float64)
         records = _as_records(X, g.ZERO_IS_ABSENT) if mode == "all" else None
-        names = BatchNames(X, g._vocabulary) if kernel is not None else None
+        names = BatchNames(kernel, X, g._vocabulary) if kernel is not None else None
         batch = {"labels": labels, "keys": keys, "tables": tables, "ids": ids, "unlearns": unlearns,
                  "observe": observe}
         results: list[tuple] = []

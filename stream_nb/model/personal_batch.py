@@ -26,7 +26,7 @@ import numpy as np
 from stream_nb.model._numerics import effective_log_scores, normalise_log_scores
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.counting import _MODE_NUMBERS, native_kernel
-from stream_nb.model.personal import FEATURE_KEEP_SHARE, MAX_KEY_NAME_CHARS, _PartState
+from stream_nb.model.personal import FEATURE_KEEP_SHARE, MAX_KEY_NAME_CHARS, _PartState, _pick
 from stream_nb.model.posterior import Posterior
 
 NEEDS_PYTHON, OVER_BUDGET = 1, 2  # _kernel.keyed_events' statuses
@@ -45,10 +45,10 @@ class BatchNames:
     value[o], o in starts[i]:starts[i + 1]; `columns` their vocabulary columns at the batch's
     start (-1: not learned then)."""
 
-    def __init__(self, X: SparseBatch, vocabulary) -> None:
+    def __init__(self, kernel, X: SparseBatch, vocabulary) -> None:
         n_occurrences = int(X.lengths.sum())
         columns = X.columns_in(vocabulary)
-        numbered = X.unknown_in(vocabulary)
+        numbered = X.unknown_in(vocabulary) if hasattr(vocabulary, "by_column") else None
         if numbered is not None:
             ranks, unknown = numbered
             size = len(vocabulary)
@@ -58,16 +58,20 @@ class BatchNames:
             distinct = np.flatnonzero(present)
             number = np.cumsum(present) - 1
             uid = number[codes]
-            by_column = vocabulary.by_column()
-            learned = distinct[distinct < size]
-            self.names = [by_column[c] for c in learned.tolist()] + [unknown[r] for r in (distinct[len(learned):] - size).tolist()]
-            self.columns = np.concatenate((learned, np.full(len(distinct) - len(learned), -1, dtype=np.int64)))
+            self.columns = np.where(distinct < size, distinct, -1)
+            names, hashes, addable = kernel.name_facts(vocabulary.by_column(), self.columns, unknown,
+                                                       np.where(distinct < size, -1, distinct - size),
+                                                       MAX_KEY_NAME_CHARS)
         else:  # names without the featuriser's numbering: a dict
             index: dict = {}
             uid = np.fromiter((index.setdefault(name, len(index)) for name in X.names), dtype=np.int64,
                               count=n_occurrences)
-            self.names = list(index)
-            self.columns = vocabulary.lookup(self.names)
+            self.columns = vocabulary.lookup(list(index))
+            names, hashes, addable = kernel.name_facts(list(index), np.arange(len(index), dtype=np.int64), [],
+                                                       np.full(len(index), -1, dtype=np.int64), MAX_KEY_NAME_CHARS)
+        self.names = names
+        self.hashes = np.frombuffer(hashes, dtype=np.int64)
+        self.addable = np.frombuffer(addable, dtype=np.uint8)
         lengths = X.lengths.astype(np.int64)
         value = np.ones(n_occurrences) if X.values is None else np.asarray(X.values, dtype=np.float64)
         if not X.distinct and n_occurrences:  # a name's values in an event add up, at its first place
@@ -84,9 +88,6 @@ class BatchNames:
         self.starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
         self.uid, self.value = np.ascontiguousarray(uid, dtype=np.int64), np.ascontiguousarray(value)
         self.vocabulary, self.vocabulary_size = vocabulary, len(vocabulary)
-        self.addable = (np.fromiter(map(len, self.names), dtype=np.int64, count=len(self.names))
-                        <= MAX_KEY_NAME_CHARS).astype(np.uint8)
-        self.hashes = np.fromiter(map(hash, self.names), dtype=np.int64, count=len(self.names))
 
     def columns_now(self, vocabulary) -> np.ndarray:
         """The names' columns in the vocabulary as it is now (it has only grown, or is new)."""
@@ -109,17 +110,15 @@ def rows_by_hash(kernel, own, names: list, uids: np.ndarray, hashes: np.ndarray)
     """own.rows_of([names[u] for u in uids]), `hashes` being those names' hash(): a name whose
     hash none of the key's names has is not the key's (most of a message's names, for a key
     with a budget), found in C (_kernel.rows_of_hashes) with no string compared; a row whose
-    name hashes alike is the name's when the names are equal (else the key's dict says)."""
+    name hashes alike is the name's when the names are equal; the rest (a hash of two rows, or
+    equal hashes of different names) by the key's dict."""
     found = np.full(len(uids), -1, dtype=np.int64)
     if not len(own.index) or not len(uids):
         return found
-    kernel.rows_of_hashes(own.row_hashes(), hashes, found)
-    maybe = np.flatnonzero(found != -1)
-    if len(maybe):
-        row_names = own.row_names()
-        picked = map(names.__getitem__, uids[maybe].tolist())
-        found[maybe] = [row if row >= 0 and row_names[row] == name else own.index.get(name, -1)
-                        for row, name in zip(found[maybe].tolist(), picked)]
+    kernel.rows_of_hashes(own.row_hashes(), hashes, found, own.row_names(), names, uids)
+    unsure = np.flatnonzero(found == -2)
+    if len(unsure):
+        found[unsure] = [own.index.get(names[u], -1) for u in uids[unsure].tolist()]
     return found
 
 
@@ -196,11 +195,11 @@ class _Slots:
         if self.rows[s] > before:
             fresh = np.flatnonzero(rows >= before)
             fresh = fresh[np.argsort(rows[fresh])]
-            own.index.update(zip([names[u] for u in uids[fresh].tolist()], range(before, int(self.rows[s]))))
+            own.index.update(zip(_pick(names, uids[fresh]), range(before, int(self.rows[s]))))
         own.class_counts, own.class_totals = self.counts[s].tolist(), self.totals[s].tolist()
         touched = self.touched[span]
         if own.touched is not None:
-            own.touched.update([names[u] for u in uids[np.flatnonzero(touched)].tolist()])
+            own.touched.update(_pick(names, uids[np.flatnonzero(touched)]))
         touched[:] = 0
 
 
@@ -250,10 +249,11 @@ class KeyedPart:
             np.repeat(slot, np.diff(state.starts)), state.uid, len(pairs)))
         self.pair = pair
         self.slots = slots = _Slots(personal, kernel, state, names, pairs, offsets, pair_uid)
+        learning = set(np.unique(slot[key_label >= 0]).tolist())
         for s, (table, key) in enumerate(pairs):
             slots.load(s)
             own = slots.owns[s]
-            if own is not None and key_label[slot == s].max(initial=-1) >= 0:
+            if own is not None and s in learning:
                 table.changed(key, own)  # held by the table until its flush: this very object is changed below
         # events the rules of corrections may act on: the definition takes them
         self.rules = set()
