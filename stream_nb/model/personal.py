@@ -211,6 +211,13 @@ class KeyCounts:
         self._hashes = (index, len(index), by_row, None)
         return by_row
 
+    def added_rows(self, before: int, hashes: np.ndarray) -> None:
+        """Rows before.. were added to the index, their names' hash() `hashes` (in row order):
+        row_hashes then needs no hashing of them."""
+        cached = self._hashes
+        if cached is not None and cached[0] is self.index and cached[1] == before == len(self.index) - len(hashes):
+            self._hashes = (self.index, len(self.index), np.concatenate((cached[2], hashes)), None)
+
     def row_names(self) -> list:
         """The name of each row (a list made once while the index only grows)."""
         cached = self._hashes

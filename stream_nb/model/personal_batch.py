@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from stream_nb.model._numerics import effective_log_scores, normalise_log_scores
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.counting import _MODE_NUMBERS, native_kernel
 from stream_nb.model.personal import FEATURE_KEEP_SHARE, MAX_KEY_NAME_CHARS, _PartState, _pick
-from stream_nb.model.posterior import Posterior
 
 NEEDS_PYTHON, OVER_BUDGET = 1, 2  # _kernel.keyed_events' statuses
 
@@ -194,8 +192,9 @@ class _Slots:
         before = len(own.index)
         if self.rows[s] > before:
             fresh = np.flatnonzero(rows >= before)
-            fresh = fresh[np.argsort(rows[fresh])]
-            own.index.update(zip(_pick(names, uids[fresh]), range(before, int(self.rows[s]))))
+            fresh = uids[fresh[np.argsort(rows[fresh])]]
+            own.index.update(zip(_pick(names, fresh), range(before, int(self.rows[s]))))
+            own.added_rows(before, self.hashes[fresh])
         own.class_counts, own.class_totals = self.counts[s].tolist(), self.totals[s].tolist()
         touched = self.touched[span]
         if own.touched is not None:
@@ -351,24 +350,21 @@ class KeyedPart:
             slots.give_back(s)
         batch = self.batch
         labels, ids, observe = batch["labels"], batch["ids"], batch["observe"]
-        classes = self.personal.classes_
+        results, probas, learned = self.results, self.probas, self.learned
+        results[lo:upto] = zip(probas[lo:upto], learned[lo:upto])
         picked = np.flatnonzero(self.scored[lo:upto]) + lo
-        posteriors = {}
-        if len(picked):
-            scores, log_prior = self.scores[picked], self.log_prior[picked]
-            active = self.active[picked].astype(bool)
-            probabilities = normalise_log_scores(scores, active, log_prior).tolist()
-            effective = effective_log_scores(scores, active, log_prior)[0].tolist()
-            for j, p, e, on in zip(picked.tolist(), probabilities, effective, active.tolist()):
-                posterior = Posterior((label, value) for label, value, a in zip(classes, p, on) if a)
-                posterior.log_scores = [value for value, a in zip(e, on) if a]
-                posteriors[j] = posterior
+        if len(picked):  # the keys' posteriors, made as the global model makes its own (_probabilities)
+            posteriors = self.personal.global_model._probabilities(
+                self.scores[picked], self.active[picked].astype(bool), self.log_prior[picked])
+            for j, posterior in zip(picked.tolist(), posteriors):
+                results[j] = (posterior, learned[j])
         remember = self.personal.remember_ids
-        for j in range(lo, upto):
-            i = self.start + j
-            self.results[j] = (posteriors.get(j, self.probas[j]), self.learned[j])
-            if self.key_learned[j] and ids is not None and ids[i] is not None:
-                slots.owns[self.slot[j]].remember(ids[i], int(self.key_label[j]), 1.0, remember)
-            if labels[i] is not None:
-                observe(i)
+        if ids is not None:
+            for j in (np.flatnonzero(self.key_learned[lo:upto]) + lo).tolist():
+                if ids[self.start + j] is not None:
+                    slots.owns[self.slot[j]].remember(ids[self.start + j], int(self.key_label[j]), 1.0, remember)
+        if observe is not None:
+            for i in range(self.start + lo, self.start + upto):
+                if labels[i] is not None:
+                    observe(i)
         self.done = upto
