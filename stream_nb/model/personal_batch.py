@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stream_nb.model.base import SparseBatch
+from stream_nb.model.base import ColumnNames, SparseBatch
 from stream_nb.model.counting import _MODE_NUMBERS, native_kernel
 from stream_nb.model.personal import FEATURE_KEEP_SHARE, MAX_KEY_NAME_CHARS, _PartState, _pick
 
@@ -47,9 +47,15 @@ class BatchNames:
         n_occurrences = int(X.lengths.sum())
         columns = X.columns_in(vocabulary)
         numbered = X.unknown_in(vocabulary) if hasattr(vocabulary, "by_column") else None
+        size, stale = len(vocabulary), False
+        if numbered is None and isinstance(X.names, ColumnNames) and hasattr(vocabulary, "by_column") \
+                and X.names._by_column is vocabulary.by_column():
+            # the featuriser's own numbering, of the vocabulary as it was (a name it lacked then may
+            # be in it now: columns_now looks those up again)
+            columns, numbered, stale = X.names._columns, (X.names._ranks, X.names._unknown), True
+            size = len(vocabulary.by_column())
         if numbered is not None:
             ranks, unknown = numbered
-            size = len(vocabulary)
             codes = np.where(columns >= 0, columns, size + ranks)
             present = np.zeros(size + len(unknown), dtype=bool)
             present[codes] = True
@@ -85,7 +91,7 @@ class BatchNames:
             uid, value = uid[nonzero], value[nonzero]
         self.starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
         self.uid, self.value = np.ascontiguousarray(uid, dtype=np.int64), np.ascontiguousarray(value)
-        self.vocabulary, self.vocabulary_size = vocabulary, len(vocabulary)
+        self.vocabulary, self.vocabulary_size = vocabulary, -1 if stale else len(vocabulary)
 
     def columns_now(self, vocabulary) -> np.ndarray:
         """The names' columns in the vocabulary as it is now (it has only grown, or is new)."""
