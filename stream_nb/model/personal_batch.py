@@ -35,6 +35,8 @@ def native_keyed(personal, X) -> object | None:
     kernel = native_kernel()
     if kernel is None or not isinstance(X, SparseBatch) or personal.idle_after is not None:
         return None
+    if not all(hasattr(kernel, name) for name in ("keyed_events", "rows_of_hashes", "number_pairs", "name_facts")):
+        return None  # an extension built before these (pip install -e . builds it again)
     return kernel
 
 
