@@ -831,7 +831,6 @@ keyed_events(PyObject *module, PyObject *args)
         goto done;
     }
     KeyedRun r;
-    memset(&r, 0, sizeof(r));
     const Py_ssize_t C = class_counts.len / 8, n = slot.len / 8, occurrences = uid.len / 8;
     const Py_ssize_t U = C > 0 ? counts.len / (8 * C) : 0, P = row_of.len / 8;
     if (C < 1) {
@@ -898,43 +897,16 @@ keyed_events(PyObject *module, PyObject *args)
                 goto done;
             }
         }
-    r.n_events = n;
-    r.n_names = U;
-    r.n_classes = C;
-    r.n_slots = n_slots;
-    r.starts = starts_of;
-    r.uid = uid_of;
-    r.pair = pair_of;
-    r.slot = slot_of;
-    r.key_label = key_label.buf;
-    r.global_label = global_label.buf;
-    r.capacity = capacity_of;
-    r.value = value.buf;
-    r.margin = margin.buf;
-    r.addable = addable.buf;
-    r.exists = exists.buf;
-    r.counts = counts.buf;
-    r.class_counts = class_counts.buf;
-    r.class_totals = class_totals.buf;
-    r.matrices = matrix_of;
-    r.slot_counts = slot_counts.buf;
-    r.slot_totals = slot_totals.buf;
-    r.rows = rows.buf;
-    r.row_of = row_of.buf;
-    r.touched = touched.buf;
-    r.alpha = alpha;
-    r.prior_alpha = prior_alpha;
-    r.beta = beta;
-    r.prior_beta = prior_beta;
-    r.smooth = smooth;
-    r.shrinkage = shrinkage;
-    r.mode = mode;
-    r.budget = budget;
-    r.scores = scores.buf;
-    r.log_prior = log_prior.buf;
-    r.active = active.buf;
-    r.scored = scored.buf;
-    r.key_learned = key_learned.buf;
+    r = (KeyedRun){.n_events = n, .n_names = U, .n_classes = C, .n_slots = n_slots, .starts = starts_of,
+                   .uid = uid_of, .pair = pair_of, .slot = slot_of, .key_label = key_label.buf,
+                   .global_label = global_label.buf, .capacity = capacity_of, .value = value.buf,
+                   .margin = margin.buf, .addable = addable.buf, .exists = exists.buf, .counts = counts.buf,
+                   .class_counts = class_counts.buf, .class_totals = class_totals.buf, .matrices = matrix_of,
+                   .slot_counts = slot_counts.buf, .slot_totals = slot_totals.buf, .rows = rows.buf,
+                   .row_of = row_of.buf, .touched = touched.buf, .alpha = alpha, .prior_alpha = prior_alpha,
+                   .beta = beta, .prior_beta = prior_beta, .smooth = smooth, .shrinkage = shrinkage, .mode = mode,
+                   .budget = budget, .scores = scores.buf, .log_prior = log_prior.buf, .active = active.buf,
+                   .scored = scored.buf, .key_learned = key_learned.buf};
     int status = 0, failed = 0;
     Py_ssize_t reached;
     Py_BEGIN_ALLOW_THREADS
