@@ -2,14 +2,15 @@
 maintenance points) run by `_kernel.keyed_events`, with the per-event definition
 (`PersonalMultinomialNB._keyed_step`) taking the events the kernel leaves to it.
 
-Names become integers once a batch: the part's distinct names are numbered (`uid`), found by
-their vocabulary column or, for a name the global model has not learned, by the featuriser's
-numbering of unknown names (SparseBatch.unknown_in), with no dict per event. Each key of the
-part is a slot: its counts' matrix (rows reserved for every name of its events it may add), its
-row of each of the part's names, N_c,k and T_c,k as arrays. The kernel changes them in place;
-`_Slots.flush` hands what changed back to each KeyCounts (its new names, in row order, its
-touched names, its remembered ids) and to the table (changed, then each labeled event's clock
-tick), in the events' order.
+Names become integers once a batch (`BatchNames`): the batch's distinct names are numbered
+(`uid`) by their vocabulary column or, for a name the global model has not learned, by the
+featuriser's numbering of new names, with no dict per event; each name's hash() and length
+come in the same pass. Each key of a part is a slot: its counts' matrix (rows reserved for
+every name of its events it may add), its row of each of its names in the part (found by hash,
+`rows_by_hash`), N_c,k and T_c,k as arrays. The kernel changes them in place; `KeyedPart._flush`
+hands what changed back to each KeyCounts (`_Slots.give_back`: its new names in row order, its
+touched names; then its remembered ids) and to the table (changed, then each labeled event's
+clock tick), in the events' order.
 
 The kernel leaves to the definition, after a flush: an event whose id the key's memory may
 hold or that carries "unlearn" (the rules of corrections), and a labeled event of a key with no
@@ -272,10 +273,10 @@ class KeyedPart:
                 continue
             unlearn = None if unlearns is None else unlearns[i]
             own = slots.owns[slot[j]]
-            pair = (int(slot[j]), event_id)
-            if unlearn is not None or pair in seen or (own is not None and event_id in own.learned):
+            lesson = (int(slot[j]), event_id)
+            if unlearn is not None or lesson in seen or (own is not None and event_id in own.learned):
                 self.rules.add(j)
-            seen.add(pair)
+            seen.add(lesson)
         self.scores = np.zeros((n, C))
         self.log_prior = np.zeros((n, C))
         self.active = np.zeros((n, C), dtype=np.uint8)
