@@ -173,8 +173,11 @@ def test_the_mail_deployment_end_to_end(cluster, tmp_path):
         publish(bootstrap, str(write_folder(tmp_path / "unlabeled-2", questions[1])), "--topic", topics.unlabeled,
                 "--no-label")
         correct([picked[0], *rng.sample(second, 4)], take_back=1)  # the first corrected again: back to its label
+        # the killed "b" may have logged several assignments (rebalances under load): the restarted
+        # one is in the group at its own first, which it logs with its stop handlers in place
+        assigned_before = (logs / "b.log").read_text().count("assigns this worker")
         workers["b"] = worker("b")
-        wait_until(lambda: (logs / "b.log").read_text().count("assigns this worker") >= 2, 180,
+        wait_until(lambda: (logs / "b.log").read_text().count("assigns this worker") > assigned_before, 180,
                    "the restarted worker in the group", workers.values())
         wait_until(lambda: predicted() >= sum(map(len, questions)), 300, "every question predicted",
                    workers.values())
