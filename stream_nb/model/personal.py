@@ -444,6 +444,16 @@ def _theta_of(counts: np.ndarray, class_totals: np.ndarray, alpha: float, featur
     return theta, known
 
 
+def _global_counts(g: MultinomialNB, columns: np.ndarray) -> np.ndarray:
+    """N_fc of the global model at vocabulary `columns` (a row of zeros where a column is -1)."""
+    n_classes = len(g.classes_)
+    counts = np.zeros((len(columns), n_classes))
+    inside = columns >= 0
+    if inside.any() and len(g._feature_counts):
+        counts[inside] = g._feature_counts[columns[inside], :n_classes]
+    return counts
+
+
 class _PartState:
     """The global model's estimates at each event of a part of a batch (predict_learn_batch):
     N_fc of the part's names, N_c, T_c and |V| as they were at its start, plus what each event
@@ -459,10 +469,7 @@ class _PartState:
         n_classes = len(g.classes_)
         if columns is None:
             columns = g._vocabulary.lookup(names)
-        self.counts = np.zeros((len(names), n_classes))
-        inside = columns >= 0
-        if inside.any() and len(g._feature_counts):
-            self.counts[inside] = g._feature_counts[columns[inside], :n_classes]
+        self.counts = _global_counts(g, columns)
         self.class_counts = np.array(g._class_counts[:n_classes], dtype=np.float64)
         self.class_totals = np.array(g._class_totals[:n_classes], dtype=np.float64)
         self.features_seen = int(g._features_seen)
@@ -588,10 +595,7 @@ class PersonalMultinomialNB:
         g = self.global_model
         n_classes = len(g.classes_)
         columns = np.asarray(g._vocabulary.columns(names), dtype=np.int64) if names else np.zeros(0, np.int64)
-        counts = np.zeros((len(names), n_classes))
-        inside = columns >= 0
-        if inside.any() and len(g._feature_counts):
-            counts[inside] = g._feature_counts[columns[inside], :n_classes]
+        counts = _global_counts(g, columns)
         return _theta_of(counts, g._class_totals[:n_classes], g.alpha, g._features_seen)
 
     def joint_log_likelihood(self, x: dict, key, table: KeyTable | None = None) -> dict:
