@@ -272,14 +272,16 @@ def _uses_confluent(kafka: dict) -> bool:
 
 class OffsetsApartConsumer(KafkaConsumer):
     """kafka-python's consumer, asking partitions' first and end offsets on connections of their
-    own (a consumer with no group nor assignment, made at the first ask).
+    own once it has polled (a consumer with no group nor assignment, made at the first such ask).
 
-    Why: the broker answers one request of a connection at a time, and the consumer's connection
-    usually holds a fetch the broker keeps open up to fetch_max_wait_ms when the partition has
-    nothing new. Measured on the local broker: end_offsets of a consumer polled to the end 503 ms
-    a call (median of 30), 0.9 ms on a connection of its own. The worker asks every step (labels
-    first), so a per-user worker spent 2 s of 8 waiting there. (The confluent transport asks
-    through an admin client for the same reason.)"""
+    Why: the broker answers one request of a connection at a time, and once the consumer polls,
+    its connection usually holds a fetch the broker keeps open up to fetch_max_wait_ms when the
+    partition has nothing new. Measured on the local broker: end_offsets of a consumer polled to
+    the end 503 ms a call (median of 30), 0.9 ms on a connection of its own. The worker asks
+    every step (labels first), so a per-user worker spent 2 s of 8 waiting there. A consumer that
+    has not polled has no fetch open, and asks on its own connection: a second client costs a
+    bootstrap (0.5 s under load), which readers that ask once before reading would pay for
+    nothing. (The confluent transport asks through an admin client for the same reason.)"""
 
     _GROUP_OPTIONS = ("group_id", "group_instance_id", "partition_assignment_strategy")
 
@@ -287,8 +289,15 @@ class OffsetsApartConsumer(KafkaConsumer):
         super().__init__(**options)
         self._offsets_options = {key: value for key, value in options.items() if key not in self._GROUP_OPTIONS}
         self._offsets_client: KafkaConsumer | None = None
+        self._polled = False
+
+    def poll(self, timeout_ms=0, max_records=None, update_offsets=True):
+        self._polled = True  # from here on a fetch may be open on its connections
+        return super().poll(timeout_ms=timeout_ms, max_records=max_records, update_offsets=update_offsets)
 
     def _offsets(self) -> KafkaConsumer:
+        if not self._polled:
+            return super()
         if self._offsets_client is None:
             self._offsets_client = KafkaConsumer(group_id=None, **self._offsets_options)
         return self._offsets_client
