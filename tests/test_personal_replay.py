@@ -265,20 +265,33 @@ def test_stream_nb_run_refuses_per_key_models_it_cannot_keep_before_looking_for_
         'kafka.processing_guarantee must be "exactly_once"']
 
 
-def test_the_workers_partitioned_steps_leave_each_key_as_replay_does(tmp_path):
+@pytest.mark.parametrize("settings", [
+    ["personal.beta=40", "personal.max_key_features=12", "personal.idle_after=60"],  # the definition, event by event
+    [],  # personal.toml as shipped: the batch path
+])
+def test_the_workers_partitioned_steps_leave_each_key_as_replay_does(tmp_path, monkeypatch, settings):
     """The worker's learning step (stream_nb.worker.keyed.PartitionedKeys: a store per partition
     of the keys, the global model batched between owned keys' events) against replay's one table:
-    each key's counts, and which keys were evicted, alike, with a budget and idle eviction on. The
-    idle clock counts every labeled event in both, keyless ones too, whatever the partition."""
+    each key's counts, and which keys were evicted, alike, with a budget and idle eviction on (the
+    idle clock counts every labeled event in both, keyless ones too, whatever the partition), and
+    as shipped. As shipped, only the first batch's events up to the first of each class go event
+    by event: the rest of that batch and every later one take the batch path."""
     from stream_nb.events.codec import Event, SourcePosition
     from stream_nb.keyed.store import StoredKeyTable
     from stream_nb.worker.keyed import OwnedPartition, PartitionedKeys, key_partition
 
+    one_by_one = []
+    definition = PartitionedKeys._one_by_one
+
+    def counted(self, model, events, X, offsets, tables, training, begin, end=None):
+        one_by_one.append((events[0].source.offset, begin, len(events) if end is None else end))
+        return definition(self, model, events, X, offsets, tables, training, begin, end)
+
+    monkeypatch.setattr(PartitionedKeys, "_one_by_one", counted)
     keys = tuple(f"k{i}" for i in range(12))
     events = [event for event in keyed_stream(7, 900, keys=keys) if "label" in event]
     for event in events[::10]:
         del event["key"]  # keyless: the global model's, and a tick of every clock
-    settings = ["personal.beta=40", "personal.max_key_features=12", "personal.idle_after=60"]
     replayed = contender(CONFIGS / "personal.toml", settings)
     replay_contenders(events, [replayed], batch_size=50)
 
@@ -287,7 +300,7 @@ def test_the_workers_partitioned_steps_leave_each_key_as_replay_does(tmp_path):
     personal = config.build_personal(model)
     featurizer = config.build_featurizer()
     partitions = 4
-    tables = {p: StoredKeyTable(tmp_path / f"p{p}", lambda: len(personal.classes_), idle_after=60,
+    tables = {p: StoredKeyTable(tmp_path / f"p{p}", lambda: len(personal.classes_), idle_after=personal.idle_after,
                                 cache_keys=2) for p in range(partitions)}
     steps = PartitionedKeys(personal, partitions, {p: OwnedPartition(table, 0) for p, table in tables.items()})
     for start in range(0, len(events), 37):
@@ -299,10 +312,16 @@ def test_the_workers_partitioned_steps_leave_each_key_as_replay_does(tmp_path):
     for table in tables.values():
         table.flush(position=len(events))
     assert state_digest(model.to_state()) == state_digest(replayed.model.to_state())
-    assert sum(table.evicted for table in tables.values()) == replayed.personal.keys_evicted > 0
+    assert sum(table.evicted for table in tables.values()) == replayed.personal.keys_evicted
+    assert (replayed.personal.keys_evicted > 0) == bool(settings)
     for key in keys:
         table = tables[key_partition(key, partitions)]
         assert personal.key_state(key, table=table) == replayed.personal.key_state(key), key
+    if not settings:
+        labels = [event["label"] for event in events]
+        second_class_at = next(i for i, label in enumerate(labels) if label != labels[0])
+        assert second_class_at < 37
+        assert one_by_one == [(0, 0, second_class_at + 1)]
 
 
 @pytest.mark.parametrize("overrides", [

@@ -50,6 +50,7 @@ from stream_nb.keyed.changelog import (
     ChangelogRangeError,
     changelog_topic,
     ensure_changelog,
+    make_offsets_client,
     read_changelog,
     send_flush,
     tombstones_kept_ms,
@@ -112,20 +113,39 @@ class PartitionedKeys:
     def predict_then_learn(self, model, events: list, X, offsets: list[int], training: dict) -> list[tuple[dict, bool]]:
         """The global model's prequential step over `events` (as predict_learn), with each event of
         an owned key decided and learned by its key first, in order. Runs of events without an
-        owned key go to predict_learn in one batch."""
+        owned key go to predict_learn in one batch. The batch path takes events of classes the
+        global model has: the first event of each class new to it goes event by event (as in
+        replay), and the rest of the batch at batch speed."""
         tables = [self.table_of(event.key, offset) if event.label is not None else None
                   for event, offset in zip(events, offsets)]
-        if any(table is not None for table in tables):
-            fast = self._batch_speed(events, X, offsets, tables, training)
+        if not any(table is not None for table in tables):
+            return self._one_by_one(model, events, X, offsets, tables, training, 0)
+        new_classes: dict = {}
+        for i, event in enumerate(events):
+            if event.label is not None and event.label not in model.classes_:
+                new_classes.setdefault(event.label, i)
+        ready_at = max(new_classes.values()) + 1 if new_classes else 0
+        results = self._one_by_one(model, events, X, offsets, tables, training, 0, ready_at) if ready_at else []
+        if ready_at < len(events):
+            rest = slice(ready_at, None)
+            fast = self._batch_speed(events[rest], X[rest] if ready_at else X, offsets[rest], tables[rest], training)
             if fast is not None:
-                return fast
+                return results + fast
+            results += self._one_by_one(model, events, X, offsets, tables, training, ready_at)
+        return results
+
+    def _one_by_one(self, model, events: list, X, offsets: list[int], tables: list, training: dict, begin: int,
+                    end: int | None = None) -> list[tuple[dict, bool]]:
+        """predict_then_learn of events begin..end, each of an owned key by the per-event
+        definition, the runs between them in batches."""
+        end = len(events) if end is None else end
         results: list[tuple[dict, bool]] = []
-        start = 0
+        start = begin
         rows = None
-        for i, (event, offset) in enumerate(zip(events, offsets)):
-            table = tables[i]
+        for i in range(begin, end):
+            event, table = events[i], tables[i]
             if event.label is not None:
-                self._tick(offset, table)
+                self._tick(offsets[i], table)
             if table is None:
                 continue
             if start < i:
@@ -143,8 +163,8 @@ class PartitionedKeys:
             start = i + 1
             if self._changed_at is None:
                 self._changed_at = time.monotonic()
-        if start < len(events):
-            results.extend(zip(*predict_learn(model, X[start:], [e.label for e in events[start:]], **training)))
+        if start < end:
+            results.extend(zip(*predict_learn(model, X[start:end], [e.label for e in events[start:end]], **training)))
         return results
 
     def _batch_speed(self, events: list, X, offsets: list[int], tables: list, training: dict):
@@ -282,11 +302,19 @@ class KeyedState(PartitionedKeys):
     # ---- assignment --------------------------------------------------------------------------
 
     def on_assignment(self, partitions: set[int]) -> None:
-        """Release partitions no longer owned; restore newly owned ones before any prediction."""
+        """Release partitions no longer owned; restore newly owned ones before any prediction (their
+        changelog ranges asked through one client)."""
         for number in sorted(set(self.owned) - partitions):
             self._release(number)
-        for number in sorted(partitions - set(self.owned)):
-            self._restore(number)
+        new = sorted(partitions - set(self.owned))
+        if not new:
+            return
+        offsets = make_offsets_client(self.worker.kafka, self.worker.config.kafka_client)
+        try:
+            for number in new:
+                self._restore(number, offsets)
+        finally:
+            offsets.close(autocommit=False)
 
     def _release(self, number: int) -> None:
         owned = self.owned.pop(number)
@@ -297,7 +325,7 @@ class KeyedState(PartitionedKeys):
         shutil.rmtree(owned.table.path, ignore_errors=True)
         log.info("keyed state of partition %d released", number)
 
-    def _restore(self, number: int) -> None:
+    def _restore(self, number: int, offsets) -> None:
         w = self.worker
         started = time.monotonic()
         path = self.directory / f"p{number}"
@@ -305,14 +333,14 @@ class KeyedState(PartitionedKeys):
         start = self._reusable(table)
         if start is None and table.clean_offset is not None:  # kept, but too old to restore on
             table = self._wiped(table)
-        read = read_changelog(w.kafka, w.config.kafka_client, self.topic, number, start=start)
+        read = read_changelog(w.kafka, w.config.kafka_client, self.topic, number, start=start, offsets=offsets)
         try:
             try:
                 table.restore(read)
             except ChangelogRangeError as error:  # recreated or truncated since: not this copy's log
                 log.info("keyed state of partition %d: the local copy is not restored on (%s)", number, error)
                 start, table = None, self._wiped(table)
-                read = read_changelog(w.kafka, w.config.kafka_client, self.topic, number)
+                read = read_changelog(w.kafka, w.config.kafka_client, self.topic, number, offsets=offsets)
                 table.restore(read)
         except (InvalidKeyState, ValueError) as error:  # bytes of the topic: untrusted
             table.close()
