@@ -5,8 +5,9 @@ its outputs and offsets, and read back by the partition's next owner.
 
 Compaction keeps the last record of each key, which is all a restore needs: the store is the
 last value of every key, and the metadata's last value says the labeled position it reflects.
-Read with isolation_level=read_committed, to the partition's last stable offset: a flush whose
-transaction was aborted (the writer died mid-commit) is never restored.
+Read with isolation_level=read_committed, to the partition's high watermark (an open
+transaction is waited for, see ChangelogRead): a flush whose transaction was aborted (the
+writer died mid-commit) is never restored.
 """
 
 from __future__ import annotations
@@ -76,11 +77,21 @@ def tombstones_kept_ms(kafka: dict, client: dict, topic: str) -> int:
 
 
 def read_changelog(kafka: dict, client: dict, topic: str, partition: int,
-                   start: int | None = None) -> "ChangelogRead":
+                   start: int | None = None, offsets=None) -> "ChangelogRead":
     """The (key, value) records of one changelog partition in offset order, from `start` (None:
-    its beginning) to its last stable offset when the read begins: iterate the result (once);
-    then its `end` is the offset to restore from next time, `records` how many were read."""
-    return ChangelogRead(kafka, client, topic, partition, start)
+    its beginning) to its high watermark when the read begins: iterate the result (once); then
+    its `end` is the offset to restore from next time, `records` how many were read. `offsets`:
+    a client of make_offsets_client that outlives the read (restores of several partitions ask
+    through one; None: the read makes its own)."""
+    return ChangelogRead(kafka, client, topic, partition, start, offsets)
+
+
+def make_offsets_client(kafka: dict, client: dict):
+    """A consumer of no group and no assignment that only asks partitions' first offsets and
+    high watermarks (read_uncommitted: see ChangelogRead). A fresh client's first ask waits for a
+    metadata refresh (retry_backoff_ms after its bootstrap: about 120 ms measured), so restores
+    share one rather than making two clients a partition."""
+    return _consumer(kafka, client, "offsets client", group_id=None, isolation_level="read_uncommitted")
 
 
 class ChangelogRead:
@@ -89,25 +100,40 @@ class ChangelogRead:
     The read goes to the partition's high watermark, not its last stable offset: a transaction
     of the previous owner still open (it died mid-commit, or stalls) is waited for until it is
     committed or aborted (at most the transaction timeout), so that a commit landing after the
-    read began is never missed."""
+    read began is never missed. The records come through a read_committed reader, made only when
+    there is something to read."""
 
-    def __init__(self, kafka: dict, client: dict, topic: str, partition: int, start: int | None) -> None:
+    def __init__(self, kafka: dict, client: dict, topic: str, partition: int, start: int | None, offsets=None) -> None:
         self.kafka, self.client = kafka, client
         self.tp = TopicPartition(topic, partition)
         self.start = start
+        self.offsets = offsets
         self.end: int | None = None
         self.records = 0
 
     def __iter__(self) -> Iterator[tuple[bytes, bytes | None]]:
+        beginning, end = self._range()
+        start = beginning if self.start is None else self.start
+        if not beginning <= start <= end:
+            raise ChangelogRangeError(f"changelog {self.tp.topic}[{self.tp.partition}] holds offsets {beginning}.."
+                                      f"{end}, not the {start} a local store stopped at")
+        if start < end:
+            yield from self._records(start, end)
+        self.end = end
+
+    def _range(self) -> tuple[int, int]:
+        """(first offset, high watermark) of the partition."""
+        offsets = self.offsets if self.offsets is not None else make_offsets_client(self.kafka, self.client)
+        try:
+            return offsets.beginning_offsets([self.tp])[self.tp], offsets.end_offsets([self.tp])[self.tp]
+        finally:
+            if offsets is not self.offsets:
+                offsets.close(autocommit=False)
+
+    def _records(self, start: int, end: int) -> Iterator[tuple[bytes, bytes | None]]:
         consumer = make_reader(self.kafka, self.client)
         try:
             consumer.assign([self.tp])
-            beginning = consumer.beginning_offsets([self.tp])[self.tp]
-            end = self._high_watermark()
-            start = beginning if self.start is None else self.start
-            if not beginning <= start <= end:
-                raise ChangelogRangeError(f"changelog {self.tp.topic}[{self.tp.partition}] holds offsets {beginning}.."
-                                     f"{end}, not the {start} a local store stopped at")
             consumer.seek(self.tp, start)
             position = start
             progress_at = time.monotonic()
@@ -126,13 +152,5 @@ class ChangelogRead:
                 position = max(position, consumer.position(self.tp))
                 if polled:
                     progress_at = time.monotonic()
-            self.end = end
         finally:
             consumer.close(autocommit=False)
-
-    def _high_watermark(self) -> int:
-        reader = _consumer(self.kafka, self.client, "reader", group_id=None, isolation_level="read_uncommitted")
-        try:
-            return reader.end_offsets([self.tp])[self.tp]
-        finally:
-            reader.close(autocommit=False)
