@@ -19,6 +19,11 @@ printed with the ratio. The broker and the worker share the machine's cores.
 
     .venv/bin/python benchmarks/personal_worker_speed.py
     .venv/bin/python benchmarks/personal_worker_speed.py --events 3000 --repeats 1
+    .venv/bin/python benchmarks/personal_worker_speed.py --raw-mail 4
+
+--raw-mail USERS: SpamAssassin 2003's raw messages instead (as `replay --shuffle 23` orders
+them), each record the message's bytes with kafka.value_format = "mail", keyed by one of USERS
+made-up users round-robin (the record key; the label in the "label" header), the same split.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import kafka_throughput as kt  # noqa: E402
-from personal_quality import SHARED, round_robin  # noqa: E402
+from personal_quality import SHARED, raw_mail_keyed, round_robin  # noqa: E402
 
 CONFIGS = REPO / "configs"
 PARTITIONS = 4
@@ -45,22 +50,30 @@ SIDES = {"global": ("mail.toml", "labeled-1"), "per-user": ("personal.toml", "la
 
 
 def publish(bootstrap: str, events: list[dict]) -> tuple[int, int]:
+    """Every other event labeled; JSON events, or raw mail (the event's "mail" bytes, the label in
+    a header, the key the record's)."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262_144)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262_144,
+                             max_request_size=2_000_000)
     labeled = unlabeled = 0
     try:
         for n, event in enumerate(events):
             key = event["key"].encode()
+            raw = event.get("mail")
             if n % 2 == 0:
-                value = json.dumps({"id": event["id"], "text": event["text"], "key": event["key"],
-                                    "label": event["label"]}).encode()
-                producer.send("labeled-1", key=key, value=value, partition=0)
-                producer.send("labeled-4", key=key, value=value)
+                if raw is None:
+                    value, headers = json.dumps({"id": event["id"], "text": event["text"], "key": event["key"],
+                                                 "label": event["label"]}).encode(), []
+                else:
+                    value, headers = raw, [("label", event["label"].encode())]
+                producer.send("labeled-1", key=key, value=value, partition=0, headers=headers)
+                producer.send("labeled-4", key=key, value=value, headers=headers)
                 labeled += 1
             else:
-                producer.send("unlabeled", key=key,
-                              value=json.dumps({"id": event["id"], "text": event["text"], "key": event["key"]}).encode())
+                value = raw if raw is not None else json.dumps(
+                    {"id": event["id"], "text": event["text"], "key": event["key"]}).encode()
+                producer.send("unlabeled", key=key, value=value)
                 unlabeled += 1
         producer.flush()
     finally:
@@ -68,12 +81,15 @@ def publish(bootstrap: str, events: list[dict]) -> tuple[int, int]:
     return labeled, unlabeled
 
 
-def run_side(bootstrap: str, workdir: Path, side: str, run: int, n_events: int, n_unlabeled: int) -> float:
+def run_side(bootstrap: str, workdir: Path, side: str, run: int, n_events: int, n_unlabeled: int,
+             raw_mail: bool = False) -> float:
     config, labeled_topic = SIDES[side]
     kt.CONFIG = CONFIGS / config
     name = f"{side}-{run}"
     overrides = {**kt.worker_overrides(bootstrap, name, labeled_topic, "unlabeled", workdir),
                  "kafka.partitions": PARTITIONS}
+    if raw_mail:
+        overrides["kafka.value_format"] = "mail"
     worker = kt.WorkerProcess(workdir, name, overrides, stop_when_idle=3)
     worker.wait(kt.WORKER_TIMEOUT_S)
     predictions = kt.read_topic(bootstrap, overrides["kafka.predictions_topic"])
@@ -88,8 +104,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=12_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--raw-mail", type=int, default=0, metavar="USERS",
+                        help="SpamAssassin 2003's raw messages keyed round-robin by USERS users, instead of Enron")
     args = parser.parse_args(argv)
-    events = round_robin(SHARED / "enron_spam.tar.gz")[:args.events]
+    events = (raw_mail_keyed(args.raw_mail) if args.raw_mail else round_robin(SHARED / "enron_spam.tar.gz"))[:args.events]
+    corpus = (f"SpamAssassin 2003 raw messages of {args.raw_mail} users" if args.raw_mail
+              else "Enron mails of six mailboxes")
     workdir = Path(tempfile.mkdtemp(prefix="stream-nb-personal-worker-"))
     from stream_nb.kafka.broker import LocalKafkaBroker
 
@@ -99,14 +119,15 @@ def main(argv=None) -> int:
         kt.create_topics(broker.bootstrap, ["labeled-1"])
         kt.create_topics(broker.bootstrap, ["labeled-4", "unlabeled"], partitions=PARTITIONS)
         labeled, unlabeled = publish(broker.bootstrap, events)
-        print(f"per-user worker speed: {len(events):,} Enron mails of six mailboxes ({labeled:,} labeled, "
+        print(f"per-user worker speed: {len(events):,} {corpus} ({labeled:,} labeled, "
               f"{unlabeled:,} unlabeled), {PARTITIONS} unlabeled partitions, one worker, load average "
               f"{kt.load_average()}")
         rates: dict[str, list[float]] = {side: [] for side in SIDES}
         for run in range(args.repeats):
             for side in SIDES:
                 started = time.perf_counter()
-                rates[side].append(run_side(broker.bootstrap, workdir, side, run, len(events), unlabeled))
+                rates[side].append(run_side(broker.bootstrap, workdir, side, run, len(events), unlabeled,
+                                            bool(args.raw_mail)))
                 print(f"  {side:9s} run {run + 1}: {rates[side][-1]:,.0f} events/s "
                       f"({time.perf_counter() - started:.0f} s)", flush=True)
         medians = {side: statistics.median(values) for side, values in rates.items()}
