@@ -9,12 +9,8 @@ import time
 from typing import TYPE_CHECKING
 
 from stream_nb.events import Event, PredictionEncoder, Rejected, dead_letter_record
-from stream_nb.events.codec import ORIGINAL_BYTES_HEADER, published_score
-from stream_nb.model.base import SparseBatch
-from stream_nb.model.decision import band_verdict, obvious_positive
-from stream_nb.model.explain import strongest_clues, strongest_clues_many
-from stream_nb.model.posterior import positive_score
-from stream_nb.model.scale import scaled_scores
+from stream_nb.events.codec import ORIGINAL_BYTES_HEADER
+from stream_nb.verdicts.rules import VerdictRules
 from stream_nb.worker.records import (
     batch_or_one_by_one,
     count_consumed,
@@ -34,6 +30,7 @@ class Predictor:
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
+        self.rules = VerdictRules.of(worker.config, worker.mail_featurizer.max_bytes)
         self._single_partition: dict[str, bool] = {}
 
     def count_output_partitions(self, group) -> None:
@@ -92,37 +89,13 @@ class Predictor:
     def publish_predictions(self, events: list[Event], origin: list, probabilities: list, X) -> None:
         w = self.worker
         model = w.model
-        learned = int(model.events_learned)
-        labeled_offsets = w.labeled.offsets()
-        evaluation = w.config.evaluation
-        band, score_band = evaluation["unsure_band"], evaluation.get("unsure_score_band")
-        # the score's positive class: the configured one, else the obvious one of two classes (spam of
-        # spam/ham, True/1 of booleans); with neither the messages carry no score
-        positive = evaluation["positive"]
-        if positive is None:
-            positive = obvious_positive(model.classes_)
-        scores = None if positive is None else [positive_score(proba, positive) for proba in probabilities]
-        if scores is not None and evaluation["score_scale"] != "none":  # per sqrt(distinct features) of X
-            scores = scaled_scores(scores, X, evaluation["score_scale"])
-        n_clues = w.config.worker["clues"]
-        # the clues read the features the predictions were made from (no second featurising)
-        clues = None
-        if n_clues:
-            clues = (strongest_clues_many(model, X, probabilities, top=n_clues) if isinstance(X, SparseBatch)
-                     else [strongest_clues(model, x, top=n_clues, proba=proba) if proba else None
-                           for x, proba in zip(X, probabilities)])
-        encoder = PredictionEncoder(events_learned=learned, checkpoint=w.checkpoints.checkpoint_id,
-                                    labeled_offsets=labeled_offsets)
-        verdicts = None if band is None and score_band is None else [
-            band_verdict(proba, None if scores is None else scores[i], positive, band, score_band)
-            if proba is not None else None for i, proba in enumerate(probabilities)]
-        # always a number in the message (0.0 before any class, +-SCORE_LIMIT for an infinite one)
-        published = None if scores is None else [published_score(score) if proba is not None else None
-                                                 for score, proba in zip(scores, probabilities)]
-        # mail longer than what is read of it was predicted on what was read: the message says so
-        cap = w.mail_featurizer.max_bytes
-        truncated = {i for i, event in enumerate(events) if event.mail is not None and len(event.mail) > cap}
-        messages = encoder.encode_many(events, probabilities, verdicts, clues, published, truncated or None)
+        encoder = PredictionEncoder(events_learned=int(model.events_learned), checkpoint=w.checkpoints.checkpoint_id,
+                                    labeled_offsets=w.labeled.offsets())
+        # the score (always a number in the message), the band's verdict, the clues, and whether mail
+        # longer than what is read of it was predicted on what was read
+        judged = self.rules.judge(model, events, X, probabilities)
+        messages = encoder.encode_many(events, probabilities, judged.verdicts, judged.clues, judged.published,
+                                       judged.truncated or None)
         # The latency histogram costs ~1 us a prediction: only when metrics are served.
         sent, timed = 0, w.reporting.server is not None
         for event, record, encoded in zip(events, origin, messages):
