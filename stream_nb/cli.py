@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "stream_nb.replay.cli",
     "stream_nb.checkpoint.cli",
     "stream_nb.kafka.cli",
+    "stream_nb.verdicts.filter",
 )
 
 

@@ -1,0 +1,123 @@
+"""`stream-nb filter`: one message on stdin, its verdict from the newest checkpoint, bogofilter's way.
+
+For the delivery side of a mail system (procmail, maildrop, Dovecot's sieve `extprograms`), where a
+program is run once a message:
+
+    stream-nb filter --config configs/mail.toml -p < message > message-with-headers
+
+- exit status: 0 spam, 1 ham, 2 unsure (inside the configured band), 3 error (bogofilter's codes);
+- `-p` (passthrough): the message on stdout with X-Spam-Flag / X-Spam-Score / X-Spam-Status
+  (stream_nb.verdicts.headers; forged ones taken out). On an error the message is written
+  unchanged and the status is 3: a filter in a delivery pipe must never lose the mail;
+- `-v`: the headers alone on stdout; neither: the exit status alone.
+
+The model is the newest valid checkpoint of the configuration's checkpoint.dir (or
+--checkpoint-dir), written by a worker (`stream-nb run`) of the same configuration (its
+fingerprint is checked), so the verdict is the one the worker's prediction of that message
+carries at that checkpoint: the same featuriser, the same rules (stream_nb.verdicts.rules), the
+message named by its Message-ID as on every other route. With [personal] the global model's
+verdict is given (what a message of a key with no counts of its own gets); per-user verdicts
+need the keys' state, which the worker keeps in its changelog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from stream_nb.checkpoint import config_fingerprint
+from stream_nb.checkpoint.store import CheckpointError, CheckpointStore, FingerprintMismatch
+from stream_nb.config import Config, ConfigError, load_config
+from stream_nb.events.codec import Event, SourcePosition
+from stream_nb.features.mail import MailFeaturizer
+from stream_nb.mail.identity import mail_id
+from stream_nb.model.registry import model_from_state
+from stream_nb.verdicts.headers import status_of, verdict_headers, with_verdict_headers
+from stream_nb.verdicts.rules import VerdictRules
+
+EXIT_SPAM, EXIT_HAM, EXIT_UNSURE, EXIT_ERROR = 0, 1, 2, 3
+EXIT_OF_STATUS = {"Yes": EXIT_SPAM, "No": EXIT_HAM, "Unsure": EXIT_UNSURE}
+STDIN_SOURCE = SourcePosition("stdin", 0, 0)  # where a prediction says its event came from
+
+
+class FilterError(RuntimeError):
+    """The filter cannot give a verdict (no model, a configuration it cannot read); one line."""
+
+
+class MessageJudge:
+    """A model and a configuration's featuriser and verdict rules: the verdict of one message."""
+
+    def __init__(self, config: Config, model) -> None:
+        self.config = config
+        self.model = model
+        self.featurizer = MailFeaturizer(config.build_event_featurizer())
+        self.rules = VerdictRules.of(config, self.featurizer.max_bytes)
+
+    @classmethod
+    def from_checkpoint(cls, config: Config, directory: Path) -> MessageJudge:
+        """The newest valid checkpoint in `directory`, written with `config` (same fingerprint)."""
+        if not directory.is_dir():
+            raise FilterError(f"no checkpoint directory {directory} (a worker of this configuration writes it: "
+                              f"stream-nb run --config ...)")
+        try:
+            checkpoint = CheckpointStore(directory).load_latest(config_fingerprint(config.resolved()))
+        except (CheckpointError, FingerprintMismatch) as error:
+            raise FilterError(f"checkpoint: {error}") from None
+        if checkpoint is None:
+            raise FilterError(f"no valid checkpoint in {directory} yet: nothing learned to judge by")
+        return cls(config, model_from_state(checkpoint.model_state))
+
+    def judge(self, message: bytes) -> tuple[str, list[tuple[str, str]]]:
+        """("Yes" | "No" | "Unsure", the verdict headers) of `message`, as the worker's prediction
+        of it says (its label, score, band verdict and clues)."""
+        event = Event(mail_id(message), None, None, None, STDIN_SOURCE, mail=message)
+        X = self.featurizer.transform_batch([{"text": None, "features": None, "mail": message}],
+                                            vocabulary=getattr(self.model, "vocabulary", None), number_unknown=False)
+        probabilities = self.model.predict_proba_many(X)
+        judged = self.rules.judge(self.model, [event], X, probabilities)
+        proba = probabilities[0]
+        label = max(proba, key=proba.get) if proba else None
+        verdict = judged.verdicts[0] if judged.verdicts is not None else None
+        positive = self.rules.positive_of(self.model)
+        status = status_of(verdict, label, positive)
+        score = judged.published[0] if judged.published is not None else None
+        clues = judged.clues[0] if judged.clues is not None else None
+        return status, verdict_headers(status, score, verdict, clues)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "filter", help="judge one message on stdin by the newest checkpoint (exit 0 spam, 1 ham, 2 unsure, 3 error)",
+        description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, required=True, help="the worker's configuration (e.g. configs/mail.toml)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="where the worker writes its checkpoints (default: the configuration's checkpoint.dir)")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a configuration value, as `run` takes them")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("-p", "--passthrough", action="store_true",
+                        help="write the message with the verdict headers (unchanged on an error)")
+    output.add_argument("-v", "--verbose", action="store_true", help="write the verdict headers alone")
+    parser.set_defaults(func=run_filter)
+
+
+def run_filter(args: argparse.Namespace) -> int:
+    message = sys.stdin.buffer.read()
+    out = sys.stdout.buffer
+    try:
+        config = load_config(args.config, args.set)
+        directory = args.checkpoint_dir if args.checkpoint_dir is not None else Path(config.checkpoint["dir"])
+        status, headers = MessageJudge.from_checkpoint(config, directory).judge(message)
+    except (FilterError, ConfigError, OSError, ValueError, TypeError) as error:
+        print(f"stream-nb filter: {error}", file=sys.stderr)
+        if args.passthrough:
+            out.write(message)
+            out.flush()
+        return EXIT_ERROR
+    if args.passthrough:
+        out.write(with_verdict_headers(message, headers))
+    elif args.verbose:
+        out.write(b"".join(f"{name}: {value}\n".encode("ascii") for name, value in headers))
+    out.flush()
+    return EXIT_OF_STATUS[status]

@@ -1,0 +1,165 @@
+"""`stream-nb filter` and the verdict headers (stream_nb.verdicts): a message on stdin judged by
+the newest checkpoint of configs/mail.toml as shipped, bogofilter's exit codes, the message
+passed through byte for byte with the headers, forged verdict headers taken out, and the mail
+never lost on an error."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stream_nb.checkpoint import config_fingerprint
+from stream_nb.checkpoint.store import CheckpointStore
+from stream_nb.config import load_config
+from stream_nb.features.mail import MailFeaturizer
+from stream_nb.model.training import predict_learn
+from stream_nb.verdicts.headers import (
+    FOLD_AT,
+    clue_text,
+    status_of,
+    verdict_headers,
+    with_verdict_headers,
+)
+
+from corpora import load_spamassassin_2003
+
+REPO = Path(__file__).resolve().parents[1]
+MAIL_TOML = REPO / "configs" / "mail.toml"
+SPAM_FOLDER, HAM_FOLDER = "spam-2", "easy-ham-2"
+
+
+def filter_command(*args: str, stdin: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stream_nb.cli", "filter", *args], input=stdin, capture_output=True,
+                          timeout=120, cwd=REPO)
+
+
+# ---- the headers ------------------------------------------------------------------------------
+
+def test_forged_verdict_headers_go_and_the_rest_of_the_message_stays_byte_for_byte():
+    message = (b"From someone@example.org Mon Jan  1 00:00:00 2024\r\n"
+               b"Subject: cheap\r\nX-Spam-Status: No, score=-9\r\n\tforged=yes\r\nx-spam-flag: NO\r\n"
+               b"X-Spam-Scorer: kept (another header)\r\nTo: ann@example.org\r\n\r\n"
+               b"X-Spam-Flag: NO\r\nthe body, a header-like line and all\r\n")
+    headers = verdict_headers("Yes", 4.25, "spam", [("cheap", 1.5)])
+    out = with_verdict_headers(message, headers)
+    assert out == (b"From someone@example.org Mon Jan  1 00:00:00 2024\r\n"
+                   b"Subject: cheap\r\nX-Spam-Scorer: kept (another header)\r\nTo: ann@example.org\r\n"
+                   b"X-Spam-Flag: YES\r\nX-Spam-Score: 4.250\r\nX-Spam-Status: Yes, score=4.250 verdict=spam "
+                   b"clues=cheap:1.500\r\n\r\n"
+                   b"X-Spam-Flag: NO\r\nthe body, a header-like line and all\r\n")
+
+
+def test_a_message_of_headers_alone_or_of_no_headers_gets_a_well_formed_header_block():
+    headers = verdict_headers("No", -2.0, "ham", None)
+    assert with_verdict_headers(b"Subject: a\nTo: b", headers) == (
+        b"Subject: a\nTo: b\nX-Spam-Score: -2.000\nX-Spam-Status: No, score=-2.000 verdict=ham\n\n")
+    assert with_verdict_headers(b"\nbody only\n", headers) == (
+        b"X-Spam-Score: -2.000\nX-Spam-Status: No, score=-2.000 verdict=ham\n\nbody only\n")
+
+
+def test_clues_of_any_text_are_ascii_header_text_and_long_lines_are_folded():
+    assert clue_text("viagra") == "viagra"
+    assert clue_text("free money") == '"free money"'
+    assert clue_text('na\u00efve "x"') == '"na\\xefve \\"x\\""'
+    assert clue_text("#s:free") == '"#s:free"'  # a colon would end the name
+    assert clue_text("x" * 100) == "x" * 64 + "..."
+    clues = [(f"word{i} and more", 0.5 + i) for i in range(12)] + [("\u0444\u0438\u0433", 0.25)]
+    block = with_verdict_headers(b"Subject: s\n\nb\n", verdict_headers("Unsure", 0.5, "unsure", clues))
+    head = block.split(b"\n\n")[0].decode("ascii")
+    lines = head.split("\n")
+    assert all(len(line) <= FOLD_AT for line in lines), lines
+    status = re.sub(r"\n\t", " ", head.split("X-Spam-Status: ", 1)[1])  # unfolded
+    names = [name for name, _ in re.findall(r'("(?:[^"\\]|\\.)*"|[^,:= ]+):(\d+\.\d{3})', status.split("clues=", 1)[1])]
+    assert names == [clue_text(name) for name, _ in clues]
+
+
+@pytest.mark.parametrize("verdict, label, status", [
+    ("spam", "spam", "Yes"), ("ham", "ham", "No"), ("unsure", "spam", "Unsure"),
+    (None, "spam", "Yes"), (None, "ham", "No"), (None, None, "No"),
+])
+def test_the_status_is_the_bands_verdict_else_the_most_probable_class(verdict, label, status):
+    assert status_of(verdict, label, "spam") == status
+
+
+# ---- the command, on a checkpoint of mail.toml ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory) -> tuple[Path, list, object, object]:
+    """A checkpoint of configs/mail.toml as shipped, learned from 800 SpamAssassin messages as a
+    worker learns them (predict_learn under its training); the held-out messages, the model and
+    the configuration."""
+    config = load_config(MAIL_TOML)
+    messages = [(folder, data) for folder, data in load_spamassassin_2003() if folder in (SPAM_FOLDER, HAM_FOLDER)]
+    random.Random(5).shuffle(messages)
+    train, held_out = messages[:800], messages[800:824]
+    model = config.build_model()
+    featurizer = MailFeaturizer(config.build_event_featurizer())
+    for start in range(0, len(train), 100):
+        part = train[start:start + 100]
+        X = featurizer.transform_batch([{"text": None, "features": None, "mail": data} for _, data in part],
+                                       vocabulary=model.vocabulary, number_unknown=True)
+        predict_learn(model, X, ["spam" if folder == SPAM_FOLDER else "ham" for folder, _ in part],
+                      **config.training)
+    directory = tmp_path_factory.mktemp("checkpoints")
+    CheckpointStore(directory).save(model.to_state(), {}, config_fingerprint(config.resolved()))
+    return directory, held_out, model, featurizer
+
+
+def test_filter_judges_as_the_checkpoints_model_with_bogofilters_exit_codes(checkpoint_dir):
+    """Each held-out message: the exit status is the band's verdict on P(spam) (mail.toml: [0.1,
+    0.9]), X-Spam-Score is (log P(spam | x) - log P(ham | x)) / sqrt(distinct features) of the
+    checkpoint's model, and the body is the message's. Spam and ham are told apart (a figure:
+    at least 22 of the 24 right)."""
+    directory, held_out, model, featurizer = checkpoint_dir
+    right = 0
+    for folder, data in held_out:
+        done = filter_command("--config", str(MAIL_TOML), "--checkpoint-dir", str(directory), "-p", stdin=data)
+        X = featurizer.transform_batch([{"text": None, "features": None, "mail": data}], vocabulary=model.vocabulary,
+                                       number_unknown=False)
+        proba = model.predict_proba_many(X)[0]
+        log_scores = dict(zip(proba, proba.log_scores))
+        distinct = len(X.to_dicts()[0])
+        score = (log_scores["spam"] - log_scores["ham"]) / math.sqrt(max(distinct, 1))
+        expected = 0 if proba["spam"] >= 0.9 else 1 if proba["spam"] <= 0.1 else 2
+        assert done.returncode == expected, (done.returncode, proba, done.stderr)
+        out = done.stdout
+        head, body = out.split(b"\n\n", 1) if b"\n\n" in out else (out, b"")
+        assert f"X-Spam-Score: {score:.3f}".encode() in head.split(b"\n")
+        assert body == data.split(b"\n\n", 1)[1]
+        assert (b"X-Spam-Flag: YES" in head.split(b"\n")) == (expected == 0)
+        right += (folder == SPAM_FOLDER) == (expected == 0) and expected != 2
+    assert right >= 22, right
+
+
+def test_filter_without_a_model_passes_the_mail_through_unchanged_and_says_why(tmp_path):
+    message = b"Subject: hello\n\nbody\n"
+    done = filter_command("--config", str(MAIL_TOML), "--checkpoint-dir", str(tmp_path), "-p", stdin=message)
+    assert done.returncode == 3
+    assert done.stdout == message
+    assert b"no valid checkpoint in" in done.stderr
+    done = filter_command("--config", str(MAIL_TOML), "--checkpoint-dir", str(tmp_path / "missing"), stdin=message)
+    assert (done.returncode, done.stdout) == (3, b"")
+    assert b"no checkpoint directory" in done.stderr
+
+
+def test_filter_refuses_a_checkpoint_of_another_configuration(checkpoint_dir):
+    directory, held_out, _, _ = checkpoint_dir
+    data = held_out[0][1]
+    done = filter_command("--config", str(MAIL_TOML), "--checkpoint-dir", str(directory), "--set", "model.alpha=0.5",
+                          "-p", stdin=data)
+    assert done.returncode == 3 and done.stdout == data
+    assert b"fingerprint" in done.stderr
+
+
+def test_filter_verbose_writes_the_headers_alone(checkpoint_dir):
+    directory, held_out, _, _ = checkpoint_dir
+    done = filter_command("--config", str(MAIL_TOML), "--checkpoint-dir", str(directory), "-v", stdin=held_out[0][1])
+    lines = done.stdout.decode("ascii").splitlines()
+    assert [line.split(":", 1)[0] for line in lines if not line.startswith("\t")][-2:] == ["X-Spam-Score",
+                                                                                        "X-Spam-Status"]
