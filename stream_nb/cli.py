@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "stream_nb.checkpoint.cli",
     "stream_nb.kafka.cli",
     "stream_nb.verdicts.filter",
+    "stream_nb.verdicts.learn",
 )
 
 
