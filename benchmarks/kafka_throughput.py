@@ -79,6 +79,7 @@ are stopped on every exit path (Ctrl-C and SIGTERM included).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -289,6 +290,25 @@ class WorkerProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+@contextlib.contextmanager
+def benchmark_broker(prefix: str):
+    """(broker, work directory) of one benchmark run: a local broker started in a temporary
+    directory; at the end every worker this module started is stopped, then the broker, and the
+    directory is removed."""
+    from stream_nb.kafka.broker import LocalKafkaBroker
+
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    broker = LocalKafkaBroker(workdir / "broker")
+    try:
+        broker.start()
+        yield broker, workdir
+    finally:
+        for worker in list(WorkerProcess.running):
+            worker.stop()
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def worker_overrides(bootstrap: str, name: str, labeled: str, unlabeled: str, workdir: Path,

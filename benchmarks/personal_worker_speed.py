@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -110,39 +108,30 @@ def main(argv=None) -> int:
     events = (raw_mail_keyed(args.raw_mail) if args.raw_mail else round_robin(SHARED / "enron_spam.tar.gz"))[:args.events]
     corpus = (f"SpamAssassin 2003 raw messages of {args.raw_mail} users" if args.raw_mail
               else "Enron mails of six mailboxes")
-    workdir = Path(tempfile.mkdtemp(prefix="stream-nb-personal-worker-"))
-    from stream_nb.kafka.broker import LocalKafkaBroker
-
-    broker = LocalKafkaBroker(workdir / "broker")
     try:
-        broker.start()
-        kt.create_topics(broker.bootstrap, ["labeled-1"])
-        kt.create_topics(broker.bootstrap, ["labeled-4", "unlabeled"], partitions=PARTITIONS)
-        labeled, unlabeled = publish(broker.bootstrap, events)
-        print(f"per-user worker speed: {len(events):,} {corpus} ({labeled:,} labeled, "
-              f"{unlabeled:,} unlabeled), {PARTITIONS} unlabeled partitions, one worker, load average "
-              f"{kt.load_average()}")
-        rates: dict[str, list[float]] = {side: [] for side in SIDES}
-        for run in range(args.repeats):
-            for side in SIDES:
-                started = time.perf_counter()
-                rates[side].append(run_side(broker.bootstrap, workdir, side, run, len(events), unlabeled,
-                                            bool(args.raw_mail)))
-                print(f"  {side:9s} run {run + 1}: {rates[side][-1]:,.0f} events/s "
-                      f"({time.perf_counter() - started:.0f} s)", flush=True)
-        medians = {side: statistics.median(values) for side, values in rates.items()}
-        for side, (config, _) in SIDES.items():
-            print(f"  {side:9s} ({config:13s}) {medians[side]:9,.0f} events/s  {medians[side] / medians['global']:.3f}x  "
-                  f"({', '.join(f'{v:,.0f}' for v in rates[side])})")
-        return 0
+        with kt.benchmark_broker("stream-nb-personal-worker-") as (broker, workdir):
+            kt.create_topics(broker.bootstrap, ["labeled-1"])
+            kt.create_topics(broker.bootstrap, ["labeled-4", "unlabeled"], partitions=PARTITIONS)
+            labeled, unlabeled = publish(broker.bootstrap, events)
+            print(f"per-user worker speed: {len(events):,} {corpus} ({labeled:,} labeled, "
+                  f"{unlabeled:,} unlabeled), {PARTITIONS} unlabeled partitions, one worker, load average "
+                  f"{kt.load_average()}")
+            rates: dict[str, list[float]] = {side: [] for side in SIDES}
+            for run in range(args.repeats):
+                for side in SIDES:
+                    started = time.perf_counter()
+                    rates[side].append(run_side(broker.bootstrap, workdir, side, run, len(events), unlabeled,
+                                                bool(args.raw_mail)))
+                    print(f"  {side:9s} run {run + 1}: {rates[side][-1]:,.0f} events/s "
+                          f"({time.perf_counter() - started:.0f} s)", flush=True)
     except kt.BenchmarkError as error:
         print(f"personal_worker_speed: error: {error}", file=sys.stderr)
         return 1
-    finally:
-        for worker in list(kt.WorkerProcess.running):
-            worker.stop()
-        broker.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    medians = {side: statistics.median(values) for side, values in rates.items()}
+    for side, (config, _) in SIDES.items():
+        print(f"  {side:9s} ({config:13s}) {medians[side]:9,.0f} events/s  {medians[side] / medians['global']:.3f}x  "
+              f"({', '.join(f'{v:,.0f}' for v in rates[side])})")
+    return 0
 
 
 if __name__ == "__main__":

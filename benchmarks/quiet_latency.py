@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -80,35 +78,27 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     rows = kt.load_sms_spam(kt.DEFAULT_CORPUS)
-    workdir = Path(tempfile.mkdtemp(prefix="stream-nb-quiet-latency-"))
-    from stream_nb.kafka.broker import LocalKafkaBroker
-
-    broker = LocalKafkaBroker(workdir / "broker")
     try:
-        broker.start()
-        print(f"latency of questions alone: {args.rate:g}/s for {args.seconds:g} s after a 2,000-event warm-up, "
-              f"load average {kt.load_average()}")
-        found: dict[str, list[tuple[int, int, int]]] = {side: [] for side in SIDES}
-        for run in range(args.repeats):
-            for side in SIDES:
-                latencies = one_side(broker.bootstrap, workdir, side, run, rows, args.rate, args.seconds)
-                quantiles = tuple(latencies[min(len(latencies) - 1, int(len(latencies) * q))] for q in (0.5, 0.9, 0.99))
-                found[side].append(quantiles)
-                print(f"  {side:9s} run {run + 1}: {len(latencies)} predictions, p50 {quantiles[0]} ms, "
-                      f"p90 {quantiles[1]} ms, p99 {quantiles[2]} ms", flush=True)
-        for side, (config, partitions) in SIDES.items():
-            p50, p90, p99 = (statistics.median(run[i] for run in found[side]) for i in range(3))
-            print(f"  {side:9s} ({config}, {partitions} partition{'s' if partitions > 1 else ''}): median p50 {p50:g} ms, "
-                  f"p90 {p90:g} ms, p99 {p99:g} ms")
-        return 0
+        with kt.benchmark_broker("stream-nb-quiet-latency-") as (broker, workdir):
+            print(f"latency of questions alone: {args.rate:g}/s for {args.seconds:g} s after a 2,000-event warm-up, "
+                  f"load average {kt.load_average()}")
+            found: dict[str, list[tuple[int, int, int]]] = {side: [] for side in SIDES}
+            for run in range(args.repeats):
+                for side in SIDES:
+                    latencies = one_side(broker.bootstrap, workdir, side, run, rows, args.rate, args.seconds)
+                    quantiles = tuple(latencies[min(len(latencies) - 1, int(len(latencies) * q))]
+                                      for q in (0.5, 0.9, 0.99))
+                    found[side].append(quantiles)
+                    print(f"  {side:9s} run {run + 1}: {len(latencies)} predictions, p50 {quantiles[0]} ms, "
+                          f"p90 {quantiles[1]} ms, p99 {quantiles[2]} ms", flush=True)
     except kt.BenchmarkError as error:
         print(f"quiet_latency: error: {error}", file=sys.stderr)
         return 1
-    finally:
-        for worker in list(kt.WorkerProcess.running):
-            worker.stop()
-        broker.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    for side, (config, partitions) in SIDES.items():
+        p50, p90, p99 = (statistics.median(run[i] for run in found[side]) for i in range(3))
+        print(f"  {side:9s} ({config}, {partitions} partition{'s' if partitions > 1 else ''}): median p50 {p50:g} ms, "
+              f"p90 {p90:g} ms, p99 {p99:g} ms")
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,22 +7,19 @@ import time
 import uuid
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka import KafkaProducer, TopicPartition
 
 from stream_nb.config import load_config
 from stream_nb.kafka.clients import make_reader
+
+from worker_support import create_topics
 
 pytestmark = pytest.mark.kafka
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:
     name = f"clients-{uuid.uuid4().hex[:12]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1)], wait_for_metadata=True)
-    finally:
-        admin.close()
+    create_topics(bootstrap, [name], partitions)
     return name
 
 
