@@ -1,13 +1,19 @@
 """`stream-nb filter` and the verdict headers (stream_nb.verdicts): a message on stdin judged by
 the newest checkpoint of configs/mail.toml as shipped, bogofilter's exit codes, the message
 passed through byte for byte with the headers, forged verdict headers taken out, and the mail
-never lost on an error."""
+never lost on an error. The shipped delivery examples (examples/procmail, examples/maildrop)
+run with the real procmail and maildrop, and the Dovecot sieve scripts of `stream-nb learn`
+(examples/dovecot) compile with Pigeonhole's sievec under the shipped configuration; these
+need Debian's procmail, maildrop and dovecot-sieve (installed by .ci/run under CI=true, where
+their absence fails the tests; elsewhere they skip)."""
 
 from __future__ import annotations
 
 import math
+import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +37,8 @@ from corpora import load_spamassassin_2003
 
 REPO = Path(__file__).resolve().parents[1]
 MAIL_TOML = REPO / "configs" / "mail.toml"
+EXAMPLES = REPO / "examples"
+STREAM_NB = str(Path(sys.executable).parent / "stream-nb")  # this checkout's command, as installed by `make setup`
 SPAM_FOLDER, HAM_FOLDER = "spam-2", "easy-ham-2"
 
 
@@ -163,3 +171,106 @@ def test_filter_verbose_writes_the_headers_alone(checkpoint_dir):
     lines = done.stdout.decode("ascii").splitlines()
     assert [line.split(":", 1)[0] for line in lines if not line.startswith("\t")][-2:] == ["X-Spam-Score",
                                                                                         "X-Spam-Status"]
+
+
+# ---- the shipped delivery examples, with the real programs ---------------------------------------
+
+def require_program(name: str, package: str) -> str:
+    found = shutil.which(name)
+    if found:
+        return found
+    reason = f"{name} not installed (Debian package {package}; .ci/run installs it under CI=true)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def delivery_setup(tmp_path: Path, checkpoint_dir) -> tuple[dict, Path]:
+    """A user's home with an empty Maildir (and its Junk folder), a configuration of mail.toml
+    whose checkpoint.dir is the test checkpoint's, and the environment a delivery agent runs
+    `stream-nb` in (this checkout's on the PATH)."""
+    directory, *_ = checkpoint_dir
+    home = tmp_path / "home"
+    for folder in ("Maildir", "Maildir/.Junk"):
+        for sub in ("cur", "new", "tmp"):
+            (home / folder / sub).mkdir(parents=True)
+    config = tmp_path / "mail.toml"
+    config.write_text(f'extends = "{MAIL_TOML}"\n[checkpoint]\ndir = "{directory}"\n')
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "STREAM_NB_CONFIG": str(config),
+           "PYTHONPATH": str(REPO)}
+    return env, home
+
+
+def delivered(home: Path) -> dict[str, list[bytes]]:
+    """{"inbox" | "junk": the messages in its new/ directory}."""
+    return {name: [path.read_bytes() for path in sorted((home / folder / "new").iterdir())]
+            for name, folder in (("inbox", "Maildir"), ("junk", "Maildir/.Junk"))}
+
+
+def expected_folders(checkpoint_dir, messages) -> list[str]:
+    """Where each message belongs by the filter's verdict: junk when it is spam (exit 0)."""
+    directory, *_ = checkpoint_dir
+    return ["junk" if filter_command("--config", str(MAIL_TOML), "--checkpoint-dir", str(directory),
+                                     stdin=data).returncode == 0 else "inbox" for _, data in messages]
+
+
+def test_the_procmail_example_files_spam_in_junk_with_the_headers(tmp_path, checkpoint_dir):
+    procmail = require_program("procmail", "procmail")
+    env, home = delivery_setup(tmp_path, checkpoint_dir)
+    messages = checkpoint_dir[1][:8]
+    expected = expected_folders(checkpoint_dir, messages)
+    assert set(expected) == {"junk", "inbox"}  # both ways taken
+    for _, data in messages:
+        done = subprocess.run([procmail, "-m", f"HOME={env['HOME']}", f"STREAM_NB_CONFIG={env['STREAM_NB_CONFIG']}",
+                               f"STREAM_NB={STREAM_NB}", str(EXAMPLES / "procmail" / "procmailrc")],
+                              input=data, capture_output=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+    found = delivered(home)
+    assert sorted(len(found[folder]) for folder in found) == sorted(expected.count(folder) for folder in found)
+    for (_, data), folder in zip(messages, expected):
+        body = data.split(b"\n\n", 1)[1]
+        copies = [m for m in found[folder] if m.split(b"\n\n", 1)[1] == body]
+        assert len(copies) == 1, folder
+        head = copies[0].split(b"\n\n", 1)[0]
+        assert (b"\nX-Spam-Flag: YES" in head) == (folder == "junk")
+        assert b"\nX-Spam-Score: " in head and b"\nX-Spam-Status: " in head
+
+
+def test_the_maildrop_example_files_spam_in_junk_and_defers_when_it_cannot_judge(tmp_path, checkpoint_dir):
+    maildrop = require_program("maildrop", "maildrop")
+    env, home = delivery_setup(tmp_path, checkpoint_dir)
+    rc = home / ".mailfilter"
+    rc.write_bytes((EXAMPLES / "maildrop" / "mailfilter").read_bytes())
+    rc.chmod(0o600)
+    messages = checkpoint_dir[1][8:16]
+    expected = expected_folders(checkpoint_dir, messages)
+    for _, data in messages:
+        done = subprocess.run([maildrop, str(rc), env["STREAM_NB_CONFIG"], str(home / "Maildir"), STREAM_NB],
+                              input=data, capture_output=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+    found = delivered(home)
+    assert {folder: len(found[folder]) for folder in found} == {folder: expected.count(folder) for folder in found}
+    assert all(b"\nX-Spam-Flag: YES" in m.split(b"\n\n", 1)[0] for m in found["junk"])
+    # no model to judge by: maildrop defers the message (EX_TEMPFAIL, 75), and delivers nothing
+    (tmp_path / "mail.toml").write_text(f'extends = "{MAIL_TOML}"\n[checkpoint]\ndir = "{tmp_path / "none"}"\n')
+    done = subprocess.run([maildrop, str(rc), env["STREAM_NB_CONFIG"], str(home / "Maildir"), STREAM_NB],
+                          input=messages[0][1], capture_output=True, env=env, timeout=120)
+    assert done.returncode == 75, (done.returncode, done.stderr)
+    assert sum(map(len, delivered(home).values())) == len(messages)
+
+
+def test_the_dovecot_sieve_scripts_compile_under_the_shipped_configuration(tmp_path):
+    sievec = require_program("sievec", "dovecot-sieve")
+    config = tmp_path / "dovecot.conf"
+    config.write_text(f"!include {EXAMPLES / 'dovecot' / '90-stream-nb-imapsieve.conf'}\n")
+    for script in ("learn-spam.sieve", "learn-ham.sieve"):
+        done = subprocess.run([sievec, "-c", str(config), str(EXAMPLES / "dovecot" / "sieve" / script),
+                               str(tmp_path / f"{script}.svbin")], capture_output=True, timeout=60)
+        assert done.returncode == 0, (script, done.stderr)
+        assert b'"stream-nb-learn"' in (EXAMPLES / "dovecot" / "sieve" / script).read_bytes()
+    # without the configuration's extensions the same scripts are refused: the check is real
+    (tmp_path / "empty.conf").write_text("")
+    done = subprocess.run([sievec, "-c", str(tmp_path / "empty.conf"), str(EXAMPLES / "dovecot" / "sieve" /
+                                                                         "learn-spam.sieve"), str(tmp_path / "x")],
+                          capture_output=True, timeout=60)
+    assert done.returncode != 0 and b"vnd.dovecot.pipe" in done.stderr

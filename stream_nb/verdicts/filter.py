@@ -9,7 +9,11 @@ program is run once a message:
 - `-p` (passthrough): the message on stdout with X-Spam-Flag / X-Spam-Score / X-Spam-Status
   (stream_nb.verdicts.headers; forged ones taken out). On an error the message is written
   unchanged and the status is 3: a filter in a delivery pipe must never lose the mail;
-- `-v`: the headers alone on stdout; neither: the exit status alone.
+- `-v`: the headers alone on stdout; neither: the exit status alone;
+- `-e` (embed, bogofilter's): exit 0 whatever the verdict, 3 on an error, for procmail's `:0fw`
+  and maildrop's `xfilter`, which take any other status as a failed filter (procmail then keeps
+  the message as it was; maildrop defers it, and the MTA tries again). examples/procmail and
+  examples/maildrop file spam by the X-Spam-Flag header it writes.
 
 The model is the newest valid checkpoint of the configuration's checkpoint.dir (or
 --checkpoint-dir), written by a worker (`stream-nb run`) of the same configuration (its
@@ -99,6 +103,9 @@ def register(subparsers) -> None:
     output.add_argument("-p", "--passthrough", action="store_true",
                         help="write the message with the verdict headers (unchanged on an error)")
     output.add_argument("-v", "--verbose", action="store_true", help="write the verdict headers alone")
+    parser.add_argument("-e", "--embed", action="store_true",
+                        help="exit 0 for every verdict, 3 on an error (bogofilter's -e: for procmail's and "
+                             "maildrop's filter recipes, which take a non-zero exit as a failed filter)")
     parser.set_defaults(func=run_filter)
 
 
@@ -120,4 +127,4 @@ def run_filter(args: argparse.Namespace) -> int:
     elif args.verbose:
         out.write(b"".join(f"{name}: {value}\n".encode("ascii") for name, value in headers))
     out.flush()
-    return EXIT_OF_STATUS[status]
+    return 0 if args.embed else EXIT_OF_STATUS[status]
