@@ -1,6 +1,7 @@
 """The mail front ends (stream_nb.verdicts) with a real worker on a real broker: `stream-nb learn`
-teaches and corrects from a pipe, `stream-nb filter` judges from the worker's checkpoint and
-gives each message the verdict the worker's prediction of it carries."""
+teaches and corrects from a pipe (through the shipped Dovecot pipe script), `stream-nb filter`
+judges from the worker's checkpoint and gives each message the verdict the worker's prediction
+of it carries."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +37,15 @@ MAIL_TOML = REPO_ROOT / "configs" / "mail.toml"
 def stream_nb(*args: str, stdin: bytes) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "stream_nb.cli", *args], input=stdin, capture_output=True,
                           timeout=120, cwd=REPO_ROOT, env=hermetic_environment())
+
+
+def sieve_pipe(config_path, *args: str, stdin: bytes) -> subprocess.CompletedProcess:
+    """examples/dovecot/sieve-pipe/stream-nb-learn, as Dovecot's sieve pipe runs it (this
+    checkout's stream-nb on the PATH, the configuration in STREAM_NB_CONFIG)."""
+    env = hermetic_environment()
+    env.update(PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}", STREAM_NB_CONFIG=str(config_path))
+    return subprocess.run([str(REPO_ROOT / "examples" / "dovecot" / "sieve-pipe" / "stream-nb-learn"), *args],
+                          input=stdin, capture_output=True, timeout=120, cwd=REPO_ROOT, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +94,8 @@ def test_learn_teaches_and_corrects_and_filter_gives_the_workers_verdict(kafka_b
     for raw, label in taught[:176]:
         producer.send(topics.labeled, value=raw, key=mail_id(raw).encode(), headers=[("label", label.encode())])
     producer.flush()
-    for raw, label in taught[176:]:
-        done = stream_nb("learn", "--config", str(config_path), f"--{label}", stdin=raw)
+    for raw, label in taught[176:]:  # through the shipped Dovecot pipe script, as the sieve scripts call it
+        done = sieve_pipe(config_path, f"--{label}", stdin=raw)
         assert done.returncode == 0, done.stderr
     records = read_topic(bootstrap, topics.labeled)
     assert [(record.value, dict(record.headers)["label"].decode()) for record in records] == taught
@@ -120,7 +131,7 @@ def test_learn_teaches_and_corrects_and_filter_gives_the_workers_verdict(kafka_b
     moved = next(raw for raw, label in taught if label == "spam")
     before = float(headers_of(stream_nb("filter", "--config", str(config_path), "-p", stdin=moved).stdout)
                    ["X-Spam-Score"])
-    done = stream_nb("learn", "--config", str(config_path), "--ham", "--unlearn", "spam", stdin=moved)
+    done = sieve_pipe(config_path, "--ham", "--unlearn", "spam", stdin=moved)  # what learn-ham.sieve pipes
     assert done.returncode == 0, done.stderr
     last = read_topic(bootstrap, topics.labeled)[-1]
     assert dict(last.headers) == {"label": b"ham", "unlearn": b"spam"} and last.value == moved
