@@ -53,7 +53,6 @@ class MessageJudge:
     """A model and a configuration's featuriser and verdict rules: the verdict of one message."""
 
     def __init__(self, config: Config, model) -> None:
-        self.config = config
         self.model = model
         self.featurizer = MailFeaturizer(config.build_event_featurizer())
         self.rules = VerdictRules.of(config, self.featurizer.max_bytes)
@@ -83,8 +82,7 @@ class MessageJudge:
         proba = probabilities[0]
         label = max(proba, key=proba.get) if proba else None
         verdict = judged.verdicts[0] if judged.verdicts is not None else None
-        positive = self.rules.positive_of(self.model)
-        status = status_of(verdict, label, positive)
+        status = status_of(verdict, label, judged.positive)
         score = judged.published[0] if judged.published is not None else None
         clues = judged.clues[0] if judged.clues is not None else None
         return status, verdict_headers(status, score, verdict, clues)

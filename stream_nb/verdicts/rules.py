@@ -27,8 +27,10 @@ from stream_nb.model.scale import scaled_scores
 
 @dataclass
 class Judged:
-    """The per-event lists of one batch (each None where the configuration gives no such field)."""
+    """The per-event lists of one batch (each None where the configuration gives no such field),
+    and the positive class they are about (None: none)."""
 
+    positive: object
     scores: list | None
     published: list | None
     verdicts: list | None
@@ -77,4 +79,4 @@ class VerdictRules:
         cap = self.mail_cap
         truncated = set() if cap is None else {
             i for i, event in enumerate(events) if getattr(event, "mail", None) is not None and len(event.mail) > cap}
-        return Judged(scores, published, verdicts, clues, truncated)
+        return Judged(positive, scores, published, verdicts, clues, truncated)
