@@ -83,14 +83,18 @@ class ColumnNames(Sequence):
     or unknown[ranks[i]] where columns[i] is -1. The C featuriser hands names over this way, and
     its `unknown` (NewNames) makes a name's str when it is read; the list is made when somebody
     reads it.
-    `by_column` only grows (a vocabulary never renumbers in place), so the names stay right."""
+    `by_column` only grows (a vocabulary never renumbers in place), so the names stay right;
+    `numbered_at` is its length when the columns were given (while it is unchanged, a name
+    without a column still has none)."""
 
-    __slots__ = ("_by_column", "_columns", "_ranks", "_unknown", "_list")
+    __slots__ = ("_by_column", "_columns", "_ranks", "_unknown", "_list", "numbered_at")
 
-    def __init__(self, by_column: list, columns: np.ndarray, ranks: np.ndarray, unknown: Sequence) -> None:
+    def __init__(self, by_column: list, columns: np.ndarray, ranks: np.ndarray, unknown: Sequence,
+                 numbered_at: int | None = None) -> None:
         if len(columns) != len(ranks):
             raise ValueError(f"{len(columns)} columns for {len(ranks)} ranks")
         self._by_column, self._columns, self._ranks, self._unknown = by_column, columns, ranks, unknown
+        self.numbered_at = len(by_column) if numbered_at is None else numbered_at
         self._list: list | None = None
 
     def __len__(self) -> int:
@@ -98,7 +102,7 @@ class ColumnNames(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return ColumnNames(self._by_column, self._columns[i], self._ranks[i], self._unknown)
+            return ColumnNames(self._by_column, self._columns[i], self._ranks[i], self._unknown, self.numbered_at)
         if self._list is not None:
             return self._list[i]
         column = int(self._columns[i])

@@ -50,13 +50,13 @@ class BatchNames:
         n_occurrences = int(X.lengths.sum())
         columns = X.columns_in(vocabulary)
         numbered = X.unknown_in(vocabulary) if hasattr(vocabulary, "by_column") else None
-        size, stale = len(vocabulary), False
+        size = numbered_at = len(vocabulary)
         if numbered is None and isinstance(X.names, ColumnNames) and hasattr(vocabulary, "by_column") \
                 and X.names._by_column is vocabulary.by_column():
             # the featuriser's own numbering, of the vocabulary as it was (a name it lacked then may
-            # be in it now: columns_now looks those up again)
-            columns, numbered, stale = X.names._columns, (X.names._ranks, X.names._unknown), True
-            size = len(vocabulary.by_column())
+            # be in it now, if it has grown since: columns_now looks those up again)
+            columns, numbered = X.names._columns, (X.names._ranks, X.names._unknown)
+            size, numbered_at = len(vocabulary.by_column()), X.names.numbered_at
         if numbered is not None:
             ranks, unknown = numbered
             codes = np.where(columns >= 0, columns, size + ranks)
@@ -94,7 +94,7 @@ class BatchNames:
             uid, value = uid[nonzero], value[nonzero]
         self.starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
         self.uid, self.value = np.ascontiguousarray(uid, dtype=np.int64), np.ascontiguousarray(value)
-        self.vocabulary, self.vocabulary_size = vocabulary, -1 if stale else len(vocabulary)
+        self.vocabulary, self.vocabulary_size = vocabulary, numbered_at
 
     def columns_now(self, vocabulary) -> np.ndarray:
         """The names' columns in the vocabulary as it is now (it has only grown, or is new)."""

@@ -141,7 +141,7 @@ class PartitionedKeys:
         end = len(events) if end is None else end
         results: list[tuple[dict, bool]] = []
         start = begin
-        rows = None
+        sparse = isinstance(X, SparseBatch)
         for i in range(begin, end):
             event, table = events[i], tables[i]
             if event.label is not None:
@@ -150,9 +150,7 @@ class PartitionedKeys:
                 continue
             if start < i:
                 results.extend(zip(*predict_learn(model, X[start:i], [e.label for e in events[start:i]], **training)))
-            if rows is None:
-                rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
-            x = rows[i]
+            x = X[i:i + 1].to_dicts()[0] if sparse else X[i]  # the rows of owned keys alone
             _, key_learns = self.personal.predict_and_decide(x, event.label, event.key, table, event_id=event.id,
                                                              unlearn=event.unlearn)
             probabilities, learned = predict_learn(model, X[i:i + 1], [event.label], **training)
