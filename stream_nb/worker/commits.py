@@ -25,6 +25,9 @@ class Commits:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self.cursors: dict[TopicPartition, int] = {}  # owned labeled partition -> published up to
+        # Unlabeled records polled and held back (labels first), predicted at the next step: kept
+        # here rather than fetched again; a commit meanwhile commits their partitions before them.
+        self.held: list = []
 
     def labeled_dead_letters_due(self) -> bool:
         return any(self.cursors.get(TopicPartition(r.source.topic, r.source.partition), 1 << 62) <= r.source.offset
@@ -59,6 +62,7 @@ class Commits:
         if not w.outputs.open:
             return True
         offsets = {tp: w.group.position(tp) for tp in w.group.assignment() if tp.topic not in w.labeled_topics}
+        offsets.update(first_offsets(self.held))
         if w.forwarding is not None:  # the labeled records forwarded in this transaction
             offsets.update(w.forwarding.positions())
         if w.keyed is not None:  # the per-key state's changes, with the labeled offset it reflects
@@ -98,11 +102,13 @@ class Commits:
             r for r in w.labeled_rejections
             if r.source.offset >= cursors.get(TopicPartition(r.source.topic, r.source.partition), -1)]
 
-    def put_back(self, records: list) -> None:
-        """Polled records not processed: each partition back to its first of them (the next
-        poll returns them again; a commit meanwhile commits that position)."""
-        for tp, offset in first_offsets(records).items():
-            self.worker.group.seek(tp, offset)
+    def hold(self, records: list) -> None:
+        """Polled records not processed yet: the next step predicts them before what it polls."""
+        self.held = records
+
+    def take_held(self) -> list:
+        held, self.held = self.held, []
+        return held
 
     def rewind(self, why: str | None) -> None:
         """Abort the open outputs and go back to the group's committed offsets."""
@@ -111,6 +117,7 @@ class Commits:
             w.telemetry.rewinds.inc()
             log.info("%s: the open outputs are aborted and redone from the committed offsets", why)
         w.outputs.abort()
+        self.held = []  # polled again from the committed offsets
         if w.forwarding is not None:  # forwarded again from the committed offsets
             w.forwarding.rewind()
         for tp in w.group.assignment():

@@ -281,7 +281,7 @@ class Worker:
         metadata = self.group.group_metadata()  # before the poll: see Outputs
         # A join under way gets a poll's time to finish (kafka-python resends one that completes
         # between two polls, so polls of 0 ms could keep a rebalance going).
-        quick = learned and not rebalance_pending(self.group)
+        quick = (learned or self.commits.held) and not rebalance_pending(self.group)
         polled = self.group.poll(timeout_ms=0 if quick else self.kafka["poll_timeout_ms"],
                                  max_records=self.kafka["poll_max_records"])
         raise_if_fenced(self.group)  # kafka-python's poll does not say (an idle zombie polls on)
@@ -290,17 +290,17 @@ class Worker:
         now = self.group.group_metadata()
         if (now.generation_id, now.member_id) != (metadata.generation_id, metadata.member_id) or self.outputs.stale(now):
             # The group changed during the poll: its records may be of partitions that have moved.
-            if polled or self.outputs.open:
+            if polled or self.outputs.open or self.commits.held:
                 self.commits.rewind("the group rebalanced" if metadata.generation_id >= 0 else None)
             return bool(polled)
         if polled:
             OUTAGE.back()  # the broker answered
         forwarded = self._forward(metadata)
-        records = [record for partition, batch in polled.items() if partition.topic not in self.labeled_topics
-                   for record in batch]
+        records = self.commits.take_held() + [record for partition, batch in polled.items()
+                                              if partition.topic not in self.labeled_topics for record in batch]
         if records and self.forwarding is not None and self.forwarding.hold_back(records, bool(forwarded)):
             # labels first: the forwards commit, and the next step learns them before predicting
-            self.commits.put_back(records)
+            self.commits.hold(records)
             if self.outputs.open:
                 self.commits.commit_or_rewind()
             return True

@@ -125,6 +125,7 @@ class Membership:
                             transactional_id=w.transactional_id, published=w._published,
                             call_timeout_s=transaction_call_timeout_s(self.transaction_timeout_s))
         w.commits.cursors = {}
+        w.commits.held = []  # a new consumer starts from the committed offsets
         if w.forwarding is not None:  # the old producer's transaction is gone, and its forwards
             w.forwarding.reset()
         w._assignment_changed = True
@@ -282,6 +283,7 @@ class Membership:
             log.debug("closing the fenced consumer: %s", close_error)
         w.group = w.outputs.group = self._join_group()
         w.commits.cursors = {}
+        w.commits.held = []  # a new consumer starts from the committed offsets
         if w.forwarding is not None:  # the old producer's transaction is gone, and its forwards
             w.forwarding.reset()
         w._assignment_changed = True
