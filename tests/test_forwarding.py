@@ -78,3 +78,34 @@ def test_unlabeled_records_wait_once_for_the_labels_forwarded_with_them():
     assert f.hold_back(batch(14, 15), forwarded_now=True)  # newer records wait for newer labels
     assert f.hold_back(batch(3, partition=1) + batch(16), forwarded_now=True)
     assert not f.hold_back(batch(3, 4, partition=1), forwarded_now=True)
+
+
+def test_a_commit_while_records_are_held_back_commits_their_partitions_before_them():
+    """Labels first holds a poll's unlabeled records in memory while the forwards commit: the
+    group's offsets committed then must not pass them (a crash would lose their predictions)."""
+    from stream_nb.worker.commits import Commits
+
+    a, b, labeled = TopicPartition("unlabeled", 0), TopicPartition("unlabeled", 1), TopicPartition("labeled", 0)
+    committed = []
+    group = SimpleNamespace(assignment=lambda: {a, b, labeled}, position=lambda tp: {a: 40, b: 17}[tp],
+                            group_metadata=lambda: None)
+    outputs = SimpleNamespace(open=True, begin=lambda metadata: None, commit=committed.append)
+    worker = SimpleNamespace(_assignment_changed=False, labeled=SimpleNamespace(positions={}), labeled_rejections=[],
+                             keyed=None, forwarding=None, group=group, outputs=outputs,
+                             labeled_topics=frozenset({"labeled"}),
+                             telemetry=SimpleNamespace(rewinds=SimpleNamespace(inc=lambda: None)))
+    commits = Commits(worker)
+    held = [SimpleNamespace(topic="unlabeled", partition=0, offset=o) for o in (31, 32, 33)]
+    commits.hold(held)
+    assert commits.commit()
+    assert committed[-1] == {a: 31, b: 17}  # partition 1 had nothing held: its position
+    assert commits.take_held() == held and commits.held == []
+    assert commits.commit()
+    assert committed[-1] == {a: 40, b: 17}
+    commits.hold(held)
+    worker._assignment_changed = True  # a rebalance: what is held is dropped, polled again from the group's offsets
+    worker.outputs = SimpleNamespace(open=False, abort=lambda: None)
+    group.committed = lambda tp: 31
+    group.seek = lambda tp, offset: None
+    commits.rewind("the group rebalanced")
+    assert commits.held == []
