@@ -167,7 +167,21 @@ def assert_same(sides) -> None:
         for key in theirs.keys:
             assert fast_personal.key_state(key, mine) == slow_personal.key_state(key, theirs), key
             assert mine.keys[key].learned == theirs.keys[key].learned, key
+            assert_row_caches_hold(mine.keys[key])
     assert state_digest(fast_model.to_state()) == state_digest(slow_model.to_state())
+
+
+def assert_row_caches_hold(own) -> None:
+    """The names and hashes a key keeps beside its index (extended as rows come, carried through
+    cuts) are those of its rows, in row order."""
+    cached = own._hashes
+    if cached is None or cached[0] is not own.index or cached[1] != len(own.index):
+        return  # stale: made again when next asked
+    names = list(own.index)
+    assert cached[2].tolist() == [hash(name) for name in names]
+    if cached[3] is not None and len(cached[3]) == len(names):
+        assert cached[3] == names
+    assert own.row_names() == names and own.row_hashes().tolist() == [hash(name) for name in names]
 
 
 SETTINGS = {

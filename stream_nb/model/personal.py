@@ -211,15 +211,21 @@ class KeyCounts:
         self._hashes = (index, len(index), by_row, None)
         return by_row
 
-    def added_rows(self, before: int, hashes: np.ndarray) -> None:
-        """Rows before.. were added to the index, their names' hash() `hashes` (in row order):
-        row_hashes then needs no hashing of them."""
+    def added_rows(self, before: int, hashes: np.ndarray, names: list) -> None:
+        """Rows before.. were added to the index, `names` (in row order) with their hash()
+        `hashes`: row_hashes then needs no hashing of them, nor row_names a new list."""
         cached = self._hashes
         if cached is not None and cached[0] is self.index and cached[1] == before == len(self.index) - len(hashes):
-            self._hashes = (self.index, len(self.index), np.concatenate((cached[2], hashes)), None)
+            by_name = cached[3]
+            if by_name is not None and len(by_name) == before:
+                by_name.extend(names)
+            else:
+                by_name = None
+            self._hashes = (self.index, len(self.index), np.concatenate((cached[2], hashes)), by_name)
 
     def row_names(self) -> list:
-        """The name of each row (a list made once while the index only grows)."""
+        """The name of each row (a list made once, and extended by added_rows while the index
+        only grows: rows are added at its end)."""
         cached = self._hashes
         if cached is None or cached[0] is not self.index or cached[1] != len(self.index):
             self.row_hashes()
@@ -345,9 +351,11 @@ class KeyCounts:
         the result depends on the counts alone), in the order they had; T_c,k becomes the sum of
         what stays. Returns the rows that stayed (their old numbers, in order)."""
         matrix = self.matrix
-        names = list(self.index)
         if self._hashes is not None and self._hashes[0] is not self.index:
             self._hashes = None
+        cached = self._hashes
+        names = (cached[3] if cached is not None and cached[3] is not None and len(cached[3]) == len(self.index)
+                 else list(self.index))
         if len(matrix.T) <= 2:  # fsum of two numbers is their rounded sum: numpy's, at array speed
             totals = matrix.sum(axis=1) if len(names) else np.zeros(0)
         else:
@@ -363,9 +371,10 @@ class KeyCounts:
             keep[tied] = tied_names <= last
         rows = np.flatnonzero(keep)
         hashes = self._hashes
-        self.set_rows(_pick(names, rows), matrix[rows])
+        kept = _pick(names, rows)
+        self.set_rows(kept, matrix[rows])
         if hashes is not None and hashes[1] == len(names):  # carried over
-            self._hashes = (self.index, len(rows), hashes[2][rows], None)
+            self._hashes = (self.index, len(rows), hashes[2][rows], kept)
         self.class_totals = exact_column_sums(self.matrix)
         self.touched = None  # rows went: the whole key is written anew
         return rows

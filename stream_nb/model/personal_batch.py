@@ -202,8 +202,9 @@ class _Slots:
         if self.rows[s] > before:
             fresh = np.flatnonzero(rows >= before)
             fresh = uids[fresh[np.argsort(rows[fresh])]]
-            own.index.update(zip(_pick(names, fresh), range(before, int(self.rows[s]))))
-            own.added_rows(before, self.hashes[fresh])
+            fresh_names = _pick(names, fresh)
+            own.index.update(zip(fresh_names, range(before, int(self.rows[s]))))
+            own.added_rows(before, self.hashes[fresh], fresh_names)
         own.class_counts, own.class_totals = self.counts[s].tolist(), self.totals[s].tolist()
         touched = self.touched[span]
         if own.touched is not None:

@@ -176,7 +176,6 @@ class Contender:
             X = self.featurise(items)
         except (TypeError, ValueError):
             X = None  # some event refuses: find it event by event
-        rows = None
         tried = X is None
         # the batch path takes events of classes the global model has: the rest of the batch goes
         # to it once every class first seen in the batch has been learned event by event
@@ -196,13 +195,11 @@ class Contender:
                         sizes.extend(event_sizes(X[i:]))
                     return predictions, learned, sizes
             try:
-                if rows is None and X is not None:
-                    rows = X.to_dicts() if isinstance(X, SparseBatch) else list(X)
-                if rows is None:
+                if X is None:
                     one = self.featurise([item])
                     x = one.to_dicts()[0] if isinstance(one, SparseBatch) else one[0]
-                else:
-                    x = rows[i]
+                else:  # this event's row alone: the batch path may take the rest
+                    x = X[i:i + 1].to_dicts()[0] if isinstance(X, SparseBatch) else X[i]
                 key = item.get("key")
                 probabilities, key_learns = personal.predict_and_decide(x, label, key, event_id=ids[i],
                                                                         unlearn=unlearns[i])
