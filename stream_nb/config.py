@@ -30,7 +30,7 @@ from stream_nb.model.personal import SHRINKAGES
 from stream_nb.model.registry import build_model
 from stream_nb.model.scale import SCORE_SCALES
 
-SECTIONS = ("model", "features", "training", "kafka", "checkpoint", "worker", "evaluation", "personal")
+SECTIONS = ("model", "features", "training", "kafka", "checkpoint", "worker", "evaluation", "personal", "milter")
 EXTENDS_DEPTH = 8  # files extending files: more is a loop or a maze
 EVENT_FIELD_KEYS = ("categorical", "numeric")
 
@@ -123,6 +123,30 @@ WORKER_KEYS = {
     # "json": one JSON object per log line (for log shippers); "text": plain lines.
     "log_format": ((str,), "text"),
 }
+# `stream-nb milter` (stream_nb.verdicts.milter): not part of the model, so not of a checkpoint's
+# fingerprint (a worker and its milters share one configuration file).
+MILTER_KEYS = {
+    # Postfix's notation: inet:HOST:PORT or unix:PATH (smtpd_milters names the same).
+    "listen": ((str,), "inet:127.0.0.1:11340"),
+    # What a message judged spam gets: "tag" (headers only), "reject" (5xx at end of data) or
+    # "tempfail" (4xx). Every message is tagged whatever the action.
+    "action": ((str,), "tag"),
+    # The published score at or above which a message is spam for `action`; None: when its
+    # X-Spam-Status is Yes (the band's verdict, else the most probable class).
+    "threshold": ((int, float), None),
+    "reply": ((str,), "5.7.1 Message refused as spam"),  # after the code: 550 or 451
+    # Before the replica has a model (nothing learned, no snapshot): "accept" untagged, or "tempfail".
+    "no_model": ((str,), "accept"),
+    # Also publish each message to the first unlabeled topic, named by its Message-ID, so the
+    # predictions stream sees every mail the milter judged.
+    "publish": ((bool,), False),
+    # The replica learns the labeled log this many records at a time (a verdict waits one batch at most).
+    "follow_batch": ((int,), 100),
+    # /metrics, /healthz, /readyz (the replica's lag) on this port (0: off), on this address.
+    "metrics_port": ((int,), 0),
+    "metrics_host": ((str,), "127.0.0.1"),
+}
+MILTER_ACTIONS = ("tag", "reject", "tempfail")
 ORDER_DEPENDENT_MODES = ("on_error", "thick_threshold")
 TRAINING_KEYS = {
     "mode": ((str,), "all"),  # all | on_error | thick_threshold
@@ -208,6 +232,8 @@ BOUNDS = {
     "worker.labels_first_wait_s": (0, 3_600, "predictions held back an hour are not live"),
     "worker.metrics_port": (0, 65_535, "a TCP port (0: off)"),
     "worker.stall_after_s": (1, 86_400, "a partition stuck for a day is long past an alert"),
+    "milter.follow_batch": (1, 100_000, "a verdict waits for one batch of learning at most"),
+    "milter.metrics_port": (0, 65_535, "a TCP port"),
     "training.margin": (0, 1e6, "nats of log-odds, far beyond a message's: to learn every event, mode = \"all\""),
     "training.remember_ids": (0, 10**7, "each remembered id costs about 280 bytes of memory and 60 in every checkpoint"),
     "evaluation.window": (1, 1_000_000, "events per point of the rolling curves"),
@@ -296,6 +322,7 @@ class Config:
     evaluation: dict = field(default_factory=lambda: {"positive": None, "window": 500, "unsure_band": None,
                                                       "unsure_score_band": None, "score_scale": "none"})
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
+    milter: dict = field(default_factory=lambda: {key: default for key, (_, default) in MILTER_KEYS.items()})
     personal: dict | None = None  # [personal]: a model per event key; None: one global model
     source: str = "defaults"
     # [training] remember_ids: the capacity of the worker's LearnedIds (stream_nb.lessons). Not
@@ -552,6 +579,18 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         raise ConfigError(f"worker.log_format: {worker['log_format']!r} is not one of text, json")
     if worker["instance_id"] is not None and not worker["instance_id"].strip():
         raise ConfigError("worker.instance_id: must not be empty (leave it out to use the host name)")
+    milter = _validated("milter", dict(data.get("milter", {})), MILTER_KEYS)
+    check_bounds("milter", milter)
+    if milter["action"] not in MILTER_ACTIONS:
+        raise ConfigError(f"milter.action: {milter['action']!r} is not one of {', '.join(MILTER_ACTIONS)}")
+    if milter["no_model"] not in ("accept", "tempfail"):
+        raise ConfigError(f"milter.no_model: {milter['no_model']!r} is not one of accept, tempfail")
+    if milter["threshold"] is not None and not math.isfinite(milter["threshold"]):
+        raise ConfigError(f"milter.threshold: {milter['threshold']!r} is not a finite score")
+    if not milter["listen"].startswith(("inet:", "unix:")):
+        raise ConfigError(f"milter.listen: {milter['listen']!r} is not inet:HOST:PORT or unix:PATH")
+    if not milter["reply"].isascii() or any(ch in milter["reply"] for ch in "\r\n"):
+        raise ConfigError("milter.reply: one line of ASCII text (an SMTP reply)")
     personal = None
     if "personal" in data:
         personal = _validated("personal", dict(data["personal"]), PERSONAL_KEYS)
@@ -568,7 +607,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
                     checkpoint=checkpoint, worker=worker, source=source, remember_ids=remember_ids,
-                    personal=personal)
+                    personal=personal, milter=milter)
     max_classes = config.model.get("max_classes", DEFAULT_MAX_CLASSES)
     if isinstance(max_classes, bool) or not isinstance(max_classes, int) or max_classes < 2:
         raise ConfigError(f"model.max_classes: must be a whole number >= 2, got {max_classes!r}")

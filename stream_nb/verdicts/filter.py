@@ -74,6 +74,12 @@ class MessageJudge:
     def judge(self, message: bytes) -> tuple[str, list[tuple[str, str]]]:
         """("Yes" | "No" | "Unsure", the verdict headers) of `message`, as the worker's prediction
         of it says (its label, score, band verdict and clues)."""
+        status, _, headers = self.verdict(message)
+        return status, headers
+
+    def verdict(self, message: bytes) -> tuple[str, float | None, list[tuple[str, str]]]:
+        """judge's status and headers, with the published score between them (None: no
+        positive class)."""
         event = Event(mail_id(message), None, None, None, STDIN_SOURCE, mail=message)
         X = self.featurizer.transform_batch([{"text": None, "features": None, "mail": message}],
                                             vocabulary=getattr(self.model, "vocabulary", None), number_unknown=False)
@@ -85,7 +91,7 @@ class MessageJudge:
         status = status_of(verdict, label, judged.positive)
         score = judged.published[0] if judged.published is not None else None
         clues = judged.clues[0] if judged.clues is not None else None
-        return status, verdict_headers(status, score, verdict, clues)
+        return status, score, verdict_headers(status, score, verdict, clues)
 
 
 def register(subparsers) -> None:

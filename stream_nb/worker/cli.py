@@ -43,7 +43,7 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def _configure_logging(level: str, log_format: str) -> None:
+def configure_logging(level: str, log_format: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter() if log_format == "json"
                          else logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
@@ -63,10 +63,10 @@ def run_worker(args) -> int:
     from stream_nb.worker.loop import ModelStateUnknown, Worker  # imports kafka-python only when needed
     from stream_nb.worker.outputs import Fenced, OutputRefused
 
-    _configure_logging(args.log_level, "text")
+    configure_logging(args.log_level, "text")
     try:
         config, bootstrap = with_bootstrap(args.config, args.set, args.bootstrap)
-        _configure_logging(args.log_level, config.worker["log_format"])
+        configure_logging(args.log_level, config.worker["log_format"])
         Worker.check_config(config)  # the worker's own keys, before any network wait
         check_reachable(bootstrap)
         logging.getLogger("stream_nb.worker").info("broker %s", bootstrap)

@@ -1,0 +1,159 @@
+"""A read-only replica of the workers' model, for front ends that judge mail where it is decided
+(stream_nb.verdicts.milter): the same state as every worker's, with no outputs.
+
+A worker's model is a function of the labeled log: every worker learns it whole, in one order
+(stream_nb.worker.labeled), from its newest checkpoint on. A replica does the same with the same
+code (Learner, LabeledLog, Checkpoints.restore) and commits nothing: no group, no predictions, no
+dead letters, no checkpoints. It starts from the newest checkpoint of the configuration's
+checkpoint.dir (read, not locked: a worker on this host may own it), else from the newest
+snapshot on checkpoint.snapshot_topic, else from the log's beginning, and follows the log as it
+grows. So at each labeled offset it holds exactly the model a worker held there, and its verdict
+of a message is the worker's prediction of it at that offset (stream_nb.verdicts.rules).
+
+Threads: one thread follows the log (`follow`); any number judge. One lock covers the model and
+the featurisers (the C featuriser's name index follows the vocabulary); the follower learns in
+batches of at most `follow_batch` records, so a verdict waits at most one such batch.
+
+With [personal] the replica follows the labeled order (the forwarded log) and judges by the
+global model: a key with no counts of its own is predicted so. Keys' own counts live in the
+workers' keyed state (stream_nb.worker.keyed), which this replica does not hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from stream_nb.checkpoint import config_fingerprint
+from stream_nb.config import Config
+from stream_nb.features.mail import MailFeaturizer
+from stream_nb.kafka.clients import make_labeled_reader
+from stream_nb.kafka.labeled_order import labeled_order_topic
+from stream_nb.lessons import LabeledLessons, LearnedIds
+from stream_nb.replay.metrics import PrequentialMetrics
+from stream_nb.worker.checkpoints import Checkpoints
+from stream_nb.worker.labeled import LabeledLog
+from stream_nb.worker.learner import Learner
+from stream_nb.worker.metrics import WorkerMetrics
+from stream_nb.worker.records import featurise
+
+log = logging.getLogger("stream_nb.replica")
+TELEMETRY_INTERVAL_S = 2.0
+
+
+class Replica:
+    """The state Learner and Checkpoints.restore read and write (as a Worker's), a LabeledLog
+    that feeds it, and the lock that judging shares with learning."""
+
+    def __init__(self, config: Config, follow_batch: int = 100) -> None:
+        self.config = config
+        self.kafka = config.require_kafka()
+        self.labeled_topics = (frozenset([labeled_order_topic(self.kafka)]) if config.personal is not None
+                               else frozenset(self.kafka["labeled_topics"]))
+        self.instance_id = config.instance_id()
+        self.fingerprint = config_fingerprint(config.resolved())
+        self.model = config.build_model()
+        self.lessons = LabeledLessons(LearnedIds(config.remember_ids))
+        self.metrics = PrequentialMetrics()
+        self.labeled_rejections: list = []  # a worker publishes them; a replica only passes them
+        self.recorder = None
+        self.keyed = None  # keys' counts are the workers' (module docstring)
+        self._processed = 0
+        self._restored: dict | None = None
+        self.telemetry = WorkerMetrics()
+        self.text_featurizer = config.build_featurizer()
+        self.event_featurizer = config.build_event_featurizer()
+        self.mail_featurizer = MailFeaturizer(self.event_featurizer)
+        self.checkpoints = Checkpoints(self)
+        self.learner = Learner(self)
+        self.labeled: LabeledLog | None = None
+        self.follow_batch = follow_batch
+        self.lock = threading.RLock()
+        self.caught_up_at: float | None = None  # when the replica last stood at the log's end
+        self._telemetry_at = 0.0
+
+    def featurise(self, events: list, learning: bool = True):
+        return featurise(events, learning, model=self.model, reads_text=self.config.reads_text,
+                         text_featurizer=self.text_featurizer, mail_featurizer=self.mail_featurizer)
+
+    @property
+    def labeled_order_rule(self):
+        return self.config.order_dependence or (
+            ("[personal] learns each key's events in one order", "remove [personal]")
+            if self.config.personal is not None else None)
+
+    def start(self) -> None:
+        """The newest checkpoint or snapshot, then the labeled log opened at its offsets."""
+        self.checkpoints.restore()
+        restored = self._restored or {"offsets": {}, "topic_ids": {}}
+        self._restored = None
+        labeled = LabeledLog(make_labeled_reader(self.kafka, self.config.kafka_client), sorted(self.labeled_topics),
+                             one_order=self.labeled_order_rule, on_lost_position=self.kafka["on_lost_position"])
+        labeled.start(restored["offsets"], restored["topic_ids"])
+        self.labeled = labeled
+        log.info("replica of %s at labeled offsets %s", ", ".join(sorted(self.labeled_topics)),
+                 ", ".join(f"{t}[{p}]@{o}" for t, p, o in labeled.offsets()) or "none")
+
+    @property
+    def has_model(self) -> bool:
+        return bool(self.model.classes_)
+
+    def follow(self, timeout_ms: int = 200) -> int:
+        """Learn what the labeled log has now, `follow_batch` records at a time; the records
+        read. Every TELEMETRY_INTERVAL_S, the lag and readiness for /metrics and /readyz."""
+        records = self.labeled.poll(timeout_ms, self.follow_batch)
+        if records:
+            with self.lock:
+                self.learner.learn(records)
+                self.labeled.advance()
+                self.labeled_rejections.clear()
+        else:
+            self.labeled.advance()
+            self.labeled.refresh()
+        now = time.monotonic()
+        self.telemetry.last_step = now
+        if now - self._telemetry_at >= TELEMETRY_INTERVAL_S or not records:
+            self._telemetry_at = now
+            lags = self.labeled.partition_lags()
+            self.telemetry.observe_progress(dict(self.labeled.positions), lags, now)
+            for (topic, number), lag in lags.items():
+                self.telemetry.lag.labels(topic, str(number)).set(lag)
+            if not any(lags.values()):
+                self.caught_up_at = now
+                self.telemetry.ready = self.has_model  # verdicts from the log as it stands
+        return len(records)
+
+    def lag(self) -> int:
+        """Labeled records not learned yet (a Kafka error when the broker cannot say)."""
+        return sum(self.labeled.partition_lags().values())
+
+    def close(self) -> None:
+        if self.labeled is not None:
+            self.labeled.consumer.close(autocommit=False)
+            self.labeled = None
+
+
+class Follower(threading.Thread):
+    """Runs Replica.follow until stopped; an error is kept for the front end to report."""
+
+    def __init__(self, replica: Replica) -> None:
+        super().__init__(name="stream-nb-replica", daemon=True)
+        self.replica = replica
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.replica.follow()
+            except Exception as error:  # a broker away: the model stays, reading resumes
+                self.error = error
+                log.warning("replica: reading the labeled log failed (%s); retrying", error)
+                self.stopping.wait(1.0)
+            else:
+                self.error = None
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=10)
