@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "stream_nb.kafka.cli",
     "stream_nb.verdicts.filter",
     "stream_nb.verdicts.learn",
+    "stream_nb.verdicts.milter",
 )
 
 
