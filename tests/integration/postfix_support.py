@@ -1,6 +1,7 @@
 """A real Postfix for tests: a private instance (its own config_directory, queue and data
 directories, an smtpd on a loopback port), delivering example.test's mailboxes to Maildirs, with
-its milters named in main.cf; and swaks to send it mail.
+the milter settings of examples/postfix/main.cf as shipped (its address and default action the
+test's); and swaks to send it mail.
 
 Postfix is Debian's `postfix`, started as root (`postfix -c DIR start`: its master runs as root
 and its daemons as the postfix user). Where it or swaks is missing, or the tests do not run as
@@ -40,6 +41,23 @@ def require_postfix() -> None:
         pwd.getpwnam("postfix")
     except KeyError:
         pytest.fail("the postfix user is missing: the Debian package creates it")
+
+
+EXAMPLE_MAIN_CF = Path(__file__).resolve().parents[2] / "examples" / "postfix" / "main.cf"
+
+
+def shipped_milter_lines(milters: str, default_action: str) -> str:
+    """examples/postfix/main.cf as shipped, with this test's milter address and default action."""
+    lines = []
+    for line in EXAMPLE_MAIN_CF.read_text().splitlines():
+        if line.startswith("smtpd_milters ="):
+            line = f"smtpd_milters = {milters}"
+        elif line.startswith("milter_default_action ="):
+            line = f"milter_default_action = {default_action}"
+        lines.append(line)
+    text = "\n".join(lines) + "\n"
+    assert f"smtpd_milters = {milters}\n" in text and "non_smtpd_milters = $smtpd_milters" in text
+    return text
 
 
 def free_port() -> int:
@@ -88,13 +106,7 @@ virtual_minimum_uid = 1
 maillog_file = {self.maillog}
 maillog_file_prefixes = /tmp
 message_size_limit = 20480000
-smtpd_milters = {milters}
-non_smtpd_milters = $smtpd_milters
-milter_default_action = {default_action}
-milter_connect_timeout = 5s
-milter_command_timeout = 30s
-milter_content_timeout = 60s
-""")
+""" + shipped_milter_lines(milters, default_action))
         shipped = Path("/etc/postfix/master.cf")
         if not shipped.exists():  # the package's prototype, before any postinst wrote master.cf
             shipped = Path("/usr/share/postfix/master.cf.dist")
