@@ -32,9 +32,10 @@ from pathlib import Path
 
 from stream_nb.checkpoint import config_fingerprint
 from stream_nb.checkpoint.store import CheckpointError, CheckpointStore, FingerprintMismatch
-from stream_nb.config import Config, ConfigError, load_config
+from stream_nb.config import Config, ConfigError, load_config, with_bootstrap
 from stream_nb.events.codec import Event, SourcePosition
 from stream_nb.features.mail import MailFeaturizer
+from stream_nb.kafka.discovery import NoBroker
 from stream_nb.mail.identity import mail_id
 from stream_nb.model.registry import model_from_state
 from stream_nb.verdicts.headers import status_of, verdict_headers, with_verdict_headers
@@ -71,6 +72,33 @@ class MessageJudge:
             raise FilterError(f"no valid checkpoint in {directory} yet: nothing learned to judge by")
         return cls(config, model_from_state(checkpoint.model_state))
 
+    @classmethod
+    def from_snapshot(cls, config: Config, bootstrap: str | None = None) -> MessageJudge:
+        """The newest snapshot on the configuration's checkpoint.snapshot_topic (the one a worker
+        with no checkpoint directory starts from), written with `config` (same fingerprint)."""
+        from stream_nb.checkpoint.store import CheckpointError
+        from stream_nb.worker.snapshots import load_snapshot
+
+        topic = config.checkpoint["snapshot_topic"]
+        if not topic:
+            raise FilterError("--from-snapshot: the configuration names no checkpoint.snapshot_topic")
+        kafka = dict(config.require_kafka())
+        if bootstrap is not None:
+            kafka["bootstrap_servers"] = bootstrap
+        try:
+            loaded = load_snapshot(kafka, config.kafka_client, topic)
+        except (CheckpointError, OSError) as error:
+            raise FilterError(f"snapshot topic {topic}: {error}") from None
+        except Exception as error:  # kafka-python's errors: the broker away
+            raise FilterError(f"snapshot topic {topic}: {type(error).__name__}: {error}") from None
+        if loaded is None:
+            raise FilterError(f"no snapshot on {topic} yet: nothing learned to judge by")
+        checkpoint, manifest = loaded
+        if checkpoint.fingerprint != config_fingerprint(config.resolved()):
+            raise FilterError(f"snapshot {manifest['id']} on {topic} was written for another configuration "
+                              f"(fingerprint {checkpoint.fingerprint[:12]}...)")
+        return cls(config, model_from_state(checkpoint.model_state))
+
     def judge(self, message: bytes) -> tuple[str, list[tuple[str, str]]]:
         """("Yes" | "No" | "Unsure", the verdict headers) of `message`, as the worker's prediction
         of it says (its label, score, band verdict and clues)."""
@@ -99,8 +127,14 @@ def register(subparsers) -> None:
         "filter", help="judge one message on stdin by the newest checkpoint (exit 0 spam, 1 ham, 2 unsure, 3 error)",
         description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, required=True, help="the worker's configuration (e.g. configs/mail.toml)")
-    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--checkpoint-dir", type=Path, default=None,
                         help="where the worker writes its checkpoints (default: the configuration's checkpoint.dir)")
+    source.add_argument("--from-snapshot", action="store_true",
+                        help="the newest snapshot on the configuration's checkpoint.snapshot_topic instead (a host "
+                             "with no worker; one read from the broker a message)")
+    parser.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",
+                        help="with --from-snapshot: the broker (default: as `run` finds it)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a configuration value, as `run` takes them")
     output = parser.add_mutually_exclusive_group()
@@ -117,10 +151,15 @@ def run_filter(args: argparse.Namespace) -> int:
     message = sys.stdin.buffer.read()
     out = sys.stdout.buffer
     try:
-        config = load_config(args.config, args.set)
-        directory = args.checkpoint_dir if args.checkpoint_dir is not None else Path(config.checkpoint["dir"])
-        status, headers = MessageJudge.from_checkpoint(config, directory).judge(message)
-    except (FilterError, ConfigError, OSError, ValueError, TypeError) as error:
+        if args.from_snapshot:
+            config, found = with_bootstrap(args.config, args.set, args.bootstrap)
+            judge = MessageJudge.from_snapshot(config, found.servers)
+        else:
+            config = load_config(args.config, args.set)
+            directory = args.checkpoint_dir if args.checkpoint_dir is not None else Path(config.checkpoint["dir"])
+            judge = MessageJudge.from_checkpoint(config, directory)
+        status, headers = judge.judge(message)
+    except (FilterError, ConfigError, NoBroker, OSError, ValueError, TypeError) as error:
         print(f"stream-nb filter: {error}", file=sys.stderr)
         if args.passthrough:
             out.write(message)

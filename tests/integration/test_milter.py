@@ -212,6 +212,15 @@ def test_the_milter_tags_and_rejects_as_the_worker_predicts_and_survives_a_kill(
                                            [tuple(clue) for clue in prediction["clues"]])
                 assert delivered[mail_id(raw)] == [f"{name}: {value}" for name, value in expected]
 
+        # `filter --from-snapshot` (a delivery host with no worker) judges by the worker's snapshot: the same
+        # verdict of the message as the milter had it (Postfix's Received line on top: what it published)
+        as_judged = {mail_id(record.value): record.value for record in read_topic(bootstrap, topics.unlabeled)}
+        for raw in [raw for raw, code in zip(asked, codes) if code == 250][:3]:
+            done = subprocess.run([sys.executable, "-m", "stream_nb.cli", "filter", "--config", str(config),
+                                   "--from-snapshot", "-v"], input=as_judged[mail_id(raw)], capture_output=True,
+                                  timeout=120, cwd=REPO_ROOT, env=hermetic_environment())
+            assert done.stdout.decode().splitlines() == delivered[mail_id(raw)], done.stderr
+
         # killed mid-stream: Postfix's milter_default_action, and no message answered 250 lost
         killed = threading.Event()
 
