@@ -42,7 +42,7 @@ def learned():
 
 def verdicts(model, *settings: str) -> MilterVerdicts:
     config = load_config(MAIL_TOML, list(settings))
-    replica = SimpleNamespace(lock=threading.RLock(), model=model, has_model=bool(model.classes_),
+    replica = SimpleNamespace(lock=threading.RLock(), model=model, has_model=bool(model.classes_), keyed=None,
                               telemetry=WorkerMetrics())
     return MilterVerdicts(config, replica)
 
@@ -129,3 +129,18 @@ def test_the_milter_section_leaves_the_checkpoints_fingerprint_alone():
     plain = load_config(MAIL_TOML)
     with_milter = load_config(MAIL_TOML, ['milter.action="reject"', "milter.threshold=2.5"])
     assert config_fingerprint(plain.resolved()) == config_fingerprint(with_milter.resolved())
+
+
+def test_with_per_user_models_one_recipient_is_the_key_and_its_header_goes_on_top(learned):
+    model = learned[0]
+    message = b"Subject: hi\r\n\r\nbody\r\n"
+    keyed = verdicts(model, "kafka.mail_key_header=\"X-Original-To\"")
+    keyed.replica.keyed = object()  # the per-user state's presence is all keyed_message asks
+    assert keyed.keyed_message(message, ["<Ann@Example.TEST>"]) == (
+        b"X-Original-To: ann@example.test\r\n" + message, "ann@example.test")
+    assert keyed.keyed_message(message, ["<ann@example.test>", "<bob@example.test>"]) == (message, None)
+    assert keyed.keyed_message(message, ["<>"]) == (message, None)
+    record_keyed = verdicts(model)
+    record_keyed.replica.keyed = object()
+    assert record_keyed.keyed_message(message, ["<ann@example.test>"]) == (message, "ann@example.test")
+    assert verdicts(model).keyed_message(message, ["<ann@example.test>"]) == (message, None)  # no [personal]

@@ -105,13 +105,18 @@ class MessageJudge:
         status, _, headers = self.verdict(message)
         return status, headers
 
-    def verdict(self, message: bytes) -> tuple[str, float | None, list[tuple[str, str]]]:
+    def verdict(self, message: bytes, key: str | None = None,
+                keyed=None) -> tuple[str, float | None, list[tuple[str, str]]]:
         """judge's status and headers, with the published score between them (None: no
-        positive class)."""
-        event = Event(mail_id(message), None, None, None, STDIN_SOURCE, mail=message)
+        positive class). With `keyed` (the per-key state of every partition,
+        stream_nb.worker.keyed) and a `key`, by that key's model, as the worker predicts a keyed
+        event (a key with no counts: the global model's verdict)."""
+        event = Event(mail_id(message), None, None, None, STDIN_SOURCE, mail=message, key=key)
         X = self.featurizer.transform_batch([{"text": None, "features": None, "mail": message}],
                                             vocabulary=getattr(self.model, "vocabulary", None), number_unknown=False)
         probabilities = self.model.predict_proba_many(X)
+        if keyed is not None and key is not None:
+            probabilities = keyed.personal.predict_batch(X, [key], [keyed.table_of(key)], probabilities)
         judged = self.rules.judge(self.model, [event], X, probabilities)
         proba = probabilities[0]
         label = max(proba, key=proba.get) if proba else None

@@ -17,6 +17,12 @@ Each message, at its end of data:
   Message-ID, as `stream-nb publish -` sends it: the workers' predictions see every message, and
   their prediction of it is this verdict when the model is at the same offset.
 
+With [personal] (per-user models) the replica holds every key's state, and a message to one
+recipient is judged by that mailbox's model: the key is the envelope recipient, lower-cased, and
+under kafka.mail_key_header that header (X-Original-To, Delivered-To) is put on top of what is
+judged and published, so the workers read the same key from it. A message to several recipients
+gets the global model's verdict (one set of headers serves them all).
+
 The message is read as the MTA hands it over (its headers in order, then the body, CRLF line
 ends), up to the mail parser's read cap plus one byte, which marks it truncated: a verdict is
 given on what the parser reads, as for large records (stream_nb.verdicts.rules).
@@ -33,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,8 +92,25 @@ class MilterVerdicts:
         self.seconds = Histogram("stream_nb_milter_verdict_seconds", "Time to judge a message (the lock's wait "
                                  "included)", buckets=LATENCY_BUCKETS, registry=registry)
 
-    def decide(self, message: bytes) -> Decision:
+    def keyed_message(self, message: bytes, recipients: list[str]) -> tuple[bytes, str | None]:
+        """(the bytes judged and published, the key) of a message to `recipients`: with per-user
+        models and one recipient, that mailbox (lower-cased, as the worker reads a key header);
+        under kafka.mail_key_header the message is judged with that header on top, so that the
+        workers read the same key from what is published. Otherwise (no [personal], several
+        recipients) the message as it came, with no key: the global model's verdict."""
+        if self.replica.keyed is None or len(recipients) != 1:
+            return message, None
+        mailbox = recipients[0].strip().strip("<>").strip().lower()
+        if not mailbox or any(ch in mailbox for ch in "\r\n\0"):
+            return message, None
+        header = (self.config.kafka or {}).get("mail_key_header", "")
+        if header:
+            message = f"{header}: {mailbox}\r\n".encode("utf-8") + message
+        return message, mailbox
+
+    def decide(self, message: bytes, recipients: list[str] = ()) -> Decision:
         started = time.perf_counter()
+        message, key = self.keyed_message(message, list(recipients))
         with self.replica.lock:
             if not self.replica.has_model:
                 decision = (Decision("tempfail", [], "451 4.7.1 no spam model yet, try again later")
@@ -93,7 +118,7 @@ class MilterVerdicts:
             else:
                 if self.judge.model is not self.replica.model:  # replaced by a restore
                     self.judge.model = self.replica.model
-                status, score, headers = self.judge.verdict(message)
+                status, score, headers = self.judge.verdict(message, key, self.replica.keyed)
                 decision = Decision("accept", headers, status=status, score=score)
         if decision.status is not None and self.policy["action"] != "tag" and self._spam(decision):
             code = "550" if self.policy["action"] == "reject" else "451"
@@ -104,7 +129,7 @@ class MilterVerdicts:
         self.seconds.observe(time.perf_counter() - started)
         self.decided.labels(decision.action).inc()
         if self.publisher is not None and decision.action != "tempfail":
-            self.publisher.send(message)
+            self.publisher.send(message, key)
         return decision
 
     def _spam(self, decision: Decision) -> bool:
@@ -128,15 +153,17 @@ class Publisher:
         self.producer = make_producer(kafka, config.kafka_client)
         self.refused = 0
 
-    def send(self, message: bytes) -> None:
+    def send(self, message: bytes, key: str | None = None) -> None:
+        """The message, keyed by `key` (a mailbox: per-user models) else by its id."""
         from stream_nb.kafka.publish import encode_event, stdin_event
 
         event = stdin_event(message, event_id=None, label=None, with_labels=False)
+        event["key"] = key
         value = message if self.raw else encode_event(event, with_labels=False)
         if len(value) > self.max_bytes:  # the worker would dead-letter it: not sent
             self.refused += 1
             return
-        self.producer.send(self.topic, value=value, key=event["id"].encode("utf-8"))
+        self.producer.send(self.topic, value=value, key=(key or event["id"]).encode("utf-8"))
 
     def close(self) -> None:
         self.producer.flush()
@@ -174,6 +201,7 @@ def serve(verdicts: MilterVerdicts, listen: str, ready=None) -> None:
 
     async def judge(session: Session):
         headers, forged, size = [], [], 0
+        recipients = [recipient async for recipient in session.envelope_recipients()]
         async with session.headers as iterator:
             async for header in iterator:
                 value = bytes(header.value)
@@ -189,7 +217,7 @@ def serve(verdicts: MilterVerdicts, listen: str, ready=None) -> None:
                     body.append(piece)
                     size += len(piece)
         message = reassembled(headers, body)
-        decision = await anyio.to_thread.run_sync(verdicts.decide, message)
+        decision = await anyio.to_thread.run_sync(verdicts.decide, message, recipients)
         if decision.action in ("reject", "tempfail"):
             return ReplyCode(decision.reply.encode("ascii") + b"\0")
         for header in forged:
@@ -251,7 +279,8 @@ def run_milter(args: argparse.Namespace) -> int:
         return 2
     from stream_nb.worker.replica import Follower, Replica
 
-    replica = Replica(config, follow_batch=config.milter["follow_batch"])
+    keys = tempfile.mkdtemp(prefix="stream-nb-milter-keys-") if config.personal is not None else None
+    replica = Replica(config, follow_batch=config.milter["follow_batch"], keys_directory=keys)
     publisher = server = None
     follower = Follower(replica)
     try:
@@ -278,4 +307,6 @@ def run_milter(args: argparse.Namespace) -> int:
         if server is not None:
             server.close()
         replica.close()
+        if keys is not None:
+            shutil.rmtree(keys, ignore_errors=True)
     return 0

@@ -14,9 +14,12 @@ Threads: one thread follows the log (`follow`); any number judge. One lock cover
 the featurisers (the C featuriser's name index follows the vocabulary); the follower learns in
 batches of at most `follow_batch` records, so a verdict waits at most one such batch.
 
-With [personal] the replica follows the labeled order (the forwarded log) and judges by the
-global model: a key with no counts of its own is predicted so. Keys' own counts live in the
-workers' keyed state (stream_nb.worker.keyed), which this replica does not hold.
+With [personal] the replica follows the labeled order (the log the workers forward their labeled
+partitions into) and holds every key's state: each changelog partition restored (relearned from
+the log where the changelog is behind, stream_nb.worker.keyed), then learned on as the workers
+learn it, into stores of its own (`keys_directory`, never the workers'), written locally now and
+then and never to the changelog. A message is judged by its key's model (a key with no counts of
+its own: exactly the global model).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 
 from stream_nb.checkpoint import config_fingerprint
 from stream_nb.config import Config
@@ -40,13 +44,14 @@ from stream_nb.worker.records import featurise
 
 log = logging.getLogger("stream_nb.replica")
 TELEMETRY_INTERVAL_S = 2.0
+KEYS_WRITTEN_EVERY_S = 5.0  # the keys' changes kept in memory at most this long
 
 
 class Replica:
     """The state Learner and Checkpoints.restore read and write (as a Worker's), a LabeledLog
     that feeds it, and the lock that judging shares with learning."""
 
-    def __init__(self, config: Config, follow_batch: int = 100) -> None:
+    def __init__(self, config: Config, follow_batch: int = 100, keys_directory: Path | None = None) -> None:
         self.config = config
         self.kafka = config.require_kafka()
         self.labeled_topics = (frozenset([labeled_order_topic(self.kafka)]) if config.personal is not None
@@ -58,7 +63,9 @@ class Replica:
         self.metrics = PrequentialMetrics()
         self.labeled_rejections: list = []  # a worker publishes them; a replica only passes them
         self.recorder = None
-        self.keyed = None  # keys' counts are the workers' (module docstring)
+        self.keyed = None  # with [personal]: every partition's keys, restored at start
+        self.keys_directory = keys_directory
+        self.unlabeled_topics = list(dict.fromkeys(self.kafka["unlabeled_topics"]))
         self._processed = 0
         self._restored: dict | None = None
         self.telemetry = WorkerMetrics()
@@ -92,8 +99,32 @@ class Replica:
                              one_order=self.labeled_order_rule, on_lost_position=self.kafka["on_lost_position"])
         labeled.start(restored["offsets"], restored["topic_ids"])
         self.labeled = labeled
+        if self.config.personal is not None:
+            self._restore_keys()
         log.info("replica of %s at labeled offsets %s", ", ".join(sorted(self.labeled_topics)),
                  ", ".join(f"{t}[{p}]@{o}" for t, p, o in labeled.offsets()) or "none")
+
+    def _restore_keys(self) -> None:
+        """Every partition's key state from the changelog, into stores under keys_directory."""
+        from stream_nb.kafka.clients import partition_counts
+        from stream_nb.worker.keyed import KeyedState
+
+        if self.keys_directory is None:
+            raise ValueError("a replica with [personal] needs a directory of its own for the keys' stores")
+        keyed = KeyedState(self)
+        keyed.directory = Path(self.keys_directory)  # never the workers' stores
+        keyed.start(partition_counts(self.kafka, self.config.kafka_client, self.unlabeled_topics))
+        keyed.on_assignment(set(range(keyed.partitions)))
+        self.keyed = keyed
+
+    def _write_keys_locally(self) -> None:
+        """The keys' changes since the last time into the replica's own stores (bounded memory);
+        nothing goes to the changelog: the workers write it."""
+        keyed = self.keyed
+        keyed.advance(self.labeled.next_offset())
+        for owned in keyed.owned.values():
+            owned.table.flush(position=owned.position)
+        keyed._changed_at = None
 
     @property
     def has_model(self) -> bool:
@@ -108,6 +139,8 @@ class Replica:
                 self.learner.learn(records)
                 self.labeled.advance()
                 self.labeled_rejections.clear()
+                if self.keyed is not None and self.keyed.due(KEYS_WRITTEN_EVERY_S):
+                    self._write_keys_locally()
         else:
             self.labeled.advance()
             self.labeled.refresh()
@@ -129,6 +162,9 @@ class Replica:
         return sum(self.labeled.partition_lags().values())
 
     def close(self) -> None:
+        if self.keyed is not None:
+            self.keyed.close()
+            self.keyed = None
         if self.labeled is not None:
             self.labeled.consumer.close(autocommit=False)
             self.labeled = None

@@ -290,3 +290,70 @@ def test_a_correction_reaches_the_replica_and_changes_the_next_verdict(kafka_bro
     finally:
         milter.stop()
         postfix.stop()
+
+
+def test_per_user_verdicts_are_each_recipients_model_as_the_worker_predicts(kafka_broker, tmp_path, corpus):
+    """configs/personal.toml's per-user models on raw mail keyed by X-Original-To, two users on
+    two partitions: ann taught her 100 messages as labeled, bob his 100 with spam and ham swapped
+    (a user whose "spam" is others' ham). The worker learns them (the labeled order, the keys'
+    changelog, a checkpoint); the milter's replica restores every key. 12 messages sent to ann and
+    the same 12 to bob get each user's verdict: the worker's prediction of what the milter published
+    (with X-Original-To on top, keyed by the mailbox) carries the same headers, and bob's
+    scores differ from ann's."""
+    require_postfix()
+    bootstrap = kafka_broker.bootstrap
+    topics = Topics.new("milter-personal")
+    create_topics(bootstrap, [topics.labeled, topics.unlabeled], partitions=2)
+    shipped = tomllib.loads(MAIL_TOML.read_text())
+    personal = tomllib.loads((REPO_ROOT / "configs" / "personal.toml").read_text())
+    tables = {name: shipped[name] for name in ("model", "features", "training", "evaluation")}
+    tables["personal"] = personal["personal"]
+    tables["milter"] = {"listen": f"inet:127.0.0.1:{free_port()}", "metrics_port": free_port(), "publish": True}
+    config = write_config(tmp_path / "personal.toml", bootstrap, topics, tmp_path / "checkpoints",
+                          kafka={"value_format": "mail", "mail_key_header": "X-Original-To", "partitions": 2},
+                          worker={**shipped["worker"], "labels_first_wait_s": 10.0}, replace=tables)
+    swapped = {"spam": "ham", "ham": "spam"}
+    taught = [("ann@example.test", raw, label) for raw, label in corpus[:100]]
+    taught += [("bob@example.test", raw, swapped[label]) for raw, label in corpus[100:200]]
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=2_000_000)
+    for mailbox, raw, label in taught:
+        producer.send(topics.labeled, value=f"X-Original-To: {mailbox}\n".encode() + raw, key=mailbox.encode(),
+                      headers=[("label", label.encode())])
+    producer.flush()
+    producer.close()
+    worker = WorkerProcess(config, tmp_path / "worker.log", stop_when_idle=3)
+    assert worker.wait(240) == 0, worker.log_tail()
+
+    milter = MilterProcess(config, tmp_path / "milter.log")
+    postfix = Postfix(tomllib.loads(config.read_text())["milter"]["listen"]).start()
+    try:
+        milter.wait_ready()
+        restored = re.findall(r"keyed state of partition \d restored from \S+ \(\d+ records, (\d+) keys\)", milter.log())
+        assert len(restored) == 2 and sum(map(int, restored)) == 2, milter.log()[-3000:]  # every partition, both users
+        asked = [raw for raw, _ in corpus[240:252]]
+        for user in ("ann", "bob"):
+            assert send_all(postfix, asked, f"{user}@example.test") == [250] * len(asked)
+        delivered = {user: {verdict_of(m)[0]: verdict_of(m)[2] for m in postfix.wait_delivered(len(asked), user)}
+                     for user in ("ann", "bob")}
+    finally:
+        milter.stop()
+        postfix.stop()
+
+    worker = WorkerProcess(config, tmp_path / "worker-2.log", stop_when_idle=3)
+    assert worker.wait(240) == 0, worker.log_tail()
+    published = {(r.partition, r.offset): r.value for r in read_topic(bootstrap, topics.unlabeled)}
+    assert len(published) == 2 * len(asked)
+    differ = 0
+    for record in read_topic(bootstrap, topics.predictions):
+        prediction = json.loads(record.value)
+        value = published[(prediction["source"]["partition"], prediction["source"]["offset"])]
+        user = value.split(b"\r\n", 1)[0].decode().split(": ")[1].split("@")[0]  # the milter's X-Original-To
+        status = status_of(prediction["verdict"], prediction["label"], "spam")
+        expected = verdict_headers(status, prediction["score"], prediction["verdict"],
+                                   [tuple(clue) for clue in prediction["clues"]])
+        assert delivered[user][prediction["id"]] == [f"{name}: {value}" for name, value in expected], user
+    for message_id, headers in delivered["ann"].items():
+        differ += headers != delivered["bob"][message_id]
+    assert differ >= len(asked) // 2, differ  # each user's own model, not one global verdict
