@@ -103,7 +103,7 @@ def percentile(values: list[float], share: float) -> float:
 class StreamNbMilter:
     """A broker with --taught messages on a labeled topic, and `stream-nb milter` replicating it."""
 
-    def __init__(self, workdir: Path, bootstrap: str, taught: list[tuple[bytes, str]]) -> None:
+    def __init__(self, workdir: Path, bootstrap: str, taught: list[tuple[bytes, str]], transport: str) -> None:
         from kafka import KafkaProducer
 
         from stream_nb.mail.identity import mail_id
@@ -115,8 +115,9 @@ class StreamNbMilter:
             producer.send(labeled, value=raw, key=mail_id(raw).encode(), headers=[("label", label.encode())])
         producer.flush()
         producer.close()
-        self.port, metrics = free_port(), free_port()
-        self.address = f"inet:127.0.0.1:{self.port}"
+        metrics = free_port()
+        workdir.chmod(0o755)  # Postfix's smtpd (the postfix user) reaches a unix socket in it
+        self.address = f"unix:{workdir / 'milter.sock'}" if transport == "unix" else f"inet:127.0.0.1:{free_port()}"
         overrides = {"kafka.bootstrap_servers": bootstrap, "kafka.value_format": "mail",
                      "kafka.labeled_topics": [labeled], "kafka.unlabeled_topics": [f"{labeled}-unlabeled"],
                      "kafka.predictions_topic": f"{labeled}-predictions", "kafka.dead_letter_topic": f"{labeled}-dlq",
@@ -150,15 +151,16 @@ class StreamNbMilter:
             self.process.wait()
 
 
-def start_side(side: str, workdir: Path, bootstrap: str | None, taught):
+def start_side(side: str, workdir: Path, bootstrap: str | None, taught, transport: str):
     if side == "postfix":
         return None, ""
     if side == "stream-nb":
-        milter = StreamNbMilter(workdir, bootstrap, taught)
+        milter = StreamNbMilter(workdir, bootstrap, taught, transport)
         return milter, milter.address
     import anchor_milters
 
-    milter = (anchor_milters.start_rspamd if side == "rspamd" else anchor_milters.start_spamassassin)(workdir / side)
+    start = anchor_milters.start_rspamd if side == "rspamd" else anchor_milters.start_spamassassin
+    milter = start(workdir, transport=transport)
     return milter, milter.address
 
 
@@ -169,6 +171,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="per rate (at least 60 messages)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--taught", type=int, default=1000)
+    parser.add_argument("--transport", choices=["unix", "inet"], default="unix",
+                        help="how Postfix reaches every milter: a unix socket (default), or loopback TCP")
     args = parser.parse_args(argv)
     try:
         require_postfix()
@@ -188,11 +192,13 @@ def main(argv=None) -> int:
     results: dict[str, dict[float, list[tuple[float, float, float]]]] = {side: {} for side in sides}
     pool = ThreadPoolExecutor(max_workers=64)
     with kt.benchmark_broker("stream-nb-milter-latency-") as (broker, workdir):
-        print(f"milter latency: Postfix {subprocess.run(['postconf', '-d', '-h', 'mail_version'], capture_output=True, text=True).stdout.strip()}, "
-              f"{len(taught):,} messages taught, load average {kt.load_average()}")
+        version = subprocess.run(["postconf", "-d", "-h", "mail_version"], capture_output=True, text=True).stdout.strip()
+        print(f"milter latency: Postfix {version}, milters on {args.transport} sockets, {len(taught):,} messages "
+              f"taught, load average {kt.load_average()}")
         for repeat in range(args.repeats):
             for side in sides:
-                milter, address = start_side(side, Path(tempfile.mkdtemp(dir=workdir)), broker.bootstrap, taught)
+                milter, address = start_side(side, Path(tempfile.mkdtemp(dir=workdir)), broker.bootstrap, taught,
+                                             args.transport)
                 postfix = Postfix(address or "", default_action="tempfail").start()
                 try:
                     warm = asked[:20]

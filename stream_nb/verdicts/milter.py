@@ -231,6 +231,8 @@ def serve(verdicts: MilterVerdicts, listen: str, ready=None) -> None:
         if kind == "unix":
             Path(where).unlink(missing_ok=True)
             listener = await anyio.create_unix_listener(where)
+            # the MTA's user (postfix) connects: the socket is open to all, its directory decides who reaches it
+            Path(where).chmod(0o666)
         else:
             listener = await anyio.create_tcp_listener(local_host=where[0], local_port=where[1], reuse_port=False)
         async with anyio.create_task_group() as tasks:
