@@ -314,7 +314,8 @@ def _summary(events, truth: dict, predictions: dict, worker, seconds: float, con
         # the worker's own clues when the configuration asks for them ([worker] clues)
         clues = prediction.get("clues") or strongest_clues(worker.model, featurizer.transform_event(event), top=3)
         shown = str(prediction.get("verdict", prediction["label"]))
-        print(f"  {shown:6s} p={prediction['proba'][str(prediction['label'])]:.3f}  {event_in_one_line(event)}")
+        p = prediction["proba"].get(str(prediction["label"]))  # none: predicted before any label was learned
+        print(f"  {shown:6s} p={'-' if p is None else f'{p:.3f}'}  {event_in_one_line(event)}")
         print("        clues: " + ", ".join(clue_text(name, weight) for name, weight in clues))
     print_rejected(report["rejected_messages"], rejected.first)
     report_dir.mkdir(parents=True, exist_ok=True)

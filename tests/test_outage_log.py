@@ -73,3 +73,15 @@ def test_an_unstable_offset_after_a_rebalance_is_dropped_and_starts_no_outage(ou
     other = record("kafka.coordinator.consumer", logging.ERROR, "Unknown error fetching offsets for %s: %s",
                    TopicPartition("in", 0), kafka_errors.GroupAuthorizationFailedError())
     assert outage.filter(other) is True
+
+
+def test_connections_closing_after_the_worker_stopped_are_no_outage(outage, caplog):
+    """The worker's clients close after its stop line: a socket closed under a request in flight
+    is logged by kafka-python at ERROR, and must not say "Kafka unreachable" (seen in CI)."""
+    closing = record("kafka.net.transport", logging.ERROR, "%s: Error receiving network data closing socket",
+                     "<KafkaTCPTransport [none] (closed)>")
+    outage.closing = True
+    assert outage.filter(closing) is False
+    assert outage.since is None and caplog.records == []
+    outage.closing = False
+    assert outage.filter(closing) is False and caplog.records[-1].getMessage().startswith("Kafka unreachable (")

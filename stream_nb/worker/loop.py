@@ -243,6 +243,7 @@ class Worker:
             self._log_stop(self._processed - processed_at_start,
                            int(self.telemetry.events_learned() - learned_at_start))
         finally:
+            OUTAGE.closing = True  # connections closing from here on are no outage
             self.membership.close_clients()
             if clean:  # a static member's close keeps its place in the group: leave it explicitly
                 leave_group(self.kafka, self.config.kafka_client, self.instance_id)

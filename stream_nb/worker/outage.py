@@ -38,6 +38,9 @@ class OutageLog(logging.Filter):
         self.since: float | None = None
         self._said_at = 0.0
         self.passthrough = False  # DEBUG: every line of the client, as it is
+        # The worker has stopped and closes its clients: a connection closing under a request in
+        # flight is no outage (kafka-python logs "Error receiving network data" for it)
+        self.closing = False
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.passthrough or not (record.name == "kafka" or record.name.startswith("kafka.")):
@@ -51,7 +54,8 @@ class OutageLog(logging.Filter):
             return True  # not an outage: the worker says what it does about it
         if (record.name.startswith(CONNECTION_LOGGERS) or any(sign in message for sign in CONNECTION_SIGNS)
                 or _carries(record, CONNECTION_ERRORS)):
-            self.begin(f"{record.name}: {message}")  # a broker that does not answer: our lines say it
+            if not self.closing:
+                self.begin(f"{record.name}: {message}")  # a broker that does not answer: our lines say it
             return False
         return True  # any other error of the client, as it is
 
