@@ -189,63 +189,152 @@ def parse_listen(listen: str) -> tuple[str, str | int]:
     return "inet", (host, int(port))
 
 
-def serve(verdicts: MilterVerdicts, listen: str, ready=None) -> None:
-    """Answer milter sessions on `listen` until cancelled (SIGTERM / SIGINT)."""
-    import anyio
-    from kilter.protocol import Accept, ReplyCode
-    from kilter.protocol.messages import Header
-    from kilter.service import END, Runner, Session
+# What the milter asks of the MTA: recipients, headers and body, none of them answered one by one
+# (the MTA sends them on without waiting: one round trip a message, at its end); no connect, HELO,
+# MAIL FROM or DATA events. And what it may do: add headers, and change (remove) them.
+WANTED_EVENTS = ("NO_CONNECT", "NO_HELO", "NO_SENDER", "NO_DATA", "NO_UNKNOWN", "NO_END_OF_HEADERS",
+                 "NR_RECIPIENT", "NR_HEADER", "NR_BODY")
+BUFFER_BYTES = 2 * 1024 * 1024  # an MTA's milter packets are 64 KiB at most unless a larger size is negotiated
 
-    cap = verdicts.read_cap + 1
-    ours = {name.lower() for name in VERDICT_HEADERS}
 
-    async def judge(session: Session):
-        headers, forged, size = [], [], 0
-        recipients = [recipient async for recipient in session.envelope_recipients()]
-        async with session.headers as iterator:
-            async for header in iterator:
-                value = bytes(header.value)
-                headers.append((header.name, value))
-                size += len(header.name) + len(value) + 4
-                if header.name.lower() in ours:
-                    forged.append(header)
-        body: list[bytes] = []
-        async with session.body as chunks:
-            async for chunk in chunks:
-                if size < cap:
-                    piece = bytes(chunk[:cap - size])
-                    body.append(piece)
-                    size += len(piece)
-        message = reassembled(headers, body)
-        decision = await anyio.to_thread.run_sync(verdicts.decide, message, recipients)
+class MilterSession:
+    """One MTA connection: the milter protocol's messages (kilter.protocol: parsing, packing, the
+    order checked) in, a Decision for each message at its end of data, the answer out."""
+
+    def __init__(self, verdicts: MilterVerdicts) -> None:
+        from kilter.protocol import FilterProtocol
+        from kilter.protocol.buffer import SimpleBuffer
+
+        self.verdicts = verdicts
+        self.cap = verdicts.read_cap + 1  # one byte more than the parser reads: the verdict says truncated
+        self.protocol = FilterProtocol(abort_on_unknown=True)
+        self.incoming, self.outgoing = SimpleBuffer(BUFFER_BYTES), SimpleBuffer(BUFFER_BYTES)
+        self.reset()
+
+    def reset(self) -> None:
+        self.recipients: list[str] = []
+        self.headers: list[tuple[str, bytes]] = []
+        self.body: list[bytes] = []
+        self.size = 0
+
+    async def run(self, reader, writer) -> None:
+        import asyncio
+
+        from kilter.protocol import messages as m
+
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                data = await reader.read(self.incoming.available)
+                if not data:
+                    return
+                self.incoming[:] = data
+                for message in self.protocol.read_from(self.incoming):
+                    if isinstance(message, m.Negotiate):
+                        self.send(self.negotiated(message))
+                    elif isinstance(message, m.EnvelopeRecipient):
+                        self.recipients.append(bytes(message.recipient).decode("utf-8", "replace"))
+                    elif isinstance(message, m.Header):
+                        self.read_header(message.name, bytes(message.value))
+                    elif isinstance(message, (m.Body, m.EndOfMessage)):
+                        self.read_body(message.content)
+                        if isinstance(message, m.EndOfMessage):
+                            message_bytes, recipients = reassembled(self.headers, self.body), self.recipients
+                            headers = [name for name, _ in self.headers]
+                            self.reset()
+                            decision = await loop.run_in_executor(None, self.verdicts.decide, message_bytes, recipients)
+                            self.answer(decision, headers)
+                    elif isinstance(message, m.Abort):
+                        self.reset()
+                        continue
+                    elif isinstance(message, m.Close):
+                        return
+                    if self.protocol.needs_response(message) and self.protocol.state is not None:
+                        self.send(m.Continue())
+                if self.outgoing.filled:
+                    writer.write(self.outgoing[:].tobytes())  # one write: no small packets held back (Nagle)
+                    del self.outgoing[:]
+                    await writer.drain()
+        finally:
+            writer.close()
+
+    def negotiated(self, offer):
+        from kilter.protocol.messages import ActionFlags, Negotiate, ProtocolFlags
+
+        wanted = ProtocolFlags.NONE
+        for flag in WANTED_EVENTS:
+            wanted |= ProtocolFlags[flag]
+        actions = ActionFlags.ADD_HEADERS | ActionFlags.CHANGE_HEADERS
+        if actions & ~offer.action_flags:
+            raise ConnectionError(f"the MTA does not let a milter add and change headers (it offers {offer.action_flags!r})")
+        return Negotiate(6, actions, wanted & offer.protocol_flags, {})
+
+    def read_header(self, name: str, value: bytes) -> None:
+        self.headers.append((name, value))
+        self.size += len(name) + len(value) + 4
+
+    def read_body(self, chunk) -> None:
+        if self.size < self.cap and len(chunk):
+            piece = bytes(chunk[:self.cap - self.size])
+            self.body.append(piece)
+            self.size += len(piece)
+
+    def answer(self, decision: Decision, headers: list[str]) -> None:
+        """The end of data's answer: a refusal, or the sender's verdict headers removed (each
+        by its occurrence of that name, as the protocol counts them) and ours added, then accept."""
+        from kilter.protocol import messages as m
+
         if decision.action in ("reject", "tempfail"):
-            return ReplyCode(decision.reply.encode("ascii") + b"\0")
-        for header in forged:
-            await session.headers.delete(header)
+            self.send(m.ReplyCode(decision.reply.encode("ascii") + b"\0"))
+            return
+        ours = {name.lower() for name in VERDICT_HEADERS}
+        seen: dict[str, int] = {}
+        for name in headers:
+            seen[name.lower()] = seen.get(name.lower(), 0) + 1
+            if name.lower() in ours:
+                self.send(m.ChangeHeader(seen[name.lower()], name, b""))
         for name, value in decision.headers:
-            await session.headers.insert(Header(name, value.encode("ascii")), END)
-        return Accept()
+            self.send(m.AddHeader(name, value.encode("ascii")))
+        self.send(m.Accept())
+
+    def send(self, message) -> None:
+        self.protocol.write_to(self.outgoing, message)
+
+
+def serve(verdicts: MilterVerdicts, listen: str, ready=None) -> None:
+    """Answer milter sessions on `listen` (one asyncio task each) until SIGTERM / SIGINT."""
+    import asyncio
+
+    async def session(reader, writer) -> None:
+        try:
+            await MilterSession(verdicts).run(reader, writer)
+        except Exception as error:  # a broken or hostile peer: its session ends, the MTA applies its default
+            log.warning("milter session ended: %s: %s", type(error).__name__, error)
 
     async def main() -> None:
         kind, where = parse_listen(listen)
         if kind == "unix":
             Path(where).unlink(missing_ok=True)
-            listener = await anyio.create_unix_listener(where)
+            server = await asyncio.start_unix_server(session, where)
             # the MTA's user (postfix) connects: the socket is open to all, its directory decides who reaches it
             Path(where).chmod(0o666)
         else:
-            listener = await anyio.create_tcp_listener(local_host=where[0], local_port=where[1], reuse_port=False)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(listener.serve, Runner(judge))
-            if ready is not None:
-                ready()
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    log.info("stopping (%s)", signal.Signals(signum).name)
-                    tasks.cancel_scope.cancel()
-                    break
+            server = await asyncio.start_server(session, where[0].strip("[]"), where[1], reuse_address=True)
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
 
-    anyio.run(main)
+        def stop(signum: int) -> None:
+            log.info("stopping (%s)", signal.Signals(signum).name)
+            stopping.set()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop, signum)
+        if ready is not None:
+            ready()
+        async with server:
+            await stopping.wait()
+
+    asyncio.run(main())
 
 
 def register(subparsers) -> None:
@@ -265,18 +354,16 @@ def run_milter(args: argparse.Namespace) -> int:
     from stream_nb.worker.cli import configure_logging
 
     configure_logging(args.log_level, "text")  # kafka-python's own lines at DEBUG only, as the worker's
-    logging.getLogger("kilter").setLevel(logging.WARNING)  # a line per message at INFO
     try:
         config, found = with_bootstrap(args.config, args.set, args.bootstrap)
         configure_logging(args.log_level, config.worker["log_format"])
-        logging.getLogger("kilter").setLevel(logging.WARNING)
         parse_listen(config.milter["listen"])
-        import kilter.service  # noqa: F401  (the extra: pip install 'stream_nb[milter]')
+        import kilter.protocol  # noqa: F401  (the extra: pip install 'stream_nb[milter]')
     except (ConfigError, NoBroker) as error:
         print(f"stream-nb milter: error: {error}", file=sys.stderr)
         return 2
     except ImportError:
-        print("stream-nb milter: error: the milter needs kilter.service: pip install 'stream_nb[milter]'",
+        print("stream-nb milter: error: the milter needs kilter.protocol: pip install 'stream_nb[milter]'",
               file=sys.stderr)
         return 2
     from stream_nb.worker.replica import Follower, Replica
