@@ -116,7 +116,8 @@ class StreamNbMilter:
         producer.flush()
         producer.close()
         metrics = free_port()
-        workdir.chmod(0o755)  # Postfix's smtpd (the postfix user) reaches a unix socket in it
+        for directory in (workdir, workdir.parent):  # Postfix's smtpd (the postfix user) reaches a socket in it
+            directory.chmod(0o755)
         self.address = f"unix:{workdir / 'milter.sock'}" if transport == "unix" else f"inet:127.0.0.1:{free_port()}"
         overrides = {"kafka.bootstrap_servers": bootstrap, "kafka.value_format": "mail",
                      "kafka.labeled_topics": [labeled], "kafka.unlabeled_topics": [f"{labeled}-unlabeled"],

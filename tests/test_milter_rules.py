@@ -144,3 +144,51 @@ def test_with_per_user_models_one_recipient_is_the_key_and_its_header_goes_on_to
     record_keyed.replica.keyed = object()
     assert record_keyed.keyed_message(message, ["<ann@example.test>"]) == (message, "ann@example.test")
     assert verdicts(model).keyed_message(message, ["<ann@example.test>"]) == (message, None)  # no [personal]
+
+
+def test_a_session_answers_451_when_judging_fails(learned):
+    """The protocol side (MilterSession) over an in-memory stream: an MTA's negotiation, a
+    message, and a verdict that raises: the answer is 451, not a dropped connection."""
+    import asyncio
+
+    from kilter.protocol import messages as m
+    from kilter.protocol.buffer import SimpleBuffer
+
+    from stream_nb.verdicts.milter import MilterSession
+
+    broken = verdicts(learned[0])
+    broken.decide = lambda message, recipients: 1 / 0
+    packed = SimpleBuffer(1 << 16)
+    for message in (m.Negotiate(6, m.ActionFlags.ALL, m.ProtocolFlags(0x1FFFFF)), m.EnvelopeRecipient(b"<ann@x>"),
+                    m.Header("Subject", b"hi"), m.Body(b"body\r\n"), m.EndOfMessage(b""), m.Close()):
+        message.pack(packed)
+
+    class Writer:
+        data = b""
+
+        def write(self, data):
+            Writer.data += data
+
+        async def drain(self):
+            pass
+
+        def close(self):
+            pass
+
+    async def run():
+        reader = asyncio.StreamReader()
+        reader.feed_data(packed[:].tobytes())
+        reader.feed_eof()
+        await MilterSession(broken).run(reader, Writer())
+
+    asyncio.run(run())
+    answers = SimpleBuffer(1 << 16)
+    answers[:] = Writer.data
+    replies = []
+    while answers.filled:
+        message, size = m.Message.unpack(answers)
+        replies.append(message)
+        del answers[:size]
+    assert isinstance(replies[0], m.Negotiate) and m.ProtocolFlags.NR_HEADER in replies[0].protocol_flags
+    assert [type(reply).__name__ for reply in replies[1:]] == ["ReplyCode"]
+    assert bytes(replies[1].content).startswith(b"451 4.3.0 ")

@@ -265,9 +265,15 @@ def test_a_correction_reaches_the_replica_and_changes_the_next_verdict(kafka_bro
     config = milter_config(tmp_path / "mail.toml", bootstrap, topics, tmp_path / "checkpoints")
     teach(bootstrap, topics.labeled, corpus[:120])
     milter = MilterProcess(config, tmp_path / "milter.log")
-    postfix = Postfix(tomllib.loads(config.read_text())["milter"]["listen"]).start()
+    postfix = Postfix(tomllib.loads(config.read_text())["milter"]["listen"], users=("ann", "bob", "carol")).start()
     try:
         milter.wait_ready()
+        # a sender's own verdict headers are taken out (each by its occurrence), ours go in
+        forged = b"X-Spam-Status: No, score=-100 forged\nX-Spam-Flag: NO\nx-spam-score: -100\n" + corpus[239][0]
+        assert send_all(postfix, [forged], "carol@example.test") == [250]
+        _, head, spam_lines = verdict_of(postfix.wait_delivered(1, "carol")[0])
+        assert "-100" not in head and [line.split(":")[0] for line in spam_lines] in (
+            ["X-Spam-Score", "X-Spam-Status"], ["X-Spam-Flag", "X-Spam-Score", "X-Spam-Status"]), spam_lines
         hams = [raw for raw, label in corpus[240:300] if label == "ham"][:5]
         codes = send_all(postfix, hams, "ann@example.test")
         assert codes == [250] * len(hams)
