@@ -72,7 +72,11 @@ def send_at_rate(port: int, messages: list[bytes], rate: float, pool: ThreadPool
     def one(message: bytes, due: float) -> None:
         try:
             with smtplib.SMTP("127.0.0.1", port, timeout=60) as session:
-                session.sendmail("sender@example.org", ["ann@example.test"], message)
+                try:
+                    session.sendmail("sender@example.org", ["ann@example.test"], message)
+                except smtplib.SMTPDataError as refused:  # a verdict too: a 5xx at end of data (rspamd rejects)
+                    if refused.smtp_code < 500:  # 4xx: the milter failed (tempfail), not a verdict
+                        raise
         except (smtplib.SMTPException, OSError) as error:
             with lock:
                 failures.append(f"{type(error).__name__}: {error}")
