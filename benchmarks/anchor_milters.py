@@ -121,9 +121,14 @@ def available() -> dict[str, str | None]:
 
 
 def start_rspamd(workdir: Path, transport: str = "unix") -> AnchorMilter:
-    milter = AnchorMilter("rspamd", "", private_directory(workdir, "rspamd"))
+    return _started("rspamd", workdir, configure_and_run_rspamd, transport)
+
+
+def _started(name: str, workdir: Path, configure_and_run, transport: str) -> AnchorMilter:
+    """A peer configured and running in a private directory of `workdir`; stopped if that fails."""
+    milter = AnchorMilter(name, "", private_directory(workdir, name))
     try:
-        configure_and_run_rspamd(milter, transport)
+        configure_and_run(milter, transport)
     except BaseException:
         milter.stop()
         raise
@@ -187,13 +192,7 @@ def configure_and_run_rspamd(milter: AnchorMilter, transport: str) -> None:
 
 
 def start_spamassassin(workdir: Path, transport: str = "unix") -> AnchorMilter:
-    milter = AnchorMilter("spamassassin", "", private_directory(workdir, "spamassassin"))
-    try:
-        configure_and_run_spamassassin(milter, transport)
-    except BaseException:
-        milter.stop()
-        raise
-    return milter
+    return _started("spamassassin", workdir, configure_and_run_spamassassin, transport)
 
 
 def configure_and_run_spamassassin(milter: AnchorMilter, transport: str) -> None:

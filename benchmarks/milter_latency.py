@@ -32,7 +32,6 @@ import smtplib
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -46,19 +45,14 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks"), str(REPO / "tests"), str(RE
 import kafka_throughput as kt  # noqa: E402
 from postfix_support import Postfix, free_port, require_postfix  # noqa: E402
 
-from corpora import spamassassin_2003_path  # noqa: E402
+from corpora import load_spamassassin_2003  # noqa: E402
 
 SIDES = ("postfix", "stream-nb", "rspamd", "spamassassin")
 P99_LIMIT_S = 0.050
 
 
 def load_messages(limit: int) -> list[tuple[bytes, str]]:
-    messages = []
-    with tarfile.open(spamassassin_2003_path()) as archive:
-        for member in archive:
-            if member.isfile() and member.name.endswith(".txt"):
-                label = "spam" if member.name.split("/")[1].startswith("spam") else "ham"
-                messages.append((archive.extractfile(member).read(), label))
+    messages = [(data, "spam" if folder.startswith("spam") else "ham") for folder, data in load_spamassassin_2003()]
     random.Random(3).shuffle(messages)
     return messages[:limit]
 

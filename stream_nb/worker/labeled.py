@@ -25,6 +25,16 @@ class LabeledLogError(RuntimeError):
     """The labeled log cannot be read as the configuration and the checkpoint require; one line."""
 
 
+def one_order_rule(config) -> tuple[str, str] | None:
+    """(why, remedy) when the labeled log must be one partition: an order-dependent model, or
+    per-key state (each key's events in the log's order, each with the global model of its offset)."""
+    if config.order_dependence is not None:
+        return config.order_dependence
+    if config.personal is not None:
+        return "[personal] learns each key's events in one order", "remove [personal]"
+    return None
+
+
 class LabeledLog:
     def __init__(self, consumer, topics: list[str], *, one_order: tuple[str, str] | None,
                  on_lost_position: str) -> None:

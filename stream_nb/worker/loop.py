@@ -138,16 +138,6 @@ class Worker:
             raise ConfigError("personal: per-key state follows the partitions of one unlabeled topic; "
                               f"kafka.unlabeled_topics has {len(set(kafka['unlabeled_topics']))}")
 
-    @property
-    def labeled_order_rule(self) -> tuple[str, str] | None:
-        """(why, remedy) when the labeled log must be one partition: an order-dependent model, or
-        per-key state (each key's events in the log's order, each with the global model of its offset)."""
-        if self.config.order_dependence is not None:
-            return self.config.order_dependence
-        if self.keyed is not None:
-            return "[personal] learns each key's events in one order", "remove [personal]"
-        return None
-
     def featurise(self, events: list[Event], learning: bool = True):
         """The events' features, by this worker's featurisers and the model's vocabulary as they are now."""
         return featurise(events, learning, model=self.model, reads_text=self.config.reads_text,

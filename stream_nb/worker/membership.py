@@ -25,7 +25,7 @@ from stream_nb.kafka.clients import (
     transaction_lost,
 )
 from stream_nb.kafka.limits import MIN_DEAD_LETTER_BYTES, dead_letter_limit
-from stream_nb.worker.labeled import LabeledLog
+from stream_nb.worker.labeled import LabeledLog, one_order_rule
 from stream_nb.worker.outage import OUTAGE
 from stream_nb.worker.outputs import (
     Fenced,
@@ -109,7 +109,7 @@ class Membership:
         # them: a start cut short by the broker (the next attempt copies worker.labeled's positions)
         # must not leave a log with none, which would send the model back to the beginning.
         labeled = LabeledLog(make_labeled_reader(w.kafka, client), sorted(w.labeled_topics),
-                             one_order=w.labeled_order_rule, on_lost_position=w.kafka["on_lost_position"])
+                             one_order=one_order_rule(w.config), on_lost_position=w.kafka["on_lost_position"])
         try:
             labeled.start(saved["offsets"], saved["topic_ids"])
         except BaseException:

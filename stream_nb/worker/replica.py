@@ -37,7 +37,7 @@ from stream_nb.kafka.labeled_order import labeled_order_topic
 from stream_nb.lessons import LabeledLessons, LearnedIds
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.checkpoints import Checkpoints
-from stream_nb.worker.labeled import LabeledLog
+from stream_nb.worker.labeled import LabeledLog, one_order_rule
 from stream_nb.worker.learner import Learner
 from stream_nb.worker.metrics import WorkerMetrics
 from stream_nb.worker.records import featurise
@@ -77,18 +77,11 @@ class Replica:
         self.labeled: LabeledLog | None = None
         self.follow_batch = follow_batch
         self.lock = threading.RLock()
-        self.caught_up_at: float | None = None  # when the replica last stood at the log's end
         self._telemetry_at = 0.0
 
     def featurise(self, events: list, learning: bool = True):
         return featurise(events, learning, model=self.model, reads_text=self.config.reads_text,
                          text_featurizer=self.text_featurizer, mail_featurizer=self.mail_featurizer)
-
-    @property
-    def labeled_order_rule(self):
-        return self.config.order_dependence or (
-            ("[personal] learns each key's events in one order", "remove [personal]")
-            if self.config.personal is not None else None)
 
     def start(self) -> None:
         """The newest checkpoint or snapshot, then the labeled log opened at its offsets."""
@@ -96,7 +89,7 @@ class Replica:
         restored = self._restored or {"offsets": {}, "topic_ids": {}}
         self._restored = None
         labeled = LabeledLog(make_labeled_reader(self.kafka, self.config.kafka_client), sorted(self.labeled_topics),
-                             one_order=self.labeled_order_rule, on_lost_position=self.kafka["on_lost_position"])
+                             one_order=one_order_rule(self.config), on_lost_position=self.kafka["on_lost_position"])
         labeled.start(restored["offsets"], restored["topic_ids"])
         self.labeled = labeled
         if self.config.personal is not None:
@@ -146,20 +139,15 @@ class Replica:
             self.labeled.refresh()
         now = time.monotonic()
         self.telemetry.last_step = now
-        if now - self._telemetry_at >= TELEMETRY_INTERVAL_S or not records:
+        if now - self._telemetry_at >= TELEMETRY_INTERVAL_S:  # a lag query is a broker round trip
             self._telemetry_at = now
             lags = self.labeled.partition_lags()
             self.telemetry.observe_progress(dict(self.labeled.positions), lags, now)
             for (topic, number), lag in lags.items():
                 self.telemetry.lag.labels(topic, str(number)).set(lag)
             if not any(lags.values()):
-                self.caught_up_at = now
                 self.telemetry.ready = self.has_model  # verdicts from the log as it stands
         return len(records)
-
-    def lag(self) -> int:
-        """Labeled records not learned yet (a Kafka error when the broker cannot say)."""
-        return sum(self.labeled.partition_lags().values())
 
     def close(self) -> None:
         if self.keyed is not None:

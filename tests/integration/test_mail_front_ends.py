@@ -9,7 +9,6 @@ import json
 import random
 import subprocess
 import sys
-import tarfile
 import tomllib
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from stream_nb.checkpoint import CheckpointStore
 from stream_nb.mail.identity import mail_id
 
-from corpora import spamassassin_2003_path
+from corpora import load_spamassassin_2003
 from worker_support import (
     REPO_ROOT,
     Topics,
@@ -51,12 +50,7 @@ def sieve_pipe(config_path, *args: str, stdin: bytes) -> subprocess.CompletedPro
 @pytest.fixture(scope="module")
 def corpus() -> list[tuple[bytes, str]]:
     """(raw bytes, label) of 260 SpamAssassin 2003 messages in a fixed shuffled order."""
-    messages = []
-    with tarfile.open(spamassassin_2003_path()) as archive:
-        for member in archive:
-            if member.isfile() and member.name.endswith(".txt"):
-                label = "spam" if member.name.split("/")[1].startswith("spam") else "ham"
-                messages.append((archive.extractfile(member).read(), label))
+    messages = [(data, "spam" if folder.startswith("spam") else "ham") for folder, data in load_spamassassin_2003()]
     random.Random(11).shuffle(messages)
     return messages[:260]
 

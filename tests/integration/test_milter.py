@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 import tomllib
@@ -27,7 +26,7 @@ from postfix_support import Postfix, free_port, require_postfix
 from stream_nb.mail.identity import mail_id
 from stream_nb.verdicts.headers import status_of, verdict_headers
 
-from corpora import spamassassin_2003_path
+from corpora import load_spamassassin_2003
 from worker_support import (
     REPO_ROOT,
     Topics,
@@ -48,14 +47,8 @@ REJECT_ABOVE = 3.0  # [milter] threshold of the deployment test: a score the cor
 def corpus() -> list[tuple[bytes, str]]:
     """(raw bytes, label) of SpamAssassin 2003 messages that carry a Message-ID (Postfix would
     add one to the others, and the tests name messages by it), in a fixed shuffled order."""
-    messages = []
-    with tarfile.open(spamassassin_2003_path()) as archive:
-        for member in archive:
-            if member.isfile() and member.name.endswith(".txt"):
-                raw = archive.extractfile(member).read()
-                head = raw.split(b"\n\n", 1)[0]
-                if re.search(rb"(?im)^message-id:[ \t]*<[^>\s]+>", head) and len(raw) < 200_000:
-                    messages.append((raw, "spam" if member.name.split("/")[1].startswith("spam") else "ham"))
+    messages = [(raw, "spam" if folder.startswith("spam") else "ham") for folder, raw in load_spamassassin_2003()
+                if re.search(rb"(?im)^message-id:[ \t]*<[^>\s]+>", raw.split(b"\n\n", 1)[0]) and len(raw) < 200_000]
     random.Random(5).shuffle(messages)
     return messages[:300]
 
