@@ -26,11 +26,13 @@ from pathlib import Path
 from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFeaturizer, TextFeaturizer
 from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS
+from stream_nb.model.experts import DEFAULT_LEARNING_RATE, INPUT_SCALES, Experts, LogLinearPool, check_view_names
 from stream_nb.model.personal import SHRINKAGES
 from stream_nb.model.registry import build_model
 from stream_nb.model.scale import SCORE_SCALES
 
-SECTIONS = ("model", "features", "training", "kafka", "checkpoint", "worker", "evaluation", "personal", "milter")
+SECTIONS = ("model", "features", "views", "combine", "training", "kafka", "checkpoint", "worker", "evaluation",
+            "personal", "milter")
 EXTENDS_DEPTH = 8  # files extending files: more is a loop or a maze
 EVENT_FIELD_KEYS = ("categorical", "numeric")
 
@@ -168,6 +170,13 @@ EVALUATION_KEYS = {
     # (unsure_score_band is on this scale) and replay's scores, ROC and unsure summary
     "score_scale": ((str,), "none"),
 }
+# [views.NAME]: more feature views of the same events, each an expert of its own ([features] with the
+# view's keys replaced; stream_nb.model.experts); [combine]: how their predictions are weighed.
+BASE_VIEW = "base"  # the expert of [features] itself
+COMBINE_KEYS = {
+    "learning_rate": ((int, float), DEFAULT_LEARNING_RATE),  # AdaGrad's eta for the weights
+    "scale": ((str,), "sqrt_features"),  # each expert's log posteriors per sqrt(its features), or "none"
+}
 # A model per event key with the global model as its prior (stream_nb.model.personal); the
 # defaults are what benchmarks/personal_quality.py measured best on Enron-Spam's six mailboxes.
 PERSONAL_KEYS = {
@@ -247,6 +256,7 @@ BOUNDS = {
     "features.ngram_range": (1, 10, "each token starts max_n - min_n + 1 features"),
     "features.char_ngrams": (1, 20, "each character starts max_n - min_n + 1 features"),
     "features.osb_window": (3, 10, "each token starts window - 2 word pairs"),
+    "combine.learning_rate": (1e-6, 10, "AdaGrad moves a weight at most this far a step: more overshoots"),
     "personal.beta": (0, 1e12, "feature occurrences; beyond, every key is the global model"),
     "personal.prior_beta": (0, 1e12, "events; beyond, every key has the global prior"),
     "personal.max_key_features": (0, 10**8, "800 MB of counts a class for one key"),
@@ -324,6 +334,9 @@ class Config:
     training: dict = field(default_factory=lambda: {"mode": "all", "margin": 0.0})
     milter: dict = field(default_factory=lambda: {key: default for key, (_, default) in MILTER_KEYS.items()})
     personal: dict | None = None  # [personal]: a model per event key; None: one global model
+    # [views.NAME]: each view's [features] keys replaced (name -> keys), in the file's order; {}: one view
+    views: dict = field(default_factory=dict)
+    combine: dict = field(default_factory=lambda: {key: default for key, (_, default) in COMBINE_KEYS.items()})
     source: str = "defaults"
     # [training] remember_ids: the capacity of the worker's LearnedIds (stream_nb.lessons). Not
     # part of the fingerprint: the model never sees it, and the memory saves its own capacity.
@@ -351,19 +364,34 @@ class Config:
             del options["half_life"]
         return options
 
+    @property
+    def view_names(self) -> list[str]:
+        """The feature views' names, the experts' order: [features]'s own ("base"), then each
+        [views.NAME] as the file lists them. One name: one plain model."""
+        return [BASE_VIEW, *self.views]
+
+    def view_features(self, view: str = BASE_VIEW) -> dict:
+        """[features] as view `view` reads them: the view's keys replace [features]'s."""
+        return dict(self.features) if view == BASE_VIEW else {**self.features, **self.views[view]}
+
     def build_model(self):
+        """The model of [model]; with [views], an `Experts` of one such model per view."""
         options = self._model_options()
         try:
-            return build_model(self.model.get("kind", "multinomial"), options)
+            if not self.views:
+                return build_model(self.model.get("kind", "multinomial"), options)
+            models = [build_model(self.model.get("kind", "multinomial"), options) for _ in self.view_names]
+            return Experts(self.view_names, models, LogLinearPool(len(models), **self.combine))
         except (TypeError, ValueError) as error:
             raise ConfigError(f"model: {error}") from None
 
-    def build_featurizer(self) -> TextFeaturizer:
-        text_options = {k: v for k, v in self.features.items() if k not in EVENT_FIELD_KEYS}
+    def build_featurizer(self, view: str = BASE_VIEW) -> TextFeaturizer:
+        section = "features" if view == BASE_VIEW else f"views.{view}"
+        text_options = {k: v for k, v in self.view_features(view).items() if k not in EVENT_FIELD_KEYS}
         try:
             return TextFeaturizer.from_config(text_options)
         except (TypeError, ValueError) as error:
-            raise ConfigError(f"features: {error}") from None
+            raise ConfigError(f"{section}: {error}") from None
 
     @property
     def reads_text(self) -> bool:
@@ -371,13 +399,13 @@ class Config:
         an event's structured features only."""
         return self.model.get("kind", "multinomial") in TEXT_MODEL_KINDS
 
-    def build_event_featurizer(self):
+    def build_event_featurizer(self, view: str = BASE_VIEW):
         """The featuriser of whole events for the model kind: text plus the events' structured
         features (categorical/numeric lists, or inferred) for the count models; {field:
         category} for categorical; {field: number} for gaussian. The last two refuse an event
-        with text, naming the key to change."""
+        with text, naming the key to change. `view`: as that feature view reads events."""
         kind = self.model.get("kind", "multinomial")
-        text = self.build_featurizer() if kind in TEXT_MODEL_KINDS else None  # its errors say "features: "
+        text = self.build_featurizer(view) if kind in TEXT_MODEL_KINDS else None  # its errors say "features: "
         try:
             if kind == "categorical":
                 return CategoricalFeaturizer(fields=self.features.get("categorical"),
@@ -395,8 +423,12 @@ class Config:
         featuriser see it: what a checkpoint's fingerprint is taken of, so spelling out a
         default (alpha = 1.0) does not change it."""
         model = self.build_model()
-        resolved = {"model": {"kind": self.model.get("kind", "multinomial"), **model._params()},
+        params = (model.models[0] if self.views else model)._params()
+        resolved = {"model": {"kind": self.model.get("kind", "multinomial"), **params},
                     "features": self.build_event_featurizer().to_config()}
+        if self.views:  # only then, so fingerprints of before stay as they were
+            resolved["views"] = {name: self.build_event_featurizer(name).to_config() for name in self.views}
+            resolved["combine"] = dict(self.combine)
         if self.max_classes != DEFAULT_MAX_CLASSES:  # only then, so fingerprints of before stay as they were
             resolved["model"]["max_classes"] = self.max_classes
         if self.classes is not None:  # likewise; the order they are written in does not matter
@@ -604,10 +636,15 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError(f"personal: per-key models are defined over model.kind = \"multinomial\", not {kind!r}")
         if personal["shrinkage"] not in SHRINKAGES:
             raise ConfigError(f"personal.shrinkage: {personal['shrinkage']!r} is not one of {', '.join(SHRINKAGES)}")
+    views = _validated_views(data.get("views", {}), data.get("model", {}).get("kind", "multinomial"), personal)
+    combine = _validated("combine", dict(data.get("combine", {})), COMBINE_KEYS)
+    check_bounds("combine", combine)
+    if combine["scale"] not in INPUT_SCALES:
+        raise ConfigError(f"combine.scale: {combine['scale']!r} is not one of {', '.join(INPUT_SCALES)}")
     config = Config(evaluation=evaluation, training=training, model={"kind": "multinomial", **data.get("model", {})},
                     features=dict(data.get("features", {})), kafka=kafka, kafka_client=dict(kafka_client),
                     checkpoint=checkpoint, worker=worker, source=source, remember_ids=remember_ids,
-                    personal=personal, milter=milter)
+                    personal=personal, milter=milter, views=views, combine=combine)
     max_classes = config.model.get("max_classes", DEFAULT_MAX_CLASSES)
     if isinstance(max_classes, bool) or not isinstance(max_classes, int) or max_classes < 2:
         raise ConfigError(f"model.max_classes: must be a whole number >= 2, got {max_classes!r}")
@@ -617,7 +654,42 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     config.build_event_featurizer()
     check_bounds("model", config.model)  # after the builders, whose messages say what a type or sign must be
     check_bounds("features", config.features)
+    for name, keys in views.items():
+        config.build_event_featurizer(name)  # its errors name views.NAME
+        try:
+            check_bounds("features", keys)
+        except ConfigError as error:
+            raise ConfigError(f"views.{name}.{str(error).removeprefix('features.')}") from None
     return config
+
+
+def _validated_views(views, kind: str, personal) -> dict:
+    """[views]: NAME -> a table of [features] text keys, each name a view's (not "base", the
+    name of [features]'s own); only for the count models that read text, and not yet with
+    [personal]."""
+    if not isinstance(views, dict):
+        raise ConfigError("views: must be a table of views ([views.NAME] with [features] keys)")
+    for name, keys in views.items():
+        if not isinstance(keys, dict):
+            raise ConfigError(f"views.{name}: must be a table of [features] keys (e.g. [views.{name}] "
+                              "osb_window = 5), not a value")
+        if name == BASE_VIEW:
+            raise ConfigError(f"views.{name}: {BASE_VIEW!r} is the view of [features] itself; name the view otherwise")
+        try:
+            check_view_names([name])
+        except ValueError as error:
+            raise ConfigError(f"views.{name}: {error}") from None
+        fields = sorted(set(keys) & set(EVENT_FIELD_KEYS))
+        if fields:
+            raise ConfigError(f"views.{name}.{fields[0]}: an event's structured fields are read once, "
+                              "in [features], for every view")
+    if views and kind not in TEXT_MODEL_KINDS:
+        raise ConfigError(f"views: feature views are text views, for the count models ({', '.join(TEXT_MODEL_KINDS)}), "
+                          f"not model.kind = {kind!r}")
+    if views and personal is not None:
+        raise ConfigError("views: per-key models ([personal]) over several views are not built yet; "
+                          "use one view with [personal]")
+    return {name: dict(keys) for name, keys in views.items()}
 
 
 def _read_toml(path: Path) -> dict:
@@ -733,6 +805,13 @@ def _apply_override(data: dict, override: str) -> None:
     table = data.setdefault(section, {})
     if not isinstance(table, dict):
         raise ConfigError(f"{section}: must be a table of keys")
+    if section == "views":  # views.NAME.KEY: a key of one view
+        view, dot, name = name.partition(".")
+        if not dot:
+            raise ConfigError(f"--set {override!r}: expected views.NAME.KEY=value")
+        table = table.setdefault(view, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"views.{view}: must be a table of keys")
     table[name] = value
 
 

@@ -3,8 +3,9 @@
  *
  * The Python code in text.py is the definition; this module computes exactly the same list of
  * feature names for the configurations `TextFeaturizer._native_plan` accepts (token pattern
- * `(?u)\b\w+\b|[£$€]`, lowercase, word unigrams or unigrams and bigrams, optional subject
- * features, URL/e-mail placeholders, max_tokens, binary or not), for texts stored one byte per
+ * `(?u)\b\w+\b|[£$€]`, lowercase, word unigrams or unigrams and bigrams, optional OSB word pairs
+ * and character n-grams, optional subject features, URL/e-mail placeholders, max_tokens, binary or
+ * not), for texts stored one byte per
  * character (Latin-1, ASCII included), where lowercasing and `\w` are table look-ups. Every
  * other text goes to the Python feature list (`fallback`), and so does a text with a character
  * the tables mark foreign. URL and e-mail spans are found by the Python code (`spans`), called
@@ -41,6 +42,7 @@ enum { CH_WORD = 1, CH_SIGN = 2, CH_FOREIGN = 4 };
 enum { DONE = 0, FAILED = -1, FALL_BACK = 1 };
 
 static const char SUBJECT_PREFIX[] = "#s:";
+static const char CHAR_NGRAM_PREFIX[] = "#c:"; /* text.py's CHAR_NGRAM_PREFIX */
 
 /* A growable byte buffer. */
 typedef struct {
@@ -70,8 +72,11 @@ typedef struct {
     const unsigned char *classes; /* 256: CH_* flags */
     int bigrams, binary, subject, emails, urls;
     Py_ssize_t max_tokens; /* -1: no limit */
+    Py_ssize_t osb_window; /* OSB pairs at distances 2 .. osb_window - 1; < 3: none */
+    Py_ssize_t char_min, char_max; /* character n-grams of min..max characters; char_min 0: none */
     PyObject *spans;       /* lowered segment -> [(start, end, placeholder, domain | None)] */
     Buffer arena;          /* every byte of the current text's lowered segments and features */
+    Buffer padded;         /* scratch: one token padded with a space on each side (char n-grams) */
     SpanList tokens, domains, subject_features, features;
     Py_ssize_t *slots; /* dedupe table: index + 1 of a feature, 0 for an empty slot */
     Py_ssize_t n_slots; /* allocated */

@@ -80,15 +80,20 @@ class MailFeaturizer:
     bytes object; at most RECENT_MESSAGES of them and RECENT_BYTES of mail) are kept."""
 
     def __init__(self, event_featurizer: Any, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 on_parsed: Callable[[ParsedMail], None] | None = None) -> None:
+                 on_parsed: Callable[[ParsedMail], None] | None = None, reader: MailFeaturizer | None = None) -> None:
         self.event_featurizer = event_featurizer
         self.max_bytes = max_bytes
         self.on_parsed = on_parsed
         self._recent: OrderedDict[int, tuple[bytes, ParsedMail]] = OrderedDict()
         self._recent_bytes = 0
+        # Several feature views of one message read one parse: theirs through the first's
+        # (its readings kept and its on_parsed), so a message is parsed and counted once.
+        self._reader = reader
 
     def parse(self, mail: bytes) -> ParsedMail:
         """`parse_mail` of `mail`, or its reading kept from a moment ago (`on_parsed` sees it once)."""
+        if self._reader is not None:
+            return self._reader.parse(mail)
         kept = self._recent.get(id(mail))
         if kept is not None and kept[0] is mail:  # the entry holds the bytes, so the id is theirs
             return kept[1]

@@ -243,6 +243,30 @@ class SparseBatch:
         return result
 
 
+class ViewBatch:
+    """One batch of events as each feature view of an `Experts` model reads it: `views[v]` is
+    the batch featurised by view v (a SparseBatch or a list of dicts), one entry per event in
+    every view. Sliced by a contiguous range of events, every view alike."""
+
+    __slots__ = ("views",)
+
+    def __init__(self, views: Sequence) -> None:
+        views = list(views)
+        if not views:
+            raise ValueError("a ViewBatch needs at least one view")
+        if len({len(view) for view in views}) != 1:
+            raise ValueError(f"every view must hold the batch's events, got {[len(view) for view in views]}")
+        self.views = views
+
+    def __len__(self) -> int:
+        return len(self.views[0])
+
+    def __getitem__(self, events: slice) -> ViewBatch:
+        if not isinstance(events, slice):
+            raise TypeError("a ViewBatch is sliced by a range of events")
+        return ViewBatch([view[events] for view in self.views])
+
+
 @dataclass
 class EncodedBatch:
     """A batch of events as flat arrays: one row per (event, feature) occurrence."""

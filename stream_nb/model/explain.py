@@ -8,6 +8,29 @@ import numpy as np
 
 from stream_nb.model.base import SparseBatch
 from stream_nb.model.counting import BernoulliNB, CountingNB, native_kernel
+from stream_nb.model.experts import Experts
+
+
+def expert_clues(model: Experts, views: list[dict], top: int = 5, proba: dict | None = None) -> list[tuple[str, float]]:
+    """The clues of an `Experts` prediction, in nats of the combined score: first each expert's
+    share ("@<view>": w_v (l_v(c) - l_v(k)), and "@(bias)"), then the `top` features with the
+    largest evidence across the views, each expert's evidence (`strongest_clues`) times
+    `evidence_scale`, named "<view>:<feature>" outside the first view."""
+    if proba is None:
+        proba = model.predict_proba_one(views)
+    ranked = sorted(proba, key=proba.get, reverse=True)
+    if len(ranked) < 2:
+        return []
+    best, runner_up = ranked[0], ranked[1]
+    shares = [("@" + name, _round6(part)) for name, part in model.shares(views, best, runner_up)]
+    clues = []
+    for v, (name, expert, x) in enumerate(zip(model.names, model.models, views)):
+        scale = model.evidence_scale(v, len(x))
+        prefix = "" if v == 0 else name + ":"
+        for feature, evidence in strongest_clues(expert, x, top, {best: 1.0, runner_up: 0.0}):
+            clues.append((prefix + feature, evidence * scale))
+    clues.sort(key=lambda clue: clue[1], reverse=True)
+    return shares + [(name, _round6(evidence)) for name, evidence in clues[:top]]
 
 
 def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None = None) -> list[tuple[str, float]]:
@@ -24,6 +47,8 @@ def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None
     `proba`, x's P(c | x) from the same state, ranks the classes without scoring x again (the
     joint log likelihoods rank them when two probabilities tie for second place).
     """
+    if isinstance(model, Experts):
+        return expert_clues(model, x, top, proba)
     ranked = _ranked_classes(proba)
     if ranked is None:
         jll = model.joint_log_likelihood(x)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_nb.model.base import SparseBatch
+from stream_nb.model.base import SparseBatch, ViewBatch
 
 TRAINING_MODES = ("all", "on_error", "thick_threshold")
 MARGIN_SCALES = ("none", "sqrt_features")
@@ -42,7 +42,11 @@ def margin_per_sqrt_feature(margin: float, n_features: int) -> float:
 
 def event_sizes(X) -> list[int]:
     """The number of distinct features of each event: len(x) of a dict, the names of a
-    SparseBatch event (deduplicated unless the batch says they are distinct)."""
+    SparseBatch event (deduplicated unless the batch says they are distinct). A ViewBatch's
+    events count 1 each: an `Experts` model's combined score is on its views' scale already
+    (each view's log-odds per sqrt of its own features), so scaling leaves it as it is."""
+    if isinstance(X, ViewBatch):
+        return [1] * len(X)
     if isinstance(X, SparseBatch):
         if X.distinct:
             return X.lengths.tolist()
@@ -159,6 +163,8 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
     if margin_scale not in MARGIN_SCALES:
         raise ValueError(f"margin scale must be one of {', '.join(MARGIN_SCALES)}, got {margin_scale!r}")
     labels = list(y)
+    if isinstance(X, ViewBatch):  # each view's expert under this regime, then their combination
+        return model.predict_learn_views(X, labels, mode, margin, margin_scale)
     if mode == "all":
         return model.predict_learn_many(X, labels), [label is not None for label in labels]
     # Learning as it goes: a bad event must refuse the batch before the first learn, as

@@ -236,7 +236,9 @@ def _contender(name: str, config: Config, recorder_class):
                      training=dict(config.training), band=config.evaluation.get("unsure_band"),
                      positive=config.evaluation.get("positive"), score_band=config.evaluation.get("unsure_score_band"),
                      reads_text=config.reads_text, max_classes=config.max_classes, score_scale=score_scale,
-                     lessons=LabeledLessons(LearnedIds(config.remember_ids)), personal=config.build_personal(model))
+                     lessons=LabeledLessons(LearnedIds(config.remember_ids)), personal=config.build_personal(model),
+                     more_views=[(config.build_featurizer(name), config.build_event_featurizer(name))
+                                 for name in config.views])
 
 
 class _PredictionsFile:

@@ -12,7 +12,7 @@ from stream_nb.config import beyond_max_classes
 from stream_nb.features.fields import EventFeaturizer
 from stream_nb.features.mail import MailFeaturizer, UnreadableMail
 from stream_nb.lessons import DEFAULT_REMEMBER_IDS, LEARNED, LabeledLessons, LearnedIds, id_of_keyed
-from stream_nb.model.base import SparseBatch
+from stream_nb.model.base import SparseBatch, ViewBatch
 from stream_nb.model.decision import band_verdict
 from stream_nb.model.posterior import positive_score
 from stream_nb.model.scale import check_score_scale
@@ -56,6 +56,9 @@ class Contender:
     # per-key models over `model` ([personal], stream_nb.model.personal): an event with a "key" is
     # predicted by its key's model; None: one global model
     personal: object | None = None
+    # [views]: (text featuriser, event featuriser) of each view after the first (the first is
+    # text_featurizer/event_featurizer), for an `Experts` model; empty: one view
+    more_views: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         check_score_scale(self.score_scale)
@@ -65,27 +68,45 @@ class Contender:
         featurizer = self.event_featurizer if self.event_featurizer is not None else EventFeaturizer(
             text=self.text_featurizer)
         self.mail_featurizer = MailFeaturizer(featurizer, on_parsed=self._count_mail)
+        self._views = [(self.text_featurizer, self.event_featurizer, self.mail_featurizer)]
+        for text, event in self.more_views:  # one parse of a message for every view
+            mail = MailFeaturizer(event if event is not None else EventFeaturizer(text=text),
+                                  reader=self.mail_featurizer)
+            self._views.append((text, event, mail))
 
     def _count_mail(self, parsed) -> None:
         self.mail_read += 1
         self.mail_defects.update(parsed.defects)
 
     def featurise(self, events: list[dict]):
-        # the model's vocabulary: the C featuriser looks the names up as it makes them
-        vocabulary = getattr(self.model, "vocabulary", None)
-        if self.reads_text and all(event.get("mail") is None for event in events) and (
-                self.event_featurizer is None or all(event.get("features") is None for event in events)):
-            return self.text_featurizer.transform_sparse([event.get("text") or "" for event in events],
-                                                         vocabulary=vocabulary)
-        # mail, structured features, or both
-        return self.mail_featurizer.transform_batch(events, vocabulary=vocabulary)
+        if len(self._views) > 1:  # an Experts model: each view featurised for its own expert
+            return ViewBatch([self._featurise_view(view, model, events)
+                              for view, model in zip(self._views, self.model.models, strict=True)])
+        return self._featurise_view(self._views[0], self.model, events)
 
-    def featurise_one(self, event: dict) -> dict:
-        """The features of one event as a dict, as the model sees them (for its clues)."""
-        if self.reads_text and event.get("mail") is None and (self.event_featurizer is None
+    def _featurise_view(self, view: tuple, model, events: list[dict]):
+        text_featurizer, event_featurizer, mail_featurizer = view
+        # the model's vocabulary: the C featuriser looks the names up as it makes them
+        vocabulary = getattr(model, "vocabulary", None)
+        if self.reads_text and all(event.get("mail") is None for event in events) and (
+                event_featurizer is None or all(event.get("features") is None for event in events)):
+            return text_featurizer.transform_sparse([event.get("text") or "" for event in events],
+                                                    vocabulary=vocabulary)
+        # mail, structured features, or both
+        return mail_featurizer.transform_batch(events, vocabulary=vocabulary)
+
+    def featurise_one(self, event: dict) -> dict | list[dict]:
+        """The features of one event as a dict, as the model sees them (for its clues); for an
+        Experts model, one dict per view."""
+        dicts = [self._featurise_view_one(view, event) for view in self._views]
+        return dicts if len(dicts) > 1 else dicts[0]
+
+    def _featurise_view_one(self, view: tuple, event: dict) -> dict:
+        text_featurizer, event_featurizer, mail_featurizer = view
+        if self.reads_text and event.get("mail") is None and (event_featurizer is None
                                                                or event.get("features") is None):
-            return self.text_featurizer.transform_one(event.get("text") or "")
-        return self.mail_featurizer.transform_event(event)
+            return text_featurizer.transform_one(event.get("text") or "")
+        return mail_featurizer.transform_event(event)
 
     def _beyond_max_classes(self, labels: list) -> set[int]:
         """Positions of the labels that would be a class beyond max_classes (counted, refused)."""

@@ -1,0 +1,196 @@
+"""Feature views as experts (stream_nb.model.experts): each expert is the model its view alone
+would give, bit for bit; the combination is a function of the labeled stream alone (batch
+sizes, restores); its AdaGrad step is the formula of the module's docstring; hostile states
+and configurations are refused with the key named."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stream_nb.checkpoint.digest import state_digest
+from stream_nb.config import ConfigError, load_config
+from stream_nb.model.base import ViewBatch
+from stream_nb.model.experts import Experts, LogLinearPool
+from stream_nb.model.posterior import Posterior
+from stream_nb.model.registry import model_from_state
+from stream_nb.model.state_check import InvalidState
+from stream_nb.replay.cli import _contender
+from stream_nb.replay.evaluation import EvaluationRecorder
+from stream_nb.replay.prequential import replay_contenders
+from tests.corpora import load_sms_spam
+
+VIEWS = ["views.osb.ngram_range=[1, 1]", "views.osb.osb_window=5", "views.chars.char_ngrams=[4, 4]",
+         "views.chars.ngram_range=[1, 1]"]
+
+
+@pytest.fixture(scope="module")
+def sms():
+    return [{"id": str(i), "text": text, "label": label} for i, (label, text) in enumerate(load_sms_spam()[:1500])]
+
+
+def _replay(config, events, batch_size=1000, delay=0):
+    contender = _contender("c", config, EvaluationRecorder)
+    replay_contenders(events, [contender], batch_size=batch_size, delay=delay)
+    return contender
+
+
+def _scores(contender) -> list:
+    return contender.recorder.scores("spam").tolist()
+
+
+def test_each_expert_is_the_model_of_its_view_alone_bit_for_bit(sms):
+    """mail.toml's thick threshold, forgetting and per-sqrt margins, in three views at once."""
+    config = load_config("configs/mail.toml", VIEWS)
+    combined = _replay(config, sms, batch_size=300)
+    assert combined.model.names == ["base", "osb", "chars"]
+    alone = {
+        "base": load_config("configs/mail.toml"),
+        "osb": load_config("configs/mail.toml", ["features.ngram_range=[1, 1]", "features.osb_window=5"]),
+        "chars": load_config("configs/mail.toml", ["features.char_ngrams=[4, 4]", "features.ngram_range=[1, 1]"]),
+    }
+    for expert, name in zip(combined.model.models, combined.model.names):
+        single = _replay(alone[name], sms, batch_size=1000)
+        assert state_digest(expert.to_state()) == state_digest(single.model.to_state()), name
+    # the experts learned different events (their own regimes), so the combination has something to weigh
+    learned = [expert.events_learned for expert in combined.model.models]
+    assert len(set(learned)) == 3 and all(0 < n < len(sms) for n in learned)
+
+
+def test_one_view_is_todays_model_and_fingerprint():
+    plain = load_config("configs/mail.toml")
+    assert not isinstance(plain.build_model(), Experts)
+    assert "views" not in plain.resolved() and "combine" not in plain.resolved()
+    with_views = load_config("configs/mail.toml", VIEWS[:2])
+    assert with_views.resolved()["views"]["osb"]["text"]["osb_window"] == 5
+    assert with_views.resolved()["combine"] == {"learning_rate": 0.1, "scale": "sqrt_features"}
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 256])
+def test_the_combination_is_the_same_whatever_the_batch_size(sms, batch_size):
+    config = load_config("configs/mail.toml", VIEWS)
+    whole = _replay(config, sms[:600], batch_size=1000)
+    cut = _replay(config, sms[:600], batch_size=batch_size)
+    assert _scores(cut) == _scores(whole)
+    assert cut.model.pool.to_state() == whole.model.pool.to_state()
+    assert state_digest(cut.model.to_state()) == state_digest(whole.model.to_state())
+    # a step for every event after the first of the second class (before it, one class: nothing to weigh)
+    second_class = next(i for i, event in enumerate(sms) if event["label"] != sms[0]["label"])
+    assert whole.model.pool.updates == 600 - second_class - 1
+
+
+def test_a_restored_state_goes_on_as_if_never_stopped(sms):
+    config = load_config("configs/mail.toml", VIEWS)
+    straight = _replay(config, sms[:800])
+    first = _replay(config, sms[:500])
+    restored = model_from_state(first.model.to_state())
+    assert isinstance(restored, Experts) and restored.names == first.model.names
+    resumed = _contender("c", config, EvaluationRecorder)
+    resumed.model = restored
+    resumed.__post_init__()
+    replay_contenders(sms[500:800], [resumed], batch_size=1000)
+    assert _scores(first) + _scores(resumed) == _scores(straight)
+    assert state_digest(resumed.model.to_state()) == state_digest(straight.model.to_state())
+
+
+def test_the_pool_step_is_adagrad_on_the_log_loss():
+    pool = LogLinearPool(2, learning_rate=0.5, scale="none")
+    inputs = [[-0.1, -2.4], [-1.3, -0.3]]  # each expert's log P(c | x) over [ham, spam]
+    logits = pool.logits(inputs, ["ham", "spam"])
+    assert logits == [0.5 * -0.1 + 0.5 * -1.3, 0.5 * -2.4 + 0.5 * -0.3]
+    q_ham = math.exp(logits[0]) / (math.exp(logits[0]) + math.exp(logits[1]))
+    pool.update(inputs, ["ham", "spam"], "spam", logits)
+    g = [(q_ham - 0.0) * -0.1 + ((1 - q_ham) - 1.0) * -2.4, (q_ham - 0.0) * -1.3 + ((1 - q_ham) - 1.0) * -0.3]
+    # first step: G = g^2, so each weight moves by eta * sign(g)
+    assert pool.weights == pytest.approx([0.5 - 0.5 * math.copysign(1, g[0]), 0.5 - 0.5 * math.copysign(1, g[1])],
+                                         rel=1e-15)
+    assert pool.weight_squares == pytest.approx([g[0] ** 2, g[1] ** 2], rel=1e-12)
+    assert pool.biases["spam"][0] == pytest.approx(0.5) and pool.biases["ham"][0] == pytest.approx(-0.5)
+    # the gradient, against the log loss by central differences
+    loss = lambda w: -(w[0] * -2.4 + w[1] * -0.3 - math.log(  # noqa: E731
+        math.exp(w[0] * -0.1 + w[1] * -1.3) + math.exp(w[0] * -2.4 + w[1] * -0.3)))
+    h = 1e-6
+    numeric = [(loss([0.5 + h, 0.5]) - loss([0.5 - h, 0.5])) / (2 * h),
+               (loss([0.5, 0.5 + h]) - loss([0.5, 0.5 - h])) / (2 * h)]
+    assert numeric == pytest.approx(g, rel=1e-6)
+
+
+def test_sqrt_features_inputs_and_floor():
+    pool = LogLinearPool(1)
+    assert pool.inputs([-4.0, -math.inf], 16) == [-1.0, -1e6 / 4]
+    assert LogLinearPool(1, scale="none").inputs([-4.0], 16) == [-4.0]
+
+
+def test_combined_posterior_is_the_softmax_of_the_logits(sms):
+    contender = _replay(load_config("configs/mail.toml", VIEWS), sms[:300])
+    X = contender.featurise(sms[300:310])
+    assert isinstance(X, ViewBatch) and len(X) == 10 and len(X[2:5]) == 3
+    for p in contender.model.predict_proba_many(X):
+        assert isinstance(p, Posterior)
+        z = np.array(p.log_scores)
+        assert list(p.values()) == pytest.approx((np.exp(z - z.max()) / np.exp(z - z.max()).sum()).tolist())
+        assert sum(p.values()) == pytest.approx(1.0)
+
+
+def test_clues_name_each_experts_share_and_add_up_to_the_score(sms):
+    contender = _replay(load_config("configs/mail.toml", VIEWS), sms[:400])
+    model = contender.model
+    views = contender.featurise_one(sms[450])
+    proba = model.predict_proba_one(views)
+    best, runner_up = sorted(proba, key=proba.get, reverse=True)
+    from stream_nb.model.explain import strongest_clues
+
+    clues = strongest_clues(model, views, top=4)
+    shares = [(name, value) for name, value in clues if name.startswith("@")]
+    assert [name for name, _ in shares] == ["@base", "@osb", "@chars", "@(bias)"]
+    assert sum(value for _, value in shares) == pytest.approx(proba.log_odds(best), abs=1e-5)
+    assert len(clues) == 4 + 4
+
+
+@pytest.mark.parametrize("broken, message", [
+    (lambda s: s["meta"].update(views=["base", "base"]), "share a name"),
+    (lambda s: s["meta"]["pool"].update(weights=[0.5, float("nan")]), "finite"),
+    (lambda s: s["meta"]["pool"].update(weights=[0.5]), "2 finite"),
+    (lambda s: s["meta"]["pool"].update(updates=-1), "updates"),
+    (lambda s: s["meta"]["pool"].update(extra=1), "exactly the keys"),
+    (lambda s: s["meta"]["pool"].update(biases=[["spam", 1.0, -1.0]]), "bias"),
+    (lambda s: s["arrays"].update({"7/class_counts": np.zeros(2)}), "belongs to no expert"),
+    (lambda s: s["arrays"].update({"01/class_counts": np.zeros(2)}), "belongs to no expert"),
+    (lambda s: s["meta"]["experts"].pop(), "one expert per view"),
+    (lambda s: s["arrays"].update({"1/class_counts": np.array([1.0, -3.0])}), "expert 'osb'"),
+])
+def test_a_hostile_state_is_refused_naming_what_is_wrong(sms, broken, message):
+    state = _replay(load_config("configs/mail.toml", VIEWS[:2]), sms[:100]).model.to_state()
+    broken(state)
+    with pytest.raises(InvalidState, match=message):
+        model_from_state(state)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["views.base.osb_window=5"], "views.base: 'base' is the view of"),
+    (["views.osb.categorical=['a']"], "views.osb.categorical"),
+    (["views.osb.osb_window=50"], "views.osb.osb_window: 50 is outside"),
+    (["views.osb.no_such_key=1"], "views.osb"),
+    (["views.osb=5"], "expected views.NAME.KEY=value"),
+    (["views.osb.osb_window=5", "combine.learning_rate=0"], "combine.learning_rate"),
+    (["views.osb.osb_window=5", "combine.scale='cubic'"], "combine.scale"),
+    (["views.osb.osb_window=5", "model.kind='gaussian'"], "views: feature views are text views"),
+])
+def test_configuration_errors_name_the_key(overrides, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        load_config("configs/mail.toml", overrides)
+
+
+def test_views_with_personal_are_refused_for_now():
+    with pytest.raises(ConfigError, match="views: per-key models"):
+        load_config("configs/personal.toml", VIEWS[:2])
+
+
+def test_a_view_that_is_not_a_table_is_refused(tmp_path):
+    path = tmp_path / "views.toml"
+    path.write_text('extends = "%s"\n[views]\nosb = 5\n' % (Path("configs/mail.toml").resolve()))
+    with pytest.raises(ConfigError, match="views.osb: must be a table"):
+        load_config(path)
