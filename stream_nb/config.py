@@ -26,7 +26,13 @@ from pathlib import Path
 from stream_nb.events.raw_mail import VALUE_FORMATS
 from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFeaturizer, TextFeaturizer
 from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS
-from stream_nb.model.experts import DEFAULT_LEARNING_RATE, INPUT_SCALES, Experts, LogLinearPool, check_view_names
+from stream_nb.model.experts import (
+    DEFAULT_LEARNING_RATE,
+    INPUT_SCALES,
+    Experts,
+    LogLinearPool,
+    check_view_names,
+)
 from stream_nb.model.personal import SHRINKAGES
 from stream_nb.model.registry import build_model
 from stream_nb.model.scale import SCORE_SCALES
