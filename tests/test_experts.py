@@ -194,3 +194,26 @@ def test_a_view_that_is_not_a_table_is_refused(tmp_path):
     path.write_text('extends = "%s"\n[views]\nosb = 5\n' % (Path("configs/mail.toml").resolve()))
     with pytest.raises(ConfigError, match="views.osb: must be a table"):
         load_config(path)
+
+
+def test_a_correction_takes_back_from_exactly_the_experts_that_learned(sms):
+    """Under mail.toml's thick threshold each expert learns other events: taking every message
+    back leaves every expert empty, and no take-back is refused (an expert that did not learn an
+    event is not asked to unlearn it)."""
+    config = load_config("configs/mail.toml", [*VIEWS, "model.half_life=0"])
+    stream = sms[:600]
+    takebacks = [{"id": event["id"], "text": event["text"], "label": None, "unlearn": event["label"]}
+                 for event in stream]
+    contender = _replay(config, stream + takebacks, batch_size=250)
+    model = contender.model
+    learned_by = [entry.by for _, entry in contender.lessons.memory.items()]
+    assert contender.refused == {}
+    assert all(expert.events_learned == 0 for expert in model.models)
+    assert all(not expert._feature_counts.any() for expert in model.models)
+    assert len(contender.lessons.memory) == 0
+    # the mixed case was exercised: some events were learned by some experts only
+    partial = _replay(config, stream, batch_size=250).lessons.memory
+    masks = [entry.by for _, entry in partial.items()]
+    assert learned_by == [] and any(mask is not None for mask in masks) and None in masks
+    restored = type(partial).from_state(partial.to_state())
+    assert restored == partial and [e.by for _, e in restored.items()] == masks

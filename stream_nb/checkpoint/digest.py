@@ -76,6 +76,8 @@ def state_digest(model_state: dict) -> str:
           whose every observation was unlearned, left out), class_counts (exact
           bytes: the Welford means depend on the order of events, so only runs over the events
           in the same order compare equal);
+      Experts (several feature views): the view names, each expert's digest as its kind's
+          above (its arrays stored under "<v>/"), and the combination's weights (JSON);
       any other kind: a fallback over the sorted meta and every array by name, which does
           depend on first-seen order.
     Floats are hashed as their exact IEEE bytes: with whole-number counts (unit weights) the
@@ -106,6 +108,14 @@ def state_digest(model_state: dict) -> str:
         names, rows = _sorted_rows(features, arrays["feature_counts"], drop_zero=True)
         digest.rows("feature_counts", names, rows)
         digest.part("class_counts", _float_bytes(arrays["class_counts"]))
+    elif kind == "Experts":
+        digest.part("views", _canonical_json(meta["views"]))
+        for v, expert_meta in enumerate(meta["experts"]):
+            prefix = f"{v}/"
+            expert = {"meta": expert_meta,
+                      "arrays": {name[len(prefix):]: array for name, array in arrays.items() if name.startswith(prefix)}}
+            digest.part(f"expert.{v}", state_digest(expert).encode("ascii"))
+        digest.part("pool", _canonical_json(meta["pool"]))
     elif kind == "GaussianNB":
         features = meta["features"]
         stacked = np.hstack([np.asarray(arrays[name]).reshape(len(features), -1)

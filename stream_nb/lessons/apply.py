@@ -44,6 +44,14 @@ class Lessons(NamedTuple):
         return self.outcomes[i] == LEARNED and bool(self.probas[i])
 
 
+def _masks(flags: list) -> list | None:
+    """The experts' masks of a run's learned flags: an `Experts` model says which of its experts
+    learned an event with an int mask when only some did (True: all of them); None: no mask."""
+    if all(type(flag) is bool for flag in flags):
+        return None
+    return [flag if type(flag) is int else None for flag in flags]
+
+
 def learning_epochs(model, count: int) -> list[int]:
     """The forgetting epoch at which each of the model's next `count` labeled events is learned."""
     epoch = int(getattr(model, "forgetting_epoch", 0))
@@ -121,7 +129,8 @@ class LabeledLessons:
         results = learn(start, stop)
         if None not in results and None not in run_labels:  # every event labeled and read: list operations
             probas = [result[0] for result in results]
-            learned = [bool(result[1]) for result in results]
+            flags = [result[1] for result in results]
+            learned = [bool(flag) for flag in flags]
             lessons.probas[start:stop], lessons.learned[start:stop] = probas, learned
             lessons.outcomes[start:stop] = [LEARNED] * (stop - start)
             run_ids = ids[start:stop]
@@ -130,12 +139,14 @@ class LabeledLessons:
             else:
                 keep = learned
             if any(keep):
+                masks = _masks(flags)
                 self.memory.record_new(list(compress(run_ids, keep)), list(compress(run_labels, keep)),
-                                       list(compress(epochs, keep)), known_new=True)
+                                       list(compress(epochs, keep)), known_new=True,
+                                       by=None if masks is None else list(compress(masks, keep)))
             self.outcomes[LEARNED] += stop - start
             return
         epochs = iter(epochs)
-        learned_ids, learned_labels, learned_at = [], [], []
+        learned_ids, learned_labels, learned_at, learned_by = [], [], [], []
         n_labeled = 0
         for k, result in enumerate(results, start):
             if result is None:  # refused before the model counted it: no place on the labeled clock
@@ -153,8 +164,9 @@ class LabeledLessons:
                 learned_ids.append(ids[k])
                 learned_labels.append(label)
                 learned_at.append(epoch)
+                learned_by.append(learned if type(learned) is int else None)
         if learned_ids:
-            self.memory.record_new(learned_ids, learned_labels, learned_at, known_new=True)
+            self.memory.record_new(learned_ids, learned_labels, learned_at, known_new=True, by=learned_by)
         self.outcomes[LEARNED] += n_labeled
 
     def _one(self, model, i: int, event_id: str, label, unlearn, X, learn, reject, aside) -> tuple:
@@ -166,7 +178,8 @@ class LabeledLessons:
         back = planned.take_back
         if back is not None:
             try:
-                model.unlearn_many(X[i:i + 1], [back.label], [back.weight], learned_at=back.learned_at)
+                model.unlearn_many(X[i:i + 1], [back.label], [back.weight], learned_at=back.learned_at,
+                                   **({} if back.by is None else {"learned_by": back.by}))
             except ValueError as error:  # NotLearned, or features the model cannot read
                 self.memory.forget(event_id)
                 reject(i, error)
@@ -180,7 +193,8 @@ class LabeledLessons:
                     self.memory.forget(event_id)
                 return None, False, REFUSED
             proba, learned = result
-            settle(self.memory, event_id, planned, learned=bool(learned), epoch=epoch)
+            settle(self.memory, event_id, planned, learned=bool(learned), epoch=epoch,
+                   by=learned if type(learned) is int else None)
         else:
             settle(self.memory, event_id, planned, learned=False, epoch=0)
             if aside is not None:

@@ -1,8 +1,10 @@
 """The ids the worker learned, and as what: a bounded memory in labeled order.
 
 `LearnedIds` maps an event's id to what its learning added to the model, `Learned(label,
-learned_at, weight)`: the class it was learned as, the model's forgetting epoch when it was
-(`model.forgetting_epoch`, so a take-back removes what decay has left of it) and its weight.
+learned_at, weight, by)`: the class it was learned as, the model's forgetting epoch when it was
+(`model.forgetting_epoch`, so a take-back removes what decay has left of it), its weight, and,
+for a model of several experts (stream_nb.model.experts) of which only some learned it, which:
+`by`, a bit mask of the experts (None: the whole model).
 It plays the part of SpamAssassin's seen-database: the rules of `stream_nb.lessons.rules` read
 it to tell a duplicate from a correction, and the caller writes back what was actually learned.
 
@@ -21,9 +23,9 @@ State
 `to_state()` is plain JSON-able data (no pickle)::
 
     {"capacity": int, "ids": [str], "labels": [str | int], "learned_at": [int],
-     "weights": [float]}
+     "weights": [float], "learned_by": [int | null]}
 
-the lists in labeled order (oldest first). `from_state` checks every invariant before it
+the lists in labeled order (oldest first); "learned_by" only when some entry has a mask. `from_state` checks every invariant before it
 builds anything and raises `LearnedIdsStateError` naming the first one broken.
 """
 
@@ -44,6 +46,8 @@ __all__ = ["DEFAULT_REMEMBER_IDS", "Learned", "LearnedIds", "LearnedIdsStateErro
 DEFAULT_REMEMBER_IDS = 100_000
 
 STATE_KEYS = ("capacity", "ids", "labels", "learned_at", "weights")
+LEARNED_BY = "learned_by"  # the optional column of experts' masks
+MAX_EXPERTS = 62  # bits of a mask (a JSON number stays an exact int far beyond)
 _DIGEST_VERSION = b"stream-nb learned ids 1\n"
 
 
@@ -59,11 +63,13 @@ class LearnedIdsStateError(ValueError):
 
 
 class Learned(NamedTuple):
-    """What learning one id added: its class, the forgetting epoch it was learned at, its weight."""
+    """What learning one id added: its class, the forgetting epoch it was learned at, its weight,
+    and the experts that learned it (a bit mask; None: the whole model)."""
 
     label: str | int
     learned_at: int
     weight: float
+    by: int | None = None
 
 
 def _label_problem(label) -> str | None:
@@ -92,6 +98,12 @@ def _weight_problem(weight) -> str | None:
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
         return f"a weight must be a finite number > 0, got {weight!r}"
     return None
+
+
+def _mask_problem(mask) -> str | None:
+    if mask is None or (type(mask) is int and 0 < mask < 2**MAX_EXPERTS):
+        return None
+    return f"the experts that learned an id must be a bit mask from 1 to 2**{MAX_EXPERTS} - 1 or null, got {mask!r}"
 
 
 def _capacity_problem(capacity) -> str | None:
@@ -136,13 +148,15 @@ class LearnedIds:
         """The epoch of the entry learned last (0 when empty): the next one may not be earlier."""
         return next(reversed(self._entries.values())).learned_at if self._entries else 0
 
-    def record_learned(self, event_id: str, label: str | int, learned_at: int, weight: float = 1.0) -> list[str]:
-        """Remember that `event_id` was learned as `label` at epoch `learned_at` with `weight`:
-        a new entry, or one moved to the end. Returns the ids evicted to stay within capacity
-        (oldest first; [] mostly). Raises ValueError, changing nothing, for a bad argument or an
-        epoch before the last entry's (labeled order is epoch order)."""
+    def record_learned(self, event_id: str, label: str | int, learned_at: int, weight: float = 1.0,
+                       by: int | None = None) -> list[str]:
+        """Remember that `event_id` was learned as `label` at epoch `learned_at` with `weight`
+        (by the experts of mask `by`; None: the whole model): a new entry, or one moved to the
+        end. Returns the ids evicted to stay within capacity (oldest first; [] mostly). Raises
+        ValueError, changing nothing, for a bad argument or an epoch before the last entry's
+        (labeled order is epoch order)."""
         problem = (_id_problem(event_id) or _label_problem(label) or _epoch_problem(learned_at)
-                   or _weight_problem(weight))
+                   or _weight_problem(weight) or _mask_problem(by))
         if problem:
             raise ValueError(problem)
         if self._capacity == 0:
@@ -152,23 +166,25 @@ class LearnedIds:
             raise ValueError(f"id {event_id!r} learned at epoch {learned_at}, before the last remembered "
                              f"one ({last}): entries are recorded in labeled order")
         self._entries.pop(event_id, None)
-        self._entries[event_id] = Learned(label, learned_at, float(weight))
+        self._entries[event_id] = Learned(label, learned_at, float(weight), by)
         return self._evict()
 
     def none_of(self, event_ids: list) -> bool:
         """Whether no id of `event_ids` is remembered."""
         return self._entries.keys().isdisjoint(event_ids)
 
-    def record_new(self, event_ids: list, labels: list, learned_at: list, *, known_new: bool = False) -> list[str]:
+    def record_new(self, event_ids: list, labels: list, learned_at: list, *, known_new: bool = False,
+                   by: list | None = None) -> list[str]:
         """`record_learned` of ids not remembered, each once, in labeled order, with weight 1:
         the learned events of a batch the rules left alone, at batch speed (one check of the
         lists, then one insert an id; the evictions at the end, which keep the same entries as
         one call at a time would). Returns the ids evicted. ValueError, changing nothing, for an
         id already remembered or repeated, a bad id, class or epoch, epochs out of order.
         `known_new`: the caller has just proved the ids new and distinct (LabeledLessons'
-        plain run), so that check is not made twice."""
-        if not (len(event_ids) == len(labels) == len(learned_at)):
-            raise ValueError("event_ids, labels and learned_at must have one entry per id")
+        plain run), so that check is not made twice. `by`: each id's experts' mask (None: every
+        id by the whole model)."""
+        if not (len(event_ids) == len(labels) == len(learned_at)) or (by is not None and len(by) != len(event_ids)):
+            raise ValueError("event_ids, labels, learned_at (and by) must have one entry per id")
         if not event_ids:
             return []
         if not known_new and (len(set(event_ids)) != len(event_ids) or not self.none_of(event_ids)):
@@ -187,12 +203,18 @@ class LearnedIds:
         kinds = set(pairs)
         problem = problem or next(filter(None, (_label_problem(label) or _epoch_problem(epoch)
                                                 for label, epoch in kinds)), None)
+        if by is not None:
+            problem = problem or next(filter(None, map(_mask_problem, set(by))), None)
         if not problem and (learned_at[0] < self.last_epoch() or learned_at != sorted(learned_at)):
             problem = "epochs must not decrease in labeled order"
         if problem:
             raise ValueError(problem)
         if self._capacity == 0:
             return []
+        if by is not None and by.count(None) != len(by):
+            self._entries.update((event_id, Learned(label, epoch, 1.0, mask))
+                                 for event_id, label, epoch, mask in zip(event_ids, labels, learned_at, by))
+            return self._evict()
         # one (immutable) entry per (class, epoch), shared; inserted in order at C speed
         shared = {(label, epoch): Learned(label, epoch, 1.0) for label, epoch in kinds}
         self._entries.update(zip(event_ids, map(shared.__getitem__, pairs)))
@@ -223,10 +245,14 @@ class LearnedIds:
     def to_state(self) -> dict:
         """The memory as JSON-able lists (the module's doc), oldest first."""
         values = list(self._entries.values())
-        return {"capacity": self._capacity, "ids": list(self._entries),
-                "labels": [entry.label for entry in values],
-                "learned_at": [entry.learned_at for entry in values],
-                "weights": [entry.weight for entry in values]}
+        state = {"capacity": self._capacity, "ids": list(self._entries),
+                 "labels": [entry.label for entry in values],
+                 "learned_at": [entry.learned_at for entry in values],
+                 "weights": [entry.weight for entry in values]}
+        masks = [entry.by for entry in values]
+        if masks.count(None) != len(masks):  # only then, so states of before stay as they were
+            state[LEARNED_BY] = masks
+        return state
 
     @classmethod
     def from_state(cls, state: dict, *, classes=None, max_epoch: int | None = None) -> LearnedIds:
@@ -240,10 +266,11 @@ class LearnedIds:
         if problem:
             raise LearnedIdsStateError(f"learned ids: {problem}")
         memory = cls(state["capacity"])
+        masks = state.get(LEARNED_BY) or [None] * len(state["ids"])
         memory._entries = OrderedDict(
-            (event_id, Learned(label, epoch, float(weight)))
-            for event_id, label, epoch, weight in zip(state["ids"], state["labels"], state["learned_at"],
-                                                      state["weights"]))
+            (event_id, Learned(label, epoch, float(weight), mask))
+            for event_id, label, epoch, weight, mask in zip(state["ids"], state["labels"], state["learned_at"],
+                                                            state["weights"], masks))
         return memory
 
     def digest(self) -> str:
@@ -271,8 +298,16 @@ def _state_problem(state, classes, max_epoch) -> str | None:
     """The first invariant `state` breaks, or None."""
     if not isinstance(state, dict):
         return f"expected an object, got {type(state).__name__}"
-    if set(state) != set(STATE_KEYS):
-        return f"expected the keys {', '.join(STATE_KEYS)}, got {', '.join(map(str, sorted(state, key=str)))}"
+    if set(state) - {LEARNED_BY} != set(STATE_KEYS):
+        return (f"expected the keys {', '.join(STATE_KEYS)} (and {LEARNED_BY}), got "
+                f"{', '.join(map(str, sorted(state, key=str)))}")
+    if LEARNED_BY in state:
+        masks = state[LEARNED_BY]
+        if type(masks) is not list or type(state["ids"]) is not list or len(masks) != len(state["ids"]):
+            return f"{LEARNED_BY} must be a list with one entry per id"
+        problem = next(filter(None, map(_mask_problem, masks)), None)
+        if problem:
+            return problem
     problem = _capacity_problem(state["capacity"])
     if problem:
         return problem

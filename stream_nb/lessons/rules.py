@@ -125,17 +125,17 @@ def plan(event_id: str, label: str | int | None, unlearn: str | int | None, lear
 
 
 def settle(memory: LearnedIds, event_id: str, planned: Plan, *, learned: bool, epoch: int,
-           weight: float = 1.0) -> list[str]:
+           weight: float = 1.0, by: int | None = None) -> list[str]:
     """The memory after `planned` ran: `learned` says whether the event was learned as
     `planned.learn` (the training mode may have skipped it), at forgetting epoch `epoch` with
-    `weight`. Learned: the id is remembered as that class (moved to the end). Not learned after
+    `weight` (by the experts of mask `by`; None: the whole model). Learned: the id is remembered as that class (moved to the end). Not learned after
     a take-back: the id is forgotten (nothing of it is in the model any more). Otherwise the
     memory stays as it was (a duplicate keeps its place: it was not learned again). Returns
     the ids evicted. ValueError, changing nothing, for `learned` without a class to learn."""
     if learned and planned.learn is None:
         raise ValueError(f"event {event_id!r}: the plan ({planned.outcome}) learns nothing, so it cannot have been learned")
     if learned:
-        return memory.record_learned(event_id, planned.learn, epoch, weight)
+        return memory.record_learned(event_id, planned.learn, epoch, weight, by)
     if planned.take_back is not None:
         memory.forget(event_id)
     return []

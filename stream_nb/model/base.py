@@ -266,6 +266,11 @@ class ViewBatch:
             raise TypeError("a ViewBatch is sliced by a range of events")
         return ViewBatch([view[events] for view in self.views])
 
+    def to_dicts(self) -> list[list[dict]]:
+        """Each event as its feature dict in every view, in the views' order."""
+        per_view = [view.to_dicts() if isinstance(view, SparseBatch) else list(view) for view in self.views]
+        return [list(dicts) for dicts in zip(*per_view)]
+
 
 @dataclass
 class EncodedBatch:
@@ -960,9 +965,27 @@ class NaiveBayes(river_base.Classifier):
             raise ValueError(f"{n} events but {len(weights)} weights and {len(epochs)} learned_at")
         self._unlearn(records, labels, weights, epochs, name_events=True)
 
+    def prepared_unlearning(self, X, y, w=None, *, learned_at=None):
+        """`unlearn_many`'s checks, changing nothing: raises as it would, else returns the
+        function that takes the events back. Several models taking one event back (the experts
+        of stream_nb.model.experts) check all before any changes."""
+        records, labels = _as_records(X, self.ZERO_IS_ABSENT), _as_labels(y)
+        n = len(labels)
+        if len(records) != n:
+            raise ValueError(f"X has {len(records)} events but y has {n} labels")
+        weights = [1.0] * n if w is None else list(w)
+        epochs = [learned_at] * n if learned_at is None or isinstance(learned_at, (int, np.integer)) else list(learned_at)
+        if len(weights) != n or len(epochs) != n:
+            raise ValueError(f"{n} events but {len(weights)} weights and {len(epochs)} learned_at")
+        plans = self._plan_unlearning(records, labels, weights, [self._decay_steps(e) for e in epochs], True)
+        return lambda: self._apply_plans(plans)
+
     def _unlearn(self, X, y, weights, epochs, name_events: bool) -> None:
         steps = [self._decay_steps(epoch) for epoch in epochs]
         plans = self._plan_unlearning(X, y, weights, steps, name_events)  # every check: nothing changes before
+        self._apply_plans(plans)
+
+    def _apply_plans(self, plans: list) -> None:
         for plan in plans:
             self._apply_unlearning(plan)
         self._drop_emptied_classes({plan[0] for plan in plans})

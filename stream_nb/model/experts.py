@@ -225,6 +225,52 @@ class Experts:
         """Labeled events learned, summed over the experts (each learns by its own regime)."""
         return float(sum(model.events_learned for model in self.models))
 
+    @property
+    def n_features(self) -> int:
+        """Distinct features over every expert's vocabulary (each view names its own)."""
+        return sum(model.n_features for model in self.models)
+
+    # The labeled clock (forgetting, maintenance) is every expert's: they see the same labeled
+    # events, and maintenance runs on labeled events seen, not learned, so the first speaks for all.
+    @property
+    def forgetting_epoch(self) -> int:
+        return self.models[0].forgetting_epoch
+
+    @property
+    def labeled_seen(self) -> int:
+        return self.models[0].labeled_seen
+
+    @property
+    def half_life(self):
+        return self.models[0].half_life
+
+    @property
+    def evict_every(self):
+        return self.models[0].evict_every
+
+    def learned_flag(self, flags: Sequence[bool]) -> bool | int:
+        """One event's learned flag from each expert's: True when all learned it, False when none,
+        else the bit mask of those that did (bit v: expert v), which the memory of learned ids
+        keeps so that a correction takes back exactly what each expert learned."""
+        if all(flags):
+            return True
+        if not any(flags):
+            return False
+        return sum(1 << v for v, flag in enumerate(flags) if flag)
+
+    def unlearn_many(self, X: ViewBatch, y, w=None, *, learned_at=None, learned_by: int | None = None) -> None:
+        """Take labeled events back from the experts that learned them (`learned_by`, a mask as
+        `learned_flag` gives; None: every expert): each expert's own unlearn_many on its view.
+        Every expert checks first (`prepared_unlearning`), so a refused take-back changes none."""
+        self._check_batch(X)
+        chosen = [v for v in range(len(self.models)) if learned_by is None or learned_by >> v & 1]
+        if learned_by is not None and (type(learned_by) is not int or learned_by <= 0
+                                       or learned_by >= 1 << len(self.models)):
+            raise ValueError(f"learned_by {learned_by!r} names no subset of the {len(self.models)} experts")
+        takers = [self.models[v].prepared_unlearning(X.views[v], y, w, learned_at=learned_at) for v in chosen]
+        for take_back in takers:
+            take_back()
+
     # ---- prediction and learning ----------------------------------------------------------
 
     def _combined(self, predictions: list, sizes: list, label=None, learn: bool = False) -> Posterior | dict:
@@ -249,8 +295,8 @@ class Experts:
     def predict_learn_views(self, X: ViewBatch, labels: list, mode: str, margin: float,
                             margin_scale: str) -> tuple[list, list[bool]]:
         """Each expert's prequential step on its view (training.predict_learn, its own regime),
-        then, event by event in order, their combination (predicted before its pool step). An
-        event counts as learned when some expert learned it."""
+        then, event by event in order, their combination (predicted before its pool step). Each
+        event's learned flag is `learned_flag` of the experts' (truthy when some learned it)."""
         self._check_batch(X)
         for model, view in zip(self.models, X.views):  # a bad event refuses the batch before any expert learns
             model.validate(view, labels)
@@ -261,7 +307,7 @@ class Experts:
         for i, label in enumerate(labels):
             predictions = [probabilities[i] for probabilities, _ in per_expert]
             combined.append(self._combined(predictions, [s[i] for s in sizes], label, learn=True))
-            learned.append(any(flags[i] for _, flags in per_expert))
+            learned.append(self.learned_flag([flags[i] for _, flags in per_expert]))
         return combined, learned
 
     def predict_proba_one(self, views: Sequence[dict]) -> Posterior | dict:

@@ -37,6 +37,7 @@ from stream_nb.events.codec import Event, SourcePosition
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.kafka.discovery import NoBroker
 from stream_nb.mail.identity import mail_id
+from stream_nb.model.base import ViewBatch
 from stream_nb.model.registry import model_from_state
 from stream_nb.verdicts.headers import status_of, verdict_headers, with_verdict_headers
 from stream_nb.verdicts.rules import VerdictRules
@@ -56,6 +57,9 @@ class MessageJudge:
     def __init__(self, config: Config, model) -> None:
         self.model = model
         self.featurizer = MailFeaturizer(config.build_event_featurizer())
+        # [views]: an Experts model reads the message in every view (one parse)
+        self.views = [self.featurizer] + [MailFeaturizer(config.build_event_featurizer(name), reader=self.featurizer)
+                                          for name in config.views]
         self.rules = VerdictRules.of(config, self.featurizer.max_bytes)
 
     @classmethod
@@ -112,8 +116,11 @@ class MessageJudge:
         stream_nb.worker.keyed) and a `key`, by that key's model, as the worker predicts a keyed
         event (a key with no counts: the global model's verdict)."""
         event = Event(mail_id(message), None, None, None, STDIN_SOURCE, mail=message, key=key)
-        X = self.featurizer.transform_batch([{"text": None, "features": None, "mail": message}],
-                                            vocabulary=getattr(self.model, "vocabulary", None), number_unknown=False)
+        batch = [{"text": None, "features": None, "mail": message}]
+        experts = self.model.models if len(self.views) > 1 else [self.model]
+        parts = [featurizer.transform_batch(batch, vocabulary=getattr(model, "vocabulary", None), number_unknown=False)
+                 for featurizer, model in zip(self.views, experts, strict=True)]
+        X = parts[0] if len(parts) == 1 else ViewBatch(parts)
         probabilities = self.model.predict_proba_many(X)
         if keyed is not None and key is not None:
             probabilities = keyed.personal.predict_batch(X, [key], [keyed.table_of(key)], probabilities)

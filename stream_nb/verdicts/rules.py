@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stream_nb.events.codec import published_score
-from stream_nb.model.base import SparseBatch
+from stream_nb.model.base import SparseBatch, ViewBatch
 from stream_nb.model.decision import band_verdict, obvious_positive
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.posterior import positive_score
@@ -70,7 +70,7 @@ class VerdictRules:
         if self.clues:
             clues = (strongest_clues_many(model, X, probabilities, top=self.clues) if isinstance(X, SparseBatch)
                      else [strongest_clues(model, x, top=self.clues, proba=proba) if proba else None
-                           for x, proba in zip(X, probabilities)])
+                           for x, proba in zip(X.to_dicts() if isinstance(X, ViewBatch) else X, probabilities)])
         verdicts = None if self.band is None and self.score_band is None else [
             band_verdict(proba, None if scores is None else scores[i], positive, self.band, self.score_band)
             if proba is not None else None for i, proba in enumerate(probabilities)]

@@ -66,7 +66,7 @@ from stream_nb.worker.metrics import WorkerMetrics
 from stream_nb.worker.outage import OUTAGE
 from stream_nb.worker.outputs import DeliveryError, Fenced, Outputs
 from stream_nb.worker.predictor import Predictor
-from stream_nb.worker.records import ModelStateUnknown, featurise
+from stream_nb.worker.records import ModelStateUnknown, featurise_views, more_views
 from stream_nb.worker.reporting import Reporting
 
 TELEMETRY_INTERVAL_S = 2.0  # gauges and readiness, when metrics are served (a lag query each time)
@@ -119,6 +119,8 @@ class Worker:
         self.telemetry = WorkerMetrics()  # Prometheus counters, liveness, readiness
         self.telemetry.stall_after_s = float(config.worker.get("stall_after_s", 120.0))
         self.mail_featurizer = MailFeaturizer(self.event_featurizer, on_parsed=self.telemetry.count_mail)
+        # [views]: each further view's featurisers (an Experts model); a message is parsed once
+        self.views = [(self.text_featurizer, self.mail_featurizer), *more_views(config, self.mail_featurizer)]
         self.reporting = Reporting(self)
         self.learner = Learner(self)
         self.predictor = Predictor(self)
@@ -140,8 +142,8 @@ class Worker:
 
     def featurise(self, events: list[Event], learning: bool = True):
         """The events' features, by this worker's featurisers and the model's vocabulary as they are now."""
-        return featurise(events, learning, model=self.model, reads_text=self.config.reads_text,
-                         text_featurizer=self.text_featurizer, mail_featurizer=self.mail_featurizer)
+        return featurise_views(events, learning, model=self.model, reads_text=self.config.reads_text,
+                               views=self.views)
 
     # ---- life cycle -----------------------------------------------------------------------
 

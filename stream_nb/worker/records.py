@@ -9,7 +9,8 @@ from kafka.errors import KafkaError
 
 from stream_nb.events import Event, Rejected, SourcePosition, record_decoder
 from stream_nb.events.raw_mail import decoder_for
-from stream_nb.features.mail import UnreadableMail
+from stream_nb.features.mail import MailFeaturizer, UnreadableMail
+from stream_nb.model.base import ViewBatch
 from stream_nb.worker.outputs import Fenced
 
 # One event's decoding, featurising or scoring that raises anything but these is that event's
@@ -83,6 +84,23 @@ def featurise(events: list[Event], learning: bool, *, model, reads_text: bool, t
     return mail_featurizer.transform_batch(  # mail events, structured features, or both
         [{"text": event.text, "features": event.features, "mail": event.mail} for event in events],
         vocabulary=vocabulary, number_unknown=learning)
+
+
+def more_views(config, first: MailFeaturizer) -> list[tuple]:
+    """(text featuriser, mail featuriser) of each [views.NAME] of the configuration, in order: the
+    views beyond [features]'s own, each reading a message through `first`'s parse (once)."""
+    return [(config.build_featurizer(name), MailFeaturizer(config.build_event_featurizer(name), reader=first))
+            for name in config.views]
+
+
+def featurise_views(events: list[Event], learning: bool, *, model, reads_text: bool, views: list[tuple]):
+    """`featurise` by each view's (text, mail) featurisers: one view, the batch itself; several
+    (an `Experts` model), a ViewBatch of each view's batch, looked up in its expert's vocabulary."""
+    if len(views) == 1:
+        return featurise(events, learning, model=model, reads_text=reads_text, text_featurizer=views[0][0],
+                         mail_featurizer=views[0][1])
+    return ViewBatch([featurise(events, learning, model=expert, reads_text=reads_text, text_featurizer=text,
+                                mail_featurizer=mail) for expert, (text, mail) in zip(model.models, views, strict=True)])
 
 
 def featurise_or_reject(events: list[Event], origin: list, reject, featurise,

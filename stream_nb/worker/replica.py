@@ -40,7 +40,7 @@ from stream_nb.worker.checkpoints import Checkpoints
 from stream_nb.worker.labeled import LabeledLog, one_order_rule
 from stream_nb.worker.learner import Learner
 from stream_nb.worker.metrics import WorkerMetrics
-from stream_nb.worker.records import featurise
+from stream_nb.worker.records import featurise_views, more_views
 
 log = logging.getLogger("stream_nb.replica")
 TELEMETRY_INTERVAL_S = 2.0
@@ -72,6 +72,8 @@ class Replica:
         self.text_featurizer = config.build_featurizer()
         self.event_featurizer = config.build_event_featurizer()
         self.mail_featurizer = MailFeaturizer(self.event_featurizer)
+        # [views]: each further view's featurisers (an Experts model); a message is parsed once
+        self.views = [(self.text_featurizer, self.mail_featurizer), *more_views(config, self.mail_featurizer)]
         self.checkpoints = Checkpoints(self)
         self.learner = Learner(self)
         self.labeled: LabeledLog | None = None
@@ -80,8 +82,8 @@ class Replica:
         self._telemetry_at = 0.0
 
     def featurise(self, events: list, learning: bool = True):
-        return featurise(events, learning, model=self.model, reads_text=self.config.reads_text,
-                         text_featurizer=self.text_featurizer, mail_featurizer=self.mail_featurizer)
+        return featurise_views(events, learning, model=self.model, reads_text=self.config.reads_text,
+                               views=self.views)
 
     def start(self) -> None:
         """The newest checkpoint or snapshot, then the labeled log opened at its offsets."""
