@@ -28,6 +28,8 @@ from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFe
 from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS
 from stream_nb.model.experts import (
     DEFAULT_LEARNING_RATE,
+    DEFAULT_SHARE,
+    DEFAULT_SOFT_CLIP,
     INPUT_SCALES,
     Experts,
     LogLinearPool,
@@ -180,7 +182,9 @@ EVALUATION_KEYS = {
 # view's keys replaced; stream_nb.model.experts); [combine]: how their predictions are weighed.
 BASE_VIEW = "base"  # the expert of [features] itself
 COMBINE_KEYS = {
-    "learning_rate": ((int, float), DEFAULT_LEARNING_RATE),  # AdaGrad's eta for the weights
+    "learning_rate": ((int, float), DEFAULT_LEARNING_RATE),  # eta of the weights' exponentiated gradient
+    "share": ((int, float), DEFAULT_SHARE),  # every weight stays >= share / k (0: none)
+    "soft_clip": ((int, float), DEFAULT_SOFT_CLIP),  # an expert's log-odds input is soft-clipped to +-this
     "scale": ((str,), "sqrt_features"),  # each expert's log posteriors per sqrt(its features), or "none"
 }
 # A model per event key with the global model as its prior (stream_nb.model.personal); the
@@ -262,7 +266,9 @@ BOUNDS = {
     "features.ngram_range": (1, 10, "each token starts max_n - min_n + 1 features"),
     "features.char_ngrams": (1, 20, "each character starts max_n - min_n + 1 features"),
     "features.osb_window": (3, 10, "each token starts window - 2 word pairs"),
-    "combine.learning_rate": (1e-6, 10, "AdaGrad moves a weight at most this far a step: more overshoots"),
+    "combine.learning_rate": (0, 100, "a step multiplies a weight by up to exp(rate x soft_clip): more is a typo"),
+    "combine.share": (0, 1, "a share of the weights spread evenly each step"),
+    "combine.soft_clip": (0.01, 1_000, "nats of log-odds per sqrt(feature), far beyond a message's"),
     "personal.beta": (0, 1e12, "feature occurrences; beyond, every key is the global model"),
     "personal.prior_beta": (0, 1e12, "events; beyond, every key has the global prior"),
     "personal.max_key_features": (0, 10**8, "800 MB of counts a class for one key"),

@@ -5,6 +5,7 @@ and configurations are refused with the key named."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -66,7 +67,8 @@ def test_one_view_is_todays_model_and_fingerprint():
     assert "views" not in plain.resolved() and "combine" not in plain.resolved()
     with_views = load_config("configs/mail.toml", VIEWS[:2])
     assert with_views.resolved()["views"]["osb"]["text"]["osb_window"] == 5
-    assert with_views.resolved()["combine"] == {"learning_rate": 0.1, "scale": "sqrt_features"}
+    assert with_views.resolved()["combine"] == {"learning_rate": 0.01, "share": 0.001, "soft_clip": 5.0,
+                                                "scale": "sqrt_features"}
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 256])
@@ -96,32 +98,48 @@ def test_a_restored_state_goes_on_as_if_never_stopped(sms):
     assert state_digest(resumed.model.to_state()) == state_digest(straight.model.to_state())
 
 
-def test_the_pool_step_is_adagrad_on_the_log_loss():
-    pool = LogLinearPool(2, learning_rate=0.5, scale="none")
-    inputs = [[-0.1, -2.4], [-1.3, -0.3]]  # each expert's log P(c | x) over [ham, spam]
+def test_the_pool_step_is_exponentiated_gradient_on_the_log_loss():
+    pool = LogLinearPool(2, learning_rate=0.5, share=0.1, soft_clip=4.0, scale="none")
+    # each expert's log P(c | x) over [ham, spam]: centred, then soft-clipped at +-2 nats
+    inputs = [pool.inputs([-0.1, -2.4], 1), pool.inputs([-1.3, -0.3], 1)]
+    assert inputs[0] == pytest.approx([2 * math.tanh(1.15 / 2), -2 * math.tanh(1.15 / 2)], rel=1e-15)
+    assert inputs[1] == pytest.approx([-2 * math.tanh(0.5 / 2), 2 * math.tanh(0.5 / 2)], rel=1e-15)
     logits = pool.logits(inputs, ["ham", "spam"])
-    assert logits == [0.5 * -0.1 + 0.5 * -1.3, 0.5 * -2.4 + 0.5 * -0.3]
-    q_ham = math.exp(logits[0]) / (math.exp(logits[0]) + math.exp(logits[1]))
+    assert logits == [0.5 * inputs[0][0] + 0.5 * inputs[1][0], 0.5 * inputs[0][1] + 0.5 * inputs[1][1]]
+    p_spam = 1 / (1 + math.exp(logits[0] - logits[1]))
     pool.update(inputs, ["ham", "spam"], "spam", logits)
-    g = [(q_ham - 0.0) * -0.1 + ((1 - q_ham) - 1.0) * -2.4, (q_ham - 0.0) * -1.3 + ((1 - q_ham) - 1.0) * -0.3]
-    # first step: G = g^2, so each weight moves by eta * sign(g)
-    assert pool.weights == pytest.approx([0.5 - 0.5 * math.copysign(1, g[0]), 0.5 - 0.5 * math.copysign(1, g[1])],
-                                         rel=1e-15)
-    assert pool.weight_squares == pytest.approx([g[0] ** 2, g[1] ** 2], rel=1e-12)
-    assert pool.biases["spam"][0] == pytest.approx(0.5) and pool.biases["ham"][0] == pytest.approx(-0.5)
-    # the gradient, against the log loss by central differences
-    loss = lambda w: -(w[0] * -2.4 + w[1] * -0.3 - math.log(  # noqa: E731
-        math.exp(w[0] * -0.1 + w[1] * -1.3) + math.exp(w[0] * -2.4 + w[1] * -0.3)))
+    x = [row[1] - row[0] for row in inputs]  # each expert's soft-clipped log-odds
+    g = [(p_spam - 1.0) * value for value in x]  # two classes: (p - y) x_v
+    moved = [0.5 * math.exp(-0.5 * gv) for gv in g]
+    expected = [0.9 * m / sum(moved) + 0.1 / 2 for m in moved]
+    assert pool.weights == pytest.approx(expected, rel=1e-14) and math.fsum(pool.weights) == pytest.approx(1.0)
+    assert pool.weights[1] > pool.weights[0]  # the expert that said spam gains
+    # the gradient is the log loss's, by central differences
+    def loss(w):
+        z = [w[0] * inputs[0][c] + w[1] * inputs[1][c] for c in range(2)]
+        return -(z[1] - math.log(math.exp(z[0]) + math.exp(z[1])))
     h = 1e-6
     numeric = [(loss([0.5 + h, 0.5]) - loss([0.5 - h, 0.5])) / (2 * h),
                (loss([0.5, 0.5 + h]) - loss([0.5, 0.5 - h])) / (2 * h)]
     assert numeric == pytest.approx(g, rel=1e-6)
 
 
+def test_the_share_keeps_every_weight_above_share_over_k():
+    pool = LogLinearPool(3, learning_rate=50.0, share=0.03, scale="none")
+    for _ in range(200):  # expert 2 always wrong, loudly
+        inputs = [pool.inputs([-5.0, 0.0], 1), pool.inputs([-5.0, 0.0], 1), pool.inputs([0.0, -5.0], 1)]
+        pool.update(inputs, ["ham", "spam"], "spam", pool.logits(inputs, ["ham", "spam"]))
+    assert min(pool.weights) >= 0.03 / 3 - 1e-15 and pool.weights[2] < 0.011
+    assert math.fsum(pool.weights) == pytest.approx(1.0, abs=1e-12)
+
+
 def test_sqrt_features_inputs_and_floor():
-    pool = LogLinearPool(1)
-    assert pool.inputs([-4.0, -math.inf], 16) == [-1.0, -1e6 / 4]
-    assert LogLinearPool(1, scale="none").inputs([-4.0], 16) == [-4.0]
+    pool = LogLinearPool(1, soft_clip=1000.0)
+    # per sqrt(16 features), centred: [-1, -inf] -> [-1, -250000] -> +-124999.5, then soft-clipped at 500
+    assert pool.inputs([-4.0, -math.inf], 16) == pytest.approx([500 * math.tanh(124999.5 / 500),
+                                                                -500 * math.tanh(124999.5 / 500)])
+    assert LogLinearPool(1, scale="none", soft_clip=1000.0).inputs([-4.0, 0.0], 16) == pytest.approx(
+        [-500 * math.tanh(2 / 500), 500 * math.tanh(2 / 500)])
 
 
 def test_combined_posterior_is_the_softmax_of_the_logits(sms):
@@ -145,18 +163,20 @@ def test_clues_name_each_experts_share_and_add_up_to_the_score(sms):
 
     clues = strongest_clues(model, views, top=4)
     shares = [(name, value) for name, value in clues if name.startswith("@")]
-    assert [name for name, _ in shares] == ["@base", "@osb", "@chars", "@(bias)"]
+    assert [name for name, _ in shares] == ["@base", "@osb", "@chars"]
     assert sum(value for _, value in shares) == pytest.approx(proba.log_odds(best), abs=1e-5)
-    assert len(clues) == 4 + 4
+    assert len(clues) == 3 + 4
 
 
 @pytest.mark.parametrize("broken, message", [
     (lambda s: s["meta"].update(views=["base", "base"]), "share a name"),
-    (lambda s: s["meta"]["pool"].update(weights=[0.5, float("nan")]), "finite"),
-    (lambda s: s["meta"]["pool"].update(weights=[0.5]), "2 finite"),
+    (lambda s: s["meta"]["pool"].update(weights=[0.5, float("nan")]), "distribution"),
+    (lambda s: s["meta"]["pool"].update(weights=[1.0]), "distribution over the 2"),
+    (lambda s: s["meta"]["pool"].update(weights=[0.7, 0.7]), "adding up to 1"),
+    (lambda s: s["meta"]["pool"].update(weights=[1.5, -0.5]), "distribution"),
+    (lambda s: s["meta"]["pool"].update(share=2.0), "share"),
     (lambda s: s["meta"]["pool"].update(updates=-1), "updates"),
     (lambda s: s["meta"]["pool"].update(extra=1), "exactly the keys"),
-    (lambda s: s["meta"]["pool"].update(biases=[["spam", 1.0, -1.0]]), "bias"),
     (lambda s: s["arrays"].update({"7/class_counts": np.zeros(2)}), "belongs to no expert"),
     (lambda s: s["arrays"].update({"01/class_counts": np.zeros(2)}), "belongs to no expert"),
     (lambda s: s["meta"]["experts"].pop(), "one expert per view"),
@@ -175,7 +195,9 @@ def test_a_hostile_state_is_refused_naming_what_is_wrong(sms, broken, message):
     (["views.osb.osb_window=50"], "views.osb.osb_window: 50 is outside"),
     (["views.osb.no_such_key=1"], "views.osb"),
     (["views.osb=5"], "expected views.NAME.KEY=value"),
-    (["views.osb.osb_window=5", "combine.learning_rate=0"], "combine.learning_rate"),
+    (["views.osb.osb_window=5", "combine.learning_rate=-1"], "combine.learning_rate"),
+    (["views.osb.osb_window=5", "combine.share=1.5"], "combine.share"),
+    (["views.osb.osb_window=5", "combine.soft_clip=0"], "combine.soft_clip"),
     (["views.osb.osb_window=5", "combine.scale='cubic'"], "combine.scale"),
     (["views.osb.osb_window=5", "model.kind='gaussian'"], "views: feature views are text views"),
 ])
@@ -217,3 +239,21 @@ def test_a_correction_takes_back_from_exactly_the_experts_that_learned(sms):
     assert learned_by == [] and any(mask is not None for mask in masks) and None in masks
     restored = type(partial).from_state(partial.to_state())
     assert restored == partial and [e.by for _, e in restored.items()] == masks
+
+
+def test_inspect_summarises_each_expert_and_the_weights(sms, tmp_path, capsys):
+    from stream_nb.checkpoint.cli import main as checkpoint_main
+    from stream_nb.checkpoint.store import CheckpointStore
+
+    model = _replay(load_config("configs/mail.toml", VIEWS), sms[:300]).model
+    CheckpointStore(tmp_path).save(model.to_state(), {("labeled", 0): 300}, "f" * 64)
+    assert checkpoint_main(["inspect", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [expert["view"] for expert in summary["experts"]] == ["base", "osb", "chars"]
+    assert [expert["weight"] for expert in summary["experts"]] == model.pool.weights
+    assert [expert["events_learned"] for expert in summary["experts"]] == [m.events_learned for m in model.models]
+    assert summary["vocabulary_size"] == model.n_features == sum(m.n_features for m in model.models)
+    assert summary["state_digest"] == state_digest(model.to_state())
+    assert checkpoint_main(["inspect", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "view 'chars': weight" in text and f"combination   {model.pool.updates} updates" in text

@@ -14,6 +14,7 @@ import numpy as np
 from stream_nb.checkpoint.digest import state_digest
 from stream_nb.checkpoint.store import Checkpoint, CheckpointError, CheckpointStore
 from stream_nb.checkpoint.store import log as store_log
+from stream_nb.model.experts import Experts
 from stream_nb.model.registry import kind_of
 
 _PROG = "stream-nb inspect"
@@ -82,12 +83,53 @@ def _model_class(kind_name: str):
 def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:
     """Everything `inspect` prints, as one JSON-able dict."""
     state = checkpoint.model_state
+    if state["meta"].get("kind") == "Experts":
+        model = _summarise_experts(state, checkpoint.path, top)
+    else:
+        model = _summarise_model(state, checkpoint.path, top)
+    return {
+        "id": checkpoint.id,
+        "path": str(checkpoint.path),
+        "created_at": checkpoint.created_at,
+        "created_at_utc": datetime.fromtimestamp(checkpoint.created_at, timezone.utc).isoformat(timespec="seconds"),
+        "fingerprint": checkpoint.fingerprint,
+        **model,
+        "offsets": [{"topic": topic, "partition": partition, "offset": offset}
+                    for (topic, partition), offset in sorted(checkpoint.offsets.items())],
+        "state_digest": state_digest(state),
+        "extra": _summarise_extra(checkpoint.extra),
+    }
+
+
+def _summarise_experts(state: dict, path, top: int) -> dict:
+    """An Experts state (several feature views): each expert summarised as a model of its own,
+    with its view's name and weight, and the combination's state."""
+    try:
+        model = Experts.from_state(state)
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: the model state does not restore: {error}") from None
+    experts = []
+    for v, (name, weight) in enumerate(zip(model.names, model.pool.weights)):
+        prefix = f"{v}/"
+        expert_state = {"meta": state["meta"]["experts"][v],
+                        "arrays": {key[len(prefix):]: array for key, array in state["arrays"].items()
+                                   if key.startswith(prefix)}}
+        experts.append({"view": name, "weight": weight, **_summarise_model(expert_state, path, top)})
+    return {"kind": "experts", "model_class": "Experts", "params": experts[0]["params"], "classes": model.classes_,
+            "class_counts": experts[0]["class_counts"], "events_learned": _number(model.events_learned),
+            "vocabulary_size": sum(expert["vocabulary_size"] for expert in experts),
+            "vocabulary": {"kind": "views", "size": sum(expert["vocabulary_size"] for expert in experts)},
+            "top_features": [], "telling_features": [], "experts": experts, "combination": model.pool.to_state()}
+
+
+def _summarise_model(state: dict, path, top: int) -> dict:
+    """The model part of `summarise` for one model's state."""
     meta, arrays = state["meta"], state["arrays"]
     registry_name, cls = _model_class(meta.get("kind"))
     try:
         model = cls.from_state(state)  # proves the state restores, and gives the model's own view
     except (KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(f"{checkpoint.path}: the model state does not restore: {error}") from None
+        raise CheckpointError(f"{path}: the model state does not restore: {error}") from None
     classes = model.classes_
     class_counts = [_number(n) for n in np.asarray(arrays["class_counts"]).tolist()]
     top_features: list[dict] = []
@@ -116,11 +158,6 @@ def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:
     else:  # Gaussian: moments, not counts; nothing to rank
         vocabulary = {"kind": "features", "size": len(meta.get("features", []))}
     return {
-        "id": checkpoint.id,
-        "path": str(checkpoint.path),
-        "created_at": checkpoint.created_at,
-        "created_at_utc": datetime.fromtimestamp(checkpoint.created_at, timezone.utc).isoformat(timespec="seconds"),
-        "fingerprint": checkpoint.fingerprint,
         "kind": registry_name,
         "model_class": cls.__name__,
         "params": meta.get("params", {}),
@@ -131,10 +168,6 @@ def summarise(checkpoint: Checkpoint, top: int = 10) -> dict:
         "vocabulary": vocabulary,
         "top_features": top_features,
         "telling_features": telling_features,
-        "offsets": [{"topic": topic, "partition": partition, "offset": offset}
-                    for (topic, partition), offset in sorted(checkpoint.offsets.items())],
-        "state_digest": state_digest(state),
-        "extra": _summarise_extra(checkpoint.extra),
     }
 
 
@@ -173,8 +206,16 @@ def _format_text(summary: dict, top: int) -> str:
     vocabulary = summary["vocabulary"]
     detail = {"exact": f"exact, {vocabulary.get('with_counts', 0):,} with counts",
               "hashed": f"hashed buckets, {vocabulary.get('with_counts', 0):,} used",
-              "categorical": f"categorical features, {vocabulary.get('values', 0):,} values"}.get(vocabulary["kind"], "features")
+              "categorical": f"categorical features, {vocabulary.get('values', 0):,} values",
+              "views": f"over {len(summary.get('experts', []))} feature views"}.get(vocabulary["kind"], "features")
     lines.append(f"vocabulary    {vocabulary['size']:,} ({detail})")
+    for expert in summary.get("experts", []):
+        lines.append(f"  view {expert['view']!r}: weight {expert['weight']:.4f}, {expert['events_learned']:,} learned, "
+                     f"vocabulary {expert['vocabulary_size']:,}")
+    if "combination" in summary:
+        combination = summary["combination"]
+        lines.append(f"combination   {combination['updates']:,} updates, learning rate {combination['learning_rate']}, "
+                     f"share {combination['share']}, soft clip {combination['soft_clip']}, inputs {combination['scale']}")
     if summary["top_features"]:
         lines.append(f"top {top} features per class (count)")
         for entry in summary["top_features"]:
