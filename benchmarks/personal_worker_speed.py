@@ -47,9 +47,11 @@ PARTITIONS = 4
 SIDES = {"global": ("mail.toml", "labeled-1"), "per-user": ("personal.toml", "labeled-4")}
 
 
-def publish(bootstrap: str, events: list[dict]) -> tuple[int, int]:
+def publish(bootstrap: str, events: list[dict], labeled_topics=("labeled-1", "labeled-4"),
+            unlabeled_topic: str = "unlabeled") -> tuple[int, int]:
     """Every other event labeled; JSON events, or raw mail (the event's "mail" bytes, the label in
-    a header, the key the record's)."""
+    a header, the key the record's). Each labeled event goes to every labeled topic: the first's
+    partition 0, the others' by key."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=262_144,
@@ -65,13 +67,13 @@ def publish(bootstrap: str, events: list[dict]) -> tuple[int, int]:
                                                  "label": event["label"]}).encode(), []
                 else:
                     value, headers = raw, [("label", event["label"].encode())]
-                producer.send("labeled-1", key=key, value=value, partition=0, headers=headers)
-                producer.send("labeled-4", key=key, value=value, headers=headers)
+                for number, topic in enumerate(labeled_topics):
+                    producer.send(topic, key=key, value=value, partition=0 if number == 0 else None, headers=headers)
                 labeled += 1
             else:
                 value = raw if raw is not None else json.dumps(
                     {"id": event["id"], "text": event["text"], "key": event["key"]}).encode()
-                producer.send("unlabeled", key=key, value=value)
+                producer.send(unlabeled_topic, key=key, value=value)
                 unlabeled += 1
         producer.flush()
     finally:

@@ -28,6 +28,7 @@ from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, NumericFe
 from stream_nb.lessons.memory import DEFAULT_REMEMBER_IDS
 from stream_nb.model.experts import (
     DEFAULT_LEARNING_RATE,
+    DEFAULT_OFFSET_STEP,
     DEFAULT_SHARE,
     DEFAULT_SOFT_CLIP,
     INPUT_SCALES,
@@ -186,6 +187,7 @@ COMBINE_KEYS = {
     "share": ((int, float), DEFAULT_SHARE),  # every weight stays >= share / k (0: none)
     "soft_clip": ((int, float), DEFAULT_SOFT_CLIP),  # an expert's log-odds input is soft-clipped to +-this
     "scale": ((str,), "sqrt_features"),  # each expert's log posteriors per sqrt(its features), or "none"
+    "offset_step": ((int, float), DEFAULT_OFFSET_STEP),  # the decision's zero point moves this far on a mistake
 }
 # A model per event key with the global model as its prior (stream_nb.model.personal); the
 # defaults are what benchmarks/personal_quality.py measured best on Enron-Spam's six mailboxes.
@@ -269,6 +271,7 @@ BOUNDS = {
     "combine.learning_rate": (0, 100, "a step multiplies a weight by up to exp(rate x soft_clip): more is a typo"),
     "combine.share": (0, 1, "a share of the weights spread evenly each step"),
     "combine.soft_clip": (0.01, 1_000, "nats of log-odds per sqrt(feature), far beyond a message's"),
+    "combine.offset_step": (0, 100, "nats of log-odds a mistake moves the decision: more is a typo"),
     "personal.beta": (0, 1e12, "feature occurrences; beyond, every key is the global model"),
     "personal.prior_beta": (0, 1e12, "events; beyond, every key has the global prior"),
     "personal.max_key_features": (0, 10**8, "800 MB of counts a class for one key"),
@@ -807,6 +810,15 @@ def _validated(section: str, table: dict, schema: dict) -> dict:
 
 def _apply_override(data: dict, override: str) -> None:
     key, separator, raw = override.partition("=")
+    if separator and "." not in key and key.strip() in SECTIONS:  # SECTION={...}: the whole table replaced
+        try:
+            table = tomllib.loads(f"value = {raw}")["value"]
+        except tomllib.TOMLDecodeError:
+            table = None
+        if not isinstance(table, dict):
+            raise ConfigError(f"--set {override!r}: a whole section takes an inline table, e.g. {key.strip()}={{}}")
+        data[key.strip()] = table
+        return
     if not separator or "." not in key:
         raise ConfigError(f"--set {override!r}: expected section.key=value")
     section, name = key.strip().split(".", 1)

@@ -67,8 +67,8 @@ def test_one_view_is_todays_model_and_fingerprint():
     assert "views" not in plain.resolved() and "combine" not in plain.resolved()
     with_views = load_config("configs/mail.toml", VIEWS[:2])
     assert with_views.resolved()["views"]["osb"]["text"]["osb_window"] == 5
-    assert with_views.resolved()["combine"] == {"learning_rate": 0.01, "share": 0.001, "soft_clip": 5.0,
-                                                "scale": "sqrt_features"}
+    assert with_views.resolved()["combine"] == {"learning_rate": 0.03, "share": 0.001, "soft_clip": 10.0,
+                                                "scale": "sqrt_features", "offset_step": 0.03}
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 256])
@@ -114,6 +114,13 @@ def test_the_pool_step_is_exponentiated_gradient_on_the_log_loss():
     expected = [0.9 * m / sum(moved) + 0.1 / 2 for m in moved]
     assert pool.weights == pytest.approx(expected, rel=1e-14) and math.fsum(pool.weights) == pytest.approx(1.0)
     assert pool.weights[1] > pool.weights[0]  # the expert that said spam gains
+    # the pool said ham (a mistake): the offsets move the decision a step towards spam
+    assert logits[0] > logits[1] and pool.offsets == {"spam": 0.015, "ham": -0.015}
+    assert pool.logits(inputs, ["ham", "spam"])[1] == 0.015 + pool.weights[0] * inputs[0][1] + pool.weights[1] * inputs[1][1]
+    now = pool.logits(inputs, ["ham", "spam"])
+    assert now[1] > now[0]
+    pool.update(inputs, ["ham", "spam"], "spam", now)  # right this time: the offsets stay
+    assert pool.offsets == {"spam": 0.015, "ham": -0.015}
     # the gradient is the log loss's, by central differences
     def loss(w):
         z = [w[0] * inputs[0][c] + w[1] * inputs[1][c] for c in range(2)]
@@ -163,9 +170,9 @@ def test_clues_name_each_experts_share_and_add_up_to_the_score(sms):
 
     clues = strongest_clues(model, views, top=4)
     shares = [(name, value) for name, value in clues if name.startswith("@")]
-    assert [name for name, _ in shares] == ["@base", "@osb", "@chars"]
+    assert [name for name, _ in shares] == ["@base", "@osb", "@chars", "@(offset)"]
     assert sum(value for _, value in shares) == pytest.approx(proba.log_odds(best), abs=1e-5)
-    assert len(clues) == 3 + 4
+    assert len(clues) == 4 + 4
 
 
 @pytest.mark.parametrize("broken, message", [
@@ -175,6 +182,9 @@ def test_clues_name_each_experts_share_and_add_up_to_the_score(sms):
     (lambda s: s["meta"]["pool"].update(weights=[0.7, 0.7]), "adding up to 1"),
     (lambda s: s["meta"]["pool"].update(weights=[1.5, -0.5]), "distribution"),
     (lambda s: s["meta"]["pool"].update(share=2.0), "share"),
+    (lambda s: s["meta"]["pool"].update(offsets=[["spam", float("inf")]]), "offset"),
+    (lambda s: s["meta"]["pool"].update(offsets=[["spam", 1.0], ["spam", 2.0]]), "two offsets"),
+    (lambda s: s["meta"]["pool"].update(offset_step=-1), "offset_step"),
     (lambda s: s["meta"]["pool"].update(updates=-1), "updates"),
     (lambda s: s["meta"]["pool"].update(extra=1), "exactly the keys"),
     (lambda s: s["arrays"].update({"7/class_counts": np.zeros(2)}), "belongs to no expert"),
@@ -198,6 +208,7 @@ def test_a_hostile_state_is_refused_naming_what_is_wrong(sms, broken, message):
     (["views.osb.osb_window=5", "combine.learning_rate=-1"], "combine.learning_rate"),
     (["views.osb.osb_window=5", "combine.share=1.5"], "combine.share"),
     (["views.osb.osb_window=5", "combine.soft_clip=0"], "combine.soft_clip"),
+    (["views.osb.osb_window=5", "combine.offset_step=1000"], "combine.offset_step"),
     (["views.osb.osb_window=5", "combine.scale='cubic'"], "combine.scale"),
     (["views.osb.osb_window=5", "model.kind='gaussian'"], "views: feature views are text views"),
 ])
@@ -257,3 +268,10 @@ def test_inspect_summarises_each_expert_and_the_weights(sms, tmp_path, capsys):
     assert checkpoint_main(["inspect", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "view 'chars': weight" in text and f"combination   {model.pool.updates} updates" in text
+
+
+def test_a_whole_section_is_replaced_on_the_command_line():
+    config = load_config("configs/mail.toml", [*VIEWS, "views={}"])
+    assert config.views == {} and not isinstance(config.build_model(), Experts)
+    with pytest.raises(ConfigError, match="inline table"):
+        load_config("configs/mail.toml", ["views=5"])

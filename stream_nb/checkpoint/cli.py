@@ -215,7 +215,8 @@ def _format_text(summary: dict, top: int) -> str:
     if "combination" in summary:
         combination = summary["combination"]
         lines.append(f"combination   {combination['updates']:,} updates, learning rate {combination['learning_rate']}, "
-                     f"share {combination['share']}, soft clip {combination['soft_clip']}, inputs {combination['scale']}")
+                     f"share {combination['share']}, soft clip {combination['soft_clip']}, inputs {combination['scale']}, "
+                     "offsets " + (", ".join(f"{label} {offset:+.4f}" for label, offset in combination["offsets"]) or "none"))
     if summary["top_features"]:
         lines.append(f"top {top} features per class (count)")
         for entry in summary["top_features"]:

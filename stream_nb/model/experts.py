@@ -21,13 +21,22 @@ input is the log-odds per sqrt(feature), z_v, soft-clipped to +-soft_clip:
 
     x_v = u_v(pos) - u_v(neg) = soft_clip tanh(z_v / soft_clip)
 
-The combined prediction is the softmax of the weighted inputs, the weights a distribution:
+The combined prediction is the softmax of the weighted inputs, the weights a distribution,
+plus an offset per class:
 
-    s_c = sum_v w_v u_v(c),   Q(c | x) = exp(s_c) / sum_k exp(s_k),   w_v >= 0,  sum_v w_v = 1
+    s_c = b_c + sum_v w_v u_v(c),   Q(c | x) = exp(s_c) / sum_k exp(s_k),   w_v >= 0,  sum_v w_v = 1
 
-For two classes its log-odds are sum_v w_v x_v: a weighted geometric mean of the experts' odds,
-on one scale all stream long (no weight can grow the score, no bias can drift it). With one
-weight 1 it is that expert on this scale; weights start at 1/k, the plain product of experts.
+For two classes its log-odds are b + sum_v w_v x_v: a weighted geometric mean of the experts'
+odds, on one scale all stream long (no weight can grow the score). With one weight 1 it is
+that expert on this scale; weights start at 1/k, the plain product of experts.
+
+The offsets are the decision's zero point. Dividing by sqrt(n) and the soft clip shrink each
+expert's prior log-odds with the rest, so 0 is not where the classes part, and where they part
+drifts with the stream's class balance (Enron-Spam's mailboxes go from 29% to 75% spam). The
+offsets move like a perceptron's threshold, only on a mistake: when the predicted class k is
+not the label y, b_y += step / 2 and b_k -= step / 2. A log-loss gradient on them would chase
+calibration instead and drift with every confident event (measured: it lowered SMS accuracy
+below one view's and ranked Enron worse).
 
 Learning the weights: after predicting a labeled event of class y, one step of exponentiated
 gradient (Kivinen and Warmuth 1997) on its log loss -log Q(y | x), whose gradient is
@@ -36,15 +45,18 @@ gradient (Kivinen and Warmuth 1997) on its log loss -log Q(y | x), whose gradien
 
     w_v <- w_v exp(-eta g_v) / sum_k w_k exp(-eta g_k),   then   w_v <- (1 - share) w_v + share / k
 
+(Q including the offsets).
+
 EG's multiplicative step keeps the weights a distribution; its regret against the best fixed
 weighting grows as sqrt(T log k). The share (Herbster and Warmuth's fixed share) keeps every
 weight at least share / k, so an expert that was poor for a while can return when the stream
-drifts back to it. The constants were measured on every corpus here (benchmarks/mail_quality.py
-and README "Feature views as experts"): eta from 0.001 to 0.03 ranks alike; per-sqrt inputs
-matter most; an unconstrained logistic layer with a bias (AdaGrad or SGD) drifted and ranked
-worse on raw mail (1-ROCA% 0.048 against 0.032); a Hedge mixture of the experts' probabilities
-converges to the single best expert and so never beats it; the fixed 1/k product ranks within
-1% of the learned weights.
+drifts back to it. The constants were measured on every corpus here and on eleven more streams
+(SpamAssassin in five orders, each Enron-Spam mailbox alone; benchmarks/mail_quality.py and
+README "Feature views as experts"): eta from 0.003 to 0.03 ranks alike; per-sqrt inputs matter
+most (plain log-odds, even clipped, rank 2-3x worse); an unconstrained logistic layer with a
+bias (AdaGrad or SGD) drifted and ranked worse on raw mail (1-ROCA% 0.048 against 0.032); a
+Hedge mixture of the experts' probabilities converges to the single best expert and so never
+beats it; the fixed 1/k product ranks within 1-2% of the learned weights.
 
 Determinism: the weights move once per labeled event, in labeled order, by a fixed sequence of
 float operations; the experts' predictions are those of the prequential step whatever the batch
@@ -64,9 +76,10 @@ from stream_nb.model.training import event_sizes, predict_learn
 
 INPUT_FLOOR = 1e6  # nats: far below any finite log posterior of a message; stands in for -inf
 INPUT_SCALES = ("sqrt_features", "none")
-DEFAULT_LEARNING_RATE = 0.01
+DEFAULT_LEARNING_RATE = 0.03
 DEFAULT_SHARE = 0.001
-DEFAULT_SOFT_CLIP = 5.0
+DEFAULT_SOFT_CLIP = 10.0
+DEFAULT_OFFSET_STEP = 0.03
 _NAME_MAX = 64
 
 
@@ -81,20 +94,24 @@ def _positive_number(name: str, value, low: float = 0.0, high: float = math.inf,
 class LogLinearPool:
     """The weights of the combination (see the module doc).
 
-    State (plain JSON): {"learning_rate", "share", "soft_clip", "scale", "weights": [k floats,
-    a distribution], "updates": int}."""
+    State (plain JSON): {"learning_rate", "share", "soft_clip", "offset_step", "scale",
+    "weights": [k floats, a distribution], "offsets": [[class, offset], ...] in the order classes
+    met the pool, "updates": int}."""
 
     def __init__(self, experts: int, learning_rate: float = DEFAULT_LEARNING_RATE, share: float = DEFAULT_SHARE,
-                 soft_clip: float = DEFAULT_SOFT_CLIP, scale: str = "sqrt_features") -> None:
+                 soft_clip: float = DEFAULT_SOFT_CLIP, scale: str = "sqrt_features",
+                 offset_step: float = DEFAULT_OFFSET_STEP) -> None:
         if type(experts) is not int or experts < 1:
             raise ValueError(f"a pool needs at least one expert, got {experts!r}")
         self.learning_rate = _positive_number("learning_rate", learning_rate, 0.0, 100.0, low_inclusive=True)
         self.share = _positive_number("share", share, 0.0, 1.0, low_inclusive=True)
         self.soft_clip = _positive_number("soft_clip", soft_clip)
+        self.offset_step = _positive_number("offset_step", offset_step, 0.0, 100.0, low_inclusive=True)
         if scale not in INPUT_SCALES:
             raise ValueError(f"scale must be one of {', '.join(INPUT_SCALES)}, got {scale!r}")
         self.scale = scale
         self.weights = [1.0 / experts] * experts
+        self.offsets: dict = {}  # class -> b_c (0 for a class not met yet)
         self.updates = 0
 
     def inputs(self, log_posteriors: list[float], n_features: int) -> list[float]:
@@ -110,8 +127,9 @@ class LogLinearPool:
     def logits(self, inputs: list[list[float]], classes: Sequence) -> list[float]:
         """s_c for each of `classes`, from each expert's inputs over those classes."""
         logits = []
-        for c in range(len(classes)):
-            total = 0.0
+        offsets = self.offsets
+        for c, label in enumerate(classes):
+            total = offsets.get(label, 0.0)
             for weight, row in zip(self.weights, inputs):
                 total += weight * row[c]
             logits.append(total)
@@ -119,9 +137,14 @@ class LogLinearPool:
 
     def update(self, inputs: list[list[float]], classes: Sequence, label, logits: list[float]) -> None:
         """One exponentiated-gradient step on -log Q(label | x) (the event's `logits`, computed
-        before), then the share."""
+        before), then the share; on a mistake, the offsets' step."""
         if label not in classes or len(classes) < 2:
             return
+        predicted = classes[max(range(len(logits)), key=logits.__getitem__)]  # the first largest, as Q's argmax
+        if predicted != label and self.offset_step:
+            half = self.offset_step / 2
+            self.offsets[label] = self.offsets.get(label, 0.0) + half
+            self.offsets[predicted] = self.offsets.get(predicted, 0.0) - half
         q = normalise_log_row(logits, [True] * len(logits), logits)
         residual = [p - (1.0 if c == label else 0.0) for p, c in zip(q, classes)]
         rate = self.learning_rate
@@ -138,24 +161,35 @@ class LogLinearPool:
 
     def to_state(self) -> dict:
         return {"learning_rate": self.learning_rate, "share": self.share, "soft_clip": self.soft_clip,
-                "scale": self.scale, "weights": list(self.weights), "updates": self.updates}
+                "offset_step": self.offset_step, "scale": self.scale, "weights": list(self.weights),
+                "offsets": [[label, offset] for label, offset in self.offsets.items()], "updates": self.updates}
 
     @classmethod
     def from_state(cls, state, experts: int) -> LogLinearPool:
         """The pool a state holds; ValueError naming the first broken invariant."""
         if not isinstance(state, dict):
             raise ValueError("the combination's state must be a dict")
-        expected = {"learning_rate", "share", "soft_clip", "scale", "weights", "updates"}
+        expected = {"learning_rate", "share", "soft_clip", "offset_step", "scale", "weights", "offsets", "updates"}
         if set(state) != expected:
             raise ValueError(f"the combination's state must have exactly the keys {sorted(expected)}, "
                              f"got {sorted(state)}")
-        pool = cls(experts, state["learning_rate"], state["share"], state["soft_clip"], state["scale"])
+        pool = cls(experts, state["learning_rate"], state["share"], state["soft_clip"], state["scale"],
+                   state["offset_step"])
         weights = state["weights"]
         if (not isinstance(weights, list) or len(weights) != experts or not all(_finite(w) and w >= 0 for w in weights)
                 or abs(math.fsum(weights) - 1.0) > 1e-9):
             raise ValueError(f"the combination's weights must be a distribution over the {experts} experts "
                              f"(finite, >= 0, adding up to 1), got {weights!r}"[:200])
         pool.weights = [float(w) for w in weights]
+        offsets = state["offsets"]
+        if not isinstance(offsets, list):
+            raise ValueError("the combination's offsets must be a list of [class, offset]")
+        for entry in offsets:
+            if not isinstance(entry, list) or len(entry) != 2 or not _label(entry[0]) or not _finite(entry[1]):
+                raise ValueError(f"an offset of the combination must be [class, finite number], got {entry!r}"[:200])
+            if entry[0] in pool.offsets:
+                raise ValueError(f"class {entry[0]!r} has two offsets in the combination")
+            pool.offsets[entry[0]] = float(entry[1])
         updates = state["updates"]
         if type(updates) is not int or updates < 0:
             raise ValueError(f"the combination's updates must be an int >= 0, got {updates!r}")
@@ -321,13 +355,15 @@ class Experts:
 
     def shares(self, views: Sequence[dict], best, runner_up) -> list[tuple[str, float]]:
         """Each expert's part of the combined score of class `best` over `runner_up` for one event
-        (each view's feature dict): w_v (u_v(best) - u_v(runner_up)), named by its view; they add
-        up to s_best - s_runner_up."""
+        (each view's feature dict): w_v (u_v(best) - u_v(runner_up)), named by its view, and the
+        offsets' b_best - b_runner_up as "(offset)"; they add up to s_best - s_runner_up."""
         classes, inputs = self._inputs(*self._expert_predictions(views))
         if best not in classes or runner_up not in classes:
             return []
         c, k = classes.index(best), classes.index(runner_up)
-        return [(name, weight * (row[c] - row[k])) for name, weight, row in zip(self.names, self.pool.weights, inputs)]
+        offsets = self.pool.offsets
+        return [*((name, weight * (row[c] - row[k])) for name, weight, row in zip(self.names, self.pool.weights, inputs)),
+                ("(offset)", offsets.get(best, 0.0) - offsets.get(runner_up, 0.0))]
 
     def evidence_scale(self, v: int, n_features: int) -> float:
         """What one nat of expert v's log-odds is worth in the combined score before the soft

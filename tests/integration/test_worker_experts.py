@@ -150,7 +150,7 @@ def test_views_through_the_worker_with_corrections_and_kills_equal_replay(kafka_
             assert prediction["score"] == published_score(expected.log_odds("spam")), prediction["id"]
             clues = strongest_clues(reference.model, views, top=3)
             assert prediction["clues"] == [[name, evidence] for name, evidence in clues], prediction["id"]
-            assert [name for name, _ in clues[:3]] == ["@base", "@osb", "@chars"]
+            assert [name for name, _ in clues[:4]] == ["@base", "@osb", "@chars", "@(offset)"]
     replay_contenders(labeled_log[learned_upto:], [reference], batch_size=1000)
     summary = latest_summary(checkpoints)
     assert summary.offsets == {(topics.labeled, 0): len(labeled_log)}
