@@ -8,6 +8,8 @@ import math
 import pytest
 
 from stream_nb.features import CategoricalFeaturizer, EventFeaturizer, TextFeaturizer
+from stream_nb.features import text as text_module
+from stream_nb.native import native_allowed
 
 from corpora import load_sms_spam
 
@@ -709,13 +711,14 @@ def test_osb_pairs_repeat_as_counts_and_keep_subject_lines_apart():
         "win": 1, "big": 1, "cash": 1, "win <1> cash": 1, "claim": 1, "now": 1}
 
 
-def test_osb_window_is_checked_kept_in_the_config_only_when_set_and_skips_the_native_path():
+def test_osb_window_is_checked_kept_in_the_config_only_when_set_and_takes_the_native_path():
     featurizer = TextFeaturizer(osb_window=5, ngram_range=(1, 2), binary=True, subject_features=True,
                                 token_pattern=r"(?u)\b\w+\b|[£$€]")
     assert featurizer.to_config()["osb_window"] == 5
     assert TextFeaturizer.from_config(featurizer.to_config()) == featurizer
     assert "osb_window" not in TextFeaturizer().to_config()  # old configurations keep their fingerprints
-    assert featurizer._native_plan is None  # the C featuriser does not make pairs: the Python path does
+    # the C featuriser makes the pairs, when it is built and allowed
+    assert (featurizer._native_plan is not None) == (text_module._native is not None and native_allowed())
     for bad in (2, 0, -5, True, 4.0, "5"):
         with pytest.raises(ValueError, match="osb_window"):
             TextFeaturizer(osb_window=bad)

@@ -127,6 +127,11 @@ FUZZ_OPTIONS = [
     {"normalize_urls": False},
     {"normalize_emails": False},
     {"normalize_urls": False, "normalize_emails": False},
+    # OSB word pairs and character n-grams (the other options' combinations: test_pairs_and_grams_*)
+    {"ngram_range": (1, 1), "osb_window": 5},
+    {"ngram_range": (1, 1), "char_ngrams": (4, 4)},
+    {"osb_window": 3, "char_ngrams": (1, 3), "binary": False, "max_tokens": 7},
+    {"osb_window": 4, "char_ngrams": (2, 4), "normalize_emails": False, "url_domains": False},
 ]
 
 
@@ -139,7 +144,11 @@ def test_generated_texts(options):
     assert_same_lists(featurizer, texts, native_only=True)  # every one of them is Latin-1
 
 
-@pytest.mark.parametrize("options", FUZZ_OPTIONS[:3], ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "spam.toml")
+@pytest.mark.parametrize("options", FUZZ_OPTIONS[:3] + [
+    {"ngram_range": (1, 1), "osb_window": 5, "max_tokens": None},
+    {"ngram_range": (1, 1), "char_ngrams": (4, 4), "max_tokens": None},
+    {"osb_window": 10, "char_ngrams": (1, 20), "binary": False},
+], ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "spam.toml")
 def test_hostile_texts_give_the_python_lists(options):
     from hostile import FAMILIES
 
@@ -307,10 +316,13 @@ def test_options_it_does_not_implement_keep_the_python_path():
     _require_native()
     assert TextFeaturizer()._native_plan is None  # the default token pattern
     assert TextFeaturizer.river_compatible()._native_plan is None
-    for options in ({"strip_accents": True}, {"lowercase": False}, {"stop_words": ["a"]}, {"char_ngrams": (2, 3)},
-                    {"normalize_numbers": True}, {"ngram_range": (1, 3)}):
+    for options in ({"strip_accents": True}, {"lowercase": False}, {"stop_words": ["a"]},
+                    {"normalize_numbers": True}, {"ngram_range": (1, 3)}, {"char_ngrams": (2, 3), "stop_words": ["a"]},
+                    {"osb_window": 5, "normalize_numbers": True}):
         assert TextFeaturizer(token_pattern=SPAM_TOKEN_PATTERN, **options)._native_plan is None, options
     assert TextFeaturizer(token_pattern=SPAM_TOKEN_PATTERN, ngram_range=(1, 2))._native_plan is not None
+    for options in ({"char_ngrams": (2, 3)}, {"osb_window": 5}, {"osb_window": 3, "char_ngrams": (4, 4)}):
+        assert TextFeaturizer(token_pattern=SPAM_TOKEN_PATTERN, **options)._native_plan is not None, options
 
 
 def _names_and_look_ups(featurizer: TextFeaturizer, texts: list[str], vocabulary: Vocabulary):
@@ -436,7 +448,8 @@ def test_the_new_names_read_as_the_list_they_stand_for():
 # ---- extra names after each text's own (a mail's evidence) -------------------------------------
 
 EXTRA_PIECES = ["#hdr:date:missing", "#mime:multipart", "#html:link", "#defect:x", "#s:word", "#s:a",
-                "word", "a", "42", "café", "#url", "#žluť", "kůň", "word a", "#hdr:from:" + "x" * 40]
+                "word", "a", "42", "café", "#url", "#žluť", "kůň", "word a", "#hdr:from:" + "x" * 40,
+                "#c:wor", "#c: a ", "#s:#c:ord", "word <1> a", "a <2> word"]
 
 
 def generated_extra(seed: int, texts: list[str]) -> list:
@@ -475,7 +488,10 @@ def batch_figures(batch, vocabulary: Vocabulary) -> dict:
             "columns": batch.columns_in(vocabulary).tolist(), "ranks": ranks.tolist(), "unknown": list(unknown)}
 
 
-@pytest.mark.parametrize("options", [{}, {"binary": False}, {"max_tokens": 3}, {"subject_features": False}],
+@pytest.mark.parametrize("options", [{}, {"binary": False}, {"max_tokens": 3}, {"subject_features": False},
+                                     {"ngram_range": (1, 1), "osb_window": 5},
+                                     {"ngram_range": (1, 1), "char_ngrams": (4, 4)},
+                                     {"osb_window": 3, "char_ngrams": (3, 5), "binary": False}],
                          ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "spam.toml")
 def test_extra_names_are_the_python_definition_s(options):
     """featurize's `extra` against the definition worked out from the Python feature list, on
@@ -636,3 +652,175 @@ def test_the_generated_span_texts_tell_plausible_mistakes_apart():
         mutant = re.compile(f"(?P<url>{url})|(?P<email>{email})")
         assert any([(m.start(), m.end(), m.lastgroup) for m in mutant.finditer(text)]
                    != definition_spans(definition, text) for text in texts), (url, email)
+
+
+# ---- OSB word pairs and character n-grams ------------------------------------------------------
+
+OSB_WINDOWS = [None, 3, 5, 10]
+CHAR_RANGES = [None, (4, 4), (1, 3), (3, 5)]
+# what the other options take in the combinations (max_tokens 1: no pairs at all; 4: some)
+OTHER_OPTIONS = [{"ngram_range": ngram_range, "subject_features": subject, "binary": binary, "max_tokens": cap}
+                 for ngram_range in ((1, 1), (1, 2)) for subject in (True, False) for binary in (True, False)
+                 for cap in (None, 1, 4)]
+
+# Tokens around the C code's 16-byte copies (15, 16, 17 bytes and a padded token of 16),
+# one-character ones, long ones, Latin-1 ones (upper case too), and such tokens in URLs and
+# e-mail addresses (placeholders: no character n-grams) and subject lines; no "€", beyond Latin-1
+# (such a text goes to the Python path: test_beyond_latin1_goes_to_python_with_the_same_result).
+WORD_CHARACTERS = "abcxyzABCÉéßÿøÆÞµª²½09_"
+LONG_PIECES = ["a" * 14, "b" * 15, "c" * 16, "d" * 17, "é" * 16, "Ø" * 17, "ÿ" * 15, "x" * 100, "Ünïcödé" * 9,
+               "q", "7", "ß", "£", "$", "_", "w" + "é" * 20 + "1", "http://" + "l" * 30 + ".com/" + "p" * 20,
+               "www." + "Ö" * 18 + ".de", "x" * 20 + "@" + "y" * 20 + ".org", "Subject: " + "s" * 17,
+               "£" * 5, "$1", "1$", "a b c d e f g h i j k l", "é ß ÿ"]
+
+
+def pair_and_gram_texts(seed: int, count: int) -> list[str]:
+    """generated_texts' texts (PIECES: Latin-1 words, URLs, e-mails, currency signs, subject
+    lines, empty texts) and as many again of random words of 1 to 80 characters (Latin-1 ones
+    among them) mixed with PIECES and LONG_PIECES."""
+    rng = random.Random(seed)
+    texts = generated_texts(seed, count // 2)
+    for _ in range(count - count // 2):
+        parts = []
+        for _ in range(rng.randint(0, 30)):
+            pick = rng.random()
+            if pick < 0.4:
+                parts.append(rng.choice(PIECES))
+            elif pick < 0.85:
+                length = rng.choice([1, 1, 2, 3, 4, 5, 13, 14, 15, 16, 17, 18, 30, rng.randint(1, 80)])
+                parts.append("".join(rng.choice(WORD_CHARACTERS) for _ in range(length)))
+            else:
+                parts.append(rng.choice(LONG_PIECES))
+        text = "".join(part + rng.choice([" ", " ", "\n", ", ", "", "-"]) for part in parts)
+        if rng.random() < 0.3:
+            text = rng.choice(["Subject:", "subject: ", "SUBJECT: Re: "]) + text
+        texts.append(text)
+    return texts
+
+
+def _options_id(options: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in options.items())
+
+
+@pytest.mark.parametrize("char_ngrams", CHAR_RANGES, ids=lambda value: f"char_ngrams={value}")
+@pytest.mark.parametrize("osb_window", OSB_WINDOWS, ids=lambda value: f"osb_window={value}")
+def test_pairs_and_grams_are_the_python_lists(osb_window, char_ngrams):
+    """Every combination of osb_window x char_ngrams x ngram_range x subject_features x binary x
+    max_tokens (configs/spam.toml's other options) takes the native path, and its lists on the
+    generated texts, every one of them made in C, are the Python definition's."""
+    texts = pair_and_gram_texts(seed=41, count=1000)
+    assert all(one_byte_per_character(text) for text in texts)
+    base = spam_featurizer().to_config()
+    for other in OTHER_OPTIONS:
+        options = {**other, "osb_window": osb_window, "char_ngrams": char_ngrams}
+        featurizer = TextFeaturizer.from_config({**base, **options})
+        assert featurizer._native_plan is not None, f"the C path refuses {_options_id(options)}"
+        assert assert_same_lists(featurizer, texts, native_only=True) == 0
+
+
+def test_the_generated_texts_make_pairs_and_grams_of_every_kind():
+    """The texts above are not vacuous: they make pairs at every distance, character n-grams
+    of Latin-1 words, of one-character tokens and of tokens longer than the copies' 16 bytes,
+    subject features of both, and placeholders that make neither."""
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), "osb_window": 10,
+                                             "char_ngrams": (3, 5), "max_tokens": None})
+    names = set(name for name in native_lists(featurizer, pair_and_gram_texts(seed=41, count=500)) for name in name)
+    assert all(any(f" <{k}> " in name for name in names) for k in range(1, 9))
+    assert not any(" <9> " in name for name in names)
+    for expected in ("#c:é", "#c: q ", "#c: $ ", "#c: £ ", "#s:#c:", "#s:", "#url", "#email", "#url:"):
+        assert any(name.startswith(expected) for name in names), expected
+    assert any(name.startswith("#c:") and len(name) == 3 + 5 and "ÿ" in name for name in names)
+    assert any(len(name.split(" <")[0]) > 16 for name in names if " <" in name)  # a pair of long tokens
+    assert not any(name.startswith(("#c:#", "#c: #")) for name in names)  # placeholders make no n-grams
+
+
+def test_pairs_and_grams_of_a_small_text():
+    """The C lists spelled out for one text: pairs by distance, then the URL's domain, then
+    each word's padded n-grams (Latin-1 letters and a currency sign as one character each; the
+    placeholder none); the subject line apart, counted again as #s:."""
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), "ngram_range": (1, 1),
+                                             "osb_window": 4, "char_ngrams": (4, 5)})
+    text = "Subject: Café £\nÉté www.x.fr go ab"
+    subject = ["café", "£", "#c: caf", "#c:café", "#c:afé ", "#c: café", "#c:café ", "#c: £ "]
+    body = ["été", "#url", "go", "ab", "été <1> go", "#url <1> ab", "été <2> ab", "#url:x.fr",
+            "#c: été", "#c:été ", "#c: été ", "#c: go ", "#c: ab "]
+    expected = ["#s:" + name for name in subject] + subject + body
+    assert featurizer._feature_list(text) == expected
+    # _native.c spells these out: the prefix and the placeholders that make no n-grams
+    assert text_module.CHAR_NGRAM_PREFIX == "#c:" and text_module._PLACEHOLDERS == {"#url", "#email", "#num"}
+    assert native_lists(featurizer, [text], fallback=lambda text: pytest.fail("went to Python")) == [expected]
+
+
+@pytest.mark.parametrize("options", [
+    {"char_ngrams": (1, 20)}, {"char_ngrams": (17, 20)}, {"char_ngrams": (25, 30)},
+    {"char_ngrams": (5, 10**30)}, {"char_ngrams": (10**30, 10**31)},
+    {"osb_window": 1003, "char_ngrams": (2, 2), "binary": False, "max_tokens": None},
+], ids=_options_id)
+def test_pairs_and_grams_beyond_the_configuration_s_ranges(options):
+    """Windows and n-gram lengths beyond what the configuration allows (3..10, 1..20): grams of
+    more than 16 characters, padded tokens shorter than the shortest gram, lengths beyond
+    Py_ssize_t (capped, which changes nothing), and skips of four digits."""
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), **options})
+    assert featurizer._native_plan is not None
+    texts = pair_and_gram_texts(seed=43, count=300) + [" ".join(f"w{i % 50}" for i in range(1010))]
+    assert assert_same_lists(featurizer, texts, native_only=True) == 0
+
+
+def test_a_window_beyond_py_ssize_t_is_capped_and_changes_nothing():
+    """osb_window 10**30 goes to C capped at sys.maxsize; a text has fewer tokens than either,
+    so its pairs are those of any window wider than the text (the Python definition itself
+    walks every distance of its window, so it is asked with a window of 2,000)."""
+    options = {**spam_featurizer().to_config(), "max_tokens": None, "char_ngrams": (3, 3)}
+    huge = TextFeaturizer.from_config({**options, "osb_window": 10**30})
+    wide = TextFeaturizer.from_config({**options, "osb_window": 2_000})
+    assert huge._native_plan[-3:] == (sys.maxsize, 3, 3)
+    texts = pair_and_gram_texts(seed=45, count=200) + [" ".join(f"w{i % 50}" for i in range(1_500))]
+    assert native_lists(huge, texts, fallback=lambda text: pytest.fail("went to Python")) == [
+        wide._feature_list(text) for text in texts]
+
+
+def test_pairs_and_grams_with_look_ups_in_the_index():
+    """With an exact vocabulary (the C index of its names), the pairs' and n-grams' columns and
+    the new names, Latin-1 ones among them, are those of the Python path's names."""
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), "ngram_range": (1, 1),
+                                             "osb_window": 5, "char_ngrams": (4, 4)})
+    python = TextFeaturizer.from_config(featurizer.to_config())
+    python._native_plan = None
+    texts = pair_and_gram_texts(seed=47, count=600)
+    vocabulary = Vocabulary()
+    vocabulary.add(python.transform_sparse(texts[:300]).names)
+    batch = featurizer.transform_sparse(texts[200:], vocabulary=vocabulary)
+    assert list(batch.names) == list(python.transform_sparse(texts[200:]).names)
+    columns = assert_look_ups_equal_the_vocabulary_s(batch, vocabulary)
+    assert sum(column >= 0 for column in columns) > 1000
+    assert any(name.startswith("#c:") and max(map(ord, name)) > 127 for name in batch.unknown_in(vocabulary)[1])
+
+
+def test_the_plan_s_pairs_and_grams_are_checked():
+    """featurize refuses a plan whose window or n-gram range C cannot take."""
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), "osb_window": 5})
+    for window, low, high in ((-1, 0, 0), (0, -1, 0), (0, 3, 2), (0, 0, -5)):
+        plan = featurizer._native_plan[:-3] + (window, low, high)
+        if (window, low, high) == (0, 0, -5):  # no n-grams: the maximum is not read
+            text_module._native.featurize(["a b"], plan, featurizer._native_spans, featurizer._feature_list, None)
+            continue
+        with pytest.raises(ValueError, match="osb_window"):
+            text_module._native.featurize(["a b"], plan, featurizer._native_spans, featurizer._feature_list, None)
+
+
+MAIL_VIEWS = {  # configs/mail.toml's feature views (tests/test_experts.py): OSB pairs, character 4-grams
+    "osb": ["features.ngram_range=[1, 1]", "features.osb_window=5"],
+    "chars": ["features.ngram_range=[1, 1]", "features.char_ngrams=[4, 4]"],
+}
+
+
+@pytest.mark.parametrize("view", list(MAIL_VIEWS))
+def test_mail_views_on_the_corpora(view):
+    """configs/mail.toml's OSB and character 4-gram views take the native path and give the
+    Python lists on every SMS message and every tenth Enron-Spam one."""
+    _require_native()
+    featurizer = load_config(REPO / "configs" / "mail.toml", MAIL_VIEWS[view]).build_featurizer()
+    assert featurizer._native_plan is not None
+    texts = [text for _, text in load_sms_spam()] + load_enron_texts()[::10]
+    passed_on = assert_same_lists(featurizer, texts, native_only=False)
+    assert passed_on == sum(not one_byte_per_character(text) for text in texts)

@@ -271,8 +271,139 @@ find_bytes(const char *haystack, Py_ssize_t n, const char *needle, Py_ssize_t m)
     return NULL;
 }
 
+/* Room for `more` bytes past the arena's end and SLACK after them (the 16-byte copies below may
+ * write, and read, up to that far), with the sum checked: NoMemory rather than an overflow. */
+enum { SLACK = 32 };
+
+static int
+arena_reserve(Work *w, Py_ssize_t more)
+{
+    if (more < 0 || more > PY_SSIZE_T_MAX - SLACK - w->arena.len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return grow((void **)&w->arena.data, &w->arena.cap, w->arena.len + more + SLACK, 1);
+}
+
+/* `osb_window`'s word pairs of the segment's tokens, appended to `out`: for each distance
+ * d = 2 .. osb_window - 1 in turn, every pair tokens[i], tokens[i + d] in order, as
+ * "a <k> b" with k = d - 1 (text.py: f" <{distance - 1}> "). A distance the segment's tokens
+ * do not span has no pairs. */
+static int
+osb_pairs(Work *w, SpanList *out)
+{
+    Py_ssize_t count = w->tokens.len;
+    for (Py_ssize_t d = 2; d < w->osb_window && d < count; d++) {
+        char skip[32]; /* " <k> ": at most 19 digits; read 16 bytes at a time below */
+        memset(skip, 0, sizeof(skip));
+        Py_ssize_t skip_len = (Py_ssize_t)snprintf(skip, sizeof(skip), " <%zd> ", d - 1);
+        if (grow((void **)&out->items, &out->cap, out->len + (count - d), sizeof(Span)) < 0)
+            return -1;
+        for (Py_ssize_t i = 0; i + d < count; i++) {
+            Span a = w->tokens.items[i], b = w->tokens.items[i + d];
+            Py_ssize_t length = a.len + skip_len + b.len; /* both in one segment: no overflow */
+            /* as for bigrams: room for 16-byte copies past the end, reads past a token inside the arena */
+            if (arena_reserve(w, length) < 0)
+                return -1;
+            char *at = w->arena.data + w->arena.len;
+            if (a.len <= 16 && b.len <= 16 && skip_len <= 16) { /* fixed-size copies; a read may overlap the write */
+                memmove(at, w->arena.data + a.start, 16);
+                memcpy(at + a.len, skip, 16);
+                memmove(at + a.len + skip_len, w->arena.data + b.start, 16);
+            }
+            else {
+                memcpy(at, w->arena.data + a.start, (size_t)a.len);
+                memcpy(at + a.len, skip, (size_t)skip_len);
+                memcpy(at + a.len + skip_len, w->arena.data + b.start, (size_t)b.len);
+            }
+            out->items[out->len].start = w->arena.len;
+            out->items[out->len].len = length;
+            out->len++;
+            w->arena.len += length;
+        }
+    }
+    return 0;
+}
+
+/* Whether a token is one of text.py's _PLACEHOLDERS ("#url", "#email", "#num"). */
+static int
+is_placeholder(const char *bytes, Py_ssize_t len)
+{
+    if (len < 4 || bytes[0] != '#')
+        return 0;
+    if (len == 4)
+        return memcmp(bytes, "#url", 4) == 0 || memcmp(bytes, "#num", 4) == 0;
+    return len == 6 && memcmp(bytes, "#email", 6) == 0;
+}
+
+/* `_char_ngrams` of the segment's tokens, appended to `out`: for each token that is not a
+ * placeholder, in turn, the token padded with a space on each side, and its n-grams for
+ * n = char_min .. min(char_max, padded length), by n and then by position, each prefixed
+ * CHAR_NGRAM_PREFIX; a padded token shorter than char_min is one feature as it is. Lengths are
+ * in characters, bytes here (one byte a character). */
+static int
+char_ngrams(Work *w, SpanList *out)
+{
+    const Py_ssize_t prefix = (Py_ssize_t)sizeof(CHAR_NGRAM_PREFIX) - 1;
+    for (Py_ssize_t t = 0; t < w->tokens.len; t++) {
+        Span token = w->tokens.items[t];
+        if (is_placeholder(w->arena.data + token.start, token.len))
+            continue;
+        /* the padded token, in its own buffer with 16 bytes to spare: 16-byte reads stay inside it */
+        Py_ssize_t length = token.len + 2;
+        if (grow((void **)&w->padded.data, &w->padded.cap, length + 16, 1) < 0)
+            return -1;
+        char *padded = w->padded.data;
+        padded[0] = ' ';
+        memcpy(padded + 1, w->arena.data + token.start, (size_t)token.len);
+        padded[length - 1] = ' ';
+        memset(padded + length, 0, 16);
+        if (length < w->char_min) {
+            if (arena_reserve(w, prefix + length) < 0 || span_push(out, w->arena.len, prefix + length) < 0)
+                return -1;
+            char *at = w->arena.data + w->arena.len;
+            memcpy(at, CHAR_NGRAM_PREFIX, (size_t)prefix);
+            memcpy(at + prefix, padded, (size_t)length);
+            w->arena.len += prefix + length;
+            continue;
+        }
+        Py_ssize_t top = w->char_max < length ? w->char_max : length;
+        for (Py_ssize_t n = w->char_min; n <= top; n++) {
+            Py_ssize_t grams = length - n + 1, size = prefix + n;
+            if (grams > (PY_SSIZE_T_MAX - SLACK - w->arena.len) / size) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            if (arena_reserve(w, grams * size) < 0 ||
+                grow((void **)&out->items, &out->cap, out->len + grams, sizeof(Span)) < 0)
+                return -1;
+            char *at = w->arena.data + w->arena.len;
+            Span *spans = out->items + out->len;
+            if (n <= 16) { /* fixed-size copies: each writes at most 16 bytes past its gram, into the slack */
+                for (Py_ssize_t i = 0; i < grams; i++, at += size) {
+                    memcpy(at, CHAR_NGRAM_PREFIX, 4); /* (its NUL overwritten by the gram) */
+                    memcpy(at + prefix, padded + i, 16);
+                    spans[i].start = w->arena.len + i * size;
+                    spans[i].len = size;
+                }
+            }
+            else {
+                for (Py_ssize_t i = 0; i < grams; i++, at += size) {
+                    memcpy(at, CHAR_NGRAM_PREFIX, (size_t)prefix);
+                    memcpy(at + prefix, padded + i, (size_t)n);
+                    spans[i].start = w->arena.len + i * size;
+                    spans[i].len = size;
+                }
+            }
+            out->len += grams;
+            w->arena.len += grams * size;
+        }
+    }
+    return 0;
+}
+
 /* `all_features_of`: the features of one segment (a text, or a subject line or a body) in
- * order, appended to `out`: tokens, word bigrams, URL domains. */
+ * order, appended to `out`: tokens, word bigrams, OSB pairs, URL domains, character n-grams. */
 static int
 segment_features(Work *w, const Py_UCS1 *source, Py_ssize_t n, SpanList *out)
 {
@@ -328,9 +459,13 @@ segment_features(Work *w, const Py_UCS1 *source, Py_ssize_t n, SpanList *out)
             w->arena.len += length;
         }
     }
+    if (w->osb_window > 2 && osb_pairs(w, out) < 0)
+        return FAILED;
     for (Py_ssize_t i = 0; i < w->domains.len; i++)
         if (span_push(out, w->domains.items[i].start, w->domains.items[i].len) < 0)
             return FAILED;
+    if (w->char_min > 0 && char_ngrams(w, out) < 0)
+        return FAILED;
     return DONE;
 }
 
@@ -987,6 +1122,7 @@ static void
 work_free(Work *w)
 {
     PyMem_Free(w->arena.data);
+    PyMem_Free(w->padded.data);
     PyMem_Free(w->tokens.items);
     PyMem_Free(w->domains.items);
     PyMem_Free(w->subject_features.items);
@@ -1107,11 +1243,17 @@ featurize(PyObject *module, PyObject *args)
     const unsigned char *lower, *classes;
     Py_ssize_t lower_len, classes_len;
     int bigrams, binary, subject, emails, urls, number_unknown = 1;
-    Py_ssize_t max_tokens;
-    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpp)OOO|pOOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
+    Py_ssize_t max_tokens, osb_window, char_min, char_max;
+    if (!PyArg_ParseTuple(args, "O!(y#y#pppnppnnn)OOO|pOOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
                           &classes, &classes_len, &bigrams, &binary, &subject, &max_tokens, &emails, &urls,
-                          &spans, &fallback, &column_of, &number_unknown, &index_arg, &by_column, &extra))
+                          &osb_window, &char_min, &char_max, &spans, &fallback, &column_of, &number_unknown,
+                          &index_arg, &by_column, &extra))
         return NULL;
+    if (osb_window < 0 || char_min < 0 || (char_min > 0 && char_max < char_min)) {
+        PyErr_SetString(PyExc_ValueError, "the plan's osb_window (0: none) and character n-gram range "
+                                          "(0, 0: none; else 1 <= min <= max) are out of range");
+        return NULL;
+    }
     if (extra != Py_None && !(PyList_CheckExact(extra) && PyList_GET_SIZE(extra) == PyList_GET_SIZE(texts))) {
         PyErr_SetString(PyExc_TypeError, "extra must be None or a list of one sequence of names per text");
         return NULL;
@@ -1155,6 +1297,9 @@ featurize(PyObject *module, PyObject *args)
     w.emails = emails;
     w.urls = urls;
     w.max_tokens = max_tokens < 0 ? -1 : max_tokens;
+    w.osb_window = osb_window;
+    w.char_min = char_min;
+    w.char_max = char_max;
     w.spans = spans;
 
     IntList lengths = {NULL, 0, 0};

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -521,9 +522,13 @@ class TextFeaturizer(river_base.Transformer):
     def _build_native_plan(self) -> tuple | None:
         """The C extension's settings (see _native.c), or None where it does not apply: not
         built, switched off (STREAM_NB_NATIVE=0), or options it does not implement. It implements
-        the spam token pattern on lowercased text, with unigrams or unigrams and bigrams, subject
-        features, URL and e-mail placeholders (their spans found by `_native_spans`),
-        max_tokens and binary; no accent stripping, stop words, character n-grams or numbers."""
+        the spam token pattern on lowercased text, with unigrams or unigrams and bigrams, OSB word
+        pairs, character n-grams, subject features, URL and e-mail placeholders (their spans found
+        by `_native_spans`), max_tokens and binary; no accent stripping, stop words or numbers.
+
+        max_tokens, OSB's window and the character n-gram lengths go to C as Py_ssize_t (0 for
+        no window or n-grams), capped at sys.maxsize: a segment has fewer tokens than that and a
+        padded token fewer characters, so the cap changes no feature."""
         if _native is None or not native_allowed():  # read by each TextFeaturizer as it is made
             return None
         if (
@@ -531,15 +536,16 @@ class TextFeaturizer(river_base.Transformer):
             or not self.lowercase
             or self.strip_accents
             or self.stop_words is not None
-            or self.char_ngrams is not None
             or self.normalize_numbers
             or self.ngram_range not in ((1, 1), (1, 2))
-            or self.osb_window is not None
         ):
             return None
         lower, classes = _native_tables()
+        osb_window = 0 if self.osb_window is None else min(self.osb_window, sys.maxsize)
+        char_min, char_max = (0, 0) if self.char_ngrams is None else (min(n, sys.maxsize) for n in self.char_ngrams)
         return (lower, classes, self.ngram_range == (1, 2), self.binary, self.subject_features,
-                -1 if self.max_tokens is None else self.max_tokens, self.normalize_emails, self.normalize_urls)
+                -1 if self.max_tokens is None else min(self.max_tokens, sys.maxsize), self.normalize_emails,
+                self.normalize_urls, osb_window, char_min, char_max)
 
     def _special_spans(self, text: str) -> Iterator[tuple[int, int, str, str | None]]:
         """(start, end, placeholder, URL domain feature or None) of each special match of a
