@@ -9,7 +9,7 @@ plus `categorical`/`numeric` field lists for events' structured features), and f
 
 A file may start with `extends = "other.toml"` (a path relative to the file): the other file's
 sections are read first and this file's keys replace theirs, key by key (configs/personal.toml
-is configs/mail.toml plus [personal]).
+is configs/mail.toml plus [personal]); [views] is replaced whole (an empty [views]: one view).
 
 Every size, count and interval has a lowest and a highest value (`BOUNDS`, with the reason for
 each highest), checked on load: a value outside is refused with one line naming the key, the
@@ -735,7 +735,9 @@ def _read_extended(path: Path, chain: list[Path]) -> dict:
     merged = _read_extended(base_path, chain)
     for section, table in data.items():
         below = merged.get(section)
-        if isinstance(table, dict) and isinstance(below, dict):
+        if section == "views":  # a set of views is one choice: this file's replaces the other's ([views] alone: none)
+            merged[section] = table
+        elif isinstance(table, dict) and isinstance(below, dict):
             merged[section] = {**below, **table}
             if isinstance(table.get("client"), dict) and isinstance(below.get("client"), dict):
                 merged[section]["client"] = {**below["client"], **table["client"]}

@@ -104,22 +104,25 @@ def test_shipped_configurations_batches_equal_the_per_event_definition(sms, tmp_
     batched = _replay(config, stream, batch_size=500)
 
     model, memory = config.build_model(), LearnedIds(config.remember_ids)
-    featurizer = config.build_featurizer()
+    featurizers = [config.build_featurizer(view) for view in config.view_names]  # mail.toml: three views
     from stream_nb.lessons import learning_epochs, plan, settle
     counts = {}
     for event in stream:
-        x = featurizer.transform_one(event["text"])
+        x = [featurizer.transform_one(event["text"]) for featurizer in featurizers]
+        x = x if len(x) > 1 else x[0]  # an Experts model reads a dict per view
         planned = plan(event["id"], event["label"], event.get("unlearn"), memory.get(event["id"]))
         counts[planned.outcome] = counts.get(planned.outcome, 0) + 1
         if planned.take_back is not None:
             back = planned.take_back
-            model.unlearn_one(x, back.label, back.weight, learned_at=back.learned_at)
+            by = {} if back.by is None else {"learned_by": back.by}  # the experts that learned it
+            model.unlearn_one(x, back.label, back.weight, learned_at=back.learned_at, **by)
         learned, epoch = False, 0
         if planned.learn is not None:
             epoch = learning_epochs(model, 1)[0]
             _, flags = predict_learn(model, [x], [planned.learn], **config.training)
             learned = flags[0]
-        settle(memory, event["id"], planned, learned=learned, epoch=epoch)
+        settle(memory, event["id"], planned, learned=bool(learned), epoch=epoch,
+               by=learned if type(learned) is int else None)
     assert state_digest(batched.model.to_state()) == state_digest(model.to_state())
     assert batched.lessons.memory == memory
     assert dict(batched.lessons.outcomes) == counts

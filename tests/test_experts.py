@@ -24,7 +24,8 @@ from stream_nb.replay.evaluation import EvaluationRecorder
 from stream_nb.replay.prequential import replay_contenders
 from tests.corpora import load_sms_spam
 
-VIEWS = ["views.osb.ngram_range=[1, 1]", "views.osb.osb_window=5", "views.chars.char_ngrams=[4, 4]",
+# mail.toml's own views replaced by two others (osb, chars)
+VIEWS = ["views={}", "views.osb.ngram_range=[1, 1]", "views.osb.osb_window=5", "views.chars.char_ngrams=[4, 4]",
          "views.chars.ngram_range=[1, 1]"]
 
 
@@ -49,9 +50,10 @@ def test_each_expert_is_the_model_of_its_view_alone_bit_for_bit(sms):
     combined = _replay(config, sms, batch_size=300)
     assert combined.model.names == ["base", "osb", "chars"]
     alone = {
-        "base": load_config("configs/mail.toml"),
-        "osb": load_config("configs/mail.toml", ["features.ngram_range=[1, 1]", "features.osb_window=5"]),
-        "chars": load_config("configs/mail.toml", ["features.char_ngrams=[4, 4]", "features.ngram_range=[1, 1]"]),
+        "base": load_config("configs/mail.toml", ["views={}"]),
+        "osb": load_config("configs/mail.toml", ["views={}", "features.ngram_range=[1, 1]", "features.osb_window=5"]),
+        "chars": load_config("configs/mail.toml", ["views={}", "features.char_ngrams=[4, 4]",
+                                                   "features.ngram_range=[1, 1]"]),
     }
     for expert, name in zip(combined.model.models, combined.model.names):
         single = _replay(alone[name], sms, batch_size=1000)
@@ -61,11 +63,18 @@ def test_each_expert_is_the_model_of_its_view_alone_bit_for_bit(sms):
     assert len(set(learned)) == 3 and all(0 < n < len(sms) for n in learned)
 
 
+def test_shipped_mail_toml_reads_three_views():
+    config = load_config("configs/mail.toml")
+    assert config.view_names == ["base", "chars", "words"]
+    assert config.view_features("chars")["char_ngrams"] == [4, 4] and config.view_features("words")["ngram_range"] == [1, 1]
+    assert load_config("configs/personal.toml").view_names == ["base"]  # an empty [views] replaces mail.toml's
+
+
 def test_one_view_is_todays_model_and_fingerprint():
-    plain = load_config("configs/mail.toml")
+    plain = load_config("configs/mail.toml", ["views={}"])
     assert not isinstance(plain.build_model(), Experts)
     assert "views" not in plain.resolved() and "combine" not in plain.resolved()
-    with_views = load_config("configs/mail.toml", VIEWS[:2])
+    with_views = load_config("configs/mail.toml", VIEWS[:3])
     assert with_views.resolved()["views"]["osb"]["text"]["osb_window"] == 5
     assert with_views.resolved()["combine"] == {"learning_rate": 0.03, "share": 0.001, "soft_clip": 10.0,
                                                 "scale": "sqrt_features", "offset_step": 0.03}
@@ -193,7 +202,7 @@ def test_clues_name_each_experts_share_and_add_up_to_the_score(sms):
     (lambda s: s["arrays"].update({"1/class_counts": np.array([1.0, -3.0])}), "expert 'osb'"),
 ])
 def test_a_hostile_state_is_refused_naming_what_is_wrong(sms, broken, message):
-    state = _replay(load_config("configs/mail.toml", VIEWS[:2]), sms[:100]).model.to_state()
+    state = _replay(load_config("configs/mail.toml", VIEWS[:3]), sms[:100]).model.to_state()
     broken(state)
     with pytest.raises(InvalidState, match=message):
         model_from_state(state)
@@ -219,7 +228,7 @@ def test_configuration_errors_name_the_key(overrides, message):
 
 def test_views_with_personal_are_refused_for_now():
     with pytest.raises(ConfigError, match="views: per-key models"):
-        load_config("configs/personal.toml", VIEWS[:2])
+        load_config("configs/personal.toml", VIEWS[:3])
 
 
 def test_a_view_that_is_not_a_table_is_refused(tmp_path):
@@ -272,6 +281,7 @@ def test_inspect_summarises_each_expert_and_the_weights(sms, tmp_path, capsys):
 
 def test_a_whole_section_is_replaced_on_the_command_line():
     config = load_config("configs/mail.toml", [*VIEWS, "views={}"])
+    assert load_config("configs/mail.toml").views
     assert config.views == {} and not isinstance(config.build_model(), Experts)
     with pytest.raises(ConfigError, match="inline table"):
         load_config("configs/mail.toml", ["views=5"])

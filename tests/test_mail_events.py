@@ -129,21 +129,22 @@ def test_a_batch_of_mail_as_a_sparse_batch_gives_the_model_exactly_what_the_dict
     assert list(by_batch.vocabulary.by_column()) == list(by_dicts.vocabulary.by_column())
 
 
-@pytest.mark.parametrize("config", ["configs/mail.toml", SPAM_TOML])
-def test_a_mail_batch_looked_up_in_the_vocabulary_as_featurised_learns_what_the_dicts_learn(config):
-    """Replay's and the worker's path: batches featurised with the model's vocabulary (the C
-    featuriser looks each name, the evidence included, up as it makes it) give the predictions
-    and the state that the same batches as dicts give, learned in turn."""
+@pytest.mark.parametrize("config, view", [("configs/mail.toml", "base"), ("configs/mail.toml", "chars"),
+                                          ("configs/mail.toml", "words"), (SPAM_TOML, "base")])
+def test_a_mail_batch_looked_up_in_the_vocabulary_as_featurised_learns_what_the_dicts_learn(config, view):
+    """Replay's and the worker's path, for each feature view's expert: batches featurised with the
+    model's vocabulary (the C featuriser looks each name, the evidence included, up as it makes
+    it) give the predictions and the state that the same batches as dicts give, learned in turn."""
     from stream_nb.checkpoint.digest import state_digest
     from stream_nb.model.base import ColumnNames
 
-    featurizer = MailFeaturizer(load_config(config).build_event_featurizer())
+    featurizer = MailFeaturizer(load_config(config).build_event_featurizer(view))
     rng = random.Random(11)
     events = [{"mail": message} for _, message in sorted(_spamassassin_events_raw(rng, 300))]
     events += [{"text": "#hdr:date:missing free prize"}, {"mail": HTML_MAIL},
                {"mail": b"Subject: x\r\n\r\n#hdr:date:missing #hdr:message-id:missing\r\n"}]
     labels = [rng.choice(["ham", "spam"]) for _ in events]
-    by_columns, by_dicts = (load_config(config).build_model() for _ in range(2))
+    by_columns, by_dicts = (load_config(config, ["views={}"]).build_model() for _ in range(2))  # one view's expert
     first, second, column_batches = [], [], 0
     for start in range(0, len(events), 60):
         chunk, chunk_labels = events[start : start + 60], labels[start : start + 60]

@@ -13,8 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from stream_nb.config import ConfigError, load_config
-from stream_nb.features.mail import MailFeaturizer
-from stream_nb.model.training import predict_learn
+from stream_nb.replay.prequential import Contender, replay_contenders
 from stream_nb.verdicts.filter import MessageJudge
 from stream_nb.verdicts.milter import MilterVerdicts, parse_listen, reassembled
 from stream_nb.worker.metrics import WorkerMetrics
@@ -30,14 +29,10 @@ def learned():
     config = load_config(MAIL_TOML)
     messages = [(folder, data) for folder, data in load_spamassassin_2003() if folder in ("spam-2", "easy-ham-2")]
     random.Random(7).shuffle(messages)
-    model = config.build_model()
-    featurizer = MailFeaturizer(config.build_event_featurizer())
-    for start in range(0, 600, 100):
-        part = messages[start:start + 100]
-        X = featurizer.transform_batch([{"text": None, "features": None, "mail": data} for _, data in part],
-                                       vocabulary=model.vocabulary, number_unknown=True)
-        predict_learn(model, X, ["spam" if folder == "spam-2" else "ham" for folder, _ in part], **config.training)
-    return model, [data for _, data in messages[600:640]]
+    contender = Contender.of("mail.toml", config)  # learned as the worker learns: by its regime, view by view
+    replay_contenders([{"id": f"m{i}", "mail": data, "label": "spam" if folder == "spam-2" else "ham"}
+                       for i, (folder, data) in enumerate(messages[:600])], [contender], batch_size=100)
+    return contender.model, [data for _, data in messages[600:640]]
 
 
 def verdicts(model, *settings: str) -> MilterVerdicts:

@@ -66,7 +66,10 @@ def kernel_off(monkeypatch) -> None:
 
 
 def state_of(model) -> tuple:
-    """Everything the state holds, exactly (vocabulary order included)."""
+    """Everything the state holds, exactly (vocabulary order included); each expert's and the
+    combination's for a model of several views."""
+    if hasattr(model, "models"):
+        return (model.pool.to_state(), *(state_of(expert) for expert in model.models))
     return (state_digest(model.to_state()), model._vocabulary.names(), model._counts.tolist(),
             model._class_counts.tolist(), model._class_totals.tolist(), model._features_seen,
             model._learned_weight)
@@ -112,8 +115,7 @@ def _replay_sms_mail_toml(rows, batch_size: int):
     from stream_nb.replay.prequential import Contender, replay_contenders
 
     config = load_config(REPO / "configs" / "mail.toml", [])
-    contender = Contender("mail.toml", config.build_model(), config.build_featurizer(),
-                          config.build_event_featurizer(), training=dict(config.training))
+    contender = Contender.of("mail.toml", config)  # as shipped: three views, each expert by its own kernel runs
     predictions = []
     contender.on_unlabeled = lambda event, probabilities, n_features: predictions.append(probabilities)
     events = [{"id": i, "text": text, "label": None if i % 6 == 5 else label} for i, (label, text) in enumerate(rows)]

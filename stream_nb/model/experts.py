@@ -344,6 +344,22 @@ class Experts:
             learned.append(self.learned_flag([flags[i] for _, flags in per_expert]))
         return combined, learned
 
+    def as_view_batch(self, X) -> ViewBatch:
+        """X itself when a ViewBatch, else a list of events, each a feature dict per view (the
+        per-event API: what `[f.transform_one(text) for f in view featurisers]` gives)."""
+        if isinstance(X, ViewBatch):
+            return X
+        events = list(X)
+        if not all(isinstance(views, (list, tuple)) and len(views) == len(self.models) for views in events):
+            raise TypeError(f"an Experts model of {len(self.models)} views reads a ViewBatch, or events given "
+                            f"as {len(self.models)} feature dicts each (one per view)")
+        return ViewBatch([[views[v] for views in events] for v in range(len(self.models))])
+
+    def unlearn_one(self, views: Sequence[dict], y, w: float = 1.0, *, learned_at=None,
+                    learned_by: int | None = None) -> None:
+        """`unlearn_many` of one event given as a feature dict per view."""
+        self.unlearn_many(self.as_view_batch([views]), [y], [w], learned_at=learned_at, learned_by=learned_by)
+
     def predict_proba_one(self, views: Sequence[dict]) -> Posterior | dict:
         """The combined P(c | x) of one event given as each view's feature dict."""
         return self._combined(*self._expert_predictions(views))

@@ -163,8 +163,9 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
     if margin_scale not in MARGIN_SCALES:
         raise ValueError(f"margin scale must be one of {', '.join(MARGIN_SCALES)}, got {margin_scale!r}")
     labels = list(y)
-    if isinstance(X, ViewBatch):  # each view's expert under this regime, then their combination
-        return model.predict_learn_views(X, labels, mode, margin, margin_scale)
+    views = getattr(model, "as_view_batch", None)
+    if views is not None:  # an Experts model: each view's expert under this regime, then their combination
+        return model.predict_learn_views(views(X), labels, mode, margin, margin_scale)
     if mode == "all":
         return model.predict_learn_many(X, labels), [label is not None for label in labels]
     # Learning as it goes: a bad event must refuse the batch before the first learn, as

@@ -15,7 +15,7 @@ from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.events import DEFAULT_MAX_BYTES
 from stream_nb.events.codec import published_score
 from stream_nb.kafka.discovery import NoBroker
-from stream_nb.lessons import LEARNED, OUTCOMES, LabeledLessons, LearnedIds
+from stream_nb.lessons import LEARNED, OUTCOMES
 from stream_nb.model.decision import obvious_positive
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.model.posterior import positive_score
@@ -230,15 +230,9 @@ _TOPIC_RULES = {
 
 def _contender(name: str, config: Config, recorder_class):
     score_scale = config.evaluation["score_scale"]
-    model = config.build_model()
-    return Contender(name, model, config.build_featurizer() if config.reads_text else None,
-                     config.build_event_featurizer(), recorder=recorder_class(score_scale=score_scale),
-                     training=dict(config.training), band=config.evaluation.get("unsure_band"),
-                     positive=config.evaluation.get("positive"), score_band=config.evaluation.get("unsure_score_band"),
-                     reads_text=config.reads_text, max_classes=config.max_classes, score_scale=score_scale,
-                     lessons=LabeledLessons(LearnedIds(config.remember_ids)), personal=config.build_personal(model),
-                     more_views=[(config.build_featurizer(name), config.build_event_featurizer(name))
-                                 for name in config.views])
+    return Contender.of(name, config, recorder=recorder_class(score_scale=score_scale),
+                        band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"),
+                        score_band=config.evaluation.get("unsure_score_band"), score_scale=score_scale)
 
 
 class _PredictionsFile:

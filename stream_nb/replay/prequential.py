@@ -60,7 +60,25 @@ class Contender:
     # text_featurizer/event_featurizer), for an `Experts` model; empty: one view
     more_views: list = field(default_factory=list)
 
+    @classmethod
+    def of(cls, name: str, config, **fields) -> Contender:
+        """The contender of a configuration: its model (one per view for [views]), featurisers,
+        training regime and memory of learned ids; `fields` set or replace any other field."""
+        model = fields.pop("model", None) or config.build_model()
+        made = {"training": dict(config.training), "reads_text": config.reads_text,
+                "max_classes": config.max_classes, "lessons": LabeledLessons(LearnedIds(config.remember_ids)),
+                "more_views": [(config.build_featurizer(view), config.build_event_featurizer(view))
+                               for view in config.views]}
+        if "personal" not in fields:
+            made["personal"] = config.build_personal(model)
+        return cls(name, model, config.build_featurizer() if config.reads_text else None,
+                   config.build_event_featurizer(), **{**made, **fields})
+
     def __post_init__(self) -> None:
+        experts = len(getattr(self.model, "models", None) or [self.model])
+        if experts != 1 + len(self.more_views):
+            raise ValueError(f"a model of {experts} feature views needs the featurisers of each (more_views: "
+                             f"{len(self.more_views)} beyond the first); Contender.of builds them from a configuration")
         check_score_scale(self.score_scale)
         if self.recorder is not None and getattr(self.recorder, "score_scale", "none") != self.score_scale:
             raise ValueError(f"the recorder's score_scale {self.recorder.score_scale!r} is not the "

@@ -120,7 +120,7 @@ class Worker:
         self.telemetry.stall_after_s = float(config.worker.get("stall_after_s", 120.0))
         self.mail_featurizer = MailFeaturizer(self.event_featurizer, on_parsed=self.telemetry.count_mail)
         # [views]: each further view's featurisers (an Experts model); a message is parsed once
-        self.views = [(self.text_featurizer, self.mail_featurizer), *more_views(config, self.mail_featurizer)]
+        self.more_views = more_views(config, self.mail_featurizer)
         self.reporting = Reporting(self)
         self.learner = Learner(self)
         self.predictor = Predictor(self)
@@ -143,7 +143,7 @@ class Worker:
     def featurise(self, events: list[Event], learning: bool = True):
         """The events' features, by this worker's featurisers and the model's vocabulary as they are now."""
         return featurise_views(events, learning, model=self.model, reads_text=self.config.reads_text,
-                               views=self.views)
+                               views=[(self.text_featurizer, self.mail_featurizer), *self.more_views])
 
     # ---- life cycle -----------------------------------------------------------------------
 

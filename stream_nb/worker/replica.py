@@ -73,7 +73,7 @@ class Replica:
         self.event_featurizer = config.build_event_featurizer()
         self.mail_featurizer = MailFeaturizer(self.event_featurizer)
         # [views]: each further view's featurisers (an Experts model); a message is parsed once
-        self.views = [(self.text_featurizer, self.mail_featurizer), *more_views(config, self.mail_featurizer)]
+        self.more_views = more_views(config, self.mail_featurizer)
         self.checkpoints = Checkpoints(self)
         self.learner = Learner(self)
         self.labeled: LabeledLog | None = None
@@ -83,7 +83,7 @@ class Replica:
 
     def featurise(self, events: list, learning: bool = True):
         return featurise_views(events, learning, model=self.model, reads_text=self.config.reads_text,
-                               views=self.views)
+                               views=[(self.text_featurizer, self.mail_featurizer), *self.more_views])
 
     def start(self) -> None:
         """The newest checkpoint or snapshot, then the labeled log opened at its offsets."""
