@@ -285,3 +285,19 @@ def test_a_whole_section_is_replaced_on_the_command_line():
     assert config.views == {} and not isinstance(config.build_model(), Experts)
     with pytest.raises(ConfigError, match="inline table"):
         load_config("configs/mail.toml", ["views=5"])
+
+
+def test_the_clues_of_a_batch_are_each_events_clues_by_the_definition(sms):
+    """The worker's path (each view's clues by its expert's batch path, shares from what the
+    prediction was combined from) against expert_clues of each event scored again."""
+    from stream_nb.model.explain import expert_clues_many, strongest_clues
+
+    contender = _replay(load_config("configs/mail.toml"), sms[:500])
+    events = [dict(event, label=None) for event in sms[500:700]]
+    X = contender.featurise(events)
+    probabilities = contender.model.predict_proba_many(X)
+    batch = expert_clues_many(contender.model, X, probabilities, top=5)
+    one_by_one = [strongest_clues(contender.model, contender.featurise_one(event), top=5) for event in events]
+    assert batch == one_by_one
+    assert all(len(clues) == 4 + 5 for clues in batch)  # three shares and the offset's, then five features
+    assert any(name.startswith("chars:#c:") for clues in batch for name, _ in clues)

@@ -91,6 +91,21 @@ def _positive_number(name: str, value, low: float = 0.0, high: float = math.inf,
     return float(value)
 
 
+class CombinedPosterior(Posterior):
+    """A combined prediction (a `Posterior` of the combined log scores) that keeps what it was
+    combined from, for its clues without scoring the event again: the classes, each expert's
+    inputs over them, and the weights and offsets of the moment."""
+
+    __slots__ = ("classes", "inputs", "weights", "offsets")
+
+    def shares(self, names: Sequence[str], best, runner_up) -> list[tuple[str, float]]:
+        """Each expert's part w_v (u_v(best) - u_v(runner_up)) of the combined score, named by its
+        view, and the offsets' part "(offset)": they add up to s_best - s_runner_up."""
+        c, k = self.classes.index(best), self.classes.index(runner_up)
+        parts = [(name, weight * (row[c] - row[k])) for name, weight, row in zip(names, self.weights, self.inputs)]
+        return [*parts, ("(offset)", self.offsets.get(best, 0.0) - self.offsets.get(runner_up, 0.0))]
+
+
 class LogLinearPool:
     """The weights of the combination (see the module doc).
 
@@ -306,8 +321,11 @@ class Experts:
         if not classes:
             return {}
         logits = self.pool.logits(inputs, classes)
-        combined = Posterior(zip(classes, normalise_log_row(logits, [True] * len(logits), logits)))
+        combined = CombinedPosterior(zip(classes, normalise_log_row(logits, [True] * len(logits), logits)))
         combined.log_scores = logits
+        # what the clues read (the weights' list is replaced by each step, never changed in place)
+        combined.classes, combined.inputs, combined.weights = classes, inputs, self.pool.weights
+        combined.offsets = dict(self.pool.offsets)
         if learn and label is not None:
             self.pool.update(inputs, classes, label, logits)
         return combined
@@ -373,18 +391,16 @@ class Experts:
         """Each expert's part of the combined score of class `best` over `runner_up` for one event
         (each view's feature dict): w_v (u_v(best) - u_v(runner_up)), named by its view, and the
         offsets' b_best - b_runner_up as "(offset)"; they add up to s_best - s_runner_up."""
-        classes, inputs = self._inputs(*self._expert_predictions(views))
-        if best not in classes or runner_up not in classes:
+        combined = self.predict_proba_one(views)
+        if best not in combined or runner_up not in combined:
             return []
-        c, k = classes.index(best), classes.index(runner_up)
-        offsets = self.pool.offsets
-        return [*((name, weight * (row[c] - row[k])) for name, weight, row in zip(self.names, self.pool.weights, inputs)),
-                ("(offset)", offsets.get(best, 0.0) - offsets.get(runner_up, 0.0))]
+        return combined.shares(self.names, best, runner_up)
 
-    def evidence_scale(self, v: int, n_features: int) -> float:
+    def evidence_scale(self, v: int, n_features: int, weights: Sequence[float] | None = None) -> float:
         """What one nat of expert v's log-odds is worth in the combined score before the soft
-        clip: w_v / sqrt(n_v(x)) (w_v on scale "none"); the clip only lessens it."""
-        weight = self.pool.weights[v]
+        clip: w_v / sqrt(n_v(x)) (w_v on scale "none"); the clip only lessens it. `weights`: those
+        a prediction was made with (default: now)."""
+        weight = (self.pool.weights if weights is None else weights)[v]
         return weight if self.pool.scale == "none" else weight / math.sqrt(max(n_features, 1))
 
     def predict_proba_many(self, X: ViewBatch) -> list:

@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 
-from stream_nb.model.base import SparseBatch
+from stream_nb.model.base import SparseBatch, ViewBatch
 from stream_nb.model.counting import BernoulliNB, CountingNB, native_kernel
-from stream_nb.model.experts import Experts
+from stream_nb.model.experts import CombinedPosterior, Experts
+from stream_nb.model.training import event_sizes
 
 
 def expert_clues(model: Experts, views: list[dict], top: int = 5, proba: dict | None = None) -> list[tuple[str, float]]:
@@ -16,21 +17,55 @@ def expert_clues(model: Experts, views: list[dict], top: int = 5, proba: dict | 
     share ("@<view>": w_v (l_v(c) - l_v(k)), and "@(bias)"), then the `top` features with the
     largest evidence across the views, each expert's evidence (`strongest_clues`) times
     `evidence_scale`, named "<view>:<feature>" outside the first view."""
-    if proba is None:
+    if not isinstance(proba, CombinedPosterior):
         proba = model.predict_proba_one(views)
     ranked = sorted(proba, key=proba.get, reverse=True)
     if len(ranked) < 2:
         return []
     best, runner_up = ranked[0], ranked[1]
-    shares = [("@" + name, _round6(part)) for name, part in model.shares(views, best, runner_up)]
+    by_view = [strongest_clues(expert, x, top, {best: 1.0, runner_up: 0.0}) for expert, x in zip(model.models, views)]
+    return _expert_clue_list(model, proba, [len(x) for x in views], by_view, top)
+
+
+def _expert_clue_list(model: Experts, proba: CombinedPosterior, sizes: list, by_view: list, top: int) -> list:
+    """The shares of `proba`, then the `top` of each view's clues (`by_view`, in its expert's
+    nats) in combined nats, named "<view>:<feature>" outside the first view."""
+    ranked = sorted(proba, key=proba.get, reverse=True)
+    shares = [("@" + name, _round6(part)) for name, part in proba.shares(model.names, ranked[0], ranked[1])]
     clues = []
-    for v, (name, expert, x) in enumerate(zip(model.names, model.models, views)):
-        scale = model.evidence_scale(v, len(x))
+    for v, (name, n, found) in enumerate(zip(model.names, sizes, by_view)):
+        scale = model.evidence_scale(v, n, proba.weights)
         prefix = "" if v == 0 else name + ":"
-        for feature, evidence in strongest_clues(expert, x, top, {best: 1.0, runner_up: 0.0}):
-            clues.append((prefix + feature, evidence * scale))
+        clues.extend((prefix + feature, evidence * scale) for feature, evidence in found or ())
     clues.sort(key=lambda clue: clue[1], reverse=True)
     return shares + [(name, _round6(evidence)) for name, evidence in clues[:top]]
+
+
+def expert_clues_many(model: Experts, X: ViewBatch, probabilities: list, top: int = 5) -> list:
+    """`expert_clues` of every event of a ViewBatch, each view's clues by its expert's batch path
+    (`strongest_clues_many`, in C where it can), ranked by the combined prediction; None where
+    probabilities[i] is empty or None."""
+    ranked = [None if not p else sorted(p, key=p.get, reverse=True) for p in probabilities]
+    if any(p and not isinstance(p, CombinedPosterior) for p in probabilities):
+        dicts = X.to_dicts()
+        return [expert_clues(model, dicts[i], top, p) if p else None for i, p in enumerate(probabilities)]
+    pairs = [None if r is None or len(r) < 2 else {r[0]: 1.0, r[1]: 0.0} for r in ranked]
+    by_view = []
+    for expert, view in zip(model.models, X.views):
+        if isinstance(view, SparseBatch):
+            by_view.append(strongest_clues_many(expert, view, pairs, top))
+        else:
+            by_view.append([strongest_clues(expert, x, top, pair) if pair else None for x, pair in zip(view, pairs)])
+    sizes = [event_sizes(view) for view in X.views]
+    results: list = []
+    for i, proba in enumerate(probabilities):
+        if not proba:
+            results.append(None)
+        elif pairs[i] is None:
+            results.append([])
+        else:
+            results.append(_expert_clue_list(model, proba, [s[i] for s in sizes], [found[i] for found in by_view], top))
+    return results
 
 
 def strongest_clues(model: CountingNB, x: dict, top: int = 5, proba: dict | None = None) -> list[tuple[str, float]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from stream_nb.events.codec import published_score
 from stream_nb.model.base import SparseBatch, ViewBatch
 from stream_nb.model.decision import band_verdict, obvious_positive
-from stream_nb.model.explain import strongest_clues, strongest_clues_many
+from stream_nb.model.explain import expert_clues_many, strongest_clues, strongest_clues_many
 from stream_nb.model.posterior import positive_score
 from stream_nb.model.scale import scaled_scores
 
@@ -69,6 +69,7 @@ class VerdictRules:
         clues = None
         if self.clues:
             clues = (strongest_clues_many(model, X, probabilities, top=self.clues) if isinstance(X, SparseBatch)
+                     else expert_clues_many(model, X, probabilities, top=self.clues) if isinstance(X, ViewBatch)
                      else [strongest_clues(model, x, top=self.clues, proba=proba) if proba else None
                            for x, proba in zip(X.to_dicts() if isinstance(X, ViewBatch) else X, probabilities)])
         verdicts = None if self.band is None and self.score_band is None else [
