@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import kafka_throughput as kt  # noqa: E402
 from mail_quality import Message, load_stream, mail_events  # noqa: E402
-from personal_worker_speed import publish  # noqa: E402
+from personal_worker_speed import publish, timed_run  # noqa: E402
 
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.replay.cli import replay_and_report  # noqa: E402
@@ -69,14 +69,7 @@ def worker_rate(bootstrap: str, workdir: Path, config_path: Path, side: str, run
                  "kafka.value_format": "mail"}
     if side == "one view":
         overrides["views"] = {}
-    worker = kt.WorkerProcess(workdir, name, overrides, stop_when_idle=3)
-    worker.wait(kt.WORKER_TIMEOUT_S)
-    predictions = kt.read_topic(bootstrap, overrides["kafka.predictions_topic"])
-    if len(predictions) != n_unlabeled:
-        raise kt.BenchmarkError(f"{name}: {len(predictions)} predictions for {n_unlabeled} unlabeled events; "
-                                f"log {worker.log_path}")
-    last_ms = max(record.timestamp for record in predictions)
-    return n_events / ((last_ms - worker.consumption_began_ms()) / 1000)
+    return timed_run(bootstrap, workdir, name, overrides, n_events, n_unlabeled)
 
 
 def main(argv=None) -> int:

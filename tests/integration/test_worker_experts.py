@@ -8,7 +8,6 @@ its clues."""
 from __future__ import annotations
 
 import random
-import tarfile
 import time
 
 import pytest
@@ -22,7 +21,7 @@ from stream_nb.replay.cli import _contender
 from stream_nb.replay.evaluation import EvaluationRecorder
 from stream_nb.replay.prequential import replay_contenders
 
-from corpora import spamassassin_2003_path
+from corpora import load_spamassassin_2003
 from worker_support import (
     REPO_ROOT,
     Message,
@@ -55,13 +54,7 @@ char_ngrams = [4, 4]
 @pytest.fixture(scope="module")
 def messages() -> list[tuple[bytes, str]]:
     """(raw bytes, label) of 900 SpamAssassin 2003 messages, in one fixed shuffled order."""
-    found = []
-    with tarfile.open(spamassassin_2003_path()) as archive:
-        for member in archive:
-            if member.isfile() and member.name.endswith(".txt"):
-                folder = member.name.split("/")[1]
-                found.append((archive.extractfile(member).read(), "spam" if folder.startswith("spam") else "ham"))
-    found.sort()
+    found = sorted((data, "spam" if folder.startswith("spam") else "ham") for folder, data in load_spamassassin_2003())
     random.Random(35).shuffle(found)
     return found[:900]
 
