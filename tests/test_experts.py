@@ -301,3 +301,24 @@ def test_the_clues_of_a_batch_are_each_events_clues_by_the_definition(sms):
     assert batch == one_by_one
     assert all(len(clues) == 4 + 5 for clues in batch)  # three shares and the offset's, then five features
     assert any(name.startswith("chars:#c:") for clues in batch for name, _ in clues)
+
+
+def test_replay_reports_each_views_own_figures_beside_the_combination(sms, tmp_path):
+    from stream_nb.replay.cli import replay_and_report
+
+    events = sms[:800]
+    _, (contender,), (report,) = replay_and_report(events, [("mail", load_config("configs/mail.toml"))],
+                                                   tmp_path / "views", batch_size=200)
+    views = report["views"]
+    assert [entry["view"] for entry in views] == ["base", "chars", "words"]
+    assert [entry["weight"] for entry in views] == contender.model.pool.weights
+    for entry, expert in zip(views, contender.model.models):
+        assert entry["events_learned"] == expert.events_learned
+    # each view's own figures equal that view replayed alone (its sign and its order are its score's)
+    alone = {"base": ["views={}"], "chars": ["views={}", "features.ngram_range=[1, 1]", "features.char_ngrams=[4, 4]"],
+             "words": ["views={}", "features.ngram_range=[1, 1]"]}
+    for entry in views:
+        _, _, (single,) = replay_and_report(events, [(entry["view"], load_config("configs/mail.toml", alone[entry["view"]]))],
+                                            tmp_path / entry["view"], batch_size=200)
+        assert entry["accuracy"] == single["accuracy"], entry["view"]
+        assert entry["one_minus_roca_percent"] == pytest.approx(single["trec"]["one_minus_roca_percent"], abs=1e-9)

@@ -11,6 +11,8 @@ import time
 from itertools import islice
 from pathlib import Path
 
+import numpy as np
+
 from stream_nb.config import Config, ConfigError, load_config
 from stream_nb.events import DEFAULT_MAX_BYTES
 from stream_nb.events.codec import published_score
@@ -155,6 +157,10 @@ def _summary(model, featurise_one, result: PrequentialResult, report: dict, repo
     trec = report.get("trec")
     if trec is not None:
         print(f"spam filter      {_trec_line(trec)} (positive {trec['positive']}; report.json: trec)")
+    for entry in report.get("views", []):  # several views: each one's own figures, and its weight at the end
+        own = ("" if entry.get("accuracy") is None else
+               f"  alone: accuracy {entry['accuracy']:.4f}, 1-ROCA% {entry['one_minus_roca_percent']:.3f}")
+        print(f"  view {entry['view']:10s} weight {entry['weight']:.3f}, {entry['events_learned']:,.0f} learned{own}")
     for label, scores in metrics.per_class().items():
         print(f"  {str(label):14s} precision {scores['precision']:.4f}  recall {scores['recall']:.4f}  "
               f"F1 {scores['f1']:.4f}  ({scores['support']:,} events)")
@@ -367,11 +373,38 @@ def _full_report(contender, config: Config, result, rejected: Rejections, source
     if contender.mail_read:  # mail events only: the report of a text stream stays as it was
         report["mail"] = {"read": contender.mail_read, "unreadable": contender.refused.get("unreadable_mail", 0),
                           "defects": dict(sorted(contender.mail_defects.items()))}
+    if contender.more_views:  # several views: each one's own figures beside the combination's
+        report["views"] = _view_figures(contender, positive if skipped is None else None)
     outcomes = contender.lessons.outcomes
     if any(count for outcome, count in outcomes.items() if outcome != LEARNED):
         # duplicates and corrections (stream_nb.lessons): a stream without them reports as before
         report["lessons"] = {outcome: outcomes.get(outcome, 0) for outcome in OUTCOMES}
     return report
+
+
+def _view_figures(contender, positive) -> list[dict]:
+    """Each view's weight at the end, events learned, and, with a positive class of two, its own
+    accuracy and 1-ROCA% over the scored events: its input to the combination for the positive
+    class less the other's (its log-odds per sqrt of its features, soft-clipped: the same order
+    and sign), 0 where the combination had not both classes yet (as the recorder ranks them)."""
+    from stream_nb.replay.evaluation import roc_auc
+
+    model = contender.model
+    figures = [{"view": name, "weight": weight, "events_learned": expert.events_learned}
+               for name, weight, expert in zip(model.names, model.pool.weights, model.models)]
+    labels = contender.recorder.sorted_labels()
+    if positive is None or len(labels) != 2:
+        return figures
+    other = next(label for label in labels if label != positive)
+    recorder = contender.recorder
+    true = recorder.true_indices == recorder.labels.index(positive)
+    for v, entry in enumerate(figures):
+        scores = np.array([0.0 if row is None or positive not in row or other not in row
+                           else row[positive][v] - row[other][v] for row in contender.view_inputs])
+        entry["accuracy"] = float(np.mean((scores > 0) == true)) if len(true) else None
+        auc = roc_auc(scores, true)
+        entry["one_minus_roca_percent"] = None if auc is None else 100 * (1 - auc)
+    return figures
 
 
 def _unsure_summary(contender, band, positive) -> dict:

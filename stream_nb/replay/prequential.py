@@ -59,6 +59,9 @@ class Contender:
     # [views]: (text featuriser, event featuriser) of each view after the first (the first is
     # text_featurizer/event_featurizer), for an `Experts` model; empty: one view
     more_views: list = field(default_factory=list)
+    # with several views and a recorder: each recorded event's combination inputs, a row per event
+    # (each expert's centred, scaled, soft-clipped log posteriors by class), for each view's own measures
+    view_inputs: list = field(default_factory=list)
 
     @classmethod
     def of(cls, name: str, config, **fields) -> Contender:
@@ -333,6 +336,14 @@ class Contender:
         return log_odds_per_sqrt_feature(score, n_features)
 
 
+def _view_inputs(probabilities) -> dict | None:
+    """{class: each expert's input for it} of a combined prediction (None when it kept none)."""
+    inputs = getattr(probabilities, "inputs", None)
+    if inputs is None:
+        return None
+    return {label: [row[c] for row in inputs] for c, label in enumerate(probabilities.classes)}
+
+
 def _memory_key(event_id) -> str | None:
     """The id the memory of learned ids knows an event by: ids are strings on topics and in files
     (replay's readers make them so); an event of the Python API may carry 7 for "7". No id (or
@@ -451,6 +462,8 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
                 contender.metrics.update(label, predicted, probabilities)
                 if contender.recorder is not None:
                     contender.recorder.update(label, predicted, probabilities, n_features)
+                    if contender.more_views:
+                        contender.view_inputs.append(_view_inputs(probabilities))
                     contender.scored_ids.append(event.get("id"))
                     contender.scored_keys.append(event.get("key"))
                 if contender.band is not None or contender.score_band is not None:
