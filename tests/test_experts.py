@@ -322,3 +322,20 @@ def test_replay_reports_each_views_own_figures_beside_the_combination(sms, tmp_p
                                             tmp_path / entry["view"], batch_size=200)
         assert entry["accuracy"] == single["accuracy"], entry["view"]
         assert entry["one_minus_roca_percent"] == pytest.approx(single["trec"]["one_minus_roca_percent"], abs=1e-9)
+
+
+def test_the_worker_serves_each_views_weight_and_the_budgets_evictions(sms):
+    from stream_nb.worker.metrics import WorkerMetrics
+
+    contender = _replay(load_config("configs/mail.toml", ["model.max_features=3000", "model.evict_every=100"]),
+                        sms[:600])
+    model = contender.model
+    telemetry = WorkerMetrics()
+    telemetry.observe_views(model)
+    served = [telemetry.registry.get_sample_value("stream_nb_view_weight", {"view": name}) for name in model.names]
+    assert served == model.pool.weights and math.fsum(served) == pytest.approx(1.0)
+    assert model.features_evicted == sum(expert.features_evicted for expert in model.models) > 0
+    assert all(expert.n_features <= 3000 for expert in model.models)  # the budget is each view's
+    one_view = WorkerMetrics()
+    one_view.observe_views(model.models[0])
+    assert one_view.registry.get_sample_value("stream_nb_view_weight", {"view": "base"}) is None

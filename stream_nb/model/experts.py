@@ -267,6 +267,11 @@ class Experts:
         return float(sum(model.events_learned for model in self.models))
 
     @property
+    def features_evicted(self) -> int:
+        """Features the experts' budgets ([model] max_features, one a view) dropped."""
+        return sum(getattr(model, "features_evicted", 0) for model in self.models)
+
+    @property
     def n_features(self) -> int:
         """Distinct features over every expert's vocabulary (each view names its own)."""
         return sum(model.n_features for model in self.models)

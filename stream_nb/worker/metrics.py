@@ -67,6 +67,8 @@ class WorkerMetrics:
         self.evicted = Counter("stream_nb_features_evicted", "Features dropped by the feature budget "
                                "([model] max_features)", registry=registry)
         self.classes = Gauge("stream_nb_classes", "Classes the model knows", registry=registry)
+        self.view_weight = Gauge("stream_nb_view_weight", "Weight of each feature view in the combination "
+                                 "([views]; a distribution)", ["view"], registry=registry)
         self.lag = Gauge("stream_nb_consumer_lag", "Records not yet read, per partition",
                          ["topic", "partition"], registry=registry)
         self.latency = Histogram("stream_nb_prediction_latency_seconds",
@@ -138,6 +140,14 @@ class WorkerMetrics:
         self.mail_read.inc()
         for defect in parsed.defects:
             self.mail_defects.labels(defect).inc()
+
+    def observe_views(self, model) -> None:
+        """Each feature view's weight in the combination, for a model of several views (nothing
+        for one view)."""
+        pool = getattr(model, "pool", None)
+        if pool is not None:
+            for name, weight in zip(model.names, pool.weights):
+                self.view_weight.labels(name).set(weight)
 
     def events_learned(self) -> float:
         """The stream_nb_events_learned counter's value, read through the registry's public API."""

@@ -104,6 +104,7 @@ class Reporting:
         telemetry.evicted.inc(max(0, evicted - self._evicted_reported))
         self._evicted_reported = evicted
         telemetry.classes.set(len(w.model.classes_))
+        telemetry.observe_views(w.model)
         telemetry.accuracy.set(w.metrics.accuracy)
         for label, scores in w.metrics.per_class().items():
             telemetry.f1.labels(str(label)).set(scores["f1"])
