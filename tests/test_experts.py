@@ -200,12 +200,22 @@ def test_clues_name_each_experts_share_and_add_up_to_the_score(sms):
     (lambda s: s["arrays"].update({"01/class_counts": np.zeros(2)}), "belongs to no expert"),
     (lambda s: s["meta"]["experts"].pop(), "one expert per view"),
     (lambda s: s["arrays"].update({"1/class_counts": np.array([1.0, -3.0])}), "expert 'osb'"),
+    (lambda s: s["meta"]["experts"][1].update(labeled_seen=s["meta"]["experts"][1]["labeled_seen"] + 1),
+     "share its labeled clock"),
 ])
 def test_a_hostile_state_is_refused_naming_what_is_wrong(sms, broken, message):
     state = _replay(load_config("configs/mail.toml", VIEWS[:3]), sms[:100]).model.to_state()
     broken(state)
     with pytest.raises(InvalidState, match=message):
         model_from_state(state)
+
+
+def test_a_take_back_naming_no_subset_of_the_experts_is_refused(sms):
+    contender = _replay(load_config("configs/mail.toml"), sms[:50])
+    X = contender.featurise(sms[:1])
+    for mask in (0, 8, -1, "3", 1.0):
+        with pytest.raises(ValueError, match="names no subset"):
+            contender.model.unlearn_many(X, [sms[0]["label"]], learned_by=mask)
 
 
 @pytest.mark.parametrize("overrides, message", [

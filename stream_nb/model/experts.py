@@ -309,10 +309,10 @@ class Experts:
         `learned_flag` gives; None: every expert): each expert's own unlearn_many on its view.
         Every expert checks first (`prepared_unlearning`), so a refused take-back changes none."""
         self._check_batch(X)
-        chosen = [v for v in range(len(self.models)) if learned_by is None or learned_by >> v & 1]
         if learned_by is not None and (type(learned_by) is not int or learned_by <= 0
                                        or learned_by >= 1 << len(self.models)):
             raise ValueError(f"learned_by {learned_by!r} names no subset of the {len(self.models)} experts")
+        chosen = [v for v in range(len(self.models)) if learned_by is None or learned_by >> v & 1]
         takers = [self.models[v].prepared_unlearning(X.views[v], y, w, learned_at=learned_at) for v in chosen]
         for take_back in takers:
             take_back()
@@ -471,6 +471,12 @@ class Experts:
                 models.append(model_from_state({"meta": expert_meta, "arrays": expert_arrays}))
             except InvalidState as error:
                 raise InvalidState(f"expert {names[v]!r}: {error}") from None
+        clock = (models[0].forgetting_epoch, models[0].labeled_seen)
+        for name, model in zip(names[1:], models[1:]):
+            if (model.forgetting_epoch, model.labeled_seen) != clock:  # one labeled stream, one clock
+                raise InvalidState(f"expert {name!r} is at labeled event {model.labeled_seen}, forgetting epoch "
+                                   f"{model.forgetting_epoch}; expert {names[0]!r} at {clock[1]}, {clock[0]}: "
+                                   "the experts of one stream share its labeled clock")
         try:
             pool = LogLinearPool.from_state(meta["pool"], len(models))
         except ValueError as error:
