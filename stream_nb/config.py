@@ -3,7 +3,9 @@
 Sections: [model] (kind and the model's options), [features] (the text featuriser's options,
 plus `categorical`/`numeric` field lists for events' structured features), and for the worker
 [kafka] (with [kafka.client] for security options passed through to kafka-python),
-[checkpoint] and [worker]; [personal] turns on a model per event key (stream_nb.model.personal).
+[checkpoint] and [worker]; [personal] turns on a model per event key (stream_nb.model.personal);
+[views.NAME] adds feature views, each an expert of its own, combined as [combine] says
+(stream_nb.model.experts).
 `--set section.key=value` overrides a key; the value is read as TOML (1, 0.5, true, "text",
 [1, 2]) and, failing that, taken as a string.
 
