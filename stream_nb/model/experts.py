@@ -150,9 +150,11 @@ class LogLinearPool:
             logits.append(total)
         return logits
 
-    def update(self, inputs: list[list[float]], classes: Sequence, label, logits: list[float]) -> None:
+    def update(self, inputs: list[list[float]], classes: Sequence, label, logits: list[float],
+               q: list[float] | None = None) -> None:
         """One exponentiated-gradient step on -log Q(label | x) (the event's `logits`, computed
-        before), then the share; on a mistake, the offsets' step."""
+        before, and `q`, their softmax, when the caller has it), then the share; on a mistake,
+        the offsets' step."""
         if label not in classes or len(classes) < 2:
             return
         predicted = classes[max(range(len(logits)), key=logits.__getitem__)]  # the first largest, as Q's argmax
@@ -160,7 +162,8 @@ class LogLinearPool:
             half = self.offset_step / 2
             self.offsets[label] = self.offsets.get(label, 0.0) + half
             self.offsets[predicted] = self.offsets.get(predicted, 0.0) - half
-        q = normalise_log_row(logits, [True] * len(logits), logits)
+        if q is None:
+            q = normalise_log_row(logits, [True] * len(logits), logits)
         residual = [p - (1.0 if c == label else 0.0) for p, c in zip(q, classes)]
         rate = self.learning_rate
         moved = []
@@ -326,13 +329,14 @@ class Experts:
         if not classes:
             return {}
         logits = self.pool.logits(inputs, classes)
-        combined = CombinedPosterior(zip(classes, normalise_log_row(logits, [True] * len(logits), logits)))
+        q = normalise_log_row(logits, [True] * len(logits), logits)
+        combined = CombinedPosterior(zip(classes, q))
         combined.log_scores = logits
         # what the clues read (the weights' list is replaced by each step, never changed in place)
         combined.classes, combined.inputs, combined.weights = classes, inputs, self.pool.weights
         combined.offsets = dict(self.pool.offsets)
         if learn and label is not None:
-            self.pool.update(inputs, classes, label, logits)
+            self.pool.update(inputs, classes, label, logits, q)
         return combined
 
     def _inputs(self, predictions: list, sizes: list) -> tuple[list, list[list[float]]]:
@@ -345,8 +349,11 @@ class Experts:
             return [], []
         inputs = []
         for prediction, n in zip(predictions, sizes):
-            by_class = dict(zip(prediction, log_posteriors_of(prediction.log_scores)))
-            inputs.append(self.pool.inputs([by_class[c] for c in classes], n))
+            log_posteriors = log_posteriors_of(prediction.log_scores)
+            if len(prediction) != len(classes) or list(prediction) != classes:  # else in the classes' order
+                by_class = dict(zip(prediction, log_posteriors))
+                log_posteriors = [by_class[c] for c in classes]
+            inputs.append(self.pool.inputs(log_posteriors, n))
         return classes, inputs
 
     def predict_learn_views(self, X: ViewBatch, labels: list, mode: str, margin: float,
