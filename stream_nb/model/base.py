@@ -266,6 +266,15 @@ class ViewBatch:
             raise TypeError("a ViewBatch is sliced by a range of events")
         return ViewBatch([view[events] for view in self.views])
 
+    @staticmethod
+    def by_view(model, views: Sequence, featurise):
+        """`featurise(view, expert)` of each view with the model that reads it: one view, its
+        batch itself (the model is the expert); several, a ViewBatch of each view's batch for
+        the `Experts` model's expert of the same place."""
+        if len(views) == 1:
+            return featurise(views[0], model)
+        return ViewBatch([featurise(view, expert) for view, expert in zip(views, model.models, strict=True)])
+
     def to_dicts(self) -> list[list[dict]]:
         """Each event as its feature dict in every view, in the views' order."""
         per_view = [view.to_dicts() if isinstance(view, SparseBatch) else list(view) for view in self.views]

@@ -100,10 +100,7 @@ class Contender:
         self.mail_defects.update(parsed.defects)
 
     def featurise(self, events: list[dict]):
-        if len(self._views) > 1:  # an Experts model: each view featurised for its own expert
-            return ViewBatch([self._featurise_view(view, model, events)
-                              for view, model in zip(self._views, self.model.models, strict=True)])
-        return self._featurise_view(self._views[0], self.model, events)
+        return ViewBatch.by_view(self.model, self._views, lambda view, expert: self._featurise_view(view, expert, events))
 
     def _featurise_view(self, view: tuple, model, events: list[dict]):
         text_featurizer, event_featurizer, mail_featurizer = view

@@ -96,11 +96,8 @@ def more_views(config, first: MailFeaturizer) -> list[tuple]:
 def featurise_views(events: list[Event], learning: bool, *, model, reads_text: bool, views: list[tuple]):
     """`featurise` by each view's (text, mail) featurisers: one view, the batch itself; several
     (an `Experts` model), a ViewBatch of each view's batch, looked up in its expert's vocabulary."""
-    if len(views) == 1:
-        return featurise(events, learning, model=model, reads_text=reads_text, text_featurizer=views[0][0],
-                         mail_featurizer=views[0][1])
-    return ViewBatch([featurise(events, learning, model=expert, reads_text=reads_text, text_featurizer=text,
-                                mail_featurizer=mail) for expert, (text, mail) in zip(model.models, views, strict=True)])
+    return ViewBatch.by_view(model, views, lambda view, expert: featurise(
+        events, learning, model=expert, reads_text=reads_text, text_featurizer=view[0], mail_featurizer=view[1]))
 
 
 def featurise_or_reject(events: list[Event], origin: list, reject, featurise,
