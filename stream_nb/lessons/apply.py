@@ -44,12 +44,17 @@ class Lessons(NamedTuple):
         return self.outcomes[i] == LEARNED and bool(self.probas[i])
 
 
+def _mask(flag) -> int | None:
+    """The experts' mask of a learned flag: an `Experts` model says which of its experts learned
+    an event with an int mask when only some did (True: all of them, or the one model); else None."""
+    return flag if type(flag) is int else None
+
+
 def _masks(flags: list) -> list | None:
-    """The experts' masks of a run's learned flags: an `Experts` model says which of its experts
-    learned an event with an int mask when only some did (True: all of them); None: no mask."""
+    """`_mask` of each of a run's learned flags; None when no flag is a mask."""
     if all(type(flag) is bool for flag in flags):
         return None
-    return [flag if type(flag) is int else None for flag in flags]
+    return list(map(_mask, flags))
 
 
 def learning_epochs(model, count: int) -> list[int]:
@@ -164,7 +169,7 @@ class LabeledLessons:
                 learned_ids.append(ids[k])
                 learned_labels.append(label)
                 learned_at.append(epoch)
-                learned_by.append(learned if type(learned) is int else None)
+                learned_by.append(_mask(learned))
         if learned_ids:
             self.memory.record_new(learned_ids, learned_labels, learned_at, known_new=True, by=learned_by)
         self.outcomes[LEARNED] += n_labeled
@@ -194,7 +199,7 @@ class LabeledLessons:
                 return None, False, REFUSED
             proba, learned = result
             settle(self.memory, event_id, planned, learned=bool(learned), epoch=epoch,
-                   by=learned if type(learned) is int else None)
+                   by=_mask(learned))
         else:
             settle(self.memory, event_id, planned, learned=False, epoch=0)
             if aside is not None:
