@@ -456,17 +456,32 @@ class Config:
             resolved["personal"] = dict(self.personal)
         return resolved
 
+    def check_served(self) -> None:
+        """ConfigError for what replay takes and the worker and its replicas (the milter) do not
+        serve yet: per-key models ([personal]) over several views, whose per-key state would need
+        a table, a store and a changelog per view."""
+        if self.personal is not None and self.views:
+            raise ConfigError("views: per-key models ([personal]) over several views are replayed (stream-nb "
+                              "replay) but not served yet by the worker or the milter; serve one view with "
+                              "[personal] (an empty [views])")
+
     def build_personal(self, global_model):
         """The per-key models over `global_model` ([personal]), or None without the section."""
         if self.personal is None:
             return None
         from stream_nb.model.personal import PersonalMultinomialNB
+        from stream_nb.model.personal_experts import PersonalExperts
 
-        return PersonalMultinomialNB(global_model, self.personal["beta"], self.personal["prior_beta"],
-                                     shrinkage=self.personal["shrinkage"], training=dict(self.training),
-                                     max_key_features=self.personal["max_key_features"] or None,
-                                     idle_after=self.personal["idle_after"] or None,
-                                     remember_ids=self.personal["remember_ids"])
+        def over(model) -> PersonalMultinomialNB:
+            return PersonalMultinomialNB(model, self.personal["beta"], self.personal["prior_beta"],
+                                         shrinkage=self.personal["shrinkage"], training=dict(self.training),
+                                         max_key_features=self.personal["max_key_features"] or None,
+                                         idle_after=self.personal["idle_after"] or None,
+                                         remember_ids=self.personal["remember_ids"])
+
+        if self.views:  # a per-key model over each view's expert, combined by the global pool
+            return PersonalExperts(global_model, [over(model) for model in global_model.models])
+        return over(global_model)
 
     @property
     def order_dependence(self) -> tuple[str, str] | None:
@@ -653,7 +668,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError(f"personal: per-key models are defined over model.kind = \"multinomial\", not {kind!r}")
         if personal["shrinkage"] not in SHRINKAGES:
             raise ConfigError(f"personal.shrinkage: {personal['shrinkage']!r} is not one of {', '.join(SHRINKAGES)}")
-    views = _validated_views(data.get("views", {}), data.get("model", {}).get("kind", "multinomial"), personal)
+    views = _validated_views(data.get("views", {}), data.get("model", {}).get("kind", "multinomial"))
     combine = _validated("combine", dict(data.get("combine", {})), COMBINE_KEYS)
     check_bounds("combine", combine)
     if combine["scale"] not in INPUT_SCALES:
@@ -680,7 +695,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     return config
 
 
-def _validated_views(views, kind: str, personal) -> dict:
+def _validated_views(views, kind: str) -> dict:
     """[views]: NAME -> a table of [features] text keys, each name a view's (not "base", the
     name of [features]'s own); only for the count models that read text, and not yet with
     [personal]."""
@@ -703,9 +718,6 @@ def _validated_views(views, kind: str, personal) -> dict:
     if views and kind not in TEXT_MODEL_KINDS:
         raise ConfigError(f"views: feature views are text views, for the count models ({', '.join(TEXT_MODEL_KINDS)}), "
                           f"not model.kind = {kind!r}")
-    if views and personal is not None:
-        raise ConfigError("views: per-key models ([personal]) over several views are not built yet; "
-                          "use one view with [personal]")
     return {name: dict(keys) for name, keys in views.items()}
 
 

@@ -236,11 +236,6 @@ def test_configuration_errors_name_the_key(overrides, message):
         load_config("configs/mail.toml", overrides)
 
 
-def test_views_with_personal_are_refused_for_now():
-    with pytest.raises(ConfigError, match="views: per-key models"):
-        load_config("configs/personal.toml", VIEWS[:3])
-
-
 def test_a_view_that_is_not_a_table_is_refused(tmp_path):
     path = tmp_path / "views.toml"
     path.write_text('extends = "%s"\n[views]\nosb = 5\n' % (Path("configs/mail.toml").resolve()))

@@ -81,6 +81,7 @@ from stream_nb.model.training import (
     _predict_learn_in_windows,
     event_sizes,
     margin_per_sqrt_feature,
+    predict_learn,
     should_learn,
 )
 
@@ -721,6 +722,20 @@ class PersonalMultinomialNB:
             return posterior, False
         return posterior, self._learns_on(posterior, y, len(x))
 
+    def predict_learn_one(self, x: dict, y, key, training: dict, table: KeyTable | None = None, *,
+                          event_id: str | None = None, unlearn=None) -> tuple[Posterior | dict, bool]:
+        """The prequential step of one event, as predict_learn_batch takes each: the key's
+        prediction (and its rules), the global model's learning under `training`, the key's
+        learning when the regime on its prediction says so, the labeled event observed.
+        Returns (the prediction, whether the global model learned it)."""
+        prediction, key_learns = self.predict_and_decide(x, y, key, table, event_id=event_id, unlearn=unlearn)
+        _, learned = predict_learn(self.global_model, [x], [y], **training)
+        if key_learns and key is not None:
+            self.learn_key(x, y, key, table=table, event_id=event_id)
+        if y is not None:
+            self.observe_labeled(key, table)
+        return prediction, learned[0]
+
     def key_rules(self, x: dict, y, unlearn, event_id, key, table) -> Plan | None:
         """The rules of duplicates and corrections (stream_nb.lessons.rules) on the key's own
         memory of learned ids, with what they take back taken back from the key's counts (`x`
@@ -777,9 +792,21 @@ class PersonalMultinomialNB:
         from X when needed; a SparseBatch goes through the C kernel, stream_nb.model.personal_batch,
         where it is built); `tables`
         each event's key table (None: the event is the global model's alone: no key, or a key
-        this caller does not hold); `observe(i)` is called after each labeled event i is learned.
+        this caller does not hold); `observe(i)` is called after each labeled event i is learned
+        (None: `observe_labeled(keys[i], tables[i])`).
         `ids` and `unlearns` (None: none) go to each key's rules (`key_rules`).
         Returns (prediction, learned by the global model) per event."""
+        batch = self.prepared_batch(X, rows, labels, training)
+        if batch is None:
+            return None
+        return batch(keys, tables, observe, ids, unlearns)
+
+    def prepared_batch(self, X, rows: list | None, labels: list, training: dict):
+        """The checks of predict_learn_batch, done before anything is learned: None when the
+        batch path cannot take the batch exactly; ValueError for a bad event (as the global
+        model's validate); else run(keys, tables, observe, ids, unlearns), the step itself.
+        `observe` None: each labeled event observed in its own table (`observe_labeled`).
+        Several models check their batches first and then run them all, or none."""
         g = self.global_model
         if not g.classes_ or g.n_hash_buckets is not None or not labels:
             return None
@@ -805,33 +832,40 @@ class PersonalMultinomialNB:
         margins = None
         if mode == "thick_threshold" and training.get("margin_scale", "none") == "sqrt_features":
             margins = np.array([margin_per_sqrt_feature(margin, n) for n in event_sizes(X)], dtype=np.float64)
-        records = _as_records(X, g.ZERO_IS_ABSENT) if mode == "all" else None
-        names = BatchNames(kernel, X, g._vocabulary) if kernel is not None else None
-        batch = {"labels": labels, "keys": keys, "tables": tables, "ids": ids, "unlearns": unlearns,
-                 "observe": observe}
-        results: list[tuple] = []
 
-        def part(start: int, stop: int) -> None:
-            view = names.part(g, start, stop) if names is not None else _PartState.of_rows(g, rows[start:stop])
-            if mode == "all":
-                probas = g._predict_records(records[start:stop], labels[start:stop])
-                learned = [label is not None for label in labels[start:stop]]
-            else:
-                probas, learned = _predict_learn_in_windows(g, X[start:stop], labels[start:stop], mode, margin,
-                                                            None if margins is None else margins[start:stop])
-            if names is not None:
-                results.extend(KeyedPart(self, kernel, view, names, batch, start, stop, probas, learned).run())
-                return
-            for i in range(start, stop):
-                results.append(self._keyed_step(view, i - start, rows[i], labels[i], keys[i], tables[i],
-                                                probas[i - start], learned[i - start],
-                                                None if ids is None else ids[i],
-                                                None if unlearns is None else unlearns[i]))
-                if labels[i] is not None:
-                    observe(i)
+        def run(keys: list, tables: list, observe, ids: list | None = None, unlearns: list | None = None) -> list:
+            if observe is None:
+                def observe(i: int) -> None:
+                    self.observe_labeled(keys[i], tables[i])
+            records = _as_records(X, g.ZERO_IS_ABSENT) if mode == "all" else None
+            names = BatchNames(kernel, X, g._vocabulary) if kernel is not None else None
+            batch = {"labels": labels, "keys": keys, "tables": tables, "ids": ids, "unlearns": unlearns,
+                     "observe": observe}
+            results: list[tuple] = []
 
-        g._with_maintenance(X, labels, lambda start, stop: part(start, stop))
-        return results
+            def part(start: int, stop: int) -> None:
+                view = names.part(g, start, stop) if names is not None else _PartState.of_rows(g, rows[start:stop])
+                if mode == "all":
+                    probas = g._predict_records(records[start:stop], labels[start:stop])
+                    learned = [label is not None for label in labels[start:stop]]
+                else:
+                    probas, learned = _predict_learn_in_windows(g, X[start:stop], labels[start:stop], mode, margin,
+                                                                None if margins is None else margins[start:stop])
+                if names is not None:
+                    results.extend(KeyedPart(self, kernel, view, names, batch, start, stop, probas, learned).run())
+                    return
+                for i in range(start, stop):
+                    results.append(self._keyed_step(view, i - start, rows[i], labels[i], keys[i], tables[i],
+                                                    probas[i - start], learned[i - start],
+                                                    None if ids is None else ids[i],
+                                                    None if unlearns is None else unlearns[i]))
+                    if labels[i] is not None:
+                        observe(i)
+
+            g._with_maintenance(X, labels, lambda start, stop: part(start, stop))
+            return results
+
+        return run
 
     def _keyed_step(self, view: _PartState, j: int, x: dict, label, key, table, global_proba, learned: bool,
                     event_id, unlearn) -> tuple:

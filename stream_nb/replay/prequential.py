@@ -234,27 +234,18 @@ class Contender:
                         sizes.extend(event_sizes(X[i:]))
                     return predictions, learned, sizes
             try:
-                if X is None:
-                    one = self.featurise([item])
-                    x = one.to_dicts()[0] if isinstance(one, SparseBatch) else one[0]
-                else:  # this event's row alone: the batch path may take the rest
-                    x = X[i:i + 1].to_dicts()[0] if isinstance(X, SparseBatch) else X[i]
-                key = item.get("key")
-                probabilities, key_learns = personal.predict_and_decide(x, label, key, event_id=ids[i],
-                                                                        unlearn=unlearns[i])
-                key_learns = key_learns and key is not None
-                _, was_learned = predict_learn(self.model, [x], [label], **self.training)
-                if key_learns:
-                    personal.learn_key(x, label, key, event_id=ids[i])
-                if label is not None:
-                    personal.observe_labeled(key)
+                # this event's row alone (the batch path may take the rest); a dict per view for views
+                one = self.featurise([item]) if X is None else X[i:i + 1]
+                x = one.to_dicts()[0] if isinstance(one, (SparseBatch, ViewBatch)) else one[0]
+                probabilities, was_learned = personal.predict_learn_one(x, label, item.get("key"), self.training,
+                                                                        event_id=ids[i], unlearn=unlearns[i])
             except (TypeError, ValueError) as error:
                 self._refuse_one(item, error, predictions, learned, sizes)
                 continue
             predictions.append(probabilities)
-            learned.append(was_learned[0])
+            learned.append(was_learned)
             if sized:
-                sizes.append(len(x))
+                sizes.append(1 if isinstance(x, list) else len(x))  # (event_sizes: a ViewBatch's events count 1)
         return predictions, learned, sizes
 
     def _keyed_batch(self, X, items: list[dict], labels: list, ids: list, unlearns: list, start: int) -> list | None:
@@ -264,11 +255,10 @@ class Contender:
         keys = [item.get("key") for item in items[start:]]
         tables = [personal.table if key is not None else None for key in keys]
         part = X[start:] if start else X
-        try:
-            return personal.predict_learn_batch(part, None if isinstance(part, SparseBatch) else list(part),
-                                                list(labels[start:]), keys, tables, self.training,
-                                                lambda i: personal.observe_labeled(keys[i]), ids[start:],
-                                                unlearns[start:])
+        try:  # (observe None: each labeled event observed in the replay's one table)
+            return personal.predict_learn_batch(part, None if isinstance(part, (SparseBatch, ViewBatch)) else list(part),
+                                                list(labels[start:]), keys, tables, self.training, None,
+                                                ids[start:], unlearns[start:])
         except (TypeError, ValueError):  # refused before anything was learned: event by event
             return None
 

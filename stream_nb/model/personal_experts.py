@@ -1,0 +1,141 @@
+"""Per-key models over several feature views: a PersonalMultinomialNB per view, combined by the
+global pool (issue 35 with [personal]).
+
+View v of key k is today's per-key model over expert v, the global model of that view
+(stream_nb.model.personal): its own key counts N_fc,k^v, its own decisions (the training regime
+on its own prediction), its own memory of learned ids, its own table of keys. So view v's keys
+after a stream equal what replaying the stream with view v alone and [personal] gives, bit for
+bit. The views of a key see the same labeled events in the same order, so their tables tick
+alike and evict a key's counts at the same event.
+
+The combination is the global pool's (stream_nb.model.experts.LogLinearPool) over the key's
+predictions: with P_v,k(c | x) the prediction of view v for key k,
+
+    s_c = b_c + sum_v w_v u_v,k(c),      Q_k(c | x) = softmax_c(s_c)
+
+and the pool learns from the predictions it combines (the keys' ones, not the global experts'):
+one exponentiated-gradient step per labeled event, in labeled order, on the weights every key
+shares. There is no pool per key: a key's few events would teach its own weights little, and
+its counts already carry what is its own. A key with no counts in any view predicts exactly as
+the global Experts model does, since each view's key model is then its global expert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stream_nb.model.base import ViewBatch
+from stream_nb.model.experts import Experts
+from stream_nb.model.personal import PersonalMultinomialNB
+from stream_nb.model.posterior import Posterior
+from stream_nb.model.training import event_sizes
+
+
+class PersonalExperts:
+    """`personals[v]` is the per-key model over `experts.models[v]`; tables of keys are given
+    as one table per view (a list), or None for each view's own."""
+
+    def __init__(self, experts: Experts, personals: Sequence[PersonalMultinomialNB]) -> None:
+        self.experts = experts
+        self.personals = list(personals)
+        if len(self.personals) != len(experts.models) or any(
+                personal.global_model is not model for personal, model in zip(self.personals, experts.models)):
+            raise ValueError("per-key views: one PersonalMultinomialNB over each expert, in the experts' order")
+
+    @property
+    def global_model(self) -> Experts:
+        return self.experts
+
+    @property
+    def classes_(self) -> list:
+        return self.experts.classes_
+
+    @property
+    def table(self) -> list:
+        """Each view's own table of keys (replay's)."""
+        return [personal.table for personal in self.personals]
+
+    # the [personal] settings, every view's
+    @property
+    def idle_after(self) -> int | None:
+        return self.personals[0].idle_after
+
+    @property
+    def remember_ids(self) -> int:
+        return self.personals[0].remember_ids
+
+    def _tables(self, table) -> list:
+        if table is None:
+            return [None] * len(self.personals)
+        tables = list(table)
+        if len(tables) != len(self.personals):
+            raise ValueError(f"per-key views: {len(tables)} tables of keys for {len(self.personals)} views")
+        return tables
+
+    def _views(self, x) -> list:
+        if not isinstance(x, (list, tuple)) or len(x) != len(self.personals):
+            raise TypeError(f"per-key views read one feature dict per view ({len(self.personals)})")
+        return list(x)
+
+    # ---- the prequential step -------------------------------------------------------------
+
+    def predict_learn_one(self, x, y, key, training: dict, table=None, *, event_id: str | None = None,
+                          unlearn=None) -> tuple[Posterior | dict, bool | int]:
+        """Each view's prequential step for the key (PersonalMultinomialNB.predict_learn_one),
+        then the pool's combination of their predictions and its step on the label. Returns
+        (the combined prediction, the experts' learned flag: Experts.learned_flag)."""
+        views, tables = self._views(x), self._tables(table)
+        for personal, view in zip(self.personals, views):  # a bad event refuses it before any view learns
+            personal.global_model.validate([view], [y])
+        steps = [personal.predict_learn_one(view, y, key, training, own, event_id=event_id, unlearn=unlearn)
+                 for personal, view, own in zip(self.personals, views, tables)]
+        combined = self.experts._combined([p for p, _ in steps], [len(view) for view in views], y, learn=True)
+        return combined, self.experts.learned_flag([flag for _, flag in steps])
+
+    def predict_learn_batch(self, X: ViewBatch, rows: list | None, labels: list, keys: list, tables: list,
+                            training: dict, observe=None, ids: list | None = None,
+                            unlearns: list | None = None) -> list[tuple] | None:
+        """predict_learn_one of each event at batch speed: every view's batch is checked first
+        (PersonalMultinomialNB.prepared_batch), then each runs whole, then the pool steps through
+        the events in order. Exact because a view's steps never read the pool or another view.
+        None when some view's batch path cannot take the batch (nothing learned). `tables[i]`:
+        event i's table per view, or None (the event is the global models' alone); `observe`
+        must be None (each view observes its own tables)."""
+        if observe is not None:
+            raise ValueError("per-key views observe each view's own tables (observe=None)")
+        if not isinstance(X, ViewBatch) or len(X.views) != len(self.personals):
+            raise TypeError(f"per-key views read a ViewBatch of {len(self.personals)} views")
+        per_view_rows = [None if rows is None else [self._views(r)[v] for r in rows] for v in range(len(self.personals))]
+        runs = [personal.prepared_batch(view, view_rows, labels, training)
+                for personal, view, view_rows in zip(self.personals, X.views, per_view_rows)]
+        if any(run is None for run in runs):
+            return None
+        results = []
+        for v, run in enumerate(runs):
+            view_tables = [None if table is None else self._tables(table)[v] for table in tables]
+            results.append(run(keys, view_tables, None, ids, unlearns))
+        sizes = [event_sizes(view) for view in X.views]
+        combined = []
+        for i, label in enumerate(labels):
+            prediction = self.experts._combined([r[i][0] for r in results], [s[i] for s in sizes], label, learn=True)
+            combined.append((prediction, self.experts.learned_flag([r[i][1] for r in results])))
+        return combined
+
+    def key_lesson(self, x, y, unlearn, event_id: str, key, table=None) -> bool:
+        """Each view's own rules and learning of an event the global models learn nothing of
+        (PersonalMultinomialNB.key_lesson). Whether some view's counts learned it."""
+        views, tables = self._views(x), self._tables(table)
+        learned = [personal.key_lesson(view, y, unlearn, event_id, key, own)
+                   for personal, view, own in zip(self.personals, views, tables)]
+        return any(learned)
+
+    def observe_labeled(self, key, table=None) -> None:
+        for personal, own in zip(self.personals, self._tables(table)):
+            personal.observe_labeled(key, own)
+
+    def predict_proba_one(self, x, key, table=None) -> Posterior | dict:
+        """The combined prediction of key's views, learning nothing."""
+        views, tables = self._views(x), self._tables(table)
+        predictions = [personal.predict_proba_one(view, key, own)
+                       for personal, view, own in zip(self.personals, views, tables)]
+        return self.experts._combined(predictions, [len(view) for view in views])

@@ -1,0 +1,190 @@
+"""Per-key models over several feature views ([personal] with [views]; stream_nb.model.personal_experts):
+each view's keys are what that view alone with [personal] gives, the pool combines the keys'
+predictions, the same at every batch size, and the worker refuses what it does not serve yet."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from stream_nb.checkpoint.digest import state_digest
+from stream_nb.config import ConfigError, load_config
+from stream_nb.model.personal import TAKEN_BACK
+from stream_nb.model.personal_experts import PersonalExperts
+from stream_nb.replay.prequential import Contender, replay_contenders
+
+from test_personal_replay import keyed_stream
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CHARS = {"ngram_range": [1, 1], "char_ngrams": [4, 4]}
+WORDS = {"ngram_range": [1, 1]}
+VIEWS = ["views={chars = {ngram_range = [1, 1], char_ngrams = [4, 4]}, words = {ngram_range = [1, 1]}}"]
+# each view alone, as [features] (personal.toml's [features] with the view's keys replaced)
+ALONE = {"base": [], "chars": ["features.ngram_range=[1, 1]", "features.char_ngrams=[4, 4]"],
+         "words": ["features.ngram_range=[1, 1]"]}
+
+
+def with_corrections(events: list[dict], seed: int) -> list[dict]:
+    """The stream with some labeled events sent again (duplicates) and some corrected (the
+    other label, `unlearn` the first) or taken back alone, later in the stream."""
+    rng = random.Random(seed)
+    out = list(events)
+    labeled = [e for e in events if "label" in e]
+    for event in rng.sample(labeled, 40):
+        other = "ham" if event["label"] == "spam" else "spam"
+        kind = rng.choice(["again", "correct", "take_back"])
+        change = ({} if kind == "again" else {"label": other, "unlearn": event["label"]} if kind == "correct"
+                  else {"unlearn": event["label"]})
+        copy = {**{k: v for k, v in event.items() if k != "label" or kind != "take_back"}, **change}
+        out.insert(rng.randint(out.index(event) + 1, len(out)), copy)
+    return out
+
+
+def contender(overrides: list[str]) -> Contender:
+    return Contender.of("c", load_config(CONFIGS / "personal.toml", overrides), positive="spam")
+
+
+def figures(c: Contender) -> tuple:
+    return c.metrics.correct, c.metrics.log_loss_sum, c.learned, list(c.model.pool.weights), dict(c.model.pool.offsets)
+
+
+def key_states(personal) -> dict:
+    return {key: personal.key_state(key) for key in personal.keys}
+
+
+def memories(personal) -> dict:
+    """Each key's memory of learned ids: {id: (class index or TAKEN_BACK, weight)}."""
+    return {key: dict(personal.table.get(key).learned) for key in personal.keys}
+
+
+PLAIN = keyed_stream(5, 700, keys=("ann", "bob", "cid", "dan"))
+STREAM = with_corrections(PLAIN, 6)
+
+
+def test_the_config_builds_a_per_key_model_over_each_view():
+    config = load_config(CONFIGS / "personal.toml", VIEWS)
+    model = config.build_model()
+    personal = config.build_personal(model)
+    assert isinstance(personal, PersonalExperts)
+    assert [p.global_model for p in personal.personals] == model.models
+    assert {(p.beta, p.prior_beta, p.shrinkage, p.max_key_features, p.remember_ids) for p in personal.personals} == \
+        {(30000.0, 10.0, "key", 20000, 10000)}
+    assert len({id(p.table) for p in personal.personals}) == 3  # a table of keys per view
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 256])
+def test_each_views_keys_are_what_that_view_alone_with_personal_gives(batch_size):
+    """On a stream of first sendings. (With duplicates and corrections the views share one
+    memory of learned ids, which remembers an id some view learned: a view that did not learn a
+    message takes its second sending as a duplicate, where that view alone would decide on it
+    again.)"""
+    combined = contender(VIEWS)
+    replay_contenders(PLAIN, [combined], batch_size=batch_size)
+    assert combined.metrics.events > 500
+    for v, name in enumerate(combined.model.names):
+        alone = contender(["views={}", *ALONE[name]])
+        replay_contenders(PLAIN, [alone], batch_size=batch_size)
+        assert state_digest(combined.model.models[v].to_state()) == state_digest(alone.model.to_state()), name
+        mine, its = combined.personal.personals[v], alone.personal
+        assert sorted(mine.keys) == ["ann", "bob", "cid", "dan"]
+        assert key_states(mine) == key_states(its), name
+        assert mine.labeled_clock == its.labeled_clock
+        assert memories(mine) == memories(its), name
+
+
+def test_the_combination_is_the_same_at_every_batch_size():
+    runs = []
+    for batch_size in (1, 7, 256):
+        c = contender(VIEWS)
+        replay_contenders(STREAM, [c], batch_size=batch_size)
+        runs.append((figures(c), [key_states(p) for p in c.personal.personals],
+                     [memories(p) for p in c.personal.personals]))
+        assert c.lessons.outcomes["corrected"] > 10 and c.lessons.outcomes["duplicate"] > 5
+        # every view's keys took some correction back from their counts
+        for personal in c.personal.personals:
+            assert any(c == TAKEN_BACK for memory in memories(personal).values() for c, _ in memory.values())
+    assert runs[0] == runs[1] == runs[2]
+    weights = runs[0][0][3]
+    assert math.isclose(sum(weights), 1.0) and len(set(weights)) == 3  # the pool learned
+
+
+def test_the_batch_path_takes_the_batches(monkeypatch):
+    """No silent fall-back to the per-event loop: after the first classes, every batch is
+    taken whole by PersonalExperts.predict_learn_batch."""
+    taken, refused = [], []
+    original = PersonalExperts.predict_learn_batch
+
+    def spy(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        (taken if result is not None else refused).append(len(args[2]))
+        return result
+
+    monkeypatch.setattr(PersonalExperts, "predict_learn_batch", spy)
+    c = contender(VIEWS)
+    replay_contenders(STREAM, [c], batch_size=50)
+    assert len(taken) >= 13 and not refused
+
+
+def test_a_stream_without_keys_is_the_global_combination_to_the_bit():
+    keyless = [{k: v for k, v in event.items() if k != "key"} for event in STREAM]
+    keyed = contender(VIEWS)
+    plain = Contender.of("plain", load_config(CONFIGS / "mail.toml", VIEWS), positive="spam")
+    seen: dict[str, list] = {"keyed": [], "plain": []}
+    keyed.on_unlabeled = lambda event, proba, n: seen["keyed"].append((dict(proba), getattr(proba, "log_scores", None)))
+    plain.on_unlabeled = lambda event, proba, n: seen["plain"].append((dict(proba), getattr(proba, "log_scores", None)))
+    replay_contenders(keyless, [keyed, plain], batch_size=64)
+    assert seen["keyed"] == seen["plain"] and len(seen["plain"]) > 100
+    assert figures(keyed) == figures(plain)
+    assert all(not p.keys for p in keyed.personal.personals)
+
+
+def test_a_bad_event_is_refused_before_any_view_learns():
+    config = load_config(CONFIGS / "personal.toml", VIEWS)
+    model = config.build_model()
+    personal = config.build_personal(model)
+    good = [{"cheap": 1}, {"chea": 1}, {"cheap": 1}]
+    for label in ("spam", "ham"):
+        personal.predict_learn_one(good, label, "ann", dict(config.training))
+    before = [state_digest(m.to_state()) for m in model.models], [key_states(p) for p in personal.personals]
+    with pytest.raises(ValueError):
+        personal.predict_learn_one([{"cheap": 1}, {"chea": 1}, {"cheap": -2}], "spam", "ann", dict(config.training))
+    assert ([state_digest(m.to_state()) for m in model.models], [key_states(p) for p in personal.personals]) == before
+    with pytest.raises(TypeError, match="one feature dict per view"):
+        personal.predict_learn_one([{"cheap": 1}], "spam", "ann", dict(config.training))
+
+
+def test_the_worker_and_the_milter_refuse_per_key_views_with_one_line():
+    config = load_config(CONFIGS / "personal.toml", VIEWS)
+    with pytest.raises(ConfigError, match=r"replayed \(stream-nb replay\) but not served yet"):
+        config.check_served()
+    load_config(CONFIGS / "personal.toml").check_served()  # one view: served
+    load_config(CONFIGS / "mail.toml").check_served()  # views without [personal]: served
+
+
+def test_a_keys_prediction_is_the_pool_over_its_views_key_predictions():
+    """Q_k(c | x) = softmax_c(b_c + sum_v w_v u_v,k(c)), u_v,k(c) = h tanh((l_v,k(c) - mean l_v,k) / h),
+    l_v,k = log P_v,k(c | x) / sqrt(n_v), h = soft_clip / 2: computed here from each view's key
+    prediction, against the combined one; and a key with counts is not the global combination."""
+    c = contender(VIEWS)
+    replay_contenders(PLAIN, [c], batch_size=64)
+    personal, pool = c.personal, c.model.pool
+    views = c.featurise_one({"text": "cheap prize meeting lunch win today", "key": "bob"})
+    got = personal.predict_proba_one(views, "bob")
+    h = pool.soft_clip / 2
+    scores = dict.fromkeys(got, 0.0)
+    for v, (own, x) in enumerate(zip(personal.personals, views)):
+        p = own.predict_proba_one(x, "bob")
+        logs = {label: math.log(p[label]) / math.sqrt(len(x)) for label in p}
+        mean = sum(logs.values()) / len(logs)
+        for label in scores:
+            scores[label] += pool.weights[v] * h * math.tanh((logs[label] - mean) / h)
+    for label in scores:
+        scores[label] += pool.offsets.get(label, 0.0)
+    top = max(scores.values())
+    total = sum(math.exp(s - top) for s in scores.values())
+    for label in scores:
+        assert got[label] == pytest.approx(math.exp(scores[label] - top) / total, rel=1e-9, abs=1e-12)
+    assert abs(got["spam"] - c.model.predict_proba_one(views)["spam"]) > 1e-3
