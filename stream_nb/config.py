@@ -456,15 +456,6 @@ class Config:
             resolved["personal"] = dict(self.personal)
         return resolved
 
-    def check_served(self) -> None:
-        """ConfigError for what replay takes and the worker and its replicas (the milter) do not
-        serve yet: per-key models ([personal]) over several views, whose per-key state would need
-        a table, a store and a changelog per view."""
-        if self.personal is not None and self.views:
-            raise ConfigError("views: per-key models ([personal]) over several views are replayed (stream-nb "
-                              "replay) but not served yet by the worker or the milter; serve one view with "
-                              "[personal] (an empty [views])")
-
     def build_personal(self, global_model):
         """The per-key models over `global_model` ([personal]), or None without the section."""
         if self.personal is None:

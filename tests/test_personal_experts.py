@@ -1,6 +1,6 @@
 """Per-key models over several feature views ([personal] with [views]; stream_nb.model.personal_experts):
 each view's keys are what that view alone with [personal] gives, the pool combines the keys'
-predictions, the same at every batch size, and the worker refuses what it does not serve yet."""
+predictions, the same at every batch size; each view's keys in a store of their own, one changelog."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import random
 from pathlib import Path
 
 import pytest
+from test_personal_replay import keyed_stream
 
 from stream_nb.checkpoint.digest import state_digest
-from stream_nb.config import ConfigError, load_config
-from stream_nb.model.personal import TAKEN_BACK
+from stream_nb.config import load_config
+from stream_nb.keyed.store import META_KEY
+from stream_nb.keyed.view_tables import VIEW_MARK, ViewTables, view_prefix
+from stream_nb.model.personal import TAKEN_BACK, InvalidKeyState
 from stream_nb.model.personal_experts import PersonalExperts
 from stream_nb.replay.prequential import Contender, replay_contenders
-
-from test_personal_replay import keyed_stream
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CHARS = {"ngram_range": [1, 1], "char_ngrams": [4, 4]}
@@ -141,6 +142,19 @@ def test_a_stream_without_keys_is_the_global_combination_to_the_bit():
     assert all(not p.keys for p in keyed.personal.personals)
 
 
+@pytest.mark.parametrize("batch_size", [1, 64])
+def test_the_global_experts_and_the_pool_learn_as_without_keys(batch_size):
+    """The pool steps on the global experts' predictions, which every worker makes (it learns
+    the whole labeled log, the keys of its own partitions only): the global Experts state,
+    weights included, is the one replaying the stream without [personal] gives."""
+    keyed = contender(VIEWS)
+    plain = Contender.of("plain", load_config(CONFIGS / "mail.toml", VIEWS), positive="spam")
+    replay_contenders(PLAIN, [keyed, plain], batch_size=batch_size)
+    assert state_digest(keyed.model.to_state()) == state_digest(plain.model.to_state())
+    assert keyed.learned == plain.learned
+    assert keyed.metrics.log_loss_sum != plain.metrics.log_loss_sum  # the keys' counts did predict
+
+
 def test_a_bad_event_is_refused_before_any_view_learns():
     config = load_config(CONFIGS / "personal.toml", VIEWS)
     model = config.build_model()
@@ -154,14 +168,6 @@ def test_a_bad_event_is_refused_before_any_view_learns():
     assert ([state_digest(m.to_state()) for m in model.models], [key_states(p) for p in personal.personals]) == before
     with pytest.raises(TypeError, match="one feature dict per view"):
         personal.predict_learn_one([{"cheap": 1}], "spam", "ann", dict(config.training))
-
-
-def test_the_worker_and_the_milter_refuse_per_key_views_with_one_line():
-    config = load_config(CONFIGS / "personal.toml", VIEWS)
-    with pytest.raises(ConfigError, match=r"replayed \(stream-nb replay\) but not served yet"):
-        config.check_served()
-    load_config(CONFIGS / "personal.toml").check_served()  # one view: served
-    load_config(CONFIGS / "mail.toml").check_served()  # views without [personal]: served
 
 
 def test_a_keys_prediction_is_the_pool_over_its_views_key_predictions():
@@ -188,3 +194,49 @@ def test_a_keys_prediction_is_the_pool_over_its_views_key_predictions():
     for label in scores:
         assert got[label] == pytest.approx(math.exp(scores[label] - top) / total, rel=1e-9, abs=1e-12)
     assert abs(got["spam"] - c.model.predict_proba_one(views)["spam"]) > 1e-3
+
+
+# ---- a partition's stores: one per view, one changelog ------------------------------------------
+
+
+def learned_view_tables(tmp_path: Path, name: str = "p0"):
+    """A PersonalExperts that learned PLAIN's events into one partition's ViewTables."""
+    config = load_config(CONFIGS / "personal.toml", VIEWS)
+    model = config.build_model()
+    personal = config.build_personal(model)
+    table = ViewTables(tmp_path / name, config.view_names, lambda: len(personal.classes_))
+    featurizers = [config.build_featurizer(), *(config.build_featurizer(v) for v in config.views)]
+    for event in PLAIN[:300]:
+        x = [f.transform_one(event["text"]) for f in featurizers]
+        personal.predict_learn_one(x, event.get("label"), event["key"], dict(config.training), table,
+                                   event_id=event["id"])
+    return config, personal, table
+
+
+def test_view_tables_write_each_view_under_its_prefix_and_restore_to_the_same_state(tmp_path):
+    config, personal, table = learned_view_tables(tmp_path)
+    records = table.flush(position=300)
+    assert records[-1][0] == META_KEY  # the first view's metadata closes the flush
+    by_view = {name: [key for key, _ in records if key.startswith(view_prefix(name))] for name in ("chars", "words")}
+    assert all(by_view.values()) and view_prefix("chars") in by_view["chars"]  # each view's metadata too
+    assert sum(map(len, by_view.values())) + sum(1 for key, _ in records if key[:1] != VIEW_MARK) == len(records)
+    restored = ViewTables(tmp_path / "restored", config.view_names, lambda: 2)
+    assert restored.restore(records) == len(records)
+    assert restored.digest() == table.digest() and restored.position == 300
+    states = [{key: own.key_state(key, restored.views[v]) for key in ("ann", "bob", "cid", "dan")}
+              for v, own in enumerate(personal.personals)]
+    assert states == [{key: own.key_state(key, table.views[v]) for key in ("ann", "bob", "cid", "dan")}
+                      for v, own in enumerate(personal.personals)]
+    assert all(state is not None for view in states for state in view.values())
+    assert states[0]["ann"]["features"].keys() != states[1]["ann"]["features"].keys()  # each view its own names
+
+
+def test_view_tables_refuse_a_changelog_of_other_views(tmp_path):
+    config, _, table = learned_view_tables(tmp_path)
+    records = table.flush(position=300)
+    stranger = [(b"\xffosb\x00" + key, value) for key, value in records if key[:1] != VIEW_MARK]
+    with pytest.raises(InvalidKeyState, match="a view this configuration does not have"):
+        ViewTables(tmp_path / "a", config.view_names, lambda: 2).restore(records + stranger)
+    one_view_only = [(key, value) for key, value in records if key[:1] != VIEW_MARK]
+    with pytest.raises(InvalidKeyState, match="different labeled positions"):
+        ViewTables(tmp_path / "b", config.view_names, lambda: 2).restore(one_view_only)

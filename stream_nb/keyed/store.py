@@ -299,6 +299,11 @@ class StoredKeyTable:
             marker = self.path / CLEAN
             marker.write_text(json.dumps({"changelog_offset": changelog_offset, "closed_at_ms": int(time.time() * 1000)}))
 
+    def discard(self) -> None:
+        """Close without a clean mark and remove the store's directory (a copy not to restore on)."""
+        self.db.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
     def restore(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
         """Apply changelog records in their order (the tail after the clean offset, or all of
         them); then check every key whole (its head, its row records, its invariants:

@@ -806,7 +806,8 @@ class PersonalMultinomialNB:
         batch path cannot take the batch exactly; ValueError for a bad event (as the global
         model's validate); else run(keys, tables, observe, ids, unlearns), the step itself.
         `observe` None: each labeled event observed in its own table (`observe_labeled`).
-        Several models check their batches first and then run them all, or none."""
+        Several models check their batches first and then run them all, or none; `run` appends
+        each event's prediction by the global model to `global_predictions` when given a list."""
         g = self.global_model
         if not g.classes_ or g.n_hash_buckets is not None or not labels:
             return None
@@ -833,7 +834,9 @@ class PersonalMultinomialNB:
         if mode == "thick_threshold" and training.get("margin_scale", "none") == "sqrt_features":
             margins = np.array([margin_per_sqrt_feature(margin, n) for n in event_sizes(X)], dtype=np.float64)
 
-        def run(keys: list, tables: list, observe, ids: list | None = None, unlearns: list | None = None) -> list:
+        def run(keys: list, tables: list, observe, ids: list | None = None, unlearns: list | None = None,
+                global_predictions: list | None = None) -> list:
+            # global_predictions: given a list, each event's prediction by the global model is appended
             if observe is None:
                 def observe(i: int) -> None:
                     self.observe_labeled(keys[i], tables[i])
@@ -851,6 +854,8 @@ class PersonalMultinomialNB:
                 else:
                     probas, learned = _predict_learn_in_windows(g, X[start:stop], labels[start:stop], mode, margin,
                                                                 None if margins is None else margins[start:stop])
+                if global_predictions is not None:
+                    global_predictions.extend(probas)
                 if names is not None:
                     results.extend(KeyedPart(self, kernel, view, names, batch, start, stop, probas, learned).run())
                     return

@@ -8,16 +8,19 @@ after a stream equal what replaying the stream with view v alone and [personal] 
 bit. The views of a key see the same labeled events in the same order, so their tables tick
 alike and evict a key's counts at the same event.
 
-The combination is the global pool's (stream_nb.model.experts.LogLinearPool) over the key's
-predictions: with P_v,k(c | x) the prediction of view v for key k,
+The combination is the global pool's (stream_nb.model.experts.LogLinearPool) applied to the
+key's predictions: with P_v,k(c | x) the prediction of view v for key k,
 
     s_c = b_c + sum_v w_v u_v,k(c),      Q_k(c | x) = softmax_c(s_c)
 
-and the pool learns from the predictions it combines (the keys' ones, not the global experts'):
-one exponentiated-gradient step per labeled event, in labeled order, on the weights every key
-shares. There is no pool per key: a key's few events would teach its own weights little, and
-its counts already carry what is its own. A key with no counts in any view predicts exactly as
-the global Experts model does, since each view's key model is then its global expert.
+The pool learns as it does without keys, from the global experts' predictions: one
+exponentiated-gradient step per labeled event, in labeled order. Every worker learns the whole
+labeled log into the global models but only the keys of the partitions it owns, so only a pool
+taught by the global predictions is the same function of the labeled log on every worker (and
+in replay); its weights then say how far each view is to be trusted on this stream, and a key's
+counts sharpen each view's prediction for that key. There is no pool per key: a key's few
+events would teach its own weights little. A key with no counts in any view predicts exactly
+as the global Experts model does, since each view's key model is then its global expert.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from stream_nb.model.base import ViewBatch
 from stream_nb.model.experts import Experts
 from stream_nb.model.personal import PersonalMultinomialNB
 from stream_nb.model.posterior import Posterior
-from stream_nb.model.training import event_sizes
+from stream_nb.model.training import event_sizes, predict_learn
 
 
 class PersonalExperts:
@@ -45,6 +48,15 @@ class PersonalExperts:
     @property
     def global_model(self) -> Experts:
         return self.experts
+
+    @global_model.setter
+    def global_model(self, experts: Experts) -> None:
+        """Another Experts model of the same views (a worker's model replaced by a checkpoint)."""
+        if len(experts.models) != len(self.personals):
+            raise ValueError(f"per-key views: an Experts model of {len(experts.models)} views for {len(self.personals)}")
+        self.experts = experts
+        for personal, model in zip(self.personals, experts.models):
+            personal.global_model = model
 
     @property
     def classes_(self) -> list:
@@ -65,9 +77,11 @@ class PersonalExperts:
         return self.personals[0].remember_ids
 
     def _tables(self, table) -> list:
+        """A table per view from `table`: a list of them, or a store holding them as `views`
+        (stream_nb.keyed.view_tables.ViewTables); None: each view's own."""
         if table is None:
             return [None] * len(self.personals)
-        tables = list(table)
+        tables = list(getattr(table, "views", table))
         if len(tables) != len(self.personals):
             raise ValueError(f"per-key views: {len(tables)} tables of keys for {len(self.personals)} views")
         return tables
@@ -81,28 +95,38 @@ class PersonalExperts:
 
     def predict_learn_one(self, x, y, key, training: dict, table=None, *, event_id: str | None = None,
                           unlearn=None) -> tuple[Posterior | dict, bool | int]:
-        """Each view's prequential step for the key (PersonalMultinomialNB.predict_learn_one),
-        then the pool's combination of their predictions and its step on the label. Returns
-        (the combined prediction, the experts' learned flag: Experts.learned_flag)."""
+        """The prequential step of one event: each view's key prediction (and its rules), their
+        combination by the pool as it stands; then each global expert's step under `training`
+        and the pool's step on the experts' predictions (the Experts model's own step), each
+        view's key learning when the regime on its prediction says so, the event observed.
+        Returns (the key's combined prediction, the experts' learned flag: Experts.learned_flag)."""
         views, tables = self._views(x), self._tables(table)
         for personal, view in zip(self.personals, views):  # a bad event refuses it before any view learns
             personal.global_model.validate([view], [y])
-        steps = [personal.predict_learn_one(view, y, key, training, own, event_id=event_id, unlearn=unlearn)
-                 for personal, view, own in zip(self.personals, views, tables)]
-        combined = self.experts._combined([p for p, _ in steps], [len(view) for view in views], y, learn=True)
-        return combined, self.experts.learned_flag([flag for _, flag in steps])
+        decided = [personal.predict_and_decide(view, y, key, own, event_id=event_id, unlearn=unlearn)
+                   for personal, view, own in zip(self.personals, views, tables)]
+        sizes = [len(view) for view in views]
+        combined = self.experts._combined([prediction for prediction, _ in decided], sizes)
+        steps = [predict_learn(personal.global_model, [view], [y], **training)
+                 for personal, view in zip(self.personals, views)]
+        self.experts._combined([probas[0] for probas, _ in steps], sizes, y, learn=True)
+        for personal, view, own, (_, key_learns) in zip(self.personals, views, tables, decided):
+            if key_learns and key is not None:
+                personal.learn_key(view, y, key, table=own, event_id=event_id)
+            if y is not None:
+                personal.observe_labeled(key, own)
+        return combined, self.experts.learned_flag([learned[0] for _, learned in steps])
 
     def predict_learn_batch(self, X: ViewBatch, rows: list | None, labels: list, keys: list, tables: list,
                             training: dict, observe=None, ids: list | None = None,
                             unlearns: list | None = None) -> list[tuple] | None:
         """predict_learn_one of each event at batch speed: every view's batch is checked first
-        (PersonalMultinomialNB.prepared_batch), then each runs whole, then the pool steps through
-        the events in order. Exact because a view's steps never read the pool or another view.
-        None when some view's batch path cannot take the batch (nothing learned). `tables[i]`:
-        event i's table per view, or None (the event is the global models' alone); `observe`
-        must be None (each view observes its own tables)."""
-        if observe is not None:
-            raise ValueError("per-key views observe each view's own tables (observe=None)")
+        (PersonalMultinomialNB.prepared_batch), then each runs whole, then the pool combines and
+        steps through the events in order. Exact because a view's steps never read the pool or
+        another view. None when some view's batch path cannot take the batch (nothing learned).
+        `tables[i]`: event i's table per view, or None (the event is the global models' alone).
+        `observe(i, v)` is called after view v's step of each labeled event i (None: each view
+        observes the event in its own table)."""
         if not isinstance(X, ViewBatch) or len(X.views) != len(self.personals):
             raise TypeError(f"per-key views read a ViewBatch of {len(self.personals)} views")
         per_view_rows = [None if rows is None else [self._views(r)[v] for r in rows] for v in range(len(self.personals))]
@@ -110,14 +134,18 @@ class PersonalExperts:
                 for personal, view, view_rows in zip(self.personals, X.views, per_view_rows)]
         if any(run is None for run in runs):
             return None
-        results = []
+        results, global_predictions = [], []
         for v, run in enumerate(runs):
             view_tables = [None if table is None else self._tables(table)[v] for table in tables]
-            results.append(run(keys, view_tables, None, ids, unlearns))
+            global_predictions.append([])
+            results.append(run(keys, view_tables, None if observe is None else lambda i, v=v: observe(i, v),
+                               ids, unlearns, global_predictions[v]))
         sizes = [event_sizes(view) for view in X.views]
         combined = []
         for i, label in enumerate(labels):
-            prediction = self.experts._combined([r[i][0] for r in results], [s[i] for s in sizes], label, learn=True)
+            event_sizes_i = [s[i] for s in sizes]
+            prediction = self.experts._combined([r[i][0] for r in results], event_sizes_i)
+            self.experts._combined([g[i] for g in global_predictions], event_sizes_i, label, learn=True)
             combined.append((prediction, self.experts.learned_flag([r[i][1] for r in results])))
         return combined
 
@@ -132,6 +160,27 @@ class PersonalExperts:
     def observe_labeled(self, key, table=None) -> None:
         for personal, own in zip(self.personals, self._tables(table)):
             personal.observe_labeled(key, own)
+
+    def predict_batch(self, X: ViewBatch, keys: list, tables: list, probabilities: list) -> list:
+        """The combined prediction of each event with a table by its key's views
+        (PersonalMultinomialNB.predict_batch of each view over its expert's own predictions); the
+        others, and events whose `probabilities[i]` is None or empty, keep `probabilities[i]`
+        (the global Experts model's, which a key without counts gets too)."""
+        if not isinstance(X, ViewBatch) or len(X.views) != len(self.personals):
+            raise TypeError(f"per-key views read a ViewBatch of {len(self.personals)} views")
+        chosen = [i for i, table in enumerate(tables) if table is not None and probabilities[i]]
+        if not chosen:
+            return list(probabilities)
+        per_view = []
+        for v, (personal, view) in enumerate(zip(self.personals, X.views)):
+            own = personal.global_model.predict_proba_many(view)
+            per_view.append(personal.predict_batch(view, keys, [None if t is None else self._tables(t)[v] for t in tables],
+                                                   own))
+        sizes = [event_sizes(view) for view in X.views]
+        out = list(probabilities)
+        for i in chosen:
+            out[i] = self.experts._combined([p[i] for p in per_view], [s[i] for s in sizes])
+        return out
 
     def predict_proba_one(self, x, key, table=None) -> Posterior | dict:
         """The combined prediction of key's views, learning nothing."""

@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -56,14 +57,16 @@ from stream_nb.keyed.changelog import (
     tombstones_kept_ms,
 )
 from stream_nb.keyed.store import META_KEY, StoredKeyTable
+from stream_nb.keyed.view_tables import ViewTables
 from stream_nb.lessons import LabeledLessons, LearnedIds
-from stream_nb.model.base import SparseBatch
+from stream_nb.model.base import SparseBatch, ViewBatch
 from stream_nb.model.personal import InvalidKeyState
+from stream_nb.model.personal_experts import PersonalExperts
 from stream_nb.model.training import predict_learn
 from stream_nb.replay.metrics import PrequentialMetrics
 from stream_nb.worker.learner import Learner
 from stream_nb.worker.metrics import WorkerMetrics
-from stream_nb.worker.records import featurise
+from stream_nb.worker.records import featurise_views
 
 if TYPE_CHECKING:
     from stream_nb.worker.loop import Worker
@@ -141,7 +144,8 @@ class PartitionedKeys:
         end = len(events) if end is None else end
         results: list[tuple[dict, bool]] = []
         start = begin
-        sparse = isinstance(X, SparseBatch)
+        sparse = isinstance(X, (SparseBatch, ViewBatch))
+        views = isinstance(self.personal, PersonalExperts)
         for i in range(begin, end):
             event, table = events[i], tables[i]
             if event.label is not None:
@@ -151,6 +155,13 @@ class PartitionedKeys:
             if start < i:
                 results.extend(zip(*predict_learn(model, X[start:i], [e.label for e in events[start:i]], **training)))
             x = X[i:i + 1].to_dicts()[0] if sparse else X[i]  # the rows of owned keys alone
+            if views:  # (its prediction: the key's views combined)
+                results.append(self.personal.predict_learn_one(x, event.label, event.key, training, table,
+                                                               event_id=event.id, unlearn=event.unlearn))
+                start = i + 1
+                if self._changed_at is None:
+                    self._changed_at = time.monotonic()
+                continue
             _, key_learns = self.personal.predict_and_decide(x, event.label, event.key, table, event_id=event.id,
                                                              unlearn=event.unlearn)
             probabilities, learned = predict_learn(model, X[i:i + 1], [event.label], **training)
@@ -168,15 +179,24 @@ class PartitionedKeys:
     def _batch_speed(self, events: list, X, offsets: list[int], tables: list, training: dict):
         """predict_then_learn through PersonalMultinomialNB.predict_learn_batch (the same results
         at batch speed); None when that batch path does not take the batch."""
-        rows = None if isinstance(X, SparseBatch) else list(X)
+        rows = None if isinstance(X, (SparseBatch, ViewBatch)) else list(X)
         keys = [event.key for event in events]
         changed = []
 
-        def observe(i: int) -> None:
-            self._tick(offsets[i], tables[i])
-            if tables[i] is not None:
-                self.personal.observe_labeled(keys[i], tables[i])
-                changed.append(i)
+        if isinstance(self.personal, PersonalExperts):  # each view's pass observes in its own stores
+            personals = self.personal.personals
+
+            def observe(i: int, v: int) -> None:
+                self._tick(offsets[i], tables[i], view=v)
+                if tables[i] is not None:
+                    personals[v].observe_labeled(keys[i], tables[i].views[v])
+                    changed.append(i)
+        else:
+            def observe(i: int) -> None:
+                self._tick(offsets[i], tables[i])
+                if tables[i] is not None:
+                    self.personal.observe_labeled(keys[i], tables[i])
+                    changed.append(i)
 
         try:
             results = self.personal.predict_learn_batch(X, rows, [event.label for event in events], keys, tables,
@@ -195,20 +215,21 @@ class PartitionedKeys:
         table = self.table_of(event.key, offset)
         if table is None or event.id is None:
             return
-        x = (X.to_dicts() if isinstance(X, SparseBatch) else list(X))[0]
+        x = (X.to_dicts() if isinstance(X, (SparseBatch, ViewBatch)) else list(X))[0]
         self.personal.key_lesson(x, event.label, event.unlearn, event.id, event.key, table)
         if self._changed_at is None:
             self._changed_at = time.monotonic()
 
-    def _tick(self, offset: int, own: StoredKeyTable | None) -> None:
+    def _tick(self, offset: int, own, view: int | None = None) -> None:
         """A labeled event at `offset` of a key of no owned partition, of no key, or of a key of
         the partition of `own` (whose observe_labeled ticks it): every other owned partition's
         idle clock ticks, as replay's one table does for every labeled event. So `idle_after`
-        counts labeled events of all keys here too, and a key is evicted at the same event."""
+        counts labeled events of all keys here too, and a key is evicted at the same event.
+        `view`: only that view's stores tick (a view's pass of the views' batch path)."""
         idle_after = self._personal.idle_after
         for owned in self.owned.values():
             if owned.table is not own and offset >= owned.position:
-                owned.table.observe(None, idle_after)
+                (owned.table if view is None else owned.table.views[view]).observe(None, idle_after)
 
     def advance(self, position: int) -> None:
         """The labeled log is learned up to `position`: so is every owned partition."""
@@ -327,7 +348,7 @@ class KeyedState(PartitionedKeys):
         w = self.worker
         started = time.monotonic()
         path = self.directory / f"p{number}"
-        table = StoredKeyTable(path, lambda: len(self.personal.classes_), idle_after=self.personal.idle_after)
+        table = self._new_table(path)
         start = self._reusable(table)
         if start is None and table.clean_offset is not None:  # kept, but too old to restore on
             table = self._wiped(table)
@@ -370,11 +391,17 @@ class KeyedState(PartitionedKeys):
         age_ms = time.time() * 1000 - table.clean_at_ms
         return table.clean_offset if -60_000 <= age_ms < self.tombstones_kept_ms - 60_000 else None
 
-    def _wiped(self, table: StoredKeyTable) -> StoredKeyTable:
+    def _wiped(self, table):
         """An empty store in place of `table` (closed, removed)."""
-        table.db.close()
-        shutil.rmtree(table.path, ignore_errors=True)
-        return StoredKeyTable(table.path, lambda: len(self.personal.classes_), idle_after=self.personal.idle_after)
+        table.discard()
+        return self._new_table(table.path)
+
+    def _new_table(self, path: Path):
+        """A partition's store at `path`: one view's, or a store per view (ViewTables)."""
+        names = self.worker.config.view_names
+        if len(names) > 1:
+            return ViewTables(path, names, lambda: len(self.personal.classes_), idle_after=self.personal.idle_after)
+        return StoredKeyTable(path, lambda: len(self.personal.classes_), idle_after=self.personal.idle_after)
 
     def _relearn(self, number: int, owned: OwnedPartition, until: int) -> None:
         """Learn the events of partition `number` in [owned.position, until) with the global
@@ -393,9 +420,9 @@ class KeyedState(PartitionedKeys):
             telemetry=WorkerMetrics(), checkpoints=SimpleNamespace(learned_since_checkpoint=0,
                                                                    changed_since_checkpoint=False),
             _processed=0, keyed=relearning)
-        shadow.featurise = lambda events, learning=True: featurise(
-            events, learning, model=model, reads_text=config.reads_text, text_featurizer=w.text_featurizer,
-            mail_featurizer=w.mail_featurizer)
+        shadow.featurise = lambda events, learning=True: featurise_views(
+            events, learning, model=model, reads_text=config.reads_text,
+            views=[(w.text_featurizer, w.mail_featurizer), *w.more_views])
         learner = Learner(shadow)
         reader = make_labeled_reader(w.kafka, config.kafka_client)
         try:

@@ -131,7 +131,6 @@ class Worker:
         """ConfigError for what the configuration asks and the worker cannot do (before any
         network wait)."""
         kafka = config.require_kafka()
-        config.check_served()
         if config.personal is None:
             return
         if kafka["processing_guarantee"] != "exactly_once":

@@ -52,7 +52,6 @@ class Replica:
     that feeds it, and the lock that judging shares with learning."""
 
     def __init__(self, config: Config, follow_batch: int = 100, keys_directory: Path | None = None) -> None:
-        config.check_served()
         self.config = config
         self.kafka = config.require_kafka()
         self.labeled_topics = (frozenset([labeled_order_topic(self.kafka)]) if config.personal is not None

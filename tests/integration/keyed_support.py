@@ -12,17 +12,34 @@ from stream_nb.config import load_config
 from stream_nb.kafka.labeled_order import labeled_order_topic
 from stream_nb.keyed.changelog import changelog_topic, read_changelog
 from stream_nb.keyed.store import StoredKeyTable
+from stream_nb.keyed.view_tables import ViewTables
 from stream_nb.lessons import LearnedIds, id_of_keyed, learning_epochs, plan, settle
-from stream_nb.model.training import predict_learn
 from stream_nb.worker.keyed import key_partition
 
 from worker_support import end_offset, read_topic
 
 
-def text_features(config_path: Path) -> Callable[[dict], dict]:
-    """The features of a text event (its "text") as the configuration's featuriser makes them."""
-    featurizer = load_config(config_path, []).build_featurizer()
-    return lambda event: featurizer.transform_one(event["text"])
+def text_features(config_path: Path) -> Callable[[dict], dict | list[dict]]:
+    """The features of a text event (its "text") as the configuration's featuriser makes them;
+    with [views], a feature dict per view."""
+    config = load_config(config_path, [])
+    featurizers = [config.build_featurizer(), *(config.build_featurizer(name) for name in config.views)]
+    if len(featurizers) == 1:
+        return lambda event: featurizers[0].transform_one(event["text"])
+    return lambda event: [featurizer.transform_one(event["text"]) for featurizer in featurizers]
+
+
+def new_table(config, directory: Path, n_classes: Callable[[], int]):
+    """A partition's store as the worker makes it: one view's, or one per view."""
+    idle_after = (config.personal or {}).get("idle_after") or None
+    if len(config.view_names) > 1:
+        return ViewTables(directory, config.view_names, n_classes, idle_after=idle_after)
+    return StoredKeyTable(directory, n_classes, idle_after=idle_after)
+
+
+def key_counts_of(table, key):
+    """The key's counts in a partition's store (its first view's, with several)."""
+    return getattr(table, "views", [table])[0].get(key)
 
 
 def labeled_order(bootstrap: str, config_path: Path) -> tuple[list[tuple[int, dict]], int]:
@@ -50,8 +67,8 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
     personal = config.build_personal(model)
     features = features or text_features(config_path)
     memory = LearnedIds(config.remember_ids)
-    tables = {p: StoredKeyTable(directory / f"reference-{p}", lambda: len(personal.classes_),
-                                idle_after=personal.idle_after) for p in range(partitions)}
+    tables = {p: new_table(config, directory / f"reference-{p}", lambda: len(personal.classes_))
+              for p in range(partitions)}
     named = sorted({prediction["model"]["labeled_offsets"][0][2] for prediction in predictions.values()})
     by_offset: dict[int, list[dict]] = {}
     for prediction in predictions.values():
@@ -72,7 +89,7 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
                 expected = personal.predict_proba_one(x, event["key"], table)
                 assert prediction["proba"] == {str(c): p for c, p in expected.items()}, prediction["id"]
                 differs += expected != model.predict_proba_one(x)
-                informed += table.get(event["key"]) is not None
+                informed += key_counts_of(table, event["key"]) is not None
         return differs
 
     digests: dict[int, str] = {}
@@ -97,18 +114,18 @@ def reference_tables(config_path: Path, order: list[tuple[int, dict]], log_end: 
         planned = plan(scoped, label, unlearn, memory.get(scoped))
         if planned.take_back is not None:
             back = planned.take_back
-            model.unlearn_one(x, back.label, back.weight, learned_at=back.learned_at)
+            model.unlearn_one(x, back.label, back.weight, learned_at=back.learned_at,
+                              **({} if back.by is None else {"learned_by": back.by}))
         if planned.learn is None:  # the global model learns nothing: the key's rules alone
             settle(memory, scoped, planned, learned=False, epoch=0)
             personal.key_lesson(x, label, unlearn, event["id"], key, table)
             continue
-        _, key_learns = personal.predict_and_decide(x, label, key, table, event_id=event["id"], unlearn=unlearn)
         epoch = learning_epochs(model, 1)[0]
-        _, learned = predict_learn(model, [x], [label], **config.training)
-        settle(memory, scoped, planned, learned=learned[0], epoch=epoch)
-        if key_learns:
-            personal.learn_key(x, label, key, table=table, event_id=event["id"])
-        personal.observe_labeled(key, table)
+        # the key's prediction and rules, the global model's step, the key's learning, the clock
+        _, learned = personal.predict_learn_one(x, label, key, config.training, table, event_id=event["id"],
+                                                unlearn=unlearn)
+        settle(memory, scoped, planned, learned=bool(learned), epoch=epoch,
+               by=learned if type(learned) is int else None)
         for other in tables.values():  # every partition's idle clock counts every labeled event
             if other is not table:
                 other.observe(None, personal.idle_after)
@@ -128,8 +145,7 @@ def changelog_tables(config_path: Path, directory: Path, partitions: int) -> dic
     n_classes = lambda: 2  # noqa: E731  (ham, spam)
     tables = {}
     for p in range(partitions):
-        table = StoredKeyTable(directory / f"changelog-{p}", n_classes,
-                               idle_after=(config.personal or {}).get("idle_after") or None)
+        table = new_table(config, directory / f"changelog-{p}", n_classes)
         table.restore(read_changelog(kafka, config.kafka_client, changelog_topic(kafka), p))
         tables[p] = table
     return tables

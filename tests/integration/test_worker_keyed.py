@@ -78,14 +78,15 @@ def messages(topics: Topics, events: list[dict], labeled: bool) -> list[Message]
 
 def personal_config(tmp_path: Path, bootstrap: str, topics: Topics, name: str, transport: str,
                     group_id: str, instance: str, *, model: dict | None = None, training: dict | None = None,
-                    personal: dict | None = None) -> Path:
+                    personal: dict | None = None, views: dict | None = None) -> Path:
     """configs/personal.toml as shipped: mail.toml's [model], [features], [training] and
-    [evaluation], its own [personal] (each table updated by the arguments), for this test's topics."""
+    [evaluation], its own [personal] (each table updated by the arguments), for this test's
+    topics; `views`: [views] (several feature views, each with its keys' counts)."""
     shipped = tomllib.loads((REPO / "configs" / "personal.toml").read_text())["personal"]
     mail = tomllib.loads((REPO / "configs" / "mail.toml").read_text())
     tables = {"model": {**mail["model"], **(model or {})}, "features": mail["features"],
               "training": {**mail["training"], **(training or {})}, "evaluation": mail["evaluation"],
-              "personal": {**shipped, **(personal or {})}}
+              "personal": {**shipped, **(personal or {})}, **({"views": views} if views else {})}
     return write_config(tmp_path / f"{name}.toml", bootstrap, topics, tmp_path / f"checkpoints-{name}",
                         group_id=group_id, transport=transport, kafka={"partitions": PARTITIONS},
                         worker={"instance_id": instance}, replace=tables)

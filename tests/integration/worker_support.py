@@ -66,6 +66,8 @@ def _toml(value) -> str:
         return json.dumps(value)  # a JSON string of ASCII text is a TOML basic string
     if isinstance(value, list):
         return "[" + ", ".join(_toml(item) for item in value) + "]"
+    if isinstance(value, dict):  # an inline table (e.g. a view of [views])
+        return "{" + ", ".join(f"{key} = {_toml(item)}" for key, item in value.items()) + "}"
     return repr(value)
 
 
