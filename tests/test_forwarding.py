@@ -109,3 +109,24 @@ def test_a_commit_while_records_are_held_back_commits_their_partitions_before_th
     group.seek = lambda tp, offset: None
     commits.rewind("the group rebalanced")
     assert commits.held == []
+
+
+def test_records_held_back_before_a_rebalance_are_polled_again_not_predicted():
+    """Labels first holds a poll's records to the next step. When the group rebalanced in
+    between (kafka-python completes a rebalance on its network thread, between two steps), their
+    partition may have moved: predicted and committed without that partition's offset, the new
+    owner would predict them again (once seen on the three-broker deployment test: a prediction
+    published twice). They are stale; the same generation and member keep them."""
+    from stream_nb.worker.commits import Commits
+
+    def metadata(generation: int, member: str = "m1"):
+        return SimpleNamespace(generation_id=generation, member_id=member)
+
+    commits = Commits(SimpleNamespace())
+    held = [SimpleNamespace(topic="unlabeled", partition=0, offset=o) for o in (31, 32)]
+    assert not commits.held_stale(metadata(7))  # nothing held
+    commits.hold(held, metadata(7))
+    assert not commits.held_stale(metadata(7))
+    assert commits.held_stale(metadata(8))
+    assert commits.held_stale(metadata(7, "m2"))
+    assert commits.take_held() == held and not commits.held_stale(metadata(8))

@@ -28,6 +28,7 @@ class Commits:
         # Unlabeled records polled and held back (labels first), predicted at the next step: kept
         # here rather than fetched again; a commit meanwhile commits their partitions before them.
         self.held: list = []
+        self._held_under = None  # the group metadata of the poll that gave them
 
     def labeled_dead_letters_due(self) -> bool:
         return any(self.cursors.get(TopicPartition(r.source.topic, r.source.partition), 1 << 62) <= r.source.offset
@@ -102,12 +103,23 @@ class Commits:
             r for r in w.labeled_rejections
             if r.source.offset >= cursors.get(TopicPartition(r.source.topic, r.source.partition), -1)]
 
-    def hold(self, records: list) -> None:
-        """Polled records not processed yet: the next step predicts them before what it polls."""
+    def hold(self, records: list, group_metadata=None) -> None:
+        """Polled records not processed yet: the next step predicts them before what it polls.
+        `group_metadata`: the group's when they were polled (see held_stale)."""
         self.held = records
+        self._held_under = group_metadata
+
+    def held_stale(self, group_metadata) -> bool:
+        """Whether records are held from a poll of another generation of the group. A rebalance
+        between two steps may have moved their partitions: predicted now, they would be
+        committed without their partition's offset (no longer this worker's), and the new owner
+        would predict them again; they are to be polled again from the committed offsets."""
+        held_under = self._held_under
+        return bool(self.held) and held_under is not None and group_metadata is not None and (
+            (held_under.generation_id, held_under.member_id) != (group_metadata.generation_id, group_metadata.member_id))
 
     def take_held(self) -> list:
-        held, self.held = self.held, []
+        held, self.held, self._held_under = self.held, [], None
         return held
 
     def rewind(self, why: str | None) -> None:
@@ -117,7 +129,7 @@ class Commits:
             w.telemetry.rewinds.inc()
             log.info("%s: the open outputs are aborted and redone from the committed offsets", why)
         w.outputs.abort()
-        self.held = []  # polled again from the committed offsets
+        self.held, self._held_under = [], None  # polled again from the committed offsets
         if w.forwarding is not None:  # forwarded again from the committed offsets
             w.forwarding.rewind()
         for tp in w.group.assignment():

@@ -286,6 +286,9 @@ class Worker:
             if polled or self.outputs.open or self.commits.held:
                 self.commits.rewind("the group rebalanced" if metadata.generation_id >= 0 else None)
             return bool(polled)
+        if self.commits.held_stale(metadata):  # held back in a step before a rebalance (Commits.held_stale)
+            self.commits.rewind("the group rebalanced while records were held back")
+            return True
         if polled:
             OUTAGE.back()  # the broker answered
         forwarded = self._forward(metadata)
@@ -293,7 +296,7 @@ class Worker:
                                               if partition.topic not in self.labeled_topics for record in batch]
         if records and self.forwarding is not None and self.forwarding.hold_back(records, bool(forwarded)):
             # labels first: the forwards commit, and the next step learns them before predicting
-            self.commits.hold(records)
+            self.commits.hold(records, metadata)
             if self.outputs.open:
                 self.commits.commit_or_rewind()
             return True
