@@ -344,3 +344,44 @@ def test_the_worker_serves_each_views_weight_and_the_budgets_evictions(sms):
     one_view = WorkerMetrics()
     one_view.observe_views(model.models[0])
     assert one_view.registry.get_sample_value("stream_nb_view_weight", {"view": "base"}) is None
+
+
+MERGEABLE = ['training.mode="all"', "model.half_life=0"]  # counts that add up: no thick threshold, no forgetting
+
+
+def test_two_halves_merge_into_the_counts_of_the_whole_and_the_pools_steps(sms):
+    """Each expert's counts after merge are the whole stream's to the bit; the weights are the
+    normalised product of the halves' (EG's steps add in the exponent), floored by the share once,
+    the offsets and updates the sums."""
+    config = load_config("configs/mail.toml", MERGEABLE)
+    first, second, whole = _replay(config, sms[:700]), _replay(config, sms[700:]), _replay(config, sms)
+    a, b = first.model.pool, second.model.pool
+    product = [x * y for x, y in zip(a.weights, b.weights)]
+    share, k = a.share, len(product)
+    expected = [(1 - share) * p / sum(product) + share / k for p in product]
+    offsets = {label: a.offsets.get(label, 0.0) + b.offsets.get(label, 0.0) for label in {*a.offsets, *b.offsets}}
+    updates = a.updates + b.updates
+    merged = first.model.merge(second.model)
+    assert merged is first.model
+    for expert, entire in zip(merged.models, whole.model.models):
+        assert state_digest(expert.to_state()) == state_digest(entire.to_state())
+    assert merged.pool.weights == pytest.approx(expected, rel=1e-12) and math.isclose(math.fsum(merged.pool.weights), 1)
+    assert merged.pool.offsets == pytest.approx(offsets)
+    assert merged.pool.updates == updates > 1400
+    assert merged.pool.weights != whole.model.pool.weights  # each half's steps were taken at its own weights
+
+
+def test_a_merge_that_cannot_be_exact_is_refused_before_anything_changes(sms):
+    config = load_config("configs/mail.toml", MERGEABLE)
+    mine = _replay(config, sms[:300]).model
+    before = state_digest(mine.to_state())
+    forgetting = _replay(load_config("configs/mail.toml", ['training.mode="all"']), sms[300:600]).model
+    with pytest.raises(ValueError, match="half_life"):
+        mine.merge(forgetting)
+    other_views = _replay(load_config("configs/mail.toml", [*MERGEABLE, *VIEWS]), sms[300:600]).model
+    with pytest.raises(TypeError, match="cannot merge"):
+        mine.merge(other_views)
+    other_pool = _replay(load_config("configs/mail.toml", [*MERGEABLE, "combine.learning_rate=0.01"]), sms[300:600]).model
+    with pytest.raises(ValueError, match="different settings"):
+        mine.merge(other_pool)
+    assert state_digest(mine.to_state()) == before

@@ -177,6 +177,32 @@ class LogLinearPool:
         self.weights = [(1.0 - self.share) * (weight / total) + self.share / k for weight in moved]
         self.updates += 1
 
+    def settings(self) -> tuple:
+        return self.learning_rate, self.share, self.soft_clip, self.offset_step, self.scale
+
+    def merge(self, other: LogLinearPool) -> None:
+        """Take in the steps of a pool taught on another part of the stream (in place).
+
+        Without the share, exponentiated gradient from the uniform start leaves
+        w_v = exp(-eta G_v) / Z, G_v the sum of its gradients: the steps of two parts add up in
+        the exponent, so their weights combine as the normalised product
+
+            w_v = w_v,A w_v,B / sum_k w_k,A w_k,B
+
+        (each part's gradients taken at its own weights, so not the weights one stream of both
+        would reach, as no online learner's are), then the share floor once. The offsets, sums of
+        +-step/2 moves from 0, add up; so do the updates."""
+        if other.settings() != self.settings() or len(other.weights) != len(self.weights):
+            raise ValueError(f"cannot merge combinations with different settings or experts: "
+                             f"{self.settings()} over {len(self.weights)} vs {other.settings()} over {len(other.weights)}")
+        product = [a * b for a, b in zip(self.weights, other.weights)]
+        total = math.fsum(product)
+        k = len(product)
+        self.weights = [(1.0 - self.share) * (p / total) + self.share / k for p in product]
+        for label, offset in other.offsets.items():
+            self.offsets[label] = self.offsets.get(label, 0.0) + offset
+        self.updates += other.updates
+
     def to_state(self) -> dict:
         return {"learning_rate": self.learning_rate, "share": self.share, "soft_clip": self.soft_clip,
                 "offset_step": self.offset_step, "scale": self.scale, "weights": list(self.weights),
@@ -319,6 +345,23 @@ class Experts:
         takers = [self.models[v].prepared_unlearning(X.views[v], y, w, learned_at=learned_at) for v in chosen]
         for take_back in takers:
             take_back()
+
+    def merge(self, other: Experts) -> Experts:
+        """Add another Experts model of the same views (trained on another part of the stream):
+        each expert's counts as its own `merge` adds them (exact: the model of both parts), and
+        the pools' steps (LogLinearPool.merge). Every part is checked before anything changes."""
+        if type(other) is not Experts or other.names != self.names:
+            raise TypeError(f"cannot merge {getattr(other, 'names', type(other).__name__)!r} into an Experts model of "
+                            f"views {self.names!r}")
+        if other.pool.settings() != self.pool.settings():
+            raise ValueError(f"cannot merge combinations with different settings: {self.pool.settings()} vs "
+                             f"{other.pool.settings()}")
+        for mine, theirs in zip(self.models, other.models):
+            mine._check_mergeable(theirs)
+        for mine, theirs in zip(self.models, other.models):
+            mine.merge(theirs)
+        self.pool.merge(other.pool)
+        return self
 
     # ---- prediction and learning ----------------------------------------------------------
 
