@@ -7,9 +7,12 @@
  * and character n-grams, optional subject features, URL/e-mail placeholders, max_tokens, binary or
  * not), for texts stored one byte per
  * character (Latin-1, ASCII included), where lowercasing and `\w` are table look-ups. Every
- * other text goes to the Python feature list (`fallback`), and so does a text with a character
- * the tables mark foreign. URL and e-mail spans are found by the Python code (`spans`), called
- * only for a segment that holds an anchor ('@', '://', 'www.'), as the Python path does.
+ * other exact str (and one with a character the tables mark foreign) takes the wide path: the
+ * same list over code points, lowered by str.lower, its names made as strs (see below). A str
+ * subclass goes to the Python feature list (`fallback`). URL and e-mail spans are looked for
+ * only in a segment that holds an anchor ('@', '://', 'www.'), as the Python path does: in a
+ * one-byte segment by `scan_specials` (special_spans, held to specials.py) with each URL's
+ * domain feature made here (text.py's `_url_domain`), in a wide one by the Python code (`spans`).
  *
  * With a vocabulary dict (name -> column), each name's column is looked up as the name is
  * made (-1 for a name not in it), saving the model a second pass over the names; the names not
@@ -50,7 +53,14 @@ typedef struct {
     Py_ssize_t len, cap;
 } Buffer;
 
-/* A feature or token: bytes [start, start + len) of the arena. */
+/* A growable array of code points (the wide path's arena). */
+typedef struct {
+    Py_UCS4 *data;
+    Py_ssize_t len, cap;
+} WideBuffer;
+
+/* A feature or token: bytes [start, start + len) of the arena (code points of the wide arena
+ * on the wide path). */
 typedef struct {
     Py_ssize_t start, len;
 } Span;
@@ -59,6 +69,17 @@ typedef struct {
     Span *items;
     Py_ssize_t len, cap;
 } SpanList;
+
+/* A URL or e-mail address found in a segment: characters [start, end). */
+typedef struct {
+    Py_ssize_t start, end;
+    int is_url; /* else an e-mail address */
+} Special;
+
+typedef struct {
+    Special *items;
+    Py_ssize_t len, cap;
+} SpecialList;
 
 /* A growable array of int64 (lengths, columns). */
 typedef struct {
@@ -70,14 +91,17 @@ typedef struct {
 typedef struct {
     const unsigned char *lower;   /* 256: the lowercase of each Latin-1 code */
     const unsigned char *classes; /* 256: CH_* flags */
-    int bigrams, binary, subject, emails, urls;
+    int bigrams, binary, subject, emails, urls, url_domains;
     Py_ssize_t max_tokens; /* -1: no limit */
     Py_ssize_t osb_window; /* OSB pairs at distances 2 .. osb_window - 1; < 3: none */
     Py_ssize_t char_min, char_max; /* character n-grams of min..max characters; char_min 0: none */
     PyObject *spans;       /* lowered segment -> [(start, end, placeholder, domain | None)] */
     Buffer arena;          /* every byte of the current text's lowered segments and features */
     Buffer padded;         /* scratch: one token padded with a space on each side (char n-grams) */
+    WideBuffer wide;       /* the wide path's arena: code points (see `wide_feature_list`) */
+    WideBuffer wide_padded; /* the wide path's scratch for one padded token */
     SpanList tokens, domains, subject_features, features;
+    SpecialList specials; /* a one-byte segment's URLs and e-mail addresses */
     Py_ssize_t *slots; /* dedupe table: index + 1 of a feature, 0 for an empty slot */
     Py_ssize_t n_slots; /* allocated */
     Py_ssize_t slots_used; /* the current text's table: slots[0 .. slots_used) */
@@ -132,32 +156,26 @@ span_push(SpanList *list, Py_ssize_t start, Py_ssize_t len)
 }
 
 static int
+special_push(SpecialList *list, Py_ssize_t start, Py_ssize_t end, int is_url)
+{
+    if (grow((void **)&list->items, &list->cap, list->len + 1, sizeof(Special)) < 0)
+        return -1;
+    list->items[list->len].start = start;
+    list->items[list->len].end = end;
+    list->items[list->len].is_url = is_url;
+    list->len++;
+    return 0;
+}
+
+static int scan_specials(const unsigned char *t, Py_ssize_t n, int urls, int emails, SpecialList *out);
+
+static int
 int_push(IntList *list, int64_t value)
 {
     if (grow((void **)&list->items, &list->cap, list->len + 1, sizeof(int64_t)) < 0)
         return -1;
     list->items[list->len++] = value;
     return 0;
-}
-
-/* Appends `text`'s bytes to the arena as a span of `list`: a placeholder or a URL domain made
- * by the Python code. FALL_BACK if it is not one byte per character. */
-static int
-push_python_string(Work *w, PyObject *text, SpanList *list)
-{
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "special span placeholders and domains must be str");
-        return FAILED;
-    }
-    if (READY(text) < 0)
-        return FAILED;
-    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND)
-        return FALL_BACK;
-    Py_ssize_t start;
-    if (arena_append(w, (const char *)PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text), &start) < 0 ||
-        span_push(list, start, PyUnicode_GET_LENGTH(text)) < 0)
-        return FAILED;
-    return DONE;
 }
 
 /* The tokens of arena bytes [lo, hi) (a lowered segment), at most `remaining` of them (-1: all),
@@ -198,64 +216,6 @@ remaining_tokens(Work *w)
     return w->max_tokens < 0 ? -1 : w->max_tokens - w->tokens.len;
 }
 
-/* `_tokens_with_placeholders` over the lowered segment at arena [base, base + n): the text
- * between the special spans the Python code finds is tokenised on its own, each span becomes
- * its placeholder, and a URL's domain feature goes to w->domains. */
-static int
-tokens_with_placeholders(Work *w, Py_ssize_t base, Py_ssize_t n)
-{
-    PyObject *segment = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, w->arena.data + base, n);
-    if (segment == NULL)
-        return FAILED;
-    PyObject *found = PyObject_CallOneArg(w->spans, segment);
-    Py_DECREF(segment);
-    if (found == NULL)
-        return FAILED;
-    PyObject *spans = PySequence_Fast(found, "special spans must be a sequence");
-    Py_DECREF(found);
-    if (spans == NULL)
-        return FAILED;
-
-    int outcome = FAILED;
-    Py_ssize_t position = 0;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(spans);
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(spans, k);
-        Py_ssize_t start, end;
-        PyObject *placeholder, *domain;
-        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "nnOO", &start, &end, &placeholder, &domain)) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "a special span must be (start, end, placeholder, domain)");
-            goto done;
-        }
-        if (start < 0 || end < start || end > n) {
-            PyErr_Format(PyExc_ValueError, "special span (%zd, %zd) outside a segment of %zd characters",
-                         start, end, n);
-            goto done;
-        }
-        if (start > position && tokenize(w, base + position, base + start, remaining_tokens(w)) < 0)
-            goto done;
-        if (w->max_tokens >= 0 && w->tokens.len >= w->max_tokens) {
-            outcome = DONE; /* the rest of the segment is beyond the token cap */
-            goto done;
-        }
-        int pushed = push_python_string(w, placeholder, &w->tokens);
-        if (pushed == DONE && domain != Py_None)
-            pushed = push_python_string(w, domain, &w->domains);
-        if (pushed != DONE) {
-            outcome = pushed;
-            goto done;
-        }
-        position = end;
-    }
-    if (remaining_tokens(w) != 0 && tokenize(w, base + position, base + n, remaining_tokens(w)) < 0)
-        goto done;
-    outcome = DONE;
-done:
-    Py_DECREF(spans);
-    return outcome;
-}
-
 static const char *
 find_bytes(const char *haystack, Py_ssize_t n, const char *needle, Py_ssize_t m)
 {
@@ -283,6 +243,85 @@ arena_reserve(Work *w, Py_ssize_t more)
         return -1;
     }
     return grow((void **)&w->arena.data, &w->arena.cap, w->arena.len + more + SLACK, 1);
+}
+
+/* text.py's `_url_domain` of the URL at arena [start, end) (a lowered one-byte segment's), as
+ * the feature "#url:<host>" appended to w->domains; nothing for an empty host:
+ *
+ *     rest = the URL after its first "://" (all of it without one)
+ *     host = rest up to its first '/', '?', '#' or '\', after its last '@', before its first ':',
+ *            without trailing '.', lowercased, without a leading "www." */
+static int
+push_url_domain(Work *w, Py_ssize_t start, Py_ssize_t end)
+{
+    static const char PREFIX[] = "#url:";
+    const Py_ssize_t prefix = (Py_ssize_t)sizeof(PREFIX) - 1;
+    const char *url = w->arena.data + start;
+    Py_ssize_t n = end - start, lo = 0;
+    const char *scheme = find_bytes(url, n, "://", 3);
+    if (scheme != NULL)
+        lo = scheme - url + 3;
+    Py_ssize_t hi = lo;
+    while (hi < n && url[hi] != '/' && url[hi] != '?' && url[hi] != '#' && url[hi] != '\\')
+        hi++;
+    for (Py_ssize_t k = hi; k > lo; k--)
+        if (url[k - 1] == '@') {
+            lo = k;
+            break;
+        }
+    const char *colon = memchr(url + lo, ':', (size_t)(hi - lo));
+    if (colon != NULL)
+        hi = colon - url;
+    while (hi > lo && url[hi - 1] == '.')
+        hi--;
+    /* the host is read from the arena: room first, then offsets (the arena may move) */
+    if (arena_reserve(w, prefix + (hi - lo)) < 0)
+        return -1;
+    char *at = w->arena.data + w->arena.len;
+    const unsigned char *host = (const unsigned char *)w->arena.data + start + lo;
+    memcpy(at, PREFIX, (size_t)prefix);
+    for (Py_ssize_t k = 0; k < hi - lo; k++)
+        at[prefix + k] = (char)w->lower[host[k]];
+    Py_ssize_t length = prefix + (hi - lo);
+    if (hi - lo >= 4 && memcmp(at + prefix, "www.", 4) == 0) {
+        memmove(at + prefix, at + prefix + 4, (size_t)(hi - lo - 4));
+        length -= 4;
+    }
+    if (length == prefix) /* `host or None` */
+        return 0;
+    if (span_push(&w->domains, w->arena.len, length) < 0)
+        return -1;
+    w->arena.len += length;
+    return 0;
+}
+
+/* `_tokens_with_placeholders` over the lowered segment at arena [base, base + n): the text
+ * between its special spans (`scan_specials`, held to specials.py by the tests, as the Python
+ * path's `_native_spans` finds them) is tokenised on its own, each span becomes its placeholder,
+ * and a URL's domain feature goes to w->domains (url_domains). */
+static int
+tokens_with_placeholders(Work *w, Py_ssize_t base, Py_ssize_t n)
+{
+    if (scan_specials((const unsigned char *)w->arena.data + base, n, w->urls, w->emails, &w->specials) < 0)
+        return FAILED;
+    Py_ssize_t position = 0;
+    for (Py_ssize_t k = 0; k < w->specials.len; k++) {
+        Special special = w->specials.items[k];
+        if (special.start > position && tokenize(w, base + position, base + special.start, remaining_tokens(w)) < 0)
+            return FAILED;
+        if (w->max_tokens >= 0 && w->tokens.len >= w->max_tokens)
+            return DONE; /* the rest of the segment is beyond the token cap */
+        const char *placeholder = special.is_url ? "#url" : "#email";
+        Py_ssize_t start, length = (Py_ssize_t)strlen(placeholder);
+        if (arena_append(w, placeholder, length, &start) < 0 || span_push(&w->tokens, start, length) < 0)
+            return FAILED;
+        if (special.is_url && w->url_domains && push_url_domain(w, base + special.start, base + special.end) < 0)
+            return FAILED;
+        position = special.end;
+    }
+    if (remaining_tokens(w) != 0 && tokenize(w, base + position, base + n, remaining_tokens(w)) < 0)
+        return FAILED;
+    return DONE;
 }
 
 /* `osb_window`'s word pairs of the segment's tokens, appended to `out`: for each distance
@@ -517,6 +556,386 @@ text_features(Work *w, PyObject *text)
         if (span_push(&w->features, w->subject_features.items[i].start, w->subject_features.items[i].len) < 0)
             return FAILED;
     return segment_features(w, data + body, n - body, &w->features);
+}
+
+/* ---- The wide path: a text stored two or four bytes a character ---------------------------------
+ *
+ * The same feature list as above, made over code points: each segment lowercased by str.lower
+ * itself (full case mapping: a character may lower to two, and a capital sigma's lowercase
+ * depends on its neighbours), the segment's tokens the runs of characters that re's `\w` takes
+ * (Py_UNICODE_ISALNUM or '_', as _sre's SRE_UNI_IS_WORD) and each of '£', '$', '€' on its own.
+ * Features are spans of code points in w->wide; their strs are made at the end (a feature may
+ * be stored one byte a character or not, which str canonicalises), deduplicated by a dict as
+ * `list(dict.fromkeys(...))` does. The text's length bounds every span, so sizes cannot
+ * overflow before the allocator refuses them. */
+
+static int
+wide_reserve(Work *w, Py_ssize_t more)
+{
+    if (more < 0 || more > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(Py_UCS4) - w->wide.len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return grow((void **)&w->wide.data, &w->wide.cap, w->wide.len + more, sizeof(Py_UCS4));
+}
+
+/* Appends the code points of `text` (a str) to w->wide; their offset in *start. */
+static int
+wide_append_str(Work *w, PyObject *text, Py_ssize_t *start)
+{
+    if (READY(text) < 0)
+        return -1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (wide_reserve(w, n) < 0)
+        return -1;
+    *start = w->wide.len;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t i = 0; i < n; i++)
+        w->wide.data[w->wide.len + i] = PyUnicode_READ(kind, data, i);
+    w->wide.len += n;
+    return 0;
+}
+
+/* Appends n ASCII bytes to w->wide as code points. */
+static int
+wide_append_ascii(Work *w, const char *ascii, Py_ssize_t n)
+{
+    if (wide_reserve(w, n) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        w->wide.data[w->wide.len + i] = (unsigned char)ascii[i];
+    w->wide.len += n;
+    return 0;
+}
+
+/* Appends the code points [start, start + n) of w->wide to its end (room reserved first, so the
+ * source stays where it is). */
+static int
+wide_append_copy(Work *w, Py_ssize_t start, Py_ssize_t n)
+{
+    if (wide_reserve(w, n) < 0)
+        return -1;
+    memcpy(w->wide.data + w->wide.len, w->wide.data + start, (size_t)n * sizeof(Py_UCS4));
+    w->wide.len += n;
+    return 0;
+}
+
+static inline int
+wide_is_word(Py_UCS4 c)
+{
+    return c == '_' || Py_UNICODE_ISALNUM(c);
+}
+
+static inline int
+wide_is_sign(Py_UCS4 c)
+{
+    return c == '$' || c == 0xA3 || c == 0x20AC; /* [£$€] */
+}
+
+/* `tokenize` over code points [lo, hi) of w->wide. */
+static int
+wide_tokenize(Work *w, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t remaining)
+{
+    Py_ssize_t i = lo;
+    while (i < hi && remaining != 0) {
+        Py_UCS4 c = w->wide.data[i];
+        if (wide_is_word(c)) {
+            Py_ssize_t start = i;
+            while (i < hi && wide_is_word(w->wide.data[i]))
+                i++;
+            if (span_push(&w->tokens, start, i - start) < 0)
+                return -1;
+        }
+        else if (wide_is_sign(c)) {
+            if (span_push(&w->tokens, i, 1) < 0)
+                return -1;
+            i++;
+        }
+        else {
+            i++;
+            continue;
+        }
+        if (remaining > 0)
+            remaining--;
+    }
+    return 0;
+}
+
+/* Whether code points [lo, hi) of w->wide hold the ASCII `needle` (m bytes). */
+static int
+wide_contains(const Work *w, Py_ssize_t lo, Py_ssize_t hi, const char *needle, Py_ssize_t m)
+{
+    for (Py_ssize_t i = lo; i + m <= hi; i++) {
+        Py_ssize_t k = 0;
+        while (k < m && w->wide.data[i + k] == (unsigned char)needle[k])
+            k++;
+        if (k == m)
+            return 1;
+    }
+    return 0;
+}
+
+/* Appends a str made by the Python code (a placeholder or a URL domain) as a span of `list`. */
+static int
+wide_push_python_string(Work *w, PyObject *text, SpanList *list)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "special span placeholders and domains must be str");
+        return -1;
+    }
+    Py_ssize_t start;
+    if (wide_append_str(w, text, &start) < 0)
+        return -1;
+    return span_push(list, start, w->wide.len - start);
+}
+
+/* `tokens_with_placeholders` over the lowered segment `lowered`, stored at w->wide [base, base + n). */
+static int
+wide_tokens_with_placeholders(Work *w, PyObject *lowered, Py_ssize_t base, Py_ssize_t n)
+{
+    PyObject *found = PyObject_CallOneArg(w->spans, lowered);
+    if (found == NULL)
+        return -1;
+    PyObject *spans = PySequence_Fast(found, "special spans must be a sequence");
+    Py_DECREF(found);
+    if (spans == NULL)
+        return -1;
+    int outcome = -1;
+    Py_ssize_t position = 0;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(spans); k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(spans, k);
+        Py_ssize_t start, end;
+        PyObject *placeholder, *domain;
+        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "nnOO", &start, &end, &placeholder, &domain)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "a special span must be (start, end, placeholder, domain)");
+            goto done;
+        }
+        if (start < 0 || end < start || end > n) {
+            PyErr_Format(PyExc_ValueError, "special span (%zd, %zd) outside a segment of %zd characters",
+                         start, end, n);
+            goto done;
+        }
+        if (start > position && wide_tokenize(w, base + position, base + start, remaining_tokens(w)) < 0)
+            goto done;
+        if (w->max_tokens >= 0 && w->tokens.len >= w->max_tokens) {
+            outcome = 0; /* the rest of the segment is beyond the token cap */
+            goto done;
+        }
+        if (wide_push_python_string(w, placeholder, &w->tokens) < 0 ||
+            (domain != Py_None && wide_push_python_string(w, domain, &w->domains) < 0))
+            goto done;
+        position = end;
+    }
+    if (remaining_tokens(w) != 0 && wide_tokenize(w, base + position, base + n, remaining_tokens(w)) < 0)
+        goto done;
+    outcome = 0;
+done:
+    Py_DECREF(spans);
+    return outcome;
+}
+
+/* Whether the span is one of text.py's _PLACEHOLDERS. */
+static int
+wide_is_placeholder(const Work *w, Span token)
+{
+    static const char *const placeholders[] = {"#url", "#num", "#email"};
+    for (size_t p = 0; p < sizeof(placeholders) / sizeof(placeholders[0]); p++) {
+        Py_ssize_t m = (Py_ssize_t)strlen(placeholders[p]);
+        if (token.len == m && wide_contains(w, token.start, token.start + m, placeholders[p], m))
+            return 1;
+    }
+    return 0;
+}
+
+/* A new feature: code points [start, w->wide.len) of w->wide. */
+static int
+wide_push_feature(Work *w, Py_ssize_t start, SpanList *out)
+{
+    return span_push(out, start, w->wide.len - start);
+}
+
+/* `_char_ngrams` of the segment's tokens, as `char_ngrams` makes them. */
+static int
+wide_char_ngrams(Work *w, SpanList *out)
+{
+    const Py_ssize_t prefix = (Py_ssize_t)sizeof(CHAR_NGRAM_PREFIX) - 1;
+    for (Py_ssize_t t = 0; t < w->tokens.len; t++) {
+        Span token = w->tokens.items[t];
+        if (wide_is_placeholder(w, token))
+            continue;
+        Py_ssize_t length = token.len + 2;
+        if (grow((void **)&w->wide_padded.data, &w->wide_padded.cap, length, sizeof(Py_UCS4)) < 0)
+            return -1;
+        Py_UCS4 *padded = w->wide_padded.data;
+        padded[0] = ' ';
+        memcpy(padded + 1, w->wide.data + token.start, (size_t)token.len * sizeof(Py_UCS4));
+        padded[length - 1] = ' ';
+        Py_ssize_t lo = length < w->char_min ? length : w->char_min;
+        Py_ssize_t top = length < w->char_min ? length : (w->char_max < length ? w->char_max : length);
+        for (Py_ssize_t n = lo; n <= top; n++) {
+            for (Py_ssize_t i = 0; i + n <= length; i++) {
+                Py_ssize_t start = w->wide.len;
+                if (wide_append_ascii(w, CHAR_NGRAM_PREFIX, prefix) < 0 || wide_reserve(w, n) < 0)
+                    return -1;
+                memcpy(w->wide.data + w->wide.len, padded + i, (size_t)n * sizeof(Py_UCS4));
+                w->wide.len += n;
+                if (wide_push_feature(w, start, out) < 0)
+                    return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* `segment_features` (`all_features_of`) of the str `segment`, appended to `out`. */
+static int
+wide_segment_features(Work *w, PyObject *segment, SpanList *out)
+{
+    PyObject *lowered = PyObject_CallMethod(segment, "lower", NULL);
+    if (lowered == NULL)
+        return -1;
+    int failed = -1;
+    Py_ssize_t base;
+    if (!PyUnicode_Check(lowered)) {
+        PyErr_SetString(PyExc_TypeError, "str.lower gave no str");
+        goto done;
+    }
+    if (wide_append_str(w, lowered, &base) < 0)
+        goto done;
+    Py_ssize_t n = w->wide.len - base;
+    w->tokens.len = 0;
+    w->domains.len = 0;
+    int special = (w->emails && wide_contains(w, base, base + n, "@", 1)) ||
+                  (w->urls && (wide_contains(w, base, base + n, "://", 3) || wide_contains(w, base, base + n, "www.", 4)));
+    if (special ? wide_tokens_with_placeholders(w, lowered, base, n) < 0
+                : wide_tokenize(w, base, base + n, w->max_tokens) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < w->tokens.len; i++)
+        if (span_push(out, w->tokens.items[i].start, w->tokens.items[i].len) < 0)
+            goto done;
+    if (w->bigrams) {
+        for (Py_ssize_t i = 0; i + 1 < w->tokens.len; i++) {
+            Span a = w->tokens.items[i], b = w->tokens.items[i + 1];
+            Py_ssize_t start = w->wide.len;
+            if (wide_append_copy(w, a.start, a.len) < 0 || wide_append_ascii(w, " ", 1) < 0 ||
+                wide_append_copy(w, b.start, b.len) < 0 || wide_push_feature(w, start, out) < 0)
+                goto done;
+        }
+    }
+    for (Py_ssize_t d = 2; d < w->osb_window && d < w->tokens.len; d++) {
+        char skip[32];
+        Py_ssize_t skip_len = (Py_ssize_t)snprintf(skip, sizeof(skip), " <%zd> ", d - 1);
+        for (Py_ssize_t i = 0; i + d < w->tokens.len; i++) {
+            Span a = w->tokens.items[i], b = w->tokens.items[i + d];
+            Py_ssize_t start = w->wide.len;
+            if (wide_append_copy(w, a.start, a.len) < 0 || wide_append_ascii(w, skip, skip_len) < 0 ||
+                wide_append_copy(w, b.start, b.len) < 0 || wide_push_feature(w, start, out) < 0)
+                goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < w->domains.len; i++)
+        if (span_push(out, w->domains.items[i].start, w->domains.items[i].len) < 0)
+            goto done;
+    if (w->char_min > 0 && wide_char_ngrams(w, out) < 0)
+        goto done;
+    failed = 0;
+done:
+    Py_DECREF(lowered);
+    return failed;
+}
+
+/* Spans [start, start + len) of w->wide as strs, appended to `list`; with `seen` (binary), only
+ * the first appearance of each. */
+static int
+wide_names(Work *w, const SpanList *spans, PyObject *list, PyObject *seen)
+{
+    for (Py_ssize_t i = 0; i < spans->len; i++) {
+        Span span = spans->items[i];
+        PyObject *name = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, w->wide.data + span.start, span.len);
+        if (name == NULL)
+            return -1;
+        int skip = 0;
+        if (seen != NULL) {
+            skip = PySet_Contains(seen, name);
+            if (skip == 0)
+                skip = PySet_Add(seen, name) < 0 ? -1 : 0;
+        }
+        if (skip < 0 || (skip == 0 && PyList_Append(list, name) < 0)) {
+            Py_DECREF(name);
+            return -1;
+        }
+        Py_DECREF(name);
+    }
+    return 0;
+}
+
+/* `feature_list(text)` for a str of any storage (the Python definition, made in C): a new list. */
+static PyObject *
+wide_feature_list(Work *w, PyObject *text)
+{
+    w->wide.len = 0;
+    w->features.len = 0;
+    w->subject_features.len = 0;
+    PyObject *list = PyList_New(0);
+    PyObject *seen = w->binary ? PySet_New(NULL) : NULL;
+    PyObject *head = NULL, *segment = NULL, *subject = NULL;
+    if (list == NULL || (w->binary && seen == NULL))
+        goto failed;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int has_subject = 0;
+    if (w->subject) { /* text[:8].lower() == "subject:" */
+        head = PyUnicode_Substring(text, 0, 8);
+        PyObject *lowered = head ? PyObject_CallMethod(head, "lower", NULL) : NULL;
+        if (lowered == NULL)
+            goto failed;
+        has_subject = PyUnicode_Check(lowered) && PyUnicode_CompareWithASCIIString(lowered, "subject:") == 0;
+        Py_DECREF(lowered);
+        if (PyErr_Occurred())
+            goto failed;
+    }
+    if (!has_subject) {
+        if (wide_segment_features(w, text, &w->features) < 0 || wide_names(w, &w->features, list, seen) < 0)
+            goto failed;
+        goto made;
+    }
+    /* first_line, _, body = text.partition("\n"): the subject is first_line[8:] */
+    Py_ssize_t line_end = PyUnicode_FindChar(text, '\n', 0, n, 1);
+    if (line_end == -2)
+        goto failed;
+    Py_ssize_t body = line_end < 0 ? n : line_end + 1;
+    if (line_end < 0)
+        line_end = n;
+    if ((subject = PyUnicode_Substring(text, 8, line_end)) == NULL ||
+        wide_segment_features(w, subject, &w->subject_features) < 0)
+        goto failed;
+    for (Py_ssize_t i = 0; i < w->subject_features.len; i++) {
+        Span feature = w->subject_features.items[i];
+        Py_ssize_t start = w->wide.len;
+        if (wide_append_ascii(w, SUBJECT_PREFIX, (Py_ssize_t)sizeof(SUBJECT_PREFIX) - 1) < 0 ||
+            wide_append_copy(w, feature.start, feature.len) < 0 || wide_push_feature(w, start, &w->features) < 0)
+            goto failed;
+    }
+    for (Py_ssize_t i = 0; i < w->subject_features.len; i++)
+        if (span_push(&w->features, w->subject_features.items[i].start, w->subject_features.items[i].len) < 0)
+            goto failed;
+    if ((segment = PyUnicode_Substring(text, body, n)) == NULL ||
+        wide_segment_features(w, segment, &w->features) < 0 || wide_names(w, &w->features, list, seen) < 0)
+        goto failed;
+made:
+    Py_XDECREF(head);
+    Py_XDECREF(subject);
+    Py_XDECREF(segment);
+    Py_XDECREF(seen);
+    return list;
+failed:
+    Py_XDECREF(head);
+    Py_XDECREF(subject);
+    Py_XDECREF(segment);
+    Py_XDECREF(seen);
+    Py_XDECREF(list);
+    return NULL;
 }
 
 /* The last 1..7 bytes of a name as one word, read in at most two fixed-size loads (a call to
@@ -1123,6 +1542,9 @@ work_free(Work *w)
 {
     PyMem_Free(w->arena.data);
     PyMem_Free(w->padded.data);
+    PyMem_Free(w->wide.data);
+    PyMem_Free(w->specials.items);
+    PyMem_Free(w->wide_padded.data);
     PyMem_Free(w->tokens.items);
     PyMem_Free(w->domains.items);
     PyMem_Free(w->subject_features.items);
@@ -1220,8 +1642,8 @@ PyDoc_STRVAR(featurize_doc,
 "          extra=None) -> (names, lengths, columns, ranks, unknown, distinct)\n\n"
 "The feature names of every text of the list `texts`, concatenated, with each text's number of\n"
 "names in `lengths` (a bytearray of native int64). `plan` is TextFeaturizer._native_plan;\n"
-"`spans(segment)` gives the special spans of a lowered segment; `fallback(text)` is the Python\n"
-"feature list, used for the texts this module does not take. With `column_of` (a dict name ->\n"
+"`spans(segment)` gives the special spans of a lowered wide segment; `fallback(text)` is the Python\n"
+"feature list, used for a str subclass (every exact str is made here). With `column_of` (a dict name ->\n"
 "column), `columns` holds each name's column, -1 where absent, `ranks` each absent name's rank\n"
 "among the distinct absent names by first appearance (-1 for the others), and `unknown` those\n"
 "names in rank order (NewNames: a sequence whose strs are made as they are read); without, the\n"
@@ -1242,11 +1664,11 @@ featurize(PyObject *module, PyObject *args)
     PyObject *texts, *spans, *fallback, *column_of, *index_arg = Py_None, *by_column = Py_None, *extra = Py_None;
     const unsigned char *lower, *classes;
     Py_ssize_t lower_len, classes_len;
-    int bigrams, binary, subject, emails, urls, number_unknown = 1;
+    int bigrams, binary, subject, emails, urls, url_domains, number_unknown = 1;
     Py_ssize_t max_tokens, osb_window, char_min, char_max;
-    if (!PyArg_ParseTuple(args, "O!(y#y#pppnppnnn)OOO|pOOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
+    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpppnnn)OOO|pOOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
                           &classes, &classes_len, &bigrams, &binary, &subject, &max_tokens, &emails, &urls,
-                          &osb_window, &char_min, &char_max, &spans, &fallback, &column_of, &number_unknown,
+                          &url_domains, &osb_window, &char_min, &char_max, &spans, &fallback, &column_of, &number_unknown,
                           &index_arg, &by_column, &extra))
         return NULL;
     if (osb_window < 0 || char_min < 0 || (char_min > 0 && char_max < char_min)) {
@@ -1296,6 +1718,7 @@ featurize(PyObject *module, PyObject *args)
     w.subject = subject;
     w.emails = emails;
     w.urls = urls;
+    w.url_domains = url_domains;
     w.max_tokens = max_tokens < 0 ? -1 : max_tokens;
     w.osb_window = osb_window;
     w.char_min = char_min;
@@ -1372,7 +1795,10 @@ featurize(PyObject *module, PyObject *args)
                 outcome = FAILED;
         }
         else if (outcome == FALL_BACK) {
-            PyObject *listed = PyObject_CallOneArg(fallback, text);
+            /* a str subclass goes to the Python definition (it may override what that calls);
+             * any other text the path above does not take, to the wide path */
+            PyObject *listed = PyUnicode_CheckExact(text) ? wide_feature_list(&w, text)
+                                                          : PyObject_CallOneArg(fallback, text);
             PyObject *features = listed ? PySequence_Fast(listed, "the fallback feature list must be a sequence") : NULL;
             Py_XDECREF(listed);
             outcome = features ? DONE : FAILED;
@@ -1532,22 +1958,11 @@ PyDoc_STRVAR(special_spans_doc,
 "SpecialSpans(urls, emails, False).find(text) (specials.py, the definition) for a str stored one\n"
 "byte per character; None for any other str (the caller asks the Python code).");
 
-static PyObject *
-special_spans(PyObject *module, PyObject *args)
+/* The special spans of the one-byte text t[0 .. n), in order, appended to `out` (emptied first). */
+static int
+scan_specials(const unsigned char *t, Py_ssize_t n, int urls, int emails, SpecialList *out)
 {
-    PyObject *text;
-    int urls, emails;
-    if (!PyArg_ParseTuple(args, "Upp:special_spans", &text, &urls, &emails))
-        return NULL;
-    if (READY(text) < 0)
-        return NULL;
-    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND)
-        Py_RETURN_NONE;
-    const unsigned char *t = PyUnicode_1BYTE_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    PyObject *spans = PyList_New(0);
-    if (spans == NULL)
-        return NULL;
+    out->len = 0;
     BodyRun bodies = {0, 0, -1};
     Py_ssize_t scheme_from = 0, scheme_end = 0; /* the scheme run read last: [from, end) */
     for (Py_ssize_t i = 0; i < n;) {
@@ -1568,8 +1983,8 @@ special_spans(PyObject *module, PyObject *args)
                 if (q + 3 <= n && t[q] == ':' && t[q + 1] == '/' && t[q + 2] == '/') {
                     Py_ssize_t end = url_body_end(t, n, q + 3, &bodies);
                     if (end >= 0) {
-                        if (span_append(spans, i, end, url_kind) < 0)
-                            goto failed;
+                        if (special_push(out, i, end, 1) < 0)
+                            return -1;
                         i = end;
                         continue;
                     }
@@ -1579,8 +1994,8 @@ special_spans(PyObject *module, PyObject *args)
                 (t[i + 2] == 'w' || t[i + 2] == 'W') && t[i + 3] == '.') {
                 Py_ssize_t end = url_body_end(t, n, i + 4, &bodies);
                 if (end >= 0) {
-                    if (span_append(spans, i, end, url_kind) < 0)
-                        goto failed;
+                    if (special_push(out, i, end, 1) < 0)
+                        return -1;
                     i = end;
                     continue;
                 }
@@ -1595,8 +2010,8 @@ special_spans(PyObject *module, PyObject *args)
             if (k < n && t[k] == '@') {
                 Py_ssize_t end = email_domain_end(t, n, k + 1);
                 if (end >= 0) {
-                    if (span_append(spans, i, end, email_kind) < 0)
-                        goto failed;
+                    if (special_push(out, i, end, 0) < 0)
+                        return -1;
                     i = end;
                     continue;
                 }
@@ -1604,10 +2019,34 @@ special_spans(PyObject *module, PyObject *args)
         }
         i++;
     }
+    return 0;
+}
+
+static PyObject *
+special_spans(PyObject *module, PyObject *args)
+{
+    PyObject *text;
+    int urls, emails;
+    if (!PyArg_ParseTuple(args, "Upp:special_spans", &text, &urls, &emails))
+        return NULL;
+    if (READY(text) < 0)
+        return NULL;
+    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND)
+        Py_RETURN_NONE;
+    SpecialList found = {NULL, 0, 0};
+    PyObject *spans = NULL;
+    if (scan_specials(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text), urls, emails, &found) < 0 ||
+        (spans = PyList_New(0)) == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < found.len; k++) {
+        if (span_append(spans, found.items[k].start, found.items[k].end, found.items[k].is_url ? url_kind : email_kind) < 0) {
+            Py_CLEAR(spans);
+            break;
+        }
+    }
+done:
+    PyMem_Free(found.items);
     return spans;
-failed:
-    Py_DECREF(spans);
-    return NULL;
 }
 
 /* _name_hash(b): the tables' hash of the bytes b, for the tests of its seed. */

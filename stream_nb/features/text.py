@@ -203,7 +203,7 @@ _NATIVE_WORD, _NATIVE_SIGN, _NATIVE_FOREIGN = 1, 2, 4  # as CH_* in _native.c
 def _native_tables() -> tuple[bytes, bytes]:
     """(lowercase, classes) for _native.c, taken from str.lower and `re` themselves so that they
     agree with the Python path by construction. A code whose lowercase is not one Latin-1
-    character on the same side of ASCII is foreign: texts holding one go to the Python path."""
+    character on the same side of ASCII is foreign: texts holding one take the C wide path."""
     word = re.compile(r"(?u)\w")
     sign = re.compile(r"[£$€]")
     lower, classes = bytearray(256), bytearray(256)
@@ -523,7 +523,8 @@ class TextFeaturizer(river_base.Transformer):
         """The C extension's settings (see _native.c), or None where it does not apply: not
         built, switched off (STREAM_NB_NATIVE=0), or options it does not implement. It implements
         the spam token pattern on lowercased text, with unigrams or unigrams and bigrams, OSB word
-        pairs, character n-grams, subject features, URL and e-mail placeholders (their spans found
+        pairs, character n-grams, subject features, URL and e-mail placeholders and URL domains
+        (in a one-byte segment found and made in C, as `_native_spans` gives them; in a wider one
         by `_native_spans`), max_tokens and binary; no accent stripping, stop words or numbers.
 
         max_tokens, OSB's window and the character n-gram lengths go to C as Py_ssize_t (0 for
@@ -545,7 +546,7 @@ class TextFeaturizer(river_base.Transformer):
         char_min, char_max = (0, 0) if self.char_ngrams is None else (min(n, sys.maxsize) for n in self.char_ngrams)
         return (lower, classes, self.ngram_range == (1, 2), self.binary, self.subject_features,
                 -1 if self.max_tokens is None else min(self.max_tokens, sys.maxsize), self.normalize_emails,
-                self.normalize_urls, osb_window, char_min, char_max)
+                self.normalize_urls, self.url_domains, osb_window, char_min, char_max)
 
     def _special_spans(self, text: str) -> Iterator[tuple[int, int, str, str | None]]:
         """(start, end, placeholder, URL domain feature or None) of each special match of a
