@@ -627,6 +627,27 @@ def test_generated_multipart_layouts_read_as_the_original_parser_reads_them():
     assert taken == 1631  # measured: the fast path takes these, the parser reads the rest
 
 
+def test_boundary_lines_are_the_boundary_pattern_s():
+    """_boundary_lines against the pattern it replaces (one compiled per boundary), on generated
+    texts of boundary pieces, line breaks, blanks and dashes, from every start."""
+    import re
+
+    from stream_nb.mail.parse import _boundary_lines
+
+    rng = random.Random(5)
+    pieces = ["-", "--", "b", "=", "\r", "\n", "\r\n", " ", "\t", "x", "b--", "--b", "--b--", "--b-- \r\n", "\n--b\n"]
+    for boundary in ["b", "b-", "-b", "a.b", "=_x", "b\n", "(b)", "b b", "--"]:
+        pattern = re.compile(r"^--%s(--)?[ \t]*\r?$" % re.escape(boundary), re.MULTILINE)
+        found = 0
+        for _ in range(5000):
+            text = "".join(rng.choice(pieces + ["--" + boundary]) for _ in range(rng.randint(0, 14)))
+            start = rng.randint(0, len(text))
+            expected = [(m.start(), m.end(), m.group(1) is not None) for m in pattern.finditer(text, start)]
+            assert _boundary_lines(text, boundary, start) == expected, (boundary, text, start)
+            found += len(expected)
+        assert found > 50
+
+
 def test_the_fast_paths_build_the_parsers_message_for_the_corpus(corpus):
     from email.parser import BytesParser
     from email.policy import compat32

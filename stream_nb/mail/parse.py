@@ -186,6 +186,33 @@ def _simple_message(data: bytes) -> Message | None:
     return message
 
 
+def _boundary_lines(text: str, boundary: str, position: int) -> list[tuple[int, int, bool]]:
+    """(start, end, closing) of each line the parser takes for a boundary, from `position` on:
+    what `re.compile(r"^--%s(--)?[ \t]*\r?$" % re.escape(boundary), re.MULTILINE).finditer(text,
+    position)` finds, (match.start(), match.end(), group 1 matched), without compiling a pattern
+    for every boundary: '--' and the boundary at the start of a line, '--' for the closing one,
+    blanks, and the line's end (an '\r' before it is the match's)."""
+    marker = "--" + boundary
+    lines = []
+    while (at := text.find(marker, position)) != -1:
+        position = at + 1
+        if at > 0 and text[at - 1] != "\n":  # '^': not the start of a line
+            continue
+        end = at + len(marker)
+        closing = text.startswith("--", end)  # (without it the line would end at a '-': no match)
+        if closing:
+            end += 2
+        while end < len(text) and text[end] in " \t":
+            end += 1
+        if text.startswith("\r", end) and (end + 1 == len(text) or text[end + 1] == "\n"):
+            end += 1
+        elif end < len(text) and text[end] != "\n":  # '$': the line goes on
+            continue
+        lines.append((at, end, closing))
+        position = end
+    return lines
+
+
 def _simple_multipart(message: Message, text: str, body_start: int) -> Message | None:
     """`message` (a multipart's headers) given the parts the parser would attach to it, for
     the plain layout: a boundary, a transfer encoding a multipart may have, lines broken by
@@ -203,17 +230,15 @@ def _simple_multipart(message: Message, text: str, body_start: int) -> Message |
         return None
     if text.count("\r", body_start) != text.count("\r\n", body_start):
         return None
-    # a line the parser takes for a boundary: '--' boundary ['--'] [ \t]* and its line break
-    boundary_line = re.compile(r"^--%s(--)?[ \t]*\r?$" % re.escape(boundary), re.MULTILINE)
-    marks = list(boundary_line.finditer(text, body_start))
-    if not marks or marks[0].group(1):  # no opening boundary before the closing one
+    marks = _boundary_lines(text, boundary, body_start)
+    if not marks or marks[0][2]:  # no opening boundary before the closing one
         return None
     for mark, following in zip(marks, marks[1:] + [None]):
-        if mark.group(1):  # the closing boundary: the rest is the epilogue
+        if mark[2]:  # the closing boundary: the rest is the epilogue
             return message
         if following is None:  # the closing boundary never came
             return None
-        start, end = mark.end() + 1, following.start()
+        start, end = mark[1] + 1, following[0]
         if start >= end:  # two boundary lines in a row: the parser swallows the second
             return None
         region = text[start:end]
