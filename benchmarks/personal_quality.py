@@ -15,6 +15,7 @@ have no users to key by (a keyless event is predicted exactly as by the global m
     .venv/bin/python benchmarks/personal_quality.py                       # ~6 minutes
     .venv/bin/python benchmarks/personal_quality.py --beta 3000 30000 --prior-beta 1 10 --shrinkage key class
     .venv/bin/python benchmarks/personal_quality.py --limit 3000          # the first 3,000 mails
+    .venv/bin/python benchmarks/personal_quality.py --views               # per-key models over three views too
     .venv/bin/python benchmarks/personal_quality.py --speed 3             # replay speed, each alone
     .venv/bin/python benchmarks/personal_quality.py --speed 3 --raw-mail 4
 
@@ -72,11 +73,24 @@ class ScoreSheet:
 
 def contender(name: str, config_path: Path, overrides: list[str]) -> Contender:
     config = load_config(config_path, overrides)
-    model = config.build_model()
     scale = config.evaluation.get("score_scale", "none")
-    return Contender(name, model, config.build_featurizer(), config.build_event_featurizer(),
-                     recorder=ScoreSheet(scale), training=dict(config.training), positive="spam",
-                     personal=config.build_personal(model), score_scale=scale)
+    return Contender.of(name, config, recorder=ScoreSheet(scale), positive="spam", score_scale=scale)
+
+
+def mail_views() -> str:
+    """configs/mail.toml's [views] as one --set (the per-key models over its three views)."""
+    import tomllib
+
+    views = tomllib.loads((CONFIGS / "mail.toml").read_text())["views"]
+
+    def inline(value) -> str:
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{key} = {inline(item)}" for key, item in value.items()) + "}"
+        if isinstance(value, list):
+            return "[" + ", ".join(map(inline, value)) + "]"
+        return repr(value) if not isinstance(value, str) else f'"{value}"'
+
+    return f"views={inline(views)}"
 
 
 def report(events: list[dict], contenders: list[Contender]) -> None:
@@ -100,9 +114,10 @@ def report(events: list[dict], contenders: list[Contender]) -> None:
               + "  ".join(f"{part:>13}" for part in parts))
     for one in contenders:
         if one.personal is not None:
-            sizes = sorted(len(own.index) for own in one.personal.keys.values())
-            print(f"  {one.name}: features a key at the end {sizes} (the global model: "
-                  f"{len(one.model._vocabulary.names()) if hasattr(one.model, '_vocabulary') else '?'})")
+            for personal in getattr(one.personal, "personals", [one.personal]):  # each view's keys
+                sizes = sorted(len(own.index) for own in personal.keys.values())
+                print(f"  {one.name}: features a key at the end {sizes} (the global model: "
+                      f"{personal.global_model.n_features})")
 
 
 def speed(events: list[dict], args, contenders: list[Contender]) -> int:
@@ -150,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: configs/personal.toml's")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="an override of configs/personal.toml for the per-key contenders (e.g. personal.max_key_features=20000)")
+    parser.add_argument("--views", action="store_true",
+                        help="also each per-key contender over mail.toml's three views ([personal] with [views])")
     parser.add_argument("--limit", type=int, default=None, help="the first N mails of the interleaved stream")
     parser.add_argument("--base", type=Path, default=CONFIGS / "mail.toml",
                         help="the global model's configuration, the one configs/personal.toml extends")
@@ -178,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
                                     + "".join(f" {item.split('.', 1)[-1]}" for item in args.set),
                                     args.personal, overrides))
         contenders[-1].overrides = overrides
+        if args.views:
+            with_views = [*overrides, mail_views()]
+            contenders.append(contender(contenders[-1].name + " + mail.toml's views", args.personal, with_views))
+            contenders[-1].overrides = with_views
     events = (raw_mail_keyed(args.raw_mail) if args.raw_mail else round_robin(args.enron))[: args.limit]
     if args.speed:
         return speed(events, args, contenders)

@@ -67,7 +67,7 @@ def test_shipped_mail_toml_reads_three_views():
     config = load_config("configs/mail.toml")
     assert config.view_names == ["base", "chars", "words"]
     assert config.view_features("chars")["char_ngrams"] == [4, 4] and config.view_features("words")["ngram_range"] == [1, 1]
-    assert load_config("configs/personal.toml").view_names == ["base"]  # an empty [views] replaces mail.toml's
+    assert load_config("configs/personal.toml").view_names == ["base", "chars", "words"]  # per-key models over each
 
 
 def test_one_view_is_todays_model_and_fingerprint():

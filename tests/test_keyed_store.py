@@ -30,8 +30,9 @@ WORDS = [f"w{i}" for i in range(60)] + ["free", "money", "meeting", "lunch"]
 
 
 def personal_model(**personal):
-    """configs/personal.toml as shipped (mail.toml's [model] and [training]), [personal] overridden."""
-    overrides = [f"personal.{name}={value}" for name, value in personal.items()]
+    """configs/personal.toml (mail.toml's [model] and [training]) over one view, [personal]
+    overridden (a store holds one view's keys: stream_nb.keyed.view_tables keeps one a view)."""
+    overrides = ["views={}", *(f"personal.{name}={value}" for name, value in personal.items())]
     config = load_config(REPO / "configs" / "personal.toml", overrides)
     return config.build_personal(config.build_model())
 

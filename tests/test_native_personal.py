@@ -184,6 +184,8 @@ def assert_row_caches_hold(own) -> None:
     assert own.row_names() == names and own.row_hashes().tolist() == [hash(name) for name in names]
 
 
+# the kernel runs one view's per-key models (each view's, with [views]): personal.toml over one view
+ONE_VIEW = ["views={}"]
 SETTINGS = {
     "personal.toml, cuts": ["personal.max_key_features=40", "personal.remember_ids=30"],
     "all, class, own MLE": ['training.mode="all"', 'personal.shrinkage="class"', "personal.beta=0",
@@ -200,7 +202,7 @@ SETTINGS = {
 @pytest.mark.parametrize("name", list(SETTINGS))
 @pytest.mark.parametrize("batch_size", [1, 37, 400])
 def test_the_kernel_is_the_per_event_definition_to_the_bit(spy, name, batch_size):
-    config = load_config(CONFIGS / "personal.toml", SETTINGS[name])
+    config = load_config(CONFIGS / "personal.toml", [*ONE_VIEW, *SETTINGS[name]])
     events = generated(sum(map(ord, name)), 800)
     sides = run_both(config, events, batch_size)
     assert_same(sides)
@@ -211,7 +213,7 @@ def test_the_kernel_is_the_per_event_definition_to_the_bit(spy, name, batch_size
 
 
 def test_counts_above_one_and_three_classes(spy):
-    config = load_config(CONFIGS / "personal.toml", ['model.classes=["ham", "news", "spam"]', "features.binary=false",
+    config = load_config(CONFIGS / "personal.toml", [*ONE_VIEW, 'model.classes=["ham", "news", "spam"]', "features.binary=false",
                                                      "personal.max_key_features=50"])
     events = generated(5, 700, classes=("ham", "news", "spam"))
     sides = run_both(config, events, 60, counts=True)
@@ -220,9 +222,10 @@ def test_counts_above_one_and_three_classes(spy):
 
 
 def test_the_shipped_settings_take_every_plain_event_in_c(spy):
-    """personal.toml as shipped, no corrections: only the first labeled event of each key (whose
-    decision is the global model's) is left to the definition."""
-    config = load_config(CONFIGS / "personal.toml")
+    """personal.toml's settings (over one view: the kernel is each view's), no corrections: only
+    the first labeled event of each key (whose decision is the global model's) is left to the
+    definition."""
+    config = load_config(CONFIGS / "personal.toml", ONE_VIEW)
     events = [dict(e, unlearn=None, id=f"u{i}") for i, e in enumerate(generated(9, 900))]
     sides = run_both(config, events, 300)
     assert_same(sides)
@@ -332,7 +335,7 @@ def test_predictions_of_a_batch_are_predict_proba_one(spy, name):
     """The worker's predictions (PersonalMultinomialNB.predict_batch: keys' models over the global
     model as it stands) against predict_proba_one event by event: keys with counts, keys never
     seen, keyless events and events the global model refused (None) alike."""
-    config = load_config(CONFIGS / "personal.toml", SETTINGS[name])
+    config = load_config(CONFIGS / "personal.toml", [*ONE_VIEW, *SETTINGS[name]])
     (_, tables, model, personal), _ = run_both(config, generated(11, 600), 50)
     featurizer = config.build_featurizer()
     questions = [e for e in generated(12, 300, keys=("ann", "bob", "cid", "dan", "eve", "fay", "gus", "hal", "new"))]

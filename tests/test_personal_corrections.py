@@ -41,11 +41,21 @@ def sms() -> list[dict]:
             for i, (label, text) in enumerate(load_sms_spam()[:1200])]
 
 
-def contender(overrides=(), config_path: Path = CONFIGS / "personal.toml") -> Contender:
-    config = load_config(config_path, list(overrides))
-    model = config.build_model()
-    return Contender(config_path.stem, model, config.build_featurizer(), config.build_event_featurizer(),
-                     training=dict(config.training), positive="spam", personal=config.build_personal(model))
+# the per-key machinery of one view: personal.toml over mail.toml's [features] view alone
+ONE_VIEW = ("views={}",)
+
+
+def contender(overrides=ONE_VIEW, config_path: Path = CONFIGS / "personal.toml") -> Contender:
+    """personal.toml with `overrides` (one view unless they name [views])."""
+    overrides = list(overrides)
+    if not any(item.startswith("views") for item in overrides):
+        overrides = [*ONE_VIEW, *overrides]
+    return Contender.of(config_path.stem, load_config(config_path, overrides), positive="spam")
+
+
+def shipped() -> Contender:
+    """personal.toml as shipped: mail.toml's three views, each with its keys' counts."""
+    return Contender.of("personal", load_config(CONFIGS / "personal.toml"), positive="spam")
 
 
 def counts_of(keyed: Contender, user: str) -> tuple:
@@ -56,10 +66,11 @@ def counts_of(keyed: Contender, user: str) -> tuple:
     return rows, dict(zip(classes, own.class_counts)), dict(zip(classes, own.class_totals))
 
 
-def live_memory(keyed: Contender, user: str) -> dict:
-    """The ids a key holds learned, and as what."""
+def live_memory(keyed: Contender, user: str, personal=None) -> dict:
+    """The ids a key holds learned, and as what (in `personal`: one view's per-key models)."""
     classes = keyed.model.classes_
-    return {event_id: classes[c] for event_id, (c, _) in keyed.personal.keys[user].learned.items() if c != TAKEN_BACK}
+    personal = keyed.personal if personal is None else personal
+    return {event_id: classes[c] for event_id, (c, _) in personal.keys[user].learned.items() if c != TAKEN_BACK}
 
 
 @pytest.mark.parametrize("batch_size", [1, 97])
@@ -101,22 +112,39 @@ def test_one_message_to_two_users_is_a_lesson_for_each():
 
 
 @pytest.mark.parametrize("batch_size", [1, 64, 1000])
-def test_shipped_personal_toml_keys_hold_exactly_what_their_memory_says(sms, batch_size):
-    """personal.toml as shipped (thick-threshold decisions per key, forgetting in the global
-    model): each key's counts are, to the bit, the sum of the events its memory says it holds
-    under their remembered classes; no corrected message stays under its wrong label; the batch
-    paths agree with each other."""
+@pytest.mark.parametrize("views", ["one view", "as shipped"])
+def test_shipped_personal_toml_keys_hold_exactly_what_their_memory_says(sms, batch_size, views):
+    """personal.toml (thick-threshold decisions per key, forgetting in the global model), over
+    one view and as shipped (three): each view's key counts are, to the bit, the sum of the
+    events its memory says it holds under their remembered classes; no corrected message stays
+    under its wrong label; the batch paths agree with each other."""
     stream, corrected, _, _, _ = _noisy_with_corrections(sms, 12, take_back_only=20, duplicates=20)
-    keyed = contender()
+    keyed = contender() if views == "one view" else shipped()
     replay_contenders(stream, [keyed], batch_size=batch_size)
     assert keyed.refused == {}
     truth = {event["id"]: event["label"] for event in corrected}
-    featurise = keyed.featurise_one
     texts = {event["id"]: event for event in sms}
-    held = 0
     classes = keyed.model.classes_
-    for user, own in keyed.personal.keys.items():
-        memory = live_memory(keyed, user)
+    per_view = getattr(keyed.personal, "personals", [keyed.personal])
+    assert len(per_view) == (1 if views == "one view" else 3)
+    for v, personal in enumerate(per_view):
+        featurise = keyed.featurise_one if len(per_view) == 1 else lambda event, v=v: keyed.featurise_one(event)[v]
+        held = _check_keys_hold_their_memory(keyed, personal, featurise, texts, truth, classes)
+        assert 100 < held < len(corrected)  # keys skip what they already predict well: thick threshold
+    assert keyed.lessons.outcomes["corrected"] > 100
+    if batch_size != 1:
+        one = contender() if views == "one view" else shipped()
+        replay_contenders(stream, [one], batch_size=1)
+        assert state_digest(one.model.to_state()) == state_digest(keyed.model.to_state())
+        for mine, its in zip(getattr(one.personal, "personals", [one.personal]), per_view, strict=True):
+            for user, own in its.keys.items():
+                assert mine.key_state(user) == its.key_state(user) and mine.keys[user].learned == own.learned
+
+
+def _check_keys_hold_their_memory(keyed, personal, featurise, texts, truth, classes) -> int:
+    held = 0
+    for user, own in personal.keys.items():
+        memory = live_memory(keyed, user, personal)
         held += len(memory)
         for event_id, label in memory.items():
             assert label == truth[event_id], (user, event_id)  # the right label, or not held
@@ -131,14 +159,7 @@ def test_shipped_personal_toml_keys_hold_exactly_what_their_memory_says(sms, bat
             class_counts[c] += 1.0
         assert np.array_equal(own.matrix, expected), user
         assert own.class_counts == class_counts and own.class_totals == expected.sum(axis=0).tolist(), user
-    assert 100 < held < len(corrected)  # keys skip what they already predict well: thick threshold
-    assert keyed.lessons.outcomes["corrected"] > 100
-    if batch_size != 1:
-        one = contender()
-        replay_contenders(stream, [one], batch_size=1)
-        assert state_digest(one.model.to_state()) == state_digest(keyed.model.to_state())
-        for user, own in keyed.personal.keys.items():
-            assert counts_of(one, user) == counts_of(keyed, user) and one.personal.keys[user].learned == own.learned
+    return held
 
 
 # ---- a key's memory on disk and in its changelog ---------------------------------------------

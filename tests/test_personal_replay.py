@@ -44,7 +44,8 @@ def contender(config_path: Path, overrides=()) -> Contender:
     return Contender.of(config_path.stem, load_config(config_path, list(overrides)), positive="spam")
 
 
-# personal.toml's global model: mail.toml's [features] view alone (its per-key models take one view)
+# The per-key machinery of one view (stream_nb.model.personal): personal.toml over mail.toml's
+# [features] view alone. personal.toml as shipped (three views): tests/test_personal_experts.py.
 ONE_VIEW = ["views={}"]
 
 
@@ -63,7 +64,7 @@ def test_personal_toml_is_mail_toml_plus_per_key_models():
 
 def test_the_global_model_learns_as_without_keys_and_keyless_events_are_predicted_as_before():
     events = keyed_stream(1, 600)
-    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "mail.toml", ONE_VIEW)
+    keyed, plain = contender(CONFIGS / "personal.toml", ONE_VIEW), contender(CONFIGS / "mail.toml", ONE_VIEW)
     replay_contenders(events, [keyed, plain], batch_size=97)
     assert state_digest(keyed.model.to_state()) == state_digest(plain.model.to_state())
     assert keyed.learned == plain.learned
@@ -71,7 +72,7 @@ def test_the_global_model_learns_as_without_keys_and_keyless_events_are_predicte
     assert keyed.metrics.accuracy != plain.metrics.accuracy or keyed.metrics.log_loss != plain.metrics.log_loss
 
     keyless = [{k: v for k, v in event.items() if k != "key"} for event in events]
-    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "mail.toml", ONE_VIEW)
+    keyed, plain = contender(CONFIGS / "personal.toml", ONE_VIEW), contender(CONFIGS / "mail.toml", ONE_VIEW)
     replay_contenders(keyless, [keyed, plain], batch_size=50)
     assert keyed.personal.keys == {}
     assert (keyed.metrics.correct, keyed.metrics.log_loss_sum) == (plain.metrics.correct, plain.metrics.log_loss_sum)
@@ -79,12 +80,12 @@ def test_the_global_model_learns_as_without_keys_and_keyless_events_are_predicte
 
 def test_replay_predicts_each_event_by_its_keys_model_as_the_per_event_definition():
     events = keyed_stream(2, 300)
-    keyed = contender(CONFIGS / "personal.toml", ["personal.beta=20", "personal.prior_beta=2"])
+    keyed = contender(CONFIGS / "personal.toml", [*ONE_VIEW, "personal.beta=20", "personal.prior_beta=2"])
     seen = []
     keyed.on_unlabeled = lambda event, probabilities, _: seen.append((event["id"], dict(probabilities)))
     replay_contenders(events, [keyed], batch_size=64)
 
-    config = load_config(CONFIGS / "personal.toml", ["personal.beta=20", "personal.prior_beta=2"])
+    config = load_config(CONFIGS / "personal.toml", [*ONE_VIEW, "personal.beta=20", "personal.prior_beta=2"])
     featurizer, model = config.build_featurizer(), config.build_model()
     definition = PersonalMultinomialNB(model, 20, 2, training=dict(config.training))
     expected = []
@@ -110,7 +111,7 @@ def test_a_key_that_writes_about_prizes_in_its_ham_is_learned():
     # every label learned: thick-threshold training learns bob's ham, which the global model gets
     # wrong, and little of the spam, so "prize win" would be ham to it too
     every = 'training.mode="all"'
-    keyed, plain = contender(CONFIGS / "personal.toml", ["personal.beta=50", every]), \
+    keyed, plain = contender(CONFIGS / "personal.toml", [*ONE_VIEW, "personal.beta=50", every]), \
         contender(CONFIGS / "mail.toml", [*ONE_VIEW, every])
     replay_contenders(events, [keyed, plain])
     query = keyed.featurise_one({"text": "prize win"})
@@ -233,7 +234,7 @@ def test_stream_nb_replay_compares_one_global_model_with_per_key_models(tmp_path
     assert "personal" not in report["configuration"]
     assert set(report["by_key"]["listed"]) == set(personal["by_key"]["listed"]) == {"ann", "bob", "cid"}
     # the same events through the Python API give the same figures
-    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "mail.toml")
+    keyed, plain = contender(CONFIGS / "personal.toml"), contender(CONFIGS / "mail.toml")  # as shipped: three views
     replay_contenders(events, [plain, keyed])
     assert personal["accuracy"] == keyed.metrics.accuracy and report["accuracy"] == plain.metrics.accuracy
     assert personal["events_learned"] == keyed.learned
@@ -244,7 +245,7 @@ def test_budgets_and_idle_keys_leave_a_function_of_the_stream_whatever_the_batch
     settings = ["personal.beta=40", "personal.max_key_features=12", "personal.idle_after=60"]
     runs = []
     for batch_size in (1, 33, 700):
-        keyed = contender(CONFIGS / "personal.toml", settings)
+        keyed = contender(CONFIGS / "personal.toml", [*ONE_VIEW, *settings])
         replay_contenders(events, [keyed], batch_size=batch_size)
         runs.append(({k: keyed.personal.key_state(k) for k in keyed.personal.keys}, keyed.personal.keys_evicted,
                      keyed.metrics.correct, keyed.metrics.log_loss_sum))
@@ -293,10 +294,10 @@ def test_the_workers_partitioned_steps_leave_each_key_as_replay_does(tmp_path, m
     events = [event for event in keyed_stream(7, 900, keys=keys) if "label" in event]
     for event in events[::10]:
         del event["key"]  # keyless: the global model's, and a tick of every clock
-    replayed = contender(CONFIGS / "personal.toml", settings)
+    replayed = contender(CONFIGS / "personal.toml", [*ONE_VIEW, *settings])
     replay_contenders(events, [replayed], batch_size=50)
 
-    config = load_config(CONFIGS / "personal.toml", settings)
+    config = load_config(CONFIGS / "personal.toml", [*ONE_VIEW, *settings])
     model = config.build_model()
     personal = config.build_personal(model)
     featurizer = config.build_featurizer()
@@ -339,7 +340,7 @@ def test_the_batch_path_is_the_per_event_loop_to_the_bit(overrides):
     from stream_nb.checkpoint.digest import state_digest
 
     events = keyed_stream(12, 700, keys=("ann", "bob", "cid", "dan"))
-    config = load_config(CONFIGS / "personal.toml", list(overrides))
+    config = load_config(CONFIGS / "personal.toml", [*ONE_VIEW, *overrides])
     featurizer = config.build_featurizer()
     fast_model, slow_model = config.build_model(), config.build_model()
     fast, slow = config.build_personal(fast_model), config.build_personal(slow_model)

@@ -1,7 +1,7 @@
 """Per-key state through its changelog on a real broker: flushes written in transactions (one of
 them aborted), read back by a new owner with read_committed, restore the store that wrote the
 committed ones, bit for bit; a store closed cleanly restores only the tail. Both transports,
-configs/personal.toml as shipped."""
+configs/personal.toml over one view (a store per view: tests/test_personal_experts.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ WORDS = [f"w{i}" for i in range(40)]
 def keyed_setup(bootstrap: str, transport: str):
     group = f"keyed-{uuid.uuid4().hex[:10]}"
     config = load_config(REPO / "configs" / "personal.toml",
-                         [f"kafka.bootstrap_servers={bootstrap}", f"kafka.group_id={group}",
+                         ["views={}", f"kafka.bootstrap_servers={bootstrap}", f"kafka.group_id={group}",
                           f"kafka.transport={transport}", "personal.idle_after=60"])
     return config, config.require_kafka(), config.build_personal(config.build_model())
 

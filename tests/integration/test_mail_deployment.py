@@ -1,7 +1,7 @@
 """The mail filter a company deploys (issue 33), end to end on the three-broker cluster.
 
 Raw mail (`[kafka] value_format = "mail"`) for four users, per-user models keyed by the
-Delivered-To header (configs/personal.toml as shipped over mail.toml), two workers. Mail is learned
+Delivered-To header (configs/personal.toml over mail.toml's [features] view), two workers. Mail is learned
 from folders published with `stream-nb publish --value-format mail --key-header Delivered-To`;
 users press "spam" / "not spam" and take messages back, each one message piped to `publish -`
 (one id on both routes: the Message-ID). The operator raised the input topics to 4 MiB: each
@@ -89,8 +89,9 @@ def publish(bootstrap: str, *args: str, stdin: bytes | None = None) -> None:
 
 
 def deployment_config(tmp_path: Path, bootstrap: str, topics: Topics) -> Path:
-    """configs/personal.toml as shipped (mail.toml's tables and its [personal]), raw mail keyed by
-    Delivered-To, replicated three times."""
+    """configs/personal.toml's [personal] over mail.toml's [features] view alone (personal.toml
+    ships mail.toml's three views: tests/integration/test_worker_keyed_views.py), raw mail keyed
+    by Delivered-To, replicated three times."""
     shipped = tomllib.loads((REPO / "configs" / "personal.toml").read_text())["personal"]
     mail = tomllib.loads((REPO / "configs" / "mail.toml").read_text())
     tables = {name: mail[name] for name in ("model", "features", "training", "evaluation")}

@@ -307,6 +307,7 @@ def test_per_user_verdicts_are_each_recipients_model_as_the_worker_predicts(kafk
     personal = tomllib.loads((REPO_ROOT / "configs" / "personal.toml").read_text())
     tables = {name: shipped[name] for name in ("model", "features", "training", "evaluation")}
     tables["personal"] = personal["personal"]
+    tables["views"] = shipped["views"]  # personal.toml's: each of mail.toml's views has per-user counts
     tables["milter"] = {"listen": f"inet:127.0.0.1:{free_port()}", "metrics_port": free_port(), "publish": True}
     config = write_config(tmp_path / "personal.toml", bootstrap, topics, tmp_path / "checkpoints",
                           kafka={"value_format": "mail", "mail_key_header": "X-Original-To", "partitions": 2},
