@@ -648,6 +648,36 @@ def test_boundary_lines_are_the_boundary_pattern_s():
         assert found > 50
 
 
+def test_the_fast_paths_message_looks_headers_up_as_message_does():
+    """_ReadMessage.get (an index of the names) answers as Message.get, before and after fields
+    are added, removed, replaced in place, and the list rebuilt (set_boundary)."""
+    from email.message import Message
+    from email.policy import compat32
+
+    from stream_nb.mail.parse import _ReadMessage
+
+    fast, plain = _ReadMessage(policy=compat32), Message(policy=compat32)
+
+    def same() -> None:
+        for name in ("content-type", "Content-Type", "X-A", "x-a", "x-b", "missing"):
+            assert fast.get(name) == plain.get(name) and fast.get(name, 5) == plain.get(name, 5), name
+            assert fast[name] == plain[name]
+        assert fast.get_content_type() == plain.get_content_type() and fast.get_params() == plain.get_params()
+
+    changes = [
+        lambda m: [m.set_raw("Content-Type", "text/plain; charset=x"), m.set_raw("X-A", "1"), m.set_raw("x-a", "2")],
+        lambda m: [m.__delitem__("x-a"), m.__setitem__("X-A", "3")],
+        lambda m: [m.set_param("charset", "utf-8"), m.replace_header("x-a", "4")],
+        lambda m: [m.__setitem__("X-B", "b\xe9"), m.set_type("multipart/mixed"), m.set_boundary("zz")],
+        lambda m: m.__delitem__("content-type"),
+    ]
+    same()
+    for change in changes:
+        change(fast)
+        change(plain)
+        same()
+
+
 def test_the_fast_paths_build_the_parsers_message_for_the_corpus(corpus):
     from email.parser import BytesParser
     from email.policy import compat32

@@ -143,6 +143,30 @@ def _header_fields(block: str, position: int) -> list[str] | None:
     return fields
 
 
+class _ReadMessage(Message):
+    """The fast paths' Message: `get` (which Message's own methods call too) finds the first
+    field of a name through an index of the lower-cased names, instead of lower-casing every
+    name at every look-up; the answer is Message.get's. The index is made at the first look-up
+    and again when the header list is another (a removal) or longer (an addition); a field
+    replaced in place keeps its name, and so its place in the index."""
+
+    _first_field = None  # (the header list indexed, its length, {lower-cased name: position})
+
+    def get(self, name, failobj=None):
+        headers = self._headers
+        index = self._first_field
+        if index is None or index[0] is not headers or index[1] != len(headers):
+            first: dict[str, int] = {}
+            for position, (key, _) in enumerate(headers):
+                first.setdefault(key.lower(), position)
+            index = self._first_field = (headers, len(headers), first)
+        position = index[2].get(name.lower())
+        if position is None:
+            return failobj
+        key, value = headers[position]
+        return self.policy.header_fetch_parse(key, value)
+
+
 def _with_plain_headers(block: str, position: int, message: Message) -> Message | None:
     """`message` given the header lines of `block` from `position` on, as the parser sets
     them, when they are all plain (`_header_fields`); None when one is not."""
@@ -170,7 +194,7 @@ def _simple_message(data: bytes) -> Message | None:
     block = text[: blank.start() + 1]
     if block.count("\r") != block.count("\r\n"):  # a lone '\r' ends a line for the parser
         return None
-    message = Message(policy=compat32)
+    message = _ReadMessage(policy=compat32)
     position = 0
     if block.startswith("From "):
         position = block.index("\n") + 1
@@ -249,7 +273,7 @@ def _simple_multipart(message: Message, text: str, body_start: int) -> Message |
             if blank is None:  # headers up to the boundary, or a body without a blank line
                 return None
             headers, body = region[: blank.start() + 1], region[blank.end():]
-        part = _with_plain_headers(headers, 0, Message(policy=compat32))
+        part = _with_plain_headers(headers, 0, _ReadMessage(policy=compat32))
         if part is None or part.get_content_maintype() in ("multipart", "message"):
             return None
         # the line break before a boundary belongs to it (RFC 2046)
