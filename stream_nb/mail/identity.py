@@ -23,18 +23,30 @@ __all__ = ["MAX_ID_CHARS", "mail_id", "mailbox_of", "message_id_of"]
 
 MAX_ID_CHARS = 500
 HEADER_BLOCK_LIMIT = 256 * 1024  # a header block is read this far for the field, no further
-_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
+_BLANK_LINE = re.compile(rb"\r?\n\r?\n")  # the definition of `_header_block_end`
 _FIELD = re.compile(rb"^Message-ID[ \t]*:(.*(?:\r?\n[ \t].*)*)", re.IGNORECASE | re.MULTILINE)
 _ADDRESS = re.compile(r"[^\s<>(),;:\"]+@[^\s<>(),;:\"]+")
 _BRACKETED = re.compile(r"<([^<>]*)>")
 _SPACE = re.compile(r"\s+")
 
 
+def _header_block_end(head: bytes) -> int | None:
+    """Where `_BLANK_LINE.search(head)` starts (None: no match), by two substring searches: the
+    first '\n' followed by an empty line ('\n' or '\r\n'), from its '\r' when one comes before
+    it (the regular expression, whose leading '\r?' gives it no literal to look for, scanned
+    every byte in Python's matcher)."""
+    ends = [found for found in (head.find(b"\n\n"), head.find(b"\n\r\n")) if found != -1]
+    if not ends:
+        return None
+    end = min(ends)
+    return end - 1 if end > 0 and head[end - 1] == 0x0D else end
+
+
 def _first_field(data: bytes, field: re.Pattern) -> str | None:
     """The unfolded value of the first `field` of the header block of `data`, or None."""
     head = data[:HEADER_BLOCK_LIMIT]
-    end = _BLANK_LINE.search(head)
-    found = field.search(head if end is None else head[:end.start()])
+    end = _header_block_end(head)
+    found = field.search(head if end is None else head[:end])
     return None if found is None else found.group(1).decode("utf-8", "replace")
 
 
