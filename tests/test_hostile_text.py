@@ -49,9 +49,12 @@ def featurizers() -> dict[str, TextFeaturizer]:
     spam = load_config(REPO / "configs" / "spam.toml", []).build_featurizer()
     spam_python = load_config(REPO / "configs" / "spam.toml", []).build_featurizer()
     spam_python._native_plan = None
+    mail = load_config(REPO / "configs" / "mail.toml", [])
     return {
         "spam.toml (C)": spam,
         "spam.toml (Python)": spam_python,
+        # mail.toml's views beside its [features]: character 4-grams within words, words alone
+        **{f"mail.toml view {view} (C)": mail.build_featurizer(view) for view in mail.views},
         "defaults": TextFeaturizer(),
         "every option": TextFeaturizer(normalize_numbers=True, char_ngrams=(2, 4), ngram_range=(1, 3),
                                        stop_words=["a", "b"], strip_accents=True, subject_features=True,
@@ -63,7 +66,7 @@ def featurizers() -> dict[str, TextFeaturizer]:
 @pytest.mark.parametrize("name", list(featurizers()))
 def test_featurising_hostile_text_grows_linearly_with_its_length(name):
     featurizer = featurizers()[name]
-    if name == "spam.toml (C)":
+    if name == "spam.toml (C)" or name.startswith("mail.toml view"):
         require_extension(text_module._native, "stream_nb.features._native")
         assert featurizer._native_plan is not None
     work = lambda text: featurizer.transform_sparse([text])  # noqa: E731
