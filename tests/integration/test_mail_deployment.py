@@ -1,7 +1,8 @@
 """The mail filter a company deploys (issue 33), end to end on the three-broker cluster.
 
 Raw mail (`[kafka] value_format = "mail"`) for four users, per-user models keyed by the
-Delivered-To header (configs/personal.toml over mail.toml's [features] view), two workers. Mail is learned
+Delivered-To header (configs/personal.toml as shipped: mail.toml's three feature views, each
+with per-user counts), two workers. Mail is learned
 from folders published with `stream-nb publish --value-format mail --key-header Delivered-To`;
 users press "spam" / "not spam" and take messages back, each one message piped to `publish -`
 (one id on both routes: the Message-ID). The operator raised the input topics to 4 MiB: each
@@ -89,12 +90,11 @@ def publish(bootstrap: str, *args: str, stdin: bytes | None = None) -> None:
 
 
 def deployment_config(tmp_path: Path, bootstrap: str, topics: Topics) -> Path:
-    """configs/personal.toml's [personal] over mail.toml's [features] view alone (personal.toml
-    ships mail.toml's three views: tests/integration/test_worker_keyed_views.py), raw mail keyed
-    by Delivered-To, replicated three times."""
+    """configs/personal.toml as shipped (mail.toml's tables, its three views, and [personal]), raw
+    mail keyed by Delivered-To, replicated three times."""
     shipped = tomllib.loads((REPO / "configs" / "personal.toml").read_text())["personal"]
     mail = tomllib.loads((REPO / "configs" / "mail.toml").read_text())
-    tables = {name: mail[name] for name in ("model", "features", "training", "evaluation")}
+    tables = {name: mail[name] for name in ("model", "features", "training", "evaluation", "views")}
     return write_config(tmp_path / "deploy.toml", bootstrap, topics, tmp_path / "unused",
                         group_id=f"deploy-{os.urandom(4).hex()}", client=FAST_CLIENT,
                         kafka={"partitions": PARTITIONS, "replication_factor": 3, "value_format": "mail",
@@ -220,19 +220,21 @@ def test_the_mail_deployment_end_to_end(cluster, tmp_path):
     restored = changelog_tables(config, tmp_path / "restored", PARTITIONS)
     positions = {p: table.position for p, table in restored.items()}
     assert positions == {p: log_end for p in range(PARTITIONS)}
-    featurizer = MailFeaturizer(loaded.build_event_featurizer())
+    assert loaded.view_names == ["base", "chars", "words"]
+    reader = MailFeaturizer(loaded.build_event_featurizer())  # one parse a message, every view reads it
+    featurizers = [reader, *(MailFeaturizer(loaded.build_event_featurizer(view), reader=reader) for view in loaded.views)]
     unlabeled = {event_id: {"key": f"{user}@example.org", "mail": data} for event_id, (user, data) in asked.items()}
     expected, digests, (differs, informed) = reference_tables(
         config, order, log_end, tmp_path / "expected", predictions, unlabeled, positions, PARTITIONS,
-        features=lambda event: featurizer.transform_one(event["mail"]))
+        features=lambda event: [featurizer.transform_one(event["mail"]) for featurizer in featurizers])
     for p in range(PARTITIONS):
         assert restored[p].digest() == digests[p], f"partition {p}"
     assert informed > 0 and differs > 0, (differs, informed)  # the users' own counts decided some verdicts
     # no user's counts hold a corrected message under the label taken back
     for user in USERS:
         key = f"{user}@example.org"
-        table = restored[key_partition(key, PARTITIONS)]
-        own = table.get(key)
-        for event_id, (c, _) in own.learned.items():
-            if c >= 0:
-                assert truth[event_id] == table.classes[c], (user, event_id)
+        for table in restored[key_partition(key, PARTITIONS)].views:  # each view's counts of the user
+            own = table.get(key)
+            for event_id, (c, _) in own.learned.items():
+                if c >= 0:
+                    assert truth[event_id] == table.classes[c], (user, event_id)
