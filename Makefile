@@ -34,11 +34,11 @@ lint: setup
 check: lint
 	$(BIN)/python -m pytest -q -n 2 --ignore=tests/integration -m "not kafka"
 
-# Lint, the suite, then the sanitizer run of the C extensions' tests where gcc's AddressSanitizer
+# Lint, the suite (its 30 slowest steps listed: the suite must stay within 25 minutes), then the sanitizer run of the C extensions' tests where gcc's AddressSanitizer
 # is there; without it that part is skipped with a line saying so (a failure under CI=true, where
 # it is expected).
 test: lint
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) --durations=30
 	@if [ -f "$$(gcc -print-file-name=libasan.so 2>/dev/null)" ]; then $(MAKE) --no-print-directory sanitize; \
 	elif [ "$$CI" = true ]; then echo "make test: gcc's libasan is missing, so the sanitizer run cannot be done" >&2; exit 1; \
 	else echo "make test: sanitizer run skipped (no gcc with libasan here; the extensions are optional)"; fi
