@@ -127,16 +127,19 @@ class PersonalExperts:
         `tables[i]`: event i's table per view, or None (the event is the global models' alone).
         `observe(i, v)` is called after view v's step of each labeled event i (None: each view
         observes the event in its own table)."""
-        if not isinstance(X, ViewBatch) or len(X.views) != len(self.personals):
-            raise TypeError(f"per-key views read a ViewBatch of {len(self.personals)} views")
-        per_view_rows = [None if rows is None else [self._views(r)[v] for r in rows] for v in range(len(self.personals))]
+        self.experts._check_batch(X)
+        k = len(self.personals)
+        checked_rows = None if rows is None else [self._views(row) for row in rows]
+        per_view_rows = [None if checked_rows is None else [row[v] for row in checked_rows] for v in range(k)]
         runs = [personal.prepared_batch(view, view_rows, labels, training)
                 for personal, view, view_rows in zip(self.personals, X.views, per_view_rows)]
         if any(run is None for run in runs):
             return None
+        # each event's tables split by view once: view v's pass reads column v
+        split = [[None] * k if table is None else self._tables(table) for table in tables]
         results, global_predictions = [], []
         for v, run in enumerate(runs):
-            view_tables = [None if table is None else self._tables(table)[v] for table in tables]
+            view_tables = [event_tables[v] for event_tables in split]
             global_predictions.append([])
             results.append(run(keys, view_tables, None if observe is None else lambda i, v=v: observe(i, v),
                                ids, unlearns, global_predictions[v]))
@@ -166,16 +169,15 @@ class PersonalExperts:
         (PersonalMultinomialNB.predict_batch of each view over its expert's own predictions); the
         others, and events whose `probabilities[i]` is None or empty, keep `probabilities[i]`
         (the global Experts model's, which a key without counts gets too)."""
-        if not isinstance(X, ViewBatch) or len(X.views) != len(self.personals):
-            raise TypeError(f"per-key views read a ViewBatch of {len(self.personals)} views")
+        self.experts._check_batch(X)
         chosen = [i for i, table in enumerate(tables) if table is not None and probabilities[i]]
         if not chosen:
             return list(probabilities)
+        split = [[None] * len(self.personals) if table is None else self._tables(table) for table in tables]
         per_view = []
         for v, (personal, view) in enumerate(zip(self.personals, X.views)):
             own = personal.global_model.predict_proba_many(view)
-            per_view.append(personal.predict_batch(view, keys, [None if t is None else self._tables(t)[v] for t in tables],
-                                                   own))
+            per_view.append(personal.predict_batch(view, keys, [event_tables[v] for event_tables in split], own))
         sizes = [event_sizes(view) for view in X.views]
         out = list(probabilities)
         for i in chosen:
