@@ -322,3 +322,50 @@ def test_the_cache_is_bounded_in_rows_as_well_as_in_keys(tmp_path):
     again = store.get("user-0")
     assert len(again.index) == 10_000 and again.class_counts == [1.0, 0.0]
     assert list(store._cache) == ["user-5", "user-0"] and store._cached_rows == 20_000
+
+
+def test_a_users_views_of_a_million_features_are_written_in_bounded_records_and_restored(tmp_path):
+    """personal.toml's views at a real user's size: the character 4-grams view of one user holds
+    1,000,000 features, the words-and-bigrams view 200,000, the words view 50,000 (about 40 MB
+    of counts and names in all). Every changelog record stays within ROWS_BYTES plus its view's
+    prefix; a flush after one more mail writes that mail's rows in each view, not the user's
+    views; a restore from the compacted changelog gives each view's counts back, and the same
+    position (compared count by count: digests of keys this size take a minute)."""
+    from stream_nb.keyed.codec import ROWS_BYTES
+    from stream_nb.keyed.view_tables import ViewTables, view_prefix
+
+    names, sizes = ["main", "chars", "words"], [200_000, 1_000_000, 50_000]
+    tables = ViewTables(tmp_path / "p", names, lambda: 2)
+    for v, (table, features) in enumerate(zip(tables.views, sizes)):
+        own = table.create("big", 2)
+        for start in range(0, features, 50_000):
+            own.add({f"v{v}-{i}": 1.0 for i in range(start, start + 50_000)}, start // 50_000 % 2, 1.0)
+        table.changed("big", own)
+    tables.observe("big", None)
+    first = tables.flush(position=1)
+    bound = ROWS_BYTES + _HEAD.size + 16
+    for key, value in first:
+        prefix = next((view_prefix(name) for name in names[1:] if key.startswith(view_prefix(name))), b"")
+        assert value is None or len(value) <= bound + len(prefix), (key[:40], len(value))
+    assert sum(len(value) for _, value in first if value) > sum(sizes) * 25
+    changelog = dict(first)
+
+    rng = random.Random(35)
+    for mail in range(20):  # a mail of 300 features in each view, 30 of them new
+        for v, (table, features) in enumerate(zip(tables.views, sizes)):
+            x = {f"v{v}-{rng.randrange(features)}": 1.0 for _ in range(270)}
+            x.update({f"v{v}-new-{mail}-{j}": 2.0 for j in range(30)})
+            own = table.get("big")
+            own.add(x, mail % 2, 1.0)
+            table.changed("big", own)
+        tables.observe("big", None)
+        records = tables.flush(position=mail + 2)
+        assert sum(len(value) for _, value in records if value) < 3 * 40_000  # the mail's rows and heads
+        changelog.update(records)
+
+    restored = ViewTables(tmp_path / "restored", names, lambda: 2)
+    restored.restore([(key, value) for key, value in changelog.items() if value is not None])
+    assert restored.position == 21 and [t.clock for t in restored.views] == [t.clock for t in tables.views]
+    for v, features in enumerate(sizes):
+        assert same_counts(restored.views[v].get("big"), tables.views[v].get("big"))
+        assert len(restored.views[v].get("big").features) == features + 20 * 30
