@@ -70,6 +70,7 @@ DEFAULT_CACHE_ROWS = 5_000_000
 
 
 INLINE_ROWS = 4096  # a key of at most this many features is tried as one record (its head)
+RESTORE_BATCH = 10_000  # records a restore writes to RocksDB at once
 
 
 def _data_key(key: str, part: int = HEAD_PART) -> bytes:
@@ -308,40 +309,29 @@ class StoredKeyTable:
         """Apply changelog records in their order (the tail after the clean offset, or all of
         them); then check every key whole (its head, its row records, its invariants:
         InvalidKeyState, one line) and rebuild the idleness index. Returns the records applied."""
-        applied = 0
-        batch = self._rocksdict.WriteBatch(raw_mode=True)
+        restoring = self.restoring()
         for key, value in records:
-            if key == META_KEY:
-                if value is None:
-                    raise InvalidKeyState("the changelog's metadata record is a tombstone")
-                state = _checked_meta(json.loads(value))
-                self.clock, self.evicted, self.position = state["clock"], state["evicted"], state["position"]
-                self.classes = state.get("classes", [])
-            else:
-                if value is not None and value[:4] == b"SNK1":
-                    raise InvalidKeyState("the changelog holds a key as one record, as stream_nb wrote it before keys "
-                                          "were split into records of bounded size: delete the changelog topic (the "
-                                          "keys are relearned from the labeled log)")
-                _, part = split_record_key(key)
-                if value is None:
-                    batch.delete(b"k" + key)
-                else:
-                    magics = (HEAD_MAGIC,) if part == HEAD_PART else (ROWS_MAGIC, IDS_MAGIC)
-                    if not isinstance(value, bytes) or value[:4] not in magics:
-                        raise InvalidKeyState(f"a keyed-state record of part {part} does not start with "
-                                              f"{' or '.join(map(repr, magics))}")
-                    batch.put(b"k" + key, value)
-            applied += 1
-            if applied % 10_000 == 0:
-                self.db.write(batch, self._write_options)
-                batch = self._rocksdict.WriteBatch(raw_mode=True)
-        self.db.write(batch, self._write_options)
+            restoring.put(key, value)
+        return restoring.finish()
+
+    def restoring(self) -> _Restoring:
+        """A restore taken record by record (`put`, then `finish`): several stores can be fed
+        from one changelog as it is read, none of it held in memory (ViewTables)."""
+        return _Restoring(self)
+
+    def _apply_meta(self, value: bytes | None) -> None:
+        if value is None:
+            raise InvalidKeyState("the changelog's metadata record is a tombstone")
+        state = _checked_meta(json.loads(value))
+        self.clock, self.evicted, self.position = state["clock"], state["evicted"], state["position"]
+        self.classes = state.get("classes", [])
+
+    def _finish_restore(self) -> None:
         self._cache.clear()
         self._cached_rows = 0
         self._dirty.clear()
         self._check_and_index()
         self.db.put(META, self._meta(), self._write_options)
-        return applied
 
     def digest(self) -> str:
         """SHA-256 of the clock and every key's counts in the canonical layout (names sorted),
@@ -510,3 +500,41 @@ def _checked_meta(state) -> dict:
     if position is not None and (isinstance(position, bool) or not isinstance(position, int) or position < 0):
         raise InvalidKeyState(f"a partition's position is a whole number >= 0 or null, got {position!r}")
     return state
+
+
+class _Restoring:
+    """One store's restore under way: each record checked for its kind and written in batches of
+    RESTORE_BATCH; `finish` checks every key whole (StoredKeyTable.restore)."""
+
+    def __init__(self, table: StoredKeyTable) -> None:
+        self.table, self.applied = table, 0
+        self._batch = table._rocksdict.WriteBatch(raw_mode=True)
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        table = self.table
+        if key == META_KEY:
+            table._apply_meta(value)
+        else:
+            if value is not None and value[:4] == b"SNK1":
+                raise InvalidKeyState("the changelog holds a key as one record, as stream_nb wrote it before keys "
+                                      "were split into records of bounded size: delete the changelog topic (the "
+                                      "keys are relearned from the labeled log)")
+            _, part = split_record_key(key)
+            if value is None:
+                self._batch.delete(b"k" + key)
+            else:
+                magics = (HEAD_MAGIC,) if part == HEAD_PART else (ROWS_MAGIC, IDS_MAGIC)
+                if not isinstance(value, bytes) or value[:4] not in magics:
+                    raise InvalidKeyState(f"a keyed-state record of part {part} does not start with "
+                                          f"{' or '.join(map(repr, magics))}")
+                self._batch.put(b"k" + key, value)
+        self.applied += 1
+        if self.applied % RESTORE_BATCH == 0:
+            table.db.write(self._batch, table._write_options)
+            self._batch = table._rocksdict.WriteBatch(raw_mode=True)
+
+    def finish(self) -> int:
+        """Write what is left, check every key whole; the records applied."""
+        self.table.db.write(self._batch, self.table._write_options)
+        self.table._finish_restore()
+        return self.applied

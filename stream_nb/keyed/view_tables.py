@@ -88,26 +88,20 @@ class ViewTables:
         return records + first
 
     def restore(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
-        """Apply changelog records, each to its view's store (module docstring). Returns the
-        records applied."""
-        others: list[list] = [[] for _ in self.views]
-
-        def first_view():
-            for key, value in records:
-                if key[:1] == VIEW_MARK:
-                    cut = key.find(b"\0") + 1
-                    v = self._prefixes.get(key[:cut]) if cut else None
-                    if v is None:
-                        raise InvalidKeyState(f"the changelog holds records of a view this configuration does not "
-                                              f"have ({key[:cut or 40]!r}): it was written under other [views]")
-                    others[v].append((key[cut:], value))
-                else:
-                    yield key, value
-
-        applied = self.views[0].restore(first_view())
-        for v, table in enumerate(self.views[1:], 1):
-            applied += table.restore(others[v])
-            others[v] = []
+        """Apply changelog records, each to its view's store as it is read (module docstring).
+        Returns the records applied."""
+        restoring = [table.restoring() for table in self.views]
+        for key, value in records:
+            if key[:1] != VIEW_MARK:
+                restoring[0].put(key, value)
+                continue
+            cut = key.find(b"\0") + 1
+            v = self._prefixes.get(key[:cut]) if cut else None
+            if v is None:
+                raise InvalidKeyState(f"the changelog holds records of a view this configuration does not "
+                                      f"have ({key[:cut or 40]!r}): it was written under other [views]")
+            restoring[v].put(key[cut:], value)
+        applied = sum(view.finish() for view in restoring)
         positions = {table.position for table in self.views}
         if len(positions) != 1 or len({table.clock for table in self.views}) != 1:
             raise InvalidKeyState(f"the changelog's views are at different labeled positions "
