@@ -79,7 +79,7 @@ sanitize: setup
 	$(SANITIZED) $(BIN)/python -c 'import sys, stream_nb.events._codec as c, stream_nb.features._native as f, \
 		stream_nb.model._kernel as k, stream_nb.mail._native as m; \
 		sys.exit(any("$(SANITIZE_DIR)/" not in x.__file__ for x in (c, f, k, m)))'
-	$(SANITIZED) CI=true $(BIN)/python -m pytest -q -n 2 --capture=sys -p no:cacheprovider $(NATIVE_TESTS)
+	$(SANITIZED) CI=true $(BIN)/python -m pytest -q -n 2 --capture=sys -p no:cacheprovider --durations=15 $(NATIVE_TESTS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache stream_nb/features/_native*.so stream_nb/model/_kernel*.so stream_nb/events/_codec*.so stream_nb/mail/_native*.so
