@@ -280,3 +280,154 @@ def test_the_header_block_ends_where_the_blank_line_pattern_finds_it():
         assert _header_block_end(head) == (None if found is None else found.start()), head
         ended += found is not None
     assert ended > 5_000
+
+
+def test_the_first_field_is_the_patterns_first_match():
+    """identity._first_field (the pattern tried where the name starts a line) against the
+    pattern's own search, on generated header blocks."""
+    import random
+
+    from stream_nb.mail.identity import _FIELD, _first_field, _header_block_end, _header_field
+
+    rng = random.Random(11)
+    names = [b"Message-ID", b"message-id", b"MESSAGE-IDx", b"Delivered-To", b"delivered-TO", b"X", b"", b" "]
+    values = [b"", b" <a@B.c>", b"\xc3\xa9", b"\r", b"x:", b"\n\tfolded", b"\r\n continued"]
+    breaks = [b"\n", b"\r\n", b"\n\n", b"\r\n\r\n", b"\r"]
+    found_some = 0
+    for _ in range(20_000):
+        data = b"".join(rng.choice(names) + rng.choice([b"", b" ", b"\t"]) + rng.choice([b":", b""])
+                        + rng.choice(values) + rng.choice(breaks) for _ in range(rng.randint(0, 5)))
+        end = _header_block_end(data)
+        block = data if end is None else data[:end]
+        for field, name in ((_FIELD, b"message-id"), (_header_field("Delivered-To"), b"delivered-to")):
+            found = field.search(block)
+            expected = None if found is None else found.group(1).decode("utf-8", "replace")
+            assert _first_field(data, field, name) == expected, data
+            found_some += found is not None
+    assert found_some > 3_000
+
+
+def tar_member(rng, index: int) -> tuple[tarfile.TarInfo, bytes | None]:
+    """A member of a generated archive: message files (some in label, tmp or dot-named
+    places, some with long or non-ASCII names), mboxes, files that are no message,
+    directories, links and fifos."""
+    folder = rng.choice(["spam", "ham", "x/spam", "Maildir/tmp", "Maildir/new", "", "a" * 120, "caf\xe9"])
+    base = rng.choice([f"{index}.eml", f".{index}", f"{index}.mbox", "mbox", "b" * 150 + str(index), f"{index}",
+                       f"{index}.eml/", f"{index}.mbox/", f"./{index}", f"{index}//x", f"{index}.MBox"])
+    name = f"{folder}/{base}" if folder else base
+    kind = rng.choice("ffffffdlsp")
+    info = tarfile.TarInfo(name)
+    if name.endswith("/") and rng.random() < 0.5:  # (tarfile reads an AREGTYPE one as a directory)
+        info.type = tarfile.AREGTYPE
+    if kind == "d":
+        info.type = tarfile.DIRTYPE
+        return info, None
+    if kind in "ls":
+        info.type = tarfile.LNKTYPE if kind == "l" else tarfile.SYMTYPE
+        info.linkname = "spam/0.eml"
+        return info, None
+    if kind == "p":
+        info.type = tarfile.FIFOTYPE
+        return info, None
+    if base.endswith("mbox"):
+        data = b"".join(b"From a@b\n" + message(f"m{index}.{n}", "x" * rng.randint(0, 900)) + b"\n"
+                        for n in range(rng.randint(0, 3)))
+    else:
+        data = rng.choice([message(f"m{index}", "y" * rng.randint(0, 3000)), b"not mail", b""])
+    info.size = len(data)
+    info.mtime = rng.choice([0, 1_700_000_000, 8**11 - 1])
+    return info, data
+
+
+def generated_archive(rng) -> bytes:
+    buffer = io.BytesIO()
+    tar_format = rng.choice([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+    pax_headers = None
+    if tar_format == tarfile.PAX_FORMAT and rng.random() < 0.3:  # a global header, which every member takes
+        pax_headers = rng.choice([{"comment": "global"}, {"path": "spam/global.eml"}, {"size": "10"}])
+    with tarfile.open(fileobj=buffer, mode="w", format=tar_format, pax_headers=pax_headers) as archive:
+        for index in range(rng.randint(0, 12)):
+            info, data = tar_member(rng, index)
+            try:
+                archive.addfile(info, None if data is None else io.BytesIO(data))
+            except ValueError:  # a name ustar cannot hold
+                continue
+    return buffer.getvalue()
+
+
+def with_checksum(mutable: bytearray, header: int, signed: bool) -> None:
+    """The checksum field of the header at `header` made right (as tar writes it, or as the
+    sum of signed bytes some old tars wrote)."""
+    block = mutable[header:header + 512]
+    if len(block) < 512:
+        return
+    total = 256 + sum((b - 256 if signed and b > 127 else b) for b in block[:148] + block[156:])
+    mutable[header + 148:header + 156] = b"%06o\0 " % (total % 8**6)
+
+
+def damaged(raw: bytes, rng) -> bytes:
+    """An archive truncated anywhere (often at or near a block boundary), with bytes flipped
+    (in a header's fields, its checksum then made right or not), or as it was."""
+    kind = rng.randrange(4)
+    if kind == 2 and len(raw) >= 512:
+        mutable = bytearray(raw)
+        headers = [at for at in range(0, len(raw) - 511, 512) if raw[at + 257:at + 262] == b"ustar"]
+        for _ in range(rng.randint(1, 3)):
+            header = rng.choice(headers or [0])
+            at = header + rng.choice([0, 50, 99, 100, 107, 108, 116, 124, 130, 135, 136, 156, 329, 337, 345, 400])
+            mutable[at] = rng.choice([0, 0x20, 0x2B, 0x2F, 0x30, 0x35, 0x37, 0x38, 0x5F, 0x80, 0xE9, 0xFF])
+            with_checksum(mutable, header, signed=rng.random() < 0.2)
+        return bytes(mutable)
+    if kind == 0 and raw:
+        cut = rng.randrange(len(raw) + 1)
+        return raw[: rng.choice([cut, cut - cut % 512, cut - cut % 512 + rng.choice([1, 511])])]
+    if kind == 1 and raw:
+        mutable = bytearray(raw)
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(len(mutable))
+            if rng.random() < 0.5:  # within a header's fields or its checksum
+                at = at - at % 512 + rng.choice([0, 99, 100, 124, 130, 148, 150, 156, 257, 345])
+                at = min(at, len(mutable) - 1)
+            mutable[at] = rng.choice([0, 0x20, 0x30, 0x37, 0x38, 0x80, 0xFF, rng.randrange(256)])
+        return bytes(mutable)
+    return raw
+
+
+def test_generated_and_damaged_tarballs_read_as_tarfile_reads_them(tmp_path):
+    """read_mail's tarball reader (plain members read without tarfile's objects) gives the
+    same events and the same skips, each with its reason and where, as the reader that takes
+    every member from tarfile: on generated archives of every format (long names, pax and
+    global headers, links, directories, mboxes), truncated or with bytes flipped, plain and
+    gzipped."""
+    import gzip
+    import random
+
+    from tests.mail_reference.sources import read_tarball_reference
+
+    class Skips(Counter):
+        def add(self, reason, where):
+            self[reason] += 1
+            self.setdefault("where", []).append((reason, where))
+
+    def reading(read, path):
+        skipped = Skips()
+        try:
+            events = [(e["id"], e["label"], e["path"], e["mail"]) for e in read(path, folders, skipped)]
+        except Exception as error:  # the same failure either way, if any
+            events = [(type(error).__name__, str(error))]
+        return events, skipped
+
+    from stream_nb.mail.sources import _read_tarball
+
+    folders = {"spam": "spam", "ham": "ham"}
+    rng = random.Random(5)
+    plain_members = 0
+    for number in range(400):
+        raw = damaged(generated_archive(rng), rng)
+        compressed = rng.random() < 0.3
+        path = tmp_path / (f"{number}.tar.gz" if compressed else f"{number}.tar")
+        path.write_bytes(damaged(gzip.compress(raw), rng) if compressed else raw)
+        expected = reading(read_tarball_reference, path)
+        assert reading(_read_tarball, path) == expected, number
+        plain_members += len(expected[0])
+    assert plain_members > 250

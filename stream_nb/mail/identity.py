@@ -34,20 +34,36 @@ def _header_block_end(head: bytes) -> int | None:
     """Where `_BLANK_LINE.search(head)` starts (None: no match), by two substring searches: the
     first '\n' followed by an empty line ('\n' or '\r\n'), from its '\r' when one comes before
     it (the regular expression, whose leading '\r?' gives it no literal to look for, scanned
-    every byte in Python's matcher)."""
-    ends = [found for found in (head.find(b"\n\n"), head.find(b"\n\r\n")) if found != -1]
-    if not ends:
+    every byte in Python's matcher). The kind of break the first line ends with is looked for
+    first, and the other only before it: one of them is most often not in the message at all."""
+    first_break = head.find(b"\n")
+    kinds = (b"\n\r\n", b"\n\n") if first_break > 0 and head[first_break - 1] == 0x0D else (b"\n\n", b"\n\r\n")
+    end = head.find(kinds[0])
+    # a match of the other kind counts only when it starts before `end` (it has 2 or 3 bytes)
+    other = head.find(kinds[1], 0, len(head) if end == -1 else end + len(kinds[1]) - 1)
+    if other != -1 and (end == -1 or other < end):
+        end = other
+    if end == -1:
         return None
-    end = min(ends)
     return end - 1 if end > 0 and head[end - 1] == 0x0D else end
 
 
-def _first_field(data: bytes, field: re.Pattern) -> str | None:
-    """The unfolded value of the first `field` of the header block of `data`, or None."""
+def _first_field(data: bytes, field: re.Pattern, name: bytes) -> str | None:
+    """The unfolded value of the first `field` (a pattern ``^<name>...`` matched without case)
+    of the header block of `data`, or None. The pattern is tried only where the lower-cased
+    `name` starts a line: it has no literal the matcher could look for without case."""
     head = data[:HEADER_BLOCK_LIMIT]
     end = _header_block_end(head)
-    found = field.search(head if end is None else head[:end])
-    return None if found is None else found.group(1).decode("utf-8", "replace")
+    block = head if end is None else head[:end]
+    lowered = block.lower()
+    at = lowered.find(name)
+    while at != -1:
+        if at == 0 or block[at - 1] == 0x0A:
+            found = field.match(block, at)
+            if found is not None:
+                return found.group(1).decode("utf-8", "replace")
+        at = lowered.find(name, at + 1)
+    return None
 
 
 @functools.lru_cache(maxsize=16)
@@ -61,7 +77,7 @@ def mailbox_of(data: bytes, header: str) -> str | None:
     """The mailbox a message was delivered to, from its first `header` field (Delivered-To,
     X-Original-To, ...): the first address in it, lower-cased, or the trimmed value when it holds
     no address; None without the field or with an empty one. Up to MAX_ID_CHARS characters."""
-    value = _first_field(data, _header_field(header))
+    value = _first_field(data, _header_field(header), header.encode("ascii", "replace").lower())
     if value is None:
         return None
     address = _ADDRESS.search(value)
@@ -71,7 +87,7 @@ def mailbox_of(data: bytes, header: str) -> str | None:
 
 def message_id_of(data: bytes) -> str | None:
     """The normalised Message-ID of the message `data` (see the module doc), or None."""
-    value = _first_field(data, _FIELD)
+    value = _first_field(data, _FIELD, b"message-id")
     if value is None:
         return None
     bracketed = _BRACKETED.search(value)

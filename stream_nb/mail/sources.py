@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 import tarfile
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
@@ -158,7 +159,11 @@ def _messages_of_file(handle: BinaryIO, name: str, event_id: str, label: str | N
         for number, mail in enumerate(_mbox_messages(handle), start=1):
             yield _event(f"{event_id}#{number}", mail, label)
         return
-    data = handle.read()
+    yield from _messages_of_data(handle.read(), event_id, label, skipped)
+
+
+def _messages_of_data(data: bytes, event_id: str, label: str | None, skipped: Counter) -> Iterator[dict]:
+    """The event of a file that is not an mbox, given its bytes."""
     if _MESSAGE_START.match(data):
         yield _event(event_id, data, label)
     else:
@@ -194,6 +199,100 @@ def _read_directory(root: Path, folders: dict[str, str], skipped: Counter) -> It
     yield from walk(root, ())
 
 
+# A number field as tarfile's `nti` reads it without judgement: octal digits between blanks, then
+# a NUL and anything (nts cuts there); any other field (base-256, a sign, '_') is tarfile's.
+_PLAIN_NUMBER = re.compile(rb" *[0-7]* *(?:\0[\x00-\xff]*)?")
+_NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156), (329, 337),
+                  (337, 345))
+_REGULAR_FLAGS = (tarfile.REGTYPE, tarfile.AREGTYPE)
+# Members tarfile reads from their header alone, with no data blocks to skip (a directory's
+# size is not skipped either).
+_DATALESS_FLAGS = (tarfile.LNKTYPE, tarfile.SYMTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.DIRTYPE,
+                   tarfile.FIFOTYPE)
+
+
+class _Pushback:
+    """`fileobj` with the header block just read from it given back first, so that tarfile
+    reads that header from where this module's reader stood (tell, read, seek as its own)."""
+
+    def __init__(self, fileobj: BinaryIO, pending: bytes) -> None:
+        self.fileobj, self.pending = fileobj, pending
+
+    def tell(self) -> int:
+        return self.fileobj.tell() - len(self.pending)
+
+    def read(self, size: int = -1) -> bytes:
+        if not self.pending:
+            return self.fileobj.read(size)
+        if 0 <= size <= len(self.pending):
+            data, self.pending = self.pending[:size], self.pending[size:]
+            return data
+        data, self.pending = self.pending, b""
+        return data + self.fileobj.read(-1 if size < 0 else size - len(data))
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        if whence == 0 and self.tell() <= position <= self.fileobj.tell():
+            self.pending = self.pending[len(self.pending) - (self.fileobj.tell() - position):]
+            return position
+        self.pending = b""
+        return self.fileobj.seek(position, whence)
+
+
+def _plain_header(archive: tarfile.TarFile, block: bytes) -> tuple[str, int | None] | None:
+    """(name, size; None for a member without data) of a header block that tarfile's `frombuf`
+    and `_proc_member` would read as a plain regular file (not an mbox: that one's lines are
+    read from tarfile's file object) or a member without data, with every field valid; None
+    for any other block (an end-of-archive block, a bad checksum, a long name, a pax header,
+    a ustar prefix, base-256 numbers ...): tarfile reads that one."""
+    if len(block) != tarfile.BLOCKSIZE or block[345] or archive.pax_headers:
+        return None
+    flag = block[156:157]
+    if flag not in _REGULAR_FLAGS and flag not in _DATALESS_FLAGS:
+        return None
+    match = _PLAIN_NUMBER.fullmatch
+    for start, end in _NUMBER_FIELDS:
+        if match(block, start, end) is None:
+            return None
+    # tarfile also takes the signed sum; a header that needs it is tarfile's
+    if tarfile.nti(block[148:156]) != 256 + sum(block) - sum(block[148:156]):
+        return None
+    name = tarfile.nts(block[:100], archive.encoding, archive.errors)
+    if flag in _DATALESS_FLAGS or (flag == tarfile.AREGTYPE and name.endswith("/")):  # (a directory)
+        return name, None
+    if "mbox" in name.lower():  # (an mbox's name has it)
+        return None
+    return name, tarfile.nti(block[124:136])
+
+
+def _next_member(archive: tarfile.TarFile) -> tarfile.TarInfo | tuple[str, int | None] | None:
+    """`archive.next()`, with the same effect on the archive's offset and file object and the
+    same errors, except that a plain member (`_plain_header`) is (name, size): its data, if it
+    has any, is next in the file object. tarfile's per-member objects cost most of the reading
+    of a tarball of small messages."""
+    fileobj = archive.fileobj
+    if archive.firstmember is not None or archive.offset == 0:
+        return archive.next()
+    if archive.offset != fileobj.tell():  # as TarFile.next advances to the next header
+        fileobj.seek(archive.offset - 1)
+        if not fileobj.read(1):
+            return archive.next()  # which says so
+    try:
+        block = fileobj.read(tarfile.BLOCKSIZE)
+    except zlib.error as error:  # as TarFile.next names it
+        raise tarfile.ReadError(f"zlib error: {error}") from None
+    plain = _plain_header(archive, block)
+    if plain is None:
+        archive.fileobj = _Pushback(fileobj, block)
+        try:
+            return archive.next()
+        finally:
+            archive.fileobj = fileobj  # (extractfile takes the archive's file object)
+    archive.offset += tarfile.BLOCKSIZE
+    if plain[1] is not None:
+        archive.offset += -(-plain[1] // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+    return plain
+
+
 def _read_tarball(path: Path, folders: dict[str, str], skipped: Counter) -> Iterator[dict]:
     try:
         archive = tarfile.open(path)
@@ -201,25 +300,41 @@ def _read_tarball(path: Path, folders: dict[str, str], skipped: Counter) -> Iter
         _skip(skipped, UNREADABLE_FILE, f"{path}: {error}")
         return
     with archive:
-        members = iter(archive)
         while True:
             try:
-                member = next(members)
-            except StopIteration:
-                return
+                member = _next_member(archive)
             except (OSError, tarfile.TarError, EOFError) as error:  # a truncated or corrupt archive ends here
                 _skip(skipped, UNREADABLE_FILE, f"{path}: {error}")
                 return
-            name = PurePosixPath(member.name)
-            # (an archive is read in one pass, so a Maildir's tmp/ is any folder of that name)
-            if not member.isfile() or name.name.startswith(".") or name.parts[-2:-1] == ("tmp",):
+            if member is None:
+                return
+            if isinstance(member, tuple):
+                member_name, size = member
+                if size is None:
+                    continue
+            elif member.isfile():
+                member_name, size = member.name, -1
+            else:
                 continue
-            label = _label_of((*name.parts[:-1], name.stem if _is_mbox_name(name.name) else ""), folders)
+            parts = member_name.split("/")
+            if "" in parts or "." in parts:  # the rare name PurePosixPath would normalise
+                parts = list(PurePosixPath(member_name).parts) or [""]
+            # (an archive is read in one pass, so a Maildir's tmp/ is any folder of that name)
+            if parts[-1].startswith(".") or parts[-2:-1] == ["tmp"]:
+                continue
+            stem = PurePosixPath(parts[-1]).stem if _is_mbox_name(parts[-1]) else ""
+            label = _label_of((*parts[:-1], stem), folders)
             try:
-                handle = archive.extractfile(member)
-                yield from _messages_of_file(handle, name.name, member.name, label, skipped)
+                if size < 0:
+                    handle = archive.extractfile(member)
+                    yield from _messages_of_file(handle, parts[-1], member_name, label, skipped)
+                else:
+                    data = archive.fileobj.read(size)
+                    if len(data) != size:  # as tarfile's reading of a member's data says it
+                        raise tarfile.ReadError("unexpected end of data")
+                    yield from _messages_of_data(data, member_name, label, skipped)
             except (OSError, tarfile.TarError, EOFError) as error:
-                _skip(skipped, UNREADABLE_FILE, f"{member.name}: {error}")
+                _skip(skipped, UNREADABLE_FILE, f"{member_name}: {error}")
 
 
 def read_mail(path: str | Path, *, label_folders: dict[str, str] | None = None,
