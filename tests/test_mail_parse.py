@@ -694,3 +694,24 @@ def test_the_fast_paths_build_the_parsers_message_for_the_corpus(corpus):
         single += not built.is_multipart()
     # measured: of 2,796 messages 2,532 single-part and 186 of the 264 multipart are built here
     assert (single, multipart) == (2532, 186)
+
+
+def test_hosts_of_urls_and_domains_named_are_the_original_readers():
+    """html.host_of_url and _domain_named_in (regular expressions, words without a dot passed
+    over) against the reference's, on generated URLs and anchor texts."""
+    from stream_nb.mail import html
+    from tests.mail_reference import html as reference
+
+    rng = random.Random(3)
+    pieces = ["http://", "HTTPS://", "ftp://", "www.", "WWW.", "Www.", "a", "B", "x.com", ".", "..", "@", ":", "8080",
+              "/", "?", "#", "\\", " ", "\t", "-", "_", "9", "\u0130", "\xe9", "\u212a", "<", ">", "(", ")", ",", ";",
+              "'", '"', ".net", ".ORG", "\n", "\xa0"]
+    hosts = 0
+    for _ in range(30_000):
+        text = rng.choice(["", " ", "http://", "www.", "(https://"]) + "".join(
+            rng.choice(pieces) for _ in range(rng.randint(0, 9)))
+        expected = reference.host_of_url(text)
+        assert html.host_of_url(text) == expected, text
+        assert html._domain_named_in(text) == reference._domain_named_in(text), text
+        hosts += expected is not None
+    assert hosts > 1_500

@@ -60,7 +60,9 @@ _EVIDENCE_ELEMENTS = {
 }
 # Start tags `_MarkupReader.start` does more with than push their parent's state.
 _MARKED_STARTS = frozenset(_EVIDENCE_ELEMENTS) | _VOID_ELEMENTS | {"img", "input", "a"}
-_DOMAIN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+_URL_SCHEME = re.compile("https?://|ftp://")
+_HOST_END = re.compile(r"[/?#\\ ]")
+_HOST = re.compile(r"[a-z0-9.\-]+")  # what a host is made of (lower-cased)
 # A tag longer than this, or a comment longer than MAX_COMMENT_CHARS, is read as text.
 MAX_TAG_CHARS = 4096
 MAX_COMMENT_CHARS = 65536
@@ -148,20 +150,14 @@ def count_bucket(count: int) -> str:
 def host_of_url(url: str) -> str | None:
     """The lower-cased host of an absolute http(s)/ftp URL (or 'www.' link), else None."""
     url = url.strip().lower()
-    for scheme in ("http://", "https://", "ftp://"):
-        if url.startswith(scheme):
-            url = url[len(scheme):]
-            break
-    else:
-        if not url.startswith("www."):
-            return None
-    end = len(url)
-    for stop in "/?#\\ ":
-        position = url.find(stop)
-        if position != -1 and position < end:
-            end = position
-    host = url[:end].rpartition("@")[2].partition(":")[0].strip(".")
-    if not host or "." not in host or not set(host) <= _DOMAIN_CHARS:
+    scheme = _URL_SCHEME.match(url)
+    if scheme is not None:
+        url = url[scheme.end():]
+    elif not url.startswith("www."):
+        return None
+    end = _HOST_END.search(url)  # the first of '/', '?', '#', '\\', ' '
+    host = (url if end is None else url[:end.start()]).rpartition("@")[2].partition(":")[0].strip(".")
+    if "." not in host or _HOST.fullmatch(host) is None:
         return None
     return host
 
@@ -181,6 +177,8 @@ def registered_domain(host: str) -> str:
 def _domain_named_in(text: str) -> str | None:
     """The first domain a link's visible text names ('www.bank.com', 'http://bank.com/x')."""
     for word in text[:MAX_ANCHOR_TEXT].split():
+        if "." not in word:  # (a host has one, and lower-casing makes none)
+            continue
         word = word.strip("<>()[]\"',;")
         host = host_of_url(word)
         if host is None and "." in word and word.lower().endswith((".com", ".net", ".org")):

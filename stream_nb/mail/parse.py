@@ -143,6 +143,15 @@ def _header_fields(block: str, position: int) -> list[str] | None:
     return fields
 
 
+def _lowered_names(headers: list) -> list[str]:
+    """[name.lower() for name, _ in headers], lower-cased in one piece when all are ASCII."""
+    names = "\n".join([name for name, _ in headers])
+    if not names.isascii():
+        return [name.lower() for name, _ in headers]
+    lowered = names.lower().split("\n")
+    return lowered if len(lowered) == len(headers) else [name.lower() for name, _ in headers]
+
+
 class _ReadMessage(Message):
     """The fast paths' Message: `get` (which Message's own methods call too) finds the first
     field of a name through an index of the lower-cased names, instead of lower-casing every
@@ -156,15 +165,42 @@ class _ReadMessage(Message):
         headers = self._headers
         index = self._first_field
         if index is None or index[0] is not headers or index[1] != len(headers):
-            first: dict[str, int] = {}
-            for position, (key, _) in enumerate(headers):
-                first.setdefault(key.lower(), position)
+            # reversed: the first position of a name is the one the dict keeps
+            first = dict(zip(reversed(_lowered_names(headers)), range(len(headers) - 1, -1, -1)))
             index = self._first_field = (headers, len(headers), first)
         position = index[2].get(name.lower())
         if position is None:
             return failobj
-        key, value = headers[position]
-        return self.policy.header_fetch_parse(key, value)
+        return _fetched(*headers[position])  # (the policy is compat32)
+
+    def _get_params_preserve(self, failobj, header):
+        """Message's, from a cache of the parameters of string values: Content-Type values
+        recur from message to message, and every get_param, get_boundary, get_filename and
+        get_content_charset parses them again."""
+        value = self.get(header, _MISSING)
+        if value is _MISSING:
+            return failobj
+        if type(value) is not str:
+            return Message._get_params_preserve(self, failobj, header)
+        return list(_params_of(value))
+
+
+class _OneValue:
+    """A stand-in message whose every header is `value`, for Message's parameter parsing."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def get(self, name, failobj=None):
+        return self.value
+
+
+@lru_cache(maxsize=256)
+def _params_of(value: str) -> tuple:
+    """Message._get_params_preserve of a header whose value is `value`."""
+    return tuple(Message._get_params_preserve(_OneValue(value), None, "content-type"))
 
 
 def _with_plain_headers(block: str, position: int, message: Message) -> Message | None:
@@ -174,10 +210,8 @@ def _with_plain_headers(block: str, position: int, message: Message) -> Message 
     fields = (_native.header_fields if native else _header_fields)(block, position)
     if fields is None:
         return None
-    set_raw = message.set_raw
     flat = iter(fields)
-    for name, value in zip(flat, flat):
-        set_raw(name, value)
+    message._headers += zip(flat, flat)  # what Message.set_raw does, field by field
     return message
 
 
@@ -498,8 +532,14 @@ def _shape(text: str) -> str:
     return "".join(shape)[:40]
 
 
+_ASCII_DIGITS_AS_9 = str.maketrans("0123456789", "9" * 10)
+
+
 def _mailer_feature(value: str) -> str:
     words = value.lower().replace("(", " ").replace(")", " ").split()[:4]
+    joined = "_".join(words)
+    if joined.isascii():  # the common case: only ASCII digits are digits
+        return joined.translate(_ASCII_DIGITS_AS_9)[:60]
     return "_".join("".join("9" if c.isdigit() else c for c in word) for word in words)[:60]
 
 
@@ -513,16 +553,18 @@ def _fetched(name: str, value: str) -> str | Header:
 
 def _header_features(message: Message, evidence: _Evidence) -> str:
     """The top-level headers' features; returns the decoded subject."""
-    # One pass over the headers instead of one per name looked up (Message.get scans them all).
-    first: dict[str, tuple[str, str]] = {}
+    # The names lower-cased once instead of at each look-up (Message.get scans them all).
+    headers = message._headers  # (what raw_items gives a copy of)
+    lowered = _lowered_names(headers)
+    first = dict(zip(reversed(lowered), reversed(headers)))  # {name: its first (name, value)}
     received_raw = []
-    for name, value in message.raw_items():
-        key = name.lower()
-        if key == "received":
-            if len(received_raw) <= MAX_RECEIVED:
-                received_raw.append(_fetched(name, value))
-        elif key not in first:
-            first[key] = (name, value)
+    at = -1
+    while len(received_raw) <= MAX_RECEIVED:
+        try:
+            at = lowered.index("received", at + 1)
+        except ValueError:
+            break
+        received_raw.append(_fetched(*headers[at]))
 
     def get(name: str):  # as Message.get
         found = first.get(name)
