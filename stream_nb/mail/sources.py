@@ -204,6 +204,10 @@ def _read_directory(root: Path, folders: dict[str, str], skipped: Counter) -> It
 _PLAIN_NUMBER = re.compile(rb" *[0-7]* *(?:\0[\x00-\xff]*)?")
 _NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156), (329, 337),
                   (337, 345))
+# The fields 100-156 (mode, uid, gid, size, mtime, checksum) and 329-345 (device numbers) as
+# tar writers most often fill them: plain numbers all, checked in one step each.
+_USUAL_NUMBERS = re.compile(rb"(?:[0-7]{7}\0){3}(?:[0-7]{11}[\0 ]){2}[0-7]{6}\0 ")
+_USUAL_DEVICES = re.compile(rb"(?:[0-7]{7}\0|\0{8}){2}")
 _REGULAR_FLAGS = (tarfile.REGTYPE, tarfile.AREGTYPE)
 # Members tarfile reads from their header alone, with no data blocks to skip (a directory's
 # size is not skipped either).
@@ -249,10 +253,11 @@ def _plain_header(archive: tarfile.TarFile, block: bytes) -> tuple[str, int | No
     flag = block[156:157]
     if flag not in _REGULAR_FLAGS and flag not in _DATALESS_FLAGS:
         return None
-    match = _PLAIN_NUMBER.fullmatch
-    for start, end in _NUMBER_FIELDS:
-        if match(block, start, end) is None:
-            return None
+    if _USUAL_NUMBERS.fullmatch(block, 100, 156) is None or _USUAL_DEVICES.fullmatch(block, 329, 345) is None:
+        match = _PLAIN_NUMBER.fullmatch
+        for start, end in _NUMBER_FIELDS:
+            if match(block, start, end) is None:
+                return None
     # tarfile also takes the signed sum; a header that needs it is tarfile's
     if tarfile.nti(block[148:156]) != 256 + sum(block) - sum(block[148:156]):
         return None
@@ -272,10 +277,14 @@ def _next_member(archive: tarfile.TarFile) -> tarfile.TarInfo | tuple[str, int |
     fileobj = archive.fileobj
     if archive.firstmember is not None or archive.offset == 0:
         return archive.next()
-    if archive.offset != fileobj.tell():  # as TarFile.next advances to the next header
+    gap = archive.offset - fileobj.tell()
+    if 0 < gap <= tarfile.BLOCKSIZE:  # a member's padding: read, as seeking forward reads
+        if len(fileobj.read(gap)) != gap:
+            return archive.next()  # which says so
+    elif gap:  # as TarFile.next advances to the next header
         fileobj.seek(archive.offset - 1)
         if not fileobj.read(1):
-            return archive.next()  # which says so
+            return archive.next()
     try:
         block = fileobj.read(tarfile.BLOCKSIZE)
     except zlib.error as error:  # as TarFile.next names it
