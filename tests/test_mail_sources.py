@@ -147,6 +147,31 @@ def test_a_truncated_tarball_gives_what_it_holds_and_counts_the_rest_unreadable(
     assert list(read_mail(tmp_path / "junk.tar.gz", skipped=skipped)) == [] and skipped["unreadable_file"] == 2
 
 
+def test_a_gzip_cut_or_damaged_anywhere_is_counted_unreadable_never_raised(tmp_path):
+    """A .tar.gz cut anywhere, inside its first member too (gzip's EOFError comes from
+    tarfile.open itself), or with its deflate stream damaged (zlib.error) gives the messages
+    before the fault and counts the rest unreadable_file (a cut in the end blocks loses none)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for i in range(3):
+            data = message(f"m{i}", "body " * 2000 + str(i))
+            info = tarfile.TarInfo(f"spam/{i}.eml")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    whole = buffer.getvalue()
+    damaged = bytearray(whole)
+    for at in range(len(whole) // 3, len(whole) // 3 + 8):
+        damaged[at] ^= 0x5A
+    cases = {f"cut{cut}": whole[:cut] for cut in range(11, len(whole), max(1, len(whole) // 40))}
+    cases["damaged"] = bytes(damaged)
+    for name, data in cases.items():
+        (tmp_path / f"{name}.tar.gz").write_bytes(data)
+        skipped = Counter()
+        events = list(read_mail(tmp_path / f"{name}.tar.gz", skipped=skipped))
+        assert set(skipped) <= {"unreadable_file"} and (skipped or len(events) == 3), (name, len(events), skipped)
+        assert [e["path"] for e in events] == [f"spam/{i}.eml" for i in range(len(events))], name
+
+
 def test_what_is_read_as_mail(tmp_path):
     make_tree(tmp_path / "corpus")
     (tmp_path / "mbox").write_bytes(MBOX)

@@ -55,6 +55,9 @@ DEFAULT_LABEL_FOLDERS: dict[str, str] = {"spam": "spam", "ham": "ham"}  # folder
 UNREADABLE_FILE = "unreadable_file"
 NOT_A_MESSAGE = "not_a_message"
 
+# What a truncated or corrupt archive raises as it is read: gzip's EOFError (cut inside the first
+# member too, where tarfile.open reads) and zlib.error (a damaged deflate stream) besides tarfile's.
+_BROKEN_ARCHIVE = (OSError, tarfile.TarError, EOFError, zlib.error)
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 # An mbox "From " line, or a header field name (printable ASCII but ':') and its colon.
 _MESSAGE_START = re.compile(rb"From |[!-9;-~]+[ \t]*:")
@@ -305,14 +308,14 @@ def _next_member(archive: tarfile.TarFile) -> tarfile.TarInfo | tuple[str, int |
 def _read_tarball(path: Path, folders: dict[str, str], skipped: Counter) -> Iterator[dict]:
     try:
         archive = tarfile.open(path)
-    except (OSError, tarfile.TarError) as error:
+    except _BROKEN_ARCHIVE as error:
         _skip(skipped, UNREADABLE_FILE, f"{path}: {error}")
         return
     with archive:
         while True:
             try:
                 member = _next_member(archive)
-            except (OSError, tarfile.TarError, EOFError) as error:  # a truncated or corrupt archive ends here
+            except _BROKEN_ARCHIVE as error:  # a truncated or corrupt archive ends here
                 _skip(skipped, UNREADABLE_FILE, f"{path}: {error}")
                 return
             if member is None:
@@ -342,7 +345,7 @@ def _read_tarball(path: Path, folders: dict[str, str], skipped: Counter) -> Iter
                     if len(data) != size:  # as tarfile's reading of a member's data says it
                         raise tarfile.ReadError("unexpected end of data")
                     yield from _messages_of_data(data, member_name, label, skipped)
-            except (OSError, tarfile.TarError, EOFError) as error:
+            except _BROKEN_ARCHIVE as error:
                 _skip(skipped, UNREADABLE_FILE, f"{member_name}: {error}")
 
 

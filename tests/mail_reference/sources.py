@@ -1,5 +1,6 @@
 """The tarball reader as it was before its fast path (commit e842200), frozen as the reference:
-every member read through tarfile's own objects. tests/test_mail_sources.py holds
+every member read through tarfile's own objects (and, as read_mail since, a broken gzip
+stream's EOFError or zlib.error counted as a skip, not raised). tests/test_mail_sources.py holds
 `stream_nb.mail.sources.read_mail` to it on generated, truncated and corrupted archives."""
 
 from __future__ import annotations
@@ -9,13 +10,20 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from stream_nb.mail.sources import UNREADABLE_FILE, _is_mbox_name, _label_of, _messages_of_file, _skip
+from stream_nb.mail.sources import (
+    _BROKEN_ARCHIVE,
+    UNREADABLE_FILE,
+    _is_mbox_name,
+    _label_of,
+    _messages_of_file,
+    _skip,
+)
 
 
 def read_tarball_reference(path: Path, folders: dict[str, str], skipped: Counter) -> Iterator[dict]:
     try:
         archive = tarfile.open(path)
-    except (OSError, tarfile.TarError) as error:
+    except _BROKEN_ARCHIVE as error:
         _skip(skipped, UNREADABLE_FILE, f"{path}: {error}")
         return
     with archive:
@@ -25,7 +33,7 @@ def read_tarball_reference(path: Path, folders: dict[str, str], skipped: Counter
                 member = next(members)
             except StopIteration:
                 return
-            except (OSError, tarfile.TarError, EOFError) as error:  # a truncated or corrupt archive ends here
+            except _BROKEN_ARCHIVE as error:  # a truncated or corrupt archive ends here
                 _skip(skipped, UNREADABLE_FILE, f"{path}: {error}")
                 return
             name = PurePosixPath(member.name)
@@ -36,5 +44,5 @@ def read_tarball_reference(path: Path, folders: dict[str, str], skipped: Counter
             try:
                 handle = archive.extractfile(member)
                 yield from _messages_of_file(handle, name.name, member.name, label, skipped)
-            except (OSError, tarfile.TarError, EOFError) as error:
+            except _BROKEN_ARCHIVE as error:
                 _skip(skipped, UNREADABLE_FILE, f"{member.name}: {error}")
