@@ -59,6 +59,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                     "ids (see the pytest pin in pyproject.toml)", pytrace=False)
 
 
+# STREAM_NB_TEST_CPU=FILE: each test's wall and CPU seconds (its process's, and its waited-for
+# children's: the workers and commands it ran, not detached brokers) appended to FILE, a line a
+# test, so the suite's CPU can be found by test when it outgrows its 25 minutes.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    path = os.environ.get("STREAM_NB_TEST_CPU")
+    if not path:
+        yield
+        return
+    import resource
+
+    def cpu() -> float:
+        return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                      resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    wall, used = time.monotonic(), cpu()
+    yield
+    with open(path, "a") as out:
+        out.write(f"{time.monotonic() - wall:.2f}\t{cpu() - used:.2f}\t{item.nodeid}\n")
+
+
 # The one broker of a pytest run: its directory is made by the controlling process and named to
 # the xdist processes (which inherit the environment); the first test that asks starts it, the
 # others find it running (LocalKafkaBroker.start holds a lock on the directory), and the
