@@ -1,13 +1,13 @@
 # The two commands a new user needs (see README.md):
 #   make demo   set up the environment and run the main job
 #   make test   set up the environment and run the whole test suite (CI's command)
-# and, for contributors, make check (lint and the tests that need no broker, a few minutes), and
-# for work on the C extensions alone, make sanitize (below; make test runs it too).
+# and, for contributors, make check (lint, the docs and the tests that need no broker, a few minutes),
+# make docs (the documentation site, docs/ -> site/) and, for work on the C extensions alone, make sanitize (below; make test runs it too).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo check lint test bench sanitize sanitize-if-possible clean
+.PHONY: setup demo check lint docs test bench sanitize sanitize-if-possible clean
 
 # setup.py and the C sources too: the optional extensions are built in place, and rebuilt when they change
 $(BIN)/stream-nb: pyproject.toml setup.py stream_nb/features/_native.c stream_nb/model/_kernel.c stream_nb/events/_codec.c stream_nb/mail/_native.c
@@ -30,17 +30,25 @@ PYTEST_PARALLEL := -n $(TEST_PROCESSES) --dist loadgroup
 lint: setup
 	$(BIN)/ruff check .
 
-# The inner loop: lint, then every test that needs no Kafka broker (tests/integration holds those).
-check: lint
+# The documentation site (mkdocs.yml, docs/) into site/. --strict: any warning (a broken link, a
+# page left out of the navigation, an anchor that does not exist) fails the build.
+# NO_MKDOCS_2_WARNING: Material 9.x prints a notice about its end of life (May 2027) at every
+# build; it is not a warning of the build and would hide real ones.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+
+# The inner loop: lint, the docs, then every test that needs no Kafka broker (tests/integration holds those).
+check: lint docs
 	$(BIN)/python -m pytest -q -n 2 --ignore=tests/integration -m "not kafka"
 
-# Lint, then the suite (its 30 slowest steps listed: the whole must stay within 25 minutes) and,
+# Lint, the documentation build, then the suite (its 30 slowest steps listed: the whole must stay
+# within 25 minutes) and,
 # beside it, the sanitizer run of the C extensions' tests where gcc's AddressSanitizer is there
 # (without it that part is skipped with a line saying so; a failure under CI=true, where it is
 # expected). The two run at once: most of the suite's time is brokers and workers waiting on each
 # other, so the sanitizer's minutes of CPU fit in it (the suite is also held to pass beside two
 # busy loops). The sanitizer's output is printed after the suite's; either failing fails the target.
-test: lint
+test: lint docs
 	@mkdir -p build
 	@( $(MAKE) --no-print-directory sanitize-if-possible > build/sanitize.log 2>&1; echo $$? > build/sanitize.rc ) & \
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) --durations=30; suite=$$?; \
@@ -92,4 +100,4 @@ sanitize: setup
 	$(SANITIZED) CI=true $(BIN)/python -m pytest -q -n 2 --capture=sys -p no:cacheprovider --durations=15 $(NATIVE_TESTS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache stream_nb/features/_native*.so stream_nb/model/_kernel*.so stream_nb/events/_codec*.so stream_nb/mail/_native*.so
+	rm -rf $(VENV) build site *.egg-info .pytest_cache stream_nb/features/_native*.so stream_nb/model/_kernel*.so stream_nb/events/_codec*.so stream_nb/mail/_native*.so
