@@ -950,7 +950,7 @@ class NaiveBayes(river_base.Classifier):
 
         Raises NotLearned (a ValueError), changing nothing, when the class was never learned or
         a count holds less than its part (a feature the class never counted, more weight than
-        learned), or learned_at is negative or in the future. See README, "Unlearning".
+        learned), or learned_at is negative or in the future. See docs/models.md, "Unlearning".
         """
         if y is None:
             raise ValueError("unlearn_one needs the label the event was learned with; y is None")

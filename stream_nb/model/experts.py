@@ -52,7 +52,7 @@ weighting grows as sqrt(T log k). The share (Herbster and Warmuth's fixed share)
 weight at least share / k, so an expert that was poor for a while can return when the stream
 drifts back to it. The constants were measured on every corpus here and on eleven more streams
 (SpamAssassin in five orders, each Enron-Spam mailbox alone; benchmarks/mail_quality.py and
-README "Feature views as experts"): eta from 0.003 to 0.03 ranks alike; per-sqrt inputs matter
+docs/views.md): eta from 0.003 to 0.03 ranks alike; per-sqrt inputs matter
 most (plain log-odds, even clipped, rank 2-3x worse); an unconstrained logistic layer with a
 bias (AdaGrad or SGD) drifted and ranked worse on raw mail (1-ROCA% 0.048 against 0.032); a
 Hedge mixture of the experts' probabilities converges to the single best expert and so never

@@ -9,7 +9,7 @@ for longer than the transaction timeout. Each case must end as a calm run does: 
 state digests equal the model core's for the whole labeled log, every unlabeled id published
 once for read_committed readers (each prediction the model core's for the labeled prefix it
 names), the bad messages and nothing else dead-lettered. How long outputs stalled is measured
-(printed, and appended to $STREAM_NB_FAILOVER_REPORT when set; README gives the figures).
+(printed, and appended to $STREAM_NB_FAILOVER_REPORT when set; docs/kafka.md gives the figures).
 """
 
 from __future__ import annotations
