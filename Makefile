@@ -2,12 +2,13 @@
 #   make demo   set up the environment and run the main job
 #   make test   set up the environment and run the whole test suite (CI's command)
 # and, for contributors, make check (lint, the docs and the tests that need no broker, a few minutes),
-# make docs (the documentation site, docs/ -> site/) and, for work on the C extensions alone, make sanitize (below; make test runs it too).
+# make docs (the documentation site, docs/ -> site/), make reference (docs/reference/
+# written anew from the code) and, for work on the C extensions alone, make sanitize (below; make test runs it too).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo check lint docs test bench sanitize sanitize-if-possible clean
+.PHONY: setup demo check lint docs reference test bench sanitize sanitize-if-possible clean
 
 # setup.py and the C sources too: the optional extensions are built in place, and rebuilt when they change
 $(BIN)/stream-nb: pyproject.toml setup.py stream_nb/features/_native.c stream_nb/model/_kernel.c stream_nb/events/_codec.c stream_nb/mail/_native.c
@@ -36,6 +37,11 @@ lint: setup
 # build; it is not a warning of the build and would hide real ones.
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+
+# docs/reference/ written anew from the code (configuration keys, commands, metrics, dead-letter
+# reasons); tests/test_reference_docs.py fails when the committed pages differ from it.
+reference: setup
+	$(BIN)/python -m stream_nb.reference docs/reference
 
 # The inner loop: lint, the docs, then every test that needs no Kafka broker (tests/integration holds those).
 check: lint docs

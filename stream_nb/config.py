@@ -202,6 +202,85 @@ PERSONAL_KEYS = {
     # ids a key remembers (what its counts learned), so that a correction is taken back from them
     "remember_ids": ((int,), 10_000),
 }
+# One line a key of the schemas above, for the configuration reference (stream_nb.reference writes
+# docs/reference/configuration.md from the schemas, BOUNDS and these; tests/test_reference_docs.py
+# fails when a key has no line or a line no key).
+KEY_DOCS = {
+    "kafka.bootstrap_servers": "the brokers; none: found at start (--bootstrap, $STREAM_NB_BOOTSTRAP, then the "
+                               "broker `stream-nb kafka start` runs in ./.kafka)",
+    "kafka.group_id": "the consumer group of the unlabeled topics; also names the per-key topics under [personal]",
+    "kafka.labeled_topics": "topics of labeled events, learned by every worker",
+    "kafka.unlabeled_topics": "topics of events to predict, split among the group's workers",
+    "kafka.predictions_topic": "where each unlabeled event's prediction goes (required by `run`, not by `replay --topic`)",
+    "kafka.dead_letter_topic": "where refused records go, with their reason (required by `run`)",
+    "kafka.create_topics": "create missing topics at start (false: change no topic, warn instead)",
+    "kafka.partitions": "partitions of the topics the worker creates, but the labeled ones",
+    "kafka.labeled_partitions": "partitions of a labeled topic the worker creates for a global model: one labeled "
+                                "order (see training.mode; under [personal] kafka.partitions applies)",
+    "kafka.replication_factor": "replicas of the topics the worker creates",
+    "kafka.min_insync_replicas": "min.insync.replicas of the topics the worker creates; 0: one less than "
+                                 "replication_factor (at least 1), so one broker may be away",
+    "kafka.max_message_bytes": "the largest JSON event read; a larger one is dead-lettered as too_large",
+    "kafka.poll_max_records": "records one poll returns at most",
+    "kafka.poll_timeout_ms": "how long a poll waits for records",
+    "kafka.processing_guarantee": "exactly_once: outputs and the group's offsets in one transaction; at_least_once: "
+                                  "outputs flushed, then offsets committed",
+    "kafka.commit_interval_ms": "how much traffic one transaction (or commit) covers",
+    "kafka.on_lost_position": "a checkpoint's offset the topic no longer has: fail (stop with one line) or "
+                              "from_beginning (read that partition anew)",
+    "kafka.transport": "the client library: kafka-python (pure Python) or confluent-kafka (librdkafka)",
+    "kafka.value_format": "json: a record is an event of the contract; mail: a raw RFC 5322 message",
+    "kafka.label_header": "with value_format = mail: the record header holding the label",
+    "kafka.unlearn_header": "with value_format = mail: the record header naming the class a correction takes back",
+    "kafka.mail_key_header": "under [personal], raw mail: \"\" keys a message by its record key, else by this "
+                             "mail header's address (e.g. Delivered-To)",
+    "checkpoint.dir": "where checkpoints are written; {instance_id} is replaced by the worker's instance id",
+    "checkpoint.interval_s": "seconds between scheduled checkpoints",
+    "checkpoint.every_events": "also checkpoint after this many learned events (0: by time only)",
+    "checkpoint.keep": "how many of the newest checkpoints are kept",
+    "checkpoint.background": "write scheduled checkpoints on a thread of their own; the loop only copies the state",
+    "checkpoint.snapshot_topic": "a compacted topic of model snapshots a new worker starts from (\"\": none)",
+    "checkpoint.snapshot_interval_s": "seconds between snapshots",
+    "worker.log_interval_s": "seconds between progress lines",
+    "worker.clues": "the strongest N clues in each prediction (0: none)",
+    "worker.instance_id": "static group membership and the transactional id, unique per worker and stable "
+                          "across its restarts; none: the host name",
+    "worker.labels_first_wait_s": "before predicting, catch up with the labeled log for at most this long",
+    "worker.metrics_port": "port of /metrics, /healthz and /readyz (0: off)",
+    "worker.metrics_host": "address the metrics port listens on",
+    "worker.stall_after_s": "/readyz says 503 when a partition with records left has not advanced for this long",
+    "worker.log_format": "text: plain lines; json: one JSON object a line, for log shippers",
+    "milter.listen": "where `stream-nb milter` listens, in Postfix's notation: inet:HOST:PORT or unix:PATH",
+    "milter.action": "what a message judged spam gets: tag (headers only), reject (5xx) or tempfail (4xx)",
+    "milter.threshold": "the score at or above which a message is spam for action; none: when X-Spam-Status is Yes",
+    "milter.reply": "the text after the code of a reject or tempfail",
+    "milter.no_model": "before the replica has a model: accept (untagged) or tempfail",
+    "milter.publish": "also publish each judged message to the first unlabeled topic, by its Message-ID",
+    "milter.follow_batch": "the replica learns the labeled log this many records at a time",
+    "milter.metrics_port": "port of the milter's /metrics, /healthz and /readyz (0: off)",
+    "milter.metrics_host": "address the milter's metrics port listens on",
+    "training.mode": "which labeled events are learned: all, on_error or thick_threshold",
+    "training.margin": "thick_threshold: learn when the label's log-odds are below this many nats",
+    "training.margin_scale": "none, or sqrt_features: the margin is per sqrt(distinct features)",
+    "training.remember_ids": "learned ids remembered (and as what) for duplicates and corrections; 0: none",
+    "evaluation.positive": "the positive (spam) class of the binary measures and of the score",
+    "evaluation.window": "events per point of the rolling curves",
+    "evaluation.unsure_band": "[low, high]: P(positive) between them is the verdict unsure",
+    "evaluation.unsure_score_band": "[low, high] on the score instead of on P",
+    "evaluation.score_scale": "none: the score is the log-odds; sqrt_features: the log-odds per "
+                              "sqrt(distinct features)",
+    "combine.learning_rate": "eta of the views' weights' exponentiated-gradient step",
+    "combine.share": "every weight stays at least share / k (0: none)",
+    "combine.soft_clip": "an expert's log-odds input is soft-clipped to plus or minus this",
+    "combine.scale": "each expert's log posteriors per sqrt(its features) (sqrt_features), or none",
+    "combine.offset_step": "how far the decision's zero point moves on a mistake",
+    "personal.beta": "weight of the global likelihoods in a key's estimate, in feature occurrences",
+    "personal.prior_beta": "weight of the global class prior in a key's, in events",
+    "personal.shrinkage": "key: one weight a key; class: the Dirichlet form, one weight a class",
+    "personal.max_key_features": "a key's feature budget (0: none): the most counted stay",
+    "personal.idle_after": "labeled events of all keys without one of a key evict it (0: never)",
+    "personal.remember_ids": "ids a key remembers, so that a correction is taken back from its counts",
+}
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 # Every class costs a column of counts in the state, each checkpoint and every prediction's
 # probabilities: 1,000 labels made a 117 MB checkpoint and 34 KB predictions. A spam filter has 2.

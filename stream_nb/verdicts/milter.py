@@ -65,6 +65,18 @@ log = logging.getLogger("stream_nb.milter")
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 
+def milter_metrics(registry):
+    """The milter's own metrics on `registry` (its replica's: served beside the replica's lag):
+    (messages answered by action, time to judge). Also what the metrics reference lists."""
+    from prometheus_client import Counter, Histogram
+
+    decided = Counter("stream_nb_milter_messages", "Messages the milter answered, by action", ["action"],
+                      registry=registry)
+    seconds = Histogram("stream_nb_milter_verdict_seconds", "Time to judge a message (the lock's wait "
+                        "included)", buckets=LATENCY_BUCKETS, registry=registry)
+    return decided, seconds
+
+
 @dataclass
 class Decision:
     """What the milter answers for one message: `action` accept | reject | tempfail, the
@@ -88,13 +100,7 @@ class MilterVerdicts:
         self.judge = MessageJudge(config, replica.model)
         self.read_cap = self.judge.featurizer.max_bytes
         self.publisher = publisher
-        from prometheus_client import Counter, Histogram
-
-        registry = replica.telemetry.registry
-        self.decided = Counter("stream_nb_milter_messages", "Messages the milter answered, by action", ["action"],
-                               registry=registry)
-        self.seconds = Histogram("stream_nb_milter_verdict_seconds", "Time to judge a message (the lock's wait "
-                                 "included)", buckets=LATENCY_BUCKETS, registry=registry)
+        self.decided, self.seconds = milter_metrics(replica.telemetry.registry)
 
     def keyed_message(self, message: bytes, recipients: list[str]) -> tuple[bytes, str | None]:
         """(the bytes judged and published, the key) of a message to `recipients`: with per-user

@@ -20,6 +20,25 @@ from stream_nb.worker.outputs import Fenced
 NOT_ONE_EVENTS_FAILURE = (MemoryError, KafkaError, Fenced)
 
 
+# The reasons the worker gives a dead letter after the decoder accepted the record (the
+# decoder's own are stream_nb.events.codec's REASONS), one line each, for the reference
+# (docs/reference/dead-letters.md, written by stream_nb.reference; tests/test_reference_docs.py
+# fails when the code gives a reason that is not here).
+WORKER_REASONS = {
+    "too_many_classes": "a labeled event whose label would be a class beyond `[model] max_classes`",
+    "label_type_conflict": "a label whose name is a class already learned with another type (`1` and `\"1\"`)",
+    "rejected_by_model": "the model refused the event (a negative count, text for a Gaussian model, a take-back "
+                         "the model refuses)",
+    "unreadable_mail": "a message of which nothing can be read (empty or only whitespace, or one the MIME parser "
+                       "could not read at all)",
+    "processing_failed": "decoding, featurising or scoring raised anything but the model's refusal; the exception "
+                         "is named in `stream-nb-detail`",
+    "misrouted_key": "under `[personal]`, an unlabeled record on another partition than its key's (produced with "
+                     "a non-default partitioner)",
+    "prediction_not_encodable": "the event's prediction could not be encoded as the prediction message",
+}
+
+
 class ModelStateUnknown(RuntimeError):
     """A labeled batch raised after part of it was learned: the model no longer matches its
     labeled offsets; the worker stops (its checkpoint and the log restore it)."""
