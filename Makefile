@@ -84,7 +84,7 @@ SANITIZE_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sani
                   -fno-wrapv -g -O1
 NATIVE_TESTS   := tests/test_native_codec.py tests/test_native_decoder.py tests/test_native_featurizer.py \
                   tests/test_native_kernel.py tests/test_mail_native.py tests/test_native_properties.py \
-                  tests/test_native_personal.py
+                  tests/test_native_personal.py tests/test_native_views.py
 SANITIZED      := LD_PRELOAD=$$(gcc -print-file-name=libasan.so) PYTHONSAFEPATH=1 \
                   PYTHONPATH=$(SANITIZE_DIR):$(CURDIR) PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
                   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -4,7 +4,8 @@ Beside the seeded generators of the other test_native_* files (which stay: they 
 counts), these draw inputs from strategies and, when a comparison fails, shrink it to the
 smallest input that still fails. Compared: the event decoder on arbitrary bytes and JSON-like
 values (codec.py), the prediction encoder on generated predictions (PredictionEncoder.encode),
-the featuriser on arbitrary text (text.py, specials.py), the multinomial kernel's `settle` on
+the featuriser on arbitrary text (text.py, specials.py), its one reading of a text for several
+feature views against each view alone (featurize_views), the multinomial kernel's `settle` on
 small generated models and batches (the per-event loop with the kernel off) and its `clues`
 (strongest_clues event by event), and the mail helpers on generated markup and headers
 (html.py, parse.py). `make sanitize` runs this file with the extensions built under ASan and
@@ -36,6 +37,7 @@ from stream_nb.model.base import SparseBatch
 from stream_nb.model.counting import MultinomialNB
 from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.training import predict_learn
+from stream_nb.model.vocabulary import Vocabulary
 
 from native import require_extension
 from test_mail_native import (
@@ -286,6 +288,61 @@ def test_special_spans_are_those_of_specials_py(text, urls, emails):
     found = text_module._native.special_spans(text, urls, emails)
     if found is not None:
         assert [tuple(span) for span in found] == [tuple(span) for span in featurizer._specials.find(text)]
+
+
+# ---- the shared reading of several views (_native.c featurize_views) ----------------------------
+
+# What the views of one pass make of the tokens (each view's own), and how they all read them
+VIEW_GRAMS = [{"ngram_range": (1, 1)}, {"ngram_range": (1, 2)}, {"ngram_range": (1, 1), "char_ngrams": (4, 4)},
+              {"ngram_range": (1, 2), "osb_window": 4}, {"ngram_range": (1, 1), "char_ngrams": (1, 3)},
+              {"ngram_range": (1, 2), "osb_window": 3, "char_ngrams": (2, 5)}]
+READINGS = st.fixed_dictionaries({"subject_features": st.booleans(), "max_tokens": st.sampled_from([None, 1, 3, 7, 40]),
+                                  "normalize_urls": st.booleans(), "normalize_emails": st.booleans(),
+                                  "url_domains": st.booleans()})
+EXTRA_NAMES = ["#hdr:date:missing", "#mime:multipart", "#s:word", "word", "a", "café", "#url", "#žluť", "kůň",
+               "word a", "#c: a ", "#c:word"]
+
+
+class Text(str):
+    """A str subclass: each view's Python feature list takes it."""
+
+
+def raw(made: tuple) -> tuple:
+    """featurize's result as plain values (names, lengths, columns, ranks, unknown, distinct)."""
+    names, lengths, columns, ranks, unknown, distinct = made
+    return (names, bytes(lengths), None if columns is None else bytes(columns),
+            None if ranks is None else bytes(ranks), None if unknown is None else list(unknown), distinct)
+
+
+@settings(max_examples=300)
+@given(READINGS, st.lists(st.tuples(st.sampled_from(range(len(VIEW_GRAMS))), st.booleans()), min_size=1, max_size=4),
+       st.lists(st.one_of(texts, texts.map(Text)), max_size=5),
+       st.one_of(st.none(), st.lists(st.lists(st.sampled_from(EXTRA_NAMES), max_size=4, unique=True)
+                                     .map(lambda names: tuple(names) if len(names) % 2 else names), max_size=5)),
+       st.sampled_from(["none", "dict", "index"]), st.booleans(), st.integers(0, 5))
+def test_one_reading_for_several_views_is_each_view_s_own(reading, grams, batch, extra, lookups, number_unknown, known):
+    """featurize_views gives every view what featurize gives it alone, field for field: names,
+    lengths, columns, ranks, the new names and `distinct`, over views that make different
+    features of one reading (generated texts, wide ones and str subclasses among them, empty
+    ones, extra names, token caps), with no vocabulary, its dict alone, or its C index, holding
+    the features of some of the texts and some extra names."""
+    if extra is not None:
+        extra = (extra + [[]] * len(batch))[:len(batch)]
+    featurizers = [featurizer_with({**VIEW_GRAMS[g], **reading, "binary": binary}) for g, binary in grams]
+    views = []
+    for featurizer in featurizers:
+        vocabulary = Vocabulary.from_names(EXTRA_NAMES[::2])
+        vocabulary.add([name for text in batch[:known] for name in featurizer._feature_list(text)])
+        column_of, index, by_column = None, None, None
+        if lookups != "none":
+            column_of = vocabulary.mapping()
+        if lookups == "index":
+            index, by_column = text_module._native.NameIndex(), vocabulary.by_column()
+        views.append((featurizer._native_plan, featurizer._native_spans, featurizer._feature_list, column_of,
+                      number_unknown, index, by_column))
+    alone = [raw(text_module._native.featurize(batch, *view, extra)) for view in views]
+    together = [raw(made) for made in text_module._native.featurize_views(batch, views, extra)]
+    assert together == alone
 
 
 # ---- the multinomial kernel (_kernel.c settle and clues; counting.py, explain.py) -------------

@@ -23,6 +23,10 @@
  *
  * Each text may bring extra names (a mail's '#...' evidence) that go after its own, looked up
  * the same way, so that a mail batch reaches the model by columns as a text batch does.
+ *
+ * Several feature views of one batch (`featurize_views`) read each text once: its segments are
+ * lowered and tokenised (`text_tokens`), then each view's features are made of those tokens
+ * (`text_grams`) and looked up in the view's own vocabulary, as `featurize` does for one view.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -87,20 +91,31 @@ typedef struct {
     Py_ssize_t len, cap;
 } IntList;
 
+/* A plan's settings of what is made from a segment's tokens: each view's own (see `featurize_views`). */
+typedef struct {
+    int bigrams, binary;
+    Py_ssize_t osb_window; /* OSB pairs at distances 2 .. osb_window - 1; < 3: none */
+    Py_ssize_t char_min, char_max; /* character n-grams of min..max characters; char_min 0: none */
+} Grams;
+
 /* One call's configuration and scratch space (reused from text to text). */
 typedef struct {
     const unsigned char *lower;   /* 256: the lowercase of each Latin-1 code */
     const unsigned char *classes; /* 256: CH_* flags */
-    int bigrams, binary, subject, emails, urls, url_domains;
+    int subject, emails, urls, url_domains;
     Py_ssize_t max_tokens; /* -1: no limit */
-    Py_ssize_t osb_window; /* OSB pairs at distances 2 .. osb_window - 1; < 3: none */
-    Py_ssize_t char_min, char_max; /* character n-grams of min..max characters; char_min 0: none */
+    Grams g;               /* the view being made */
     PyObject *spans;       /* lowered segment -> [(start, end, placeholder, domain | None)] */
     Buffer arena;          /* every byte of the current text's lowered segments and features */
     Buffer padded;         /* scratch: one token padded with a space on each side (char n-grams) */
-    WideBuffer wide;       /* the wide path's arena: code points (see `wide_feature_list`) */
+    WideBuffer wide;       /* the wide path's arena: code points (see `wide_text_tokens`) */
     WideBuffer wide_padded; /* the wide path's scratch for one padded token */
     SpanList tokens, domains, subject_features, features;
+    /* the text's tokens, read once for every view: the subject line's (head_*) and the rest's
+     * (tokens, domains); its lowered segments end at arena_mark (wide_mark on the wide path) */
+    SpanList head_tokens, head_domains;
+    int has_subject;
+    Py_ssize_t arena_mark, wide_mark;
     SpecialList specials; /* a one-byte segment's URLs and e-mail addresses */
     Py_ssize_t *slots; /* dedupe table: index + 1 of a feature, 0 for an empty slot */
     Py_ssize_t n_slots; /* allocated */
@@ -324,22 +339,22 @@ tokens_with_placeholders(Work *w, Py_ssize_t base, Py_ssize_t n)
     return DONE;
 }
 
-/* `osb_window`'s word pairs of the segment's tokens, appended to `out`: for each distance
+/* `osb_window`'s word pairs of a segment's `tokens`, appended to `out`: for each distance
  * d = 2 .. osb_window - 1 in turn, every pair tokens[i], tokens[i + d] in order, as
  * "a <k> b" with k = d - 1 (text.py: f" <{distance - 1}> "). A distance the segment's tokens
  * do not span has no pairs. */
 static int
-osb_pairs(Work *w, SpanList *out)
+osb_pairs(Work *w, const SpanList *tokens, SpanList *out)
 {
-    Py_ssize_t count = w->tokens.len;
-    for (Py_ssize_t d = 2; d < w->osb_window && d < count; d++) {
+    Py_ssize_t count = tokens->len;
+    for (Py_ssize_t d = 2; d < w->g.osb_window && d < count; d++) {
         char skip[32]; /* " <k> ": at most 19 digits; read 16 bytes at a time below */
         memset(skip, 0, sizeof(skip));
         Py_ssize_t skip_len = (Py_ssize_t)snprintf(skip, sizeof(skip), " <%zd> ", d - 1);
         if (grow((void **)&out->items, &out->cap, out->len + (count - d), sizeof(Span)) < 0)
             return -1;
         for (Py_ssize_t i = 0; i + d < count; i++) {
-            Span a = w->tokens.items[i], b = w->tokens.items[i + d];
+            Span a = tokens->items[i], b = tokens->items[i + d];
             Py_ssize_t length = a.len + skip_len + b.len; /* both in one segment: no overflow */
             /* as for bigrams: room for 16-byte copies past the end, reads past a token inside the arena */
             if (arena_reserve(w, length) < 0)
@@ -375,17 +390,17 @@ is_placeholder(const char *bytes, Py_ssize_t len)
     return len == 6 && memcmp(bytes, "#email", 6) == 0;
 }
 
-/* `_char_ngrams` of the segment's tokens, appended to `out`: for each token that is not a
+/* `_char_ngrams` of a segment's `tokens`, appended to `out`: for each token that is not a
  * placeholder, in turn, the token padded with a space on each side, and its n-grams for
  * n = char_min .. min(char_max, padded length), by n and then by position, each prefixed
  * CHAR_NGRAM_PREFIX; a padded token shorter than char_min is one feature as it is. Lengths are
  * in characters, bytes here (one byte a character). */
 static int
-char_ngrams(Work *w, SpanList *out)
+char_ngrams(Work *w, const SpanList *tokens, SpanList *out)
 {
     const Py_ssize_t prefix = (Py_ssize_t)sizeof(CHAR_NGRAM_PREFIX) - 1;
-    for (Py_ssize_t t = 0; t < w->tokens.len; t++) {
-        Span token = w->tokens.items[t];
+    for (Py_ssize_t t = 0; t < tokens->len; t++) {
+        Span token = tokens->items[t];
         if (is_placeholder(w->arena.data + token.start, token.len))
             continue;
         /* the padded token, in its own buffer with 16 bytes to spare: 16-byte reads stay inside it */
@@ -397,7 +412,7 @@ char_ngrams(Work *w, SpanList *out)
         memcpy(padded + 1, w->arena.data + token.start, (size_t)token.len);
         padded[length - 1] = ' ';
         memset(padded + length, 0, 16);
-        if (length < w->char_min) {
+        if (length < w->g.char_min) {
             if (arena_reserve(w, prefix + length) < 0 || span_push(out, w->arena.len, prefix + length) < 0)
                 return -1;
             char *at = w->arena.data + w->arena.len;
@@ -406,8 +421,8 @@ char_ngrams(Work *w, SpanList *out)
             w->arena.len += prefix + length;
             continue;
         }
-        Py_ssize_t top = w->char_max < length ? w->char_max : length;
-        for (Py_ssize_t n = w->char_min; n <= top; n++) {
+        Py_ssize_t top = w->g.char_max < length ? w->g.char_max : length;
+        for (Py_ssize_t n = w->g.char_min; n <= top; n++) {
             Py_ssize_t grams = length - n + 1, size = prefix + n;
             if (grams > (PY_SSIZE_T_MAX - SLACK - w->arena.len) / size) {
                 PyErr_NoMemory();
@@ -441,12 +456,14 @@ char_ngrams(Work *w, SpanList *out)
     return 0;
 }
 
-/* `all_features_of`: the features of one segment (a text, or a subject line or a body) in
- * order, appended to `out`: tokens, word bigrams, OSB pairs, URL domains, character n-grams. */
+/* The first half of `all_features_of`: the segment `source` (n characters) lowered into the
+ * arena and its tokens and URL domains in w->tokens and w->domains. */
 static int
-segment_features(Work *w, const Py_UCS1 *source, Py_ssize_t n, SpanList *out)
+segment_tokens(Work *w, const Py_UCS1 *source, Py_ssize_t n)
 {
-    /* An empty segment has no features; the arena may not be allocated yet (no memchr on NULL). */
+    w->tokens.len = 0;
+    w->domains.len = 0;
+    /* An empty segment has no tokens; the arena may not be allocated yet (no memchr on NULL). */
     if (n == 0)
         return DONE;
     Py_ssize_t base;
@@ -458,26 +475,25 @@ segment_features(Work *w, const Py_UCS1 *source, Py_ssize_t n, SpanList *out)
         lowered[i] = w->lower[source[i]];
     w->arena.len += n;
 
-    w->tokens.len = 0;
-    w->domains.len = 0;
     const char *text = (const char *)lowered;
     int special = (w->emails && memchr(text, '@', (size_t)n) != NULL) ||
                   (w->urls && (find_bytes(text, n, "://", 3) != NULL || find_bytes(text, n, "www.", 4) != NULL));
-    if (special) {
-        int outcome = tokens_with_placeholders(w, base, n);
-        if (outcome != DONE)
-            return outcome;
-    }
-    else if (tokenize(w, base, base + n, w->max_tokens) < 0) {
-        return FAILED;
-    }
+    if (special)
+        return tokens_with_placeholders(w, base, n);
+    return tokenize(w, base, base + n, w->max_tokens) < 0 ? FAILED : DONE;
+}
 
-    for (Py_ssize_t i = 0; i < w->tokens.len; i++)
-        if (span_push(out, w->tokens.items[i].start, w->tokens.items[i].len) < 0)
+/* The second half of `all_features_of`: the features of a segment's `tokens` and `domains` in
+ * order, by w->g, appended to `out`: tokens, word bigrams, OSB pairs, URL domains, character n-grams. */
+static int
+segment_grams(Work *w, const SpanList *tokens, const SpanList *domains, SpanList *out)
+{
+    for (Py_ssize_t i = 0; i < tokens->len; i++)
+        if (span_push(out, tokens->items[i].start, tokens->items[i].len) < 0)
             return FAILED;
-    if (w->bigrams) {
-        for (Py_ssize_t i = 0; i + 1 < w->tokens.len; i++) {
-            Span a = w->tokens.items[i], b = w->tokens.items[i + 1];
+    if (w->g.bigrams) {
+        for (Py_ssize_t i = 0; i + 1 < tokens->len; i++) {
+            Span a = tokens->items[i], b = tokens->items[i + 1];
             Py_ssize_t length = a.len + 1 + b.len;
             /* room for 16-byte copies past the end (and reads past a token, as long as it is in the arena) */
             if (grow((void **)&w->arena.data, &w->arena.cap, w->arena.len + length + 32, 1) < 0)
@@ -498,19 +514,32 @@ segment_features(Work *w, const Py_UCS1 *source, Py_ssize_t n, SpanList *out)
             w->arena.len += length;
         }
     }
-    if (w->osb_window > 2 && osb_pairs(w, out) < 0)
+    if (w->g.osb_window > 2 && osb_pairs(w, tokens, out) < 0)
         return FAILED;
-    for (Py_ssize_t i = 0; i < w->domains.len; i++)
-        if (span_push(out, w->domains.items[i].start, w->domains.items[i].len) < 0)
+    for (Py_ssize_t i = 0; i < domains->len; i++)
+        if (span_push(out, domains->items[i].start, domains->items[i].len) < 0)
             return FAILED;
-    if (w->char_min > 0 && char_ngrams(w, out) < 0)
+    if (w->g.char_min > 0 && char_ngrams(w, tokens, out) < 0)
         return FAILED;
     return DONE;
 }
 
-/* `feature_list` up to deduplication: w->features holds the text's features in order. */
+/* The head's lists and the current ones trade places (their buffers with them). */
+static void
+swap_head(Work *w)
+{
+    SpanList tokens = w->head_tokens, domains = w->head_domains;
+    w->head_tokens = w->tokens;
+    w->head_domains = w->domains;
+    w->tokens = tokens;
+    w->domains = domains;
+}
+
+/* A text's tokens, read once for all its views (the first half of `feature_list`): a leading
+ * "Subject:" line's in w->head_tokens/head_domains (w->has_subject), the rest's in w->tokens/domains.
+ * FALL_BACK for a text the one-byte path does not take. */
 static int
-text_features(Work *w, PyObject *text)
+text_tokens(Work *w, PyObject *text)
 {
     if (READY(text) < 0)
         return FAILED;
@@ -524,20 +553,35 @@ text_features(Work *w, PyObject *text)
                 return FALL_BACK;
     }
     w->arena.len = 0;
+    w->has_subject = w->subject && n >= 8;
+    for (Py_ssize_t i = 0; w->has_subject && i < 8; i++)
+        w->has_subject = w->lower[data[i]] == (unsigned char)"subject:"[i];
+    Py_ssize_t body = 0;
+    if (w->has_subject) {
+        const Py_UCS1 *newline = memchr(data, '\n', (size_t)n);
+        Py_ssize_t line_end = newline ? newline - data : n;
+        body = newline ? line_end + 1 : n;
+        int outcome = segment_tokens(w, data + 8, line_end - 8);
+        if (outcome != DONE)
+            return outcome;
+        swap_head(w);
+    }
+    int outcome = segment_tokens(w, data + body, n - body);
+    w->arena_mark = w->arena.len;
+    return outcome;
+}
+
+/* `feature_list` up to deduplication, of the text `text_tokens` read, by w->g: w->features holds
+ * its features in order, made in the arena past w->arena_mark (so each view starts there). */
+static int
+text_grams(Work *w)
+{
+    w->arena.len = w->arena_mark;
     w->features.len = 0;
-
-    int has_subject = w->subject && n >= 8;
-    for (Py_ssize_t i = 0; has_subject && i < 8; i++)
-        has_subject = w->lower[data[i]] == (unsigned char)"subject:"[i];
-    if (!has_subject)
-        return segment_features(w, data, n, &w->features);
-
-    /* A leading "Subject:" line: its features prefixed, then again as they are, then the body's. */
-    const Py_UCS1 *newline = memchr(data, '\n', (size_t)n);
-    Py_ssize_t line_end = newline ? newline - data : n;
-    Py_ssize_t body = newline ? line_end + 1 : n;
+    if (!w->has_subject)
+        return segment_grams(w, &w->tokens, &w->domains, &w->features);
     w->subject_features.len = 0;
-    int outcome = segment_features(w, data + 8, line_end - 8, &w->subject_features);
+    int outcome = segment_grams(w, &w->head_tokens, &w->head_domains, &w->subject_features);
     if (outcome != DONE)
         return outcome;
     for (Py_ssize_t i = 0; i < w->subject_features.len; i++) {
@@ -555,7 +599,7 @@ text_features(Work *w, PyObject *text)
     for (Py_ssize_t i = 0; i < w->subject_features.len; i++)
         if (span_push(&w->features, w->subject_features.items[i].start, w->subject_features.items[i].len) < 0)
             return FAILED;
-    return segment_features(w, data + body, n - body, &w->features);
+    return segment_grams(w, &w->tokens, &w->domains, &w->features);
 }
 
 /* ---- The wide path: a text stored two or four bytes a character ---------------------------------
@@ -756,13 +800,13 @@ wide_push_feature(Work *w, Py_ssize_t start, SpanList *out)
     return span_push(out, start, w->wide.len - start);
 }
 
-/* `_char_ngrams` of the segment's tokens, as `char_ngrams` makes them. */
+/* `_char_ngrams` of a segment's `tokens`, as `char_ngrams` makes them. */
 static int
-wide_char_ngrams(Work *w, SpanList *out)
+wide_char_ngrams(Work *w, const SpanList *tokens, SpanList *out)
 {
     const Py_ssize_t prefix = (Py_ssize_t)sizeof(CHAR_NGRAM_PREFIX) - 1;
-    for (Py_ssize_t t = 0; t < w->tokens.len; t++) {
-        Span token = w->tokens.items[t];
+    for (Py_ssize_t t = 0; t < tokens->len; t++) {
+        Span token = tokens->items[t];
         if (wide_is_placeholder(w, token))
             continue;
         Py_ssize_t length = token.len + 2;
@@ -772,8 +816,8 @@ wide_char_ngrams(Work *w, SpanList *out)
         padded[0] = ' ';
         memcpy(padded + 1, w->wide.data + token.start, (size_t)token.len * sizeof(Py_UCS4));
         padded[length - 1] = ' ';
-        Py_ssize_t lo = length < w->char_min ? length : w->char_min;
-        Py_ssize_t top = length < w->char_min ? length : (w->char_max < length ? w->char_max : length);
+        Py_ssize_t lo = length < w->g.char_min ? length : w->g.char_min;
+        Py_ssize_t top = length < w->g.char_min ? length : (w->g.char_max < length ? w->g.char_max : length);
         for (Py_ssize_t n = lo; n <= top; n++) {
             for (Py_ssize_t i = 0; i + n <= length; i++) {
                 Py_ssize_t start = w->wide.len;
@@ -789,10 +833,13 @@ wide_char_ngrams(Work *w, SpanList *out)
     return 0;
 }
 
-/* `segment_features` (`all_features_of`) of the str `segment`, appended to `out`. */
+/* `segment_tokens` of the str `segment`: lowered (by str.lower) into w->wide, its tokens and URL
+ * domains in w->tokens and w->domains. */
 static int
-wide_segment_features(Work *w, PyObject *segment, SpanList *out)
+wide_segment_tokens(Work *w, PyObject *segment)
 {
+    w->tokens.len = 0;
+    w->domains.len = 0;
     PyObject *lowered = PyObject_CallMethod(segment, "lower", NULL);
     if (lowered == NULL)
         return -1;
@@ -805,45 +852,50 @@ wide_segment_features(Work *w, PyObject *segment, SpanList *out)
     if (wide_append_str(w, lowered, &base) < 0)
         goto done;
     Py_ssize_t n = w->wide.len - base;
-    w->tokens.len = 0;
-    w->domains.len = 0;
     int special = (w->emails && wide_contains(w, base, base + n, "@", 1)) ||
                   (w->urls && (wide_contains(w, base, base + n, "://", 3) || wide_contains(w, base, base + n, "www.", 4)));
     if (special ? wide_tokens_with_placeholders(w, lowered, base, n) < 0
                 : wide_tokenize(w, base, base + n, w->max_tokens) < 0)
         goto done;
-    for (Py_ssize_t i = 0; i < w->tokens.len; i++)
-        if (span_push(out, w->tokens.items[i].start, w->tokens.items[i].len) < 0)
-            goto done;
-    if (w->bigrams) {
-        for (Py_ssize_t i = 0; i + 1 < w->tokens.len; i++) {
-            Span a = w->tokens.items[i], b = w->tokens.items[i + 1];
-            Py_ssize_t start = w->wide.len;
-            if (wide_append_copy(w, a.start, a.len) < 0 || wide_append_ascii(w, " ", 1) < 0 ||
-                wide_append_copy(w, b.start, b.len) < 0 || wide_push_feature(w, start, out) < 0)
-                goto done;
-        }
-    }
-    for (Py_ssize_t d = 2; d < w->osb_window && d < w->tokens.len; d++) {
-        char skip[32];
-        Py_ssize_t skip_len = (Py_ssize_t)snprintf(skip, sizeof(skip), " <%zd> ", d - 1);
-        for (Py_ssize_t i = 0; i + d < w->tokens.len; i++) {
-            Span a = w->tokens.items[i], b = w->tokens.items[i + d];
-            Py_ssize_t start = w->wide.len;
-            if (wide_append_copy(w, a.start, a.len) < 0 || wide_append_ascii(w, skip, skip_len) < 0 ||
-                wide_append_copy(w, b.start, b.len) < 0 || wide_push_feature(w, start, out) < 0)
-                goto done;
-        }
-    }
-    for (Py_ssize_t i = 0; i < w->domains.len; i++)
-        if (span_push(out, w->domains.items[i].start, w->domains.items[i].len) < 0)
-            goto done;
-    if (w->char_min > 0 && wide_char_ngrams(w, out) < 0)
-        goto done;
     failed = 0;
 done:
     Py_DECREF(lowered);
     return failed;
+}
+
+/* `segment_grams` over code points: the features of a segment's `tokens` and `domains`, appended to `out`. */
+static int
+wide_segment_grams(Work *w, const SpanList *tokens, const SpanList *domains, SpanList *out)
+{
+    for (Py_ssize_t i = 0; i < tokens->len; i++)
+        if (span_push(out, tokens->items[i].start, tokens->items[i].len) < 0)
+            return -1;
+    if (w->g.bigrams) {
+        for (Py_ssize_t i = 0; i + 1 < tokens->len; i++) {
+            Span a = tokens->items[i], b = tokens->items[i + 1];
+            Py_ssize_t start = w->wide.len;
+            if (wide_append_copy(w, a.start, a.len) < 0 || wide_append_ascii(w, " ", 1) < 0 ||
+                wide_append_copy(w, b.start, b.len) < 0 || wide_push_feature(w, start, out) < 0)
+                return -1;
+        }
+    }
+    for (Py_ssize_t d = 2; d < w->g.osb_window && d < tokens->len; d++) {
+        char skip[32];
+        Py_ssize_t skip_len = (Py_ssize_t)snprintf(skip, sizeof(skip), " <%zd> ", d - 1);
+        for (Py_ssize_t i = 0; i + d < tokens->len; i++) {
+            Span a = tokens->items[i], b = tokens->items[i + d];
+            Py_ssize_t start = w->wide.len;
+            if (wide_append_copy(w, a.start, a.len) < 0 || wide_append_ascii(w, skip, skip_len) < 0 ||
+                wide_append_copy(w, b.start, b.len) < 0 || wide_push_feature(w, start, out) < 0)
+                return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < domains->len; i++)
+        if (span_push(out, domains->items[i].start, domains->items[i].len) < 0)
+            return -1;
+    if (w->g.char_min > 0 && wide_char_ngrams(w, tokens, out) < 0)
+        return -1;
+    return 0;
 }
 
 /* Spans [start, start + len) of w->wide as strs, appended to `list`; with `seen` (binary), only
@@ -871,68 +923,81 @@ wide_names(Work *w, const SpanList *spans, PyObject *list, PyObject *seen)
     return 0;
 }
 
-/* `feature_list(text)` for a str of any storage (the Python definition, made in C): a new list. */
-static PyObject *
-wide_feature_list(Work *w, PyObject *text)
+/* `text_tokens` for a str of any storage: its segments lowered by str.lower into w->wide, their
+ * tokens read once for every view (the first half of `feature_list`). */
+static int
+wide_text_tokens(Work *w, PyObject *text)
 {
     w->wide.len = 0;
-    w->features.len = 0;
-    w->subject_features.len = 0;
-    PyObject *list = PyList_New(0);
-    PyObject *seen = w->binary ? PySet_New(NULL) : NULL;
-    PyObject *head = NULL, *segment = NULL, *subject = NULL;
-    if (list == NULL || (w->binary && seen == NULL))
-        goto failed;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    int has_subject = 0;
+    w->has_subject = 0;
+    PyObject *head = NULL, *subject = NULL, *segment = NULL;
+    int failed = -1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), body = 0;
     if (w->subject) { /* text[:8].lower() == "subject:" */
         head = PyUnicode_Substring(text, 0, 8);
         PyObject *lowered = head ? PyObject_CallMethod(head, "lower", NULL) : NULL;
         if (lowered == NULL)
-            goto failed;
-        has_subject = PyUnicode_Check(lowered) && PyUnicode_CompareWithASCIIString(lowered, "subject:") == 0;
+            goto done;
+        w->has_subject = PyUnicode_Check(lowered) && PyUnicode_CompareWithASCIIString(lowered, "subject:") == 0;
         Py_DECREF(lowered);
         if (PyErr_Occurred())
-            goto failed;
+            goto done;
     }
-    if (!has_subject) {
-        if (wide_segment_features(w, text, &w->features) < 0 || wide_names(w, &w->features, list, seen) < 0)
-            goto failed;
-        goto made;
+    if (w->has_subject) {
+        /* first_line, _, body = text.partition("\n"): the subject is first_line[8:] */
+        Py_ssize_t line_end = PyUnicode_FindChar(text, '\n', 0, n, 1);
+        if (line_end == -2)
+            goto done;
+        body = line_end < 0 ? n : line_end + 1;
+        if (line_end < 0)
+            line_end = n;
+        if ((subject = PyUnicode_Substring(text, 8, line_end)) == NULL || wide_segment_tokens(w, subject) < 0)
+            goto done;
+        swap_head(w);
     }
-    /* first_line, _, body = text.partition("\n"): the subject is first_line[8:] */
-    Py_ssize_t line_end = PyUnicode_FindChar(text, '\n', 0, n, 1);
-    if (line_end == -2)
-        goto failed;
-    Py_ssize_t body = line_end < 0 ? n : line_end + 1;
-    if (line_end < 0)
-        line_end = n;
-    if ((subject = PyUnicode_Substring(text, 8, line_end)) == NULL ||
-        wide_segment_features(w, subject, &w->subject_features) < 0)
-        goto failed;
-    for (Py_ssize_t i = 0; i < w->subject_features.len; i++) {
-        Span feature = w->subject_features.items[i];
-        Py_ssize_t start = w->wide.len;
-        if (wide_append_ascii(w, SUBJECT_PREFIX, (Py_ssize_t)sizeof(SUBJECT_PREFIX) - 1) < 0 ||
-            wide_append_copy(w, feature.start, feature.len) < 0 || wide_push_feature(w, start, &w->features) < 0)
-            goto failed;
-    }
-    for (Py_ssize_t i = 0; i < w->subject_features.len; i++)
-        if (span_push(&w->features, w->subject_features.items[i].start, w->subject_features.items[i].len) < 0)
-            goto failed;
-    if ((segment = PyUnicode_Substring(text, body, n)) == NULL ||
-        wide_segment_features(w, segment, &w->features) < 0 || wide_names(w, &w->features, list, seen) < 0)
-        goto failed;
-made:
+    if ((segment = body == 0 ? Py_NewRef(text) : PyUnicode_Substring(text, body, n)) == NULL ||
+        wide_segment_tokens(w, segment) < 0)
+        goto done;
+    w->wide_mark = w->wide.len;
+    failed = 0;
+done:
     Py_XDECREF(head);
     Py_XDECREF(subject);
     Py_XDECREF(segment);
+    return failed;
+}
+
+/* `feature_list(text)` of the text `wide_text_tokens` read, by w->g (the Python definition, made
+ * in C), made in w->wide past w->wide_mark: a new list. */
+static PyObject *
+wide_text_names(Work *w)
+{
+    w->wide.len = w->wide_mark;
+    w->features.len = 0;
+    w->subject_features.len = 0;
+    PyObject *list = PyList_New(0);
+    PyObject *seen = w->g.binary ? PySet_New(NULL) : NULL;
+    if (list == NULL || (w->g.binary && seen == NULL))
+        goto failed;
+    if (w->has_subject) {
+        if (wide_segment_grams(w, &w->head_tokens, &w->head_domains, &w->subject_features) < 0)
+            goto failed;
+        for (Py_ssize_t i = 0; i < w->subject_features.len; i++) {
+            Span feature = w->subject_features.items[i];
+            Py_ssize_t start = w->wide.len;
+            if (wide_append_ascii(w, SUBJECT_PREFIX, (Py_ssize_t)sizeof(SUBJECT_PREFIX) - 1) < 0 ||
+                wide_append_copy(w, feature.start, feature.len) < 0 || wide_push_feature(w, start, &w->features) < 0)
+                goto failed;
+        }
+        for (Py_ssize_t i = 0; i < w->subject_features.len; i++)
+            if (span_push(&w->features, w->subject_features.items[i].start, w->subject_features.items[i].len) < 0)
+                goto failed;
+    }
+    if (wide_segment_grams(w, &w->tokens, &w->domains, &w->features) < 0 || wide_names(w, &w->features, list, seen) < 0)
+        goto failed;
     Py_XDECREF(seen);
     return list;
 failed:
-    Py_XDECREF(head);
-    Py_XDECREF(subject);
-    Py_XDECREF(segment);
     Py_XDECREF(seen);
     Py_XDECREF(list);
     return NULL;
@@ -1548,6 +1613,8 @@ work_free(Work *w)
     PyMem_Free(w->tokens.items);
     PyMem_Free(w->domains.items);
     PyMem_Free(w->subject_features.items);
+    PyMem_Free(w->head_tokens.items);
+    PyMem_Free(w->head_domains.items);
     PyMem_Free(w->features.items);
     PyMem_Free(w->slots);
     PyMem_Free(w->hashes);
@@ -1637,6 +1704,265 @@ emit_extra(PyObject *extra, Work *w, int own_native, PyObject *own, int check, N
     return count;
 }
 
+/* Reads a plan (TextFeaturizer._native_plan) into what it says of reading tokens (w's tables,
+ * subject, max_tokens, emails, urls, url_domains) and of the features made of them (`g`). */
+static int
+parse_plan(PyObject *plan, Work *w, Grams *g)
+{
+    if (!PyTuple_Check(plan)) {
+        PyErr_Format(PyExc_TypeError, "a plan must be a tuple (TextFeaturizer._native_plan), got %s",
+                     Py_TYPE(plan)->tp_name);
+        return -1;
+    }
+    const char *lower, *classes;
+    Py_ssize_t lower_len, classes_len, max_tokens;
+    if (!PyArg_ParseTuple(plan, "y#y#pppnpppnnn:plan", &lower, &lower_len, &classes, &classes_len, &g->bigrams,
+                          &g->binary, &w->subject, &max_tokens, &w->emails, &w->urls, &w->url_domains,
+                          &g->osb_window, &g->char_min, &g->char_max))
+        return -1;
+    if (g->osb_window < 0 || g->char_min < 0 || (g->char_min > 0 && g->char_max < g->char_min)) {
+        PyErr_SetString(PyExc_ValueError, "the plan's osb_window (0: none) and character n-gram range "
+                                          "(0, 0: none; else 1 <= min <= max) are out of range");
+        return -1;
+    }
+    if (lower_len != 256 || classes_len != 256) {
+        PyErr_SetString(PyExc_ValueError, "the plan's tables must have 256 bytes each");
+        return -1;
+    }
+    w->lower = (const unsigned char *)lower;
+    w->classes = (const unsigned char *)classes;
+    w->max_tokens = max_tokens < 0 ? -1 : max_tokens;
+    return 0;
+}
+
+/* Whether two plans read the same tokens of every text (see `parse_plan`). */
+static int
+same_tokens(const Work *a, const Work *b)
+{
+    return memcmp(a->lower, b->lower, 256) == 0 && memcmp(a->classes, b->classes, 256) == 0 &&
+           a->subject == b->subject && a->emails == b->emails && a->urls == b->urls &&
+           a->url_domains == b->url_domains && a->max_tokens == b->max_tokens;
+}
+
+static int
+check_extra(PyObject *extra, PyObject *texts)
+{
+    if (extra != Py_None && !(PyList_CheckExact(extra) && PyList_GET_SIZE(extra) == PyList_GET_SIZE(texts))) {
+        PyErr_SetString(PyExc_TypeError, "extra must be None or a list of one sequence of names per text");
+        return -1;
+    }
+    return 0;
+}
+
+/* One view of a call: what its plan makes of the tokens, its look-ups and what it returns. A
+ * zeroed View may be closed. */
+typedef struct {
+    Grams g;
+    PyObject *fallback; /* borrowed: the Python feature list, for a str subclass */
+    NameIndex *index;   /* NULL: the names are made (and looked up in the dict, if any) */
+    PyObject *names;    /* the names made; NULL with the index */
+    Lookups lookups;
+    IntList lengths;
+    int number_unknown;
+    int shared; /* a text's extra names met its own (binary): the batch's names may repeat */
+} View;
+
+/* `featurize`'s look-up arguments, checked, into `view`; the index is taken (busy) when usable. */
+static int
+view_open(View *view, PyObject *column_of, int number_unknown, PyObject *index_arg, PyObject *by_column)
+{
+    if (column_of == Py_None)
+        column_of = NULL;
+    else if (!PyDict_Check(column_of)) {
+        PyErr_SetString(PyExc_TypeError, "column_of must be a dict or None");
+        return -1;
+    }
+    if ((index_arg != Py_None && !PyObject_TypeCheck(index_arg, &NameIndexType)) ||
+        (by_column != Py_None && !PyList_CheckExact(by_column)) || ((index_arg == Py_None) != (by_column == Py_None))) {
+        PyErr_SetString(PyExc_TypeError, "index must be a NameIndex and by_column a list, both or neither");
+        return -1;
+    }
+    /* the index serves one view of one call at a time; a view that finds it busy looks names up in the dict */
+    if (column_of != NULL && index_arg != Py_None && !((NameIndex *)index_arg)->busy) {
+        int usable = index_sync((NameIndex *)index_arg, by_column);
+        if (usable < 0)
+            return -1;
+        if (usable) {
+            view->index = (NameIndex *)index_arg;
+            view->index->busy = 1;
+        }
+    }
+    if (view->index != NULL)
+        number_unknown = 1; /* names are not listed: an absent name is known by its rank only */
+    view->number_unknown = number_unknown;
+    view->lookups.column_of = column_of;
+    if (view->index == NULL && (view->names = PyList_New(0)) == NULL)
+        return -1;
+    if (column_of != NULL && number_unknown &&
+        ((view->lookups.unknown = new_names_create(NULL)) == NULL || (view->lookups.fresh_others = PyDict_New()) == NULL))
+        return -1;
+    return 0;
+}
+
+static void
+view_close(View *view)
+{
+    if (view->index != NULL)
+        view->index->busy = 0;
+    Py_XDECREF(view->names);
+    Py_XDECREF(view->lookups.unknown);
+    Py_XDECREF(view->lookups.fresh_others);
+    table_clear(&view->lookups.fresh);
+    PyMem_Free(view->lengths.items);
+    PyMem_Free(view->lookups.columns.items);
+    PyMem_Free(view->lookups.ranks.items);
+}
+
+/* The view's names of a text from w->features (as `text_grams` made them by the view's grams),
+ * then its extra names. */
+static int
+view_native(View *view, Work *w, PyObject *text_extra)
+{
+    if (view->g.binary && deduplicate(w) < 0)
+        return FAILED;
+    NameIndex *index = view->index;
+    if (index != NULL) {
+        /* every slot asked for first, so that the text's cache misses overlap */
+        if (!view->g.binary && hash_features(w) < 0) /* (deduplicate hashed them) */
+            return FAILED;
+        for (Py_ssize_t i = 0; i < w->features.len; i++)
+            table_prefetch(&index->table, w->hashes[i]);
+    }
+    for (Py_ssize_t i = 0; i < w->features.len; i++) {
+        Span feature = w->features.items[i];
+        if (index != NULL) { /* by_column[column], or unknown[rank]: no str made for a known name */
+            const char *bytes = w->arena.data + feature.start;
+            int64_t column = table_find(&index->table, bytes, feature.len, w->hashes[i]);
+            if ((column >= 0 ? record_column(NULL, &view->lookups, column)
+                             : record_absent(&view->lookups, NULL, bytes, feature.len, w->hashes[i])) < 0)
+                return FAILED;
+            continue;
+        }
+        PyObject *name = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, w->arena.data + feature.start, feature.len);
+        if (name == NULL || emit(name, view->names, &view->lookups) < 0) {
+            Py_XDECREF(name);
+            return FAILED;
+        }
+        Py_DECREF(name);
+    }
+    Py_ssize_t added = 0;
+    if (text_extra != NULL)
+        added = emit_extra(text_extra, w, 1, NULL, view->g.binary, index, view->names, &view->lookups, &view->shared);
+    return added < 0 || int_push(&view->lengths, w->features.len + added) < 0 ? FAILED : DONE;
+}
+
+/* The view's names of a text from `listed` (a new reference, or NULL for a failure: a feature
+ * list made by the wide path or the fallback), then its extra names. */
+static int
+view_listed(View *view, Work *w, PyObject *listed, PyObject *text_extra)
+{
+    PyObject *features = listed ? PySequence_Fast(listed, "the fallback feature list must be a sequence") : NULL;
+    Py_XDECREF(listed);
+    if (features == NULL)
+        return FAILED;
+    int outcome = DONE;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(features); i++) {
+        if (emit(PySequence_Fast_GET_ITEM(features, i), view->names, &view->lookups) < 0) {
+            outcome = FAILED;
+            break;
+        }
+    }
+    Py_ssize_t added = 0;
+    if (outcome == DONE && text_extra != NULL)
+        added = emit_extra(text_extra, w, 0, features, view->g.binary, view->index, view->names, &view->lookups,
+                           &view->shared);
+    if (outcome == DONE && (added < 0 || int_push(&view->lengths, PySequence_Fast_GET_SIZE(features) + added) < 0))
+        outcome = FAILED;
+    Py_DECREF(features);
+    return outcome;
+}
+
+/* (names, lengths, columns, ranks, unknown, distinct): what `featurize` returns of the view. */
+static PyObject *
+view_result(View *view)
+{
+    PyObject *length_bytes = int_list_to_bytearray(&view->lengths);
+    PyObject *column_bytes = NULL, *rank_bytes = NULL, *unknown = NULL, *result = NULL;
+    if (view->lookups.column_of != NULL) {
+        column_bytes = int_list_to_bytearray(&view->lookups.columns);
+        if (view->number_unknown) {
+            rank_bytes = int_list_to_bytearray(&view->lookups.ranks);
+            unknown = Py_NewRef((PyObject *)view->lookups.unknown);
+        }
+        else {
+            rank_bytes = Py_NewRef(Py_None);
+            unknown = Py_NewRef(Py_None);
+        }
+    }
+    else {
+        column_bytes = Py_NewRef(Py_None);
+        rank_bytes = Py_NewRef(Py_None);
+        unknown = Py_NewRef(Py_None);
+    }
+    if (length_bytes != NULL && column_bytes != NULL && rank_bytes != NULL && unknown != NULL)
+        result = Py_BuildValue("(OOOOOO)", view->names ? view->names : Py_None, length_bytes, column_bytes, rank_bytes,
+                               unknown, view->g.binary && !view->shared ? Py_True : Py_False);
+    Py_XDECREF(length_bytes);
+    Py_XDECREF(column_bytes);
+    Py_XDECREF(rank_bytes);
+    Py_XDECREF(unknown);
+    return result;
+}
+
+/* Every text of `texts` read once (lowered, tokenised) and each of the k views' names made of
+ * its tokens: the loop of `featurize` (k = 1) and `featurize_views`. */
+static int
+featurize_texts(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k)
+{
+    /* texts is held by the caller; an item is held while used (a callback may change the list) */
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) {
+        PyObject *text = PyList_GET_ITEM(texts, t);
+        Py_INCREF(text);
+        if (!PyUnicode_Check(text)) {
+            PyErr_Format(PyExc_TypeError, "TextFeaturizer expects a str, got %s", Py_TYPE(text)->tp_name);
+            Py_DECREF(text);
+            return -1;
+        }
+        PyObject *text_extra = NULL; /* held while used, as the text is */
+        if (extra != Py_None) {
+            if (t >= PyList_GET_SIZE(extra)) {
+                PyErr_SetString(PyExc_RuntimeError, "featurize: the list of extra names changed during the call");
+                Py_DECREF(text);
+                return -1;
+            }
+            text_extra = Py_NewRef(PyList_GET_ITEM(extra, t));
+        }
+        int exact = PyUnicode_CheckExact(text);
+        int outcome = exact ? text_tokens(w, text) : FALL_BACK;
+        for (Py_ssize_t v = 0; outcome == DONE && v < k; v++) {
+            w->g = views[v].g;
+            outcome = text_grams(w);
+            if (outcome == DONE)
+                outcome = view_native(&views[v], w, text_extra);
+        }
+        if (outcome == FALL_BACK) {
+            /* a str subclass goes to each view's Python definition (it may override what that
+             * calls); any other text the path above does not take, to the wide path */
+            outcome = exact && wide_text_tokens(w, text) < 0 ? FAILED : DONE;
+            for (Py_ssize_t v = 0; outcome == DONE && v < k; v++) {
+                w->g = views[v].g;
+                outcome = view_listed(&views[v], w, exact ? wide_text_names(w) : PyObject_CallOneArg(views[v].fallback, text),
+                                      text_extra);
+            }
+        }
+        Py_DECREF(text);
+        Py_XDECREF(text_extra);
+        if (outcome != DONE)
+            return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(featurize_doc,
 "featurize(texts, plan, spans, fallback, column_of, number_unknown=True, index=None, by_column=None,\n"
 "          extra=None) -> (names, lengths, columns, ranks, unknown, distinct)\n\n"
@@ -1661,202 +1987,105 @@ PyDoc_STRVAR(featurize_doc,
 static PyObject *
 featurize(PyObject *module, PyObject *args)
 {
-    PyObject *texts, *spans, *fallback, *column_of, *index_arg = Py_None, *by_column = Py_None, *extra = Py_None;
-    const unsigned char *lower, *classes;
-    Py_ssize_t lower_len, classes_len;
-    int bigrams, binary, subject, emails, urls, url_domains, number_unknown = 1;
-    Py_ssize_t max_tokens, osb_window, char_min, char_max;
-    if (!PyArg_ParseTuple(args, "O!(y#y#pppnpppnnn)OOO|pOOO:featurize", &PyList_Type, &texts, &lower, &lower_len,
-                          &classes, &classes_len, &bigrams, &binary, &subject, &max_tokens, &emails, &urls,
-                          &url_domains, &osb_window, &char_min, &char_max, &spans, &fallback, &column_of, &number_unknown,
-                          &index_arg, &by_column, &extra))
+    PyObject *texts, *plan, *spans, *fallback, *column_of, *index_arg = Py_None, *by_column = Py_None, *extra = Py_None;
+    int number_unknown = 1;
+    if (!PyArg_ParseTuple(args, "O!OOOO|pOOO:featurize", &PyList_Type, &texts, &plan, &spans, &fallback, &column_of,
+                          &number_unknown, &index_arg, &by_column, &extra))
         return NULL;
-    if (osb_window < 0 || char_min < 0 || (char_min > 0 && char_max < char_min)) {
-        PyErr_SetString(PyExc_ValueError, "the plan's osb_window (0: none) and character n-gram range "
-                                          "(0, 0: none; else 1 <= min <= max) are out of range");
-        return NULL;
-    }
-    if (extra != Py_None && !(PyList_CheckExact(extra) && PyList_GET_SIZE(extra) == PyList_GET_SIZE(texts))) {
-        PyErr_SetString(PyExc_TypeError, "extra must be None or a list of one sequence of names per text");
-        return NULL;
-    }
-    if (lower_len != 256 || classes_len != 256) {
-        PyErr_SetString(PyExc_ValueError, "the plan's tables must have 256 bytes each");
-        return NULL;
-    }
-    if (column_of == Py_None)
-        column_of = NULL;
-    else if (!PyDict_Check(column_of)) {
-        PyErr_SetString(PyExc_TypeError, "column_of must be a dict or None");
-        return NULL;
-    }
-    if ((index_arg != Py_None && !PyObject_TypeCheck(index_arg, &NameIndexType)) ||
-        (by_column != Py_None && !PyList_CheckExact(by_column)) || ((index_arg == Py_None) != (by_column == Py_None))) {
-        PyErr_SetString(PyExc_TypeError, "index must be a NameIndex and by_column a list, both or neither");
-        return NULL;
-    }
-    /* the index serves one call at a time; a call that finds it busy looks names up in the dict */
-    NameIndex *index = NULL;
-    if (column_of != NULL && index_arg != Py_None && !((NameIndex *)index_arg)->busy) {
-        int usable = index_sync((NameIndex *)index_arg, by_column);
-        if (usable < 0)
-            return NULL;
-        if (usable) {
-            index = (NameIndex *)index_arg;
-            index->busy = 1;
-        }
-    }
-    if (index != NULL)
-        number_unknown = 1; /* names are not listed: an absent name is known by its rank only */
-
     Work w;
+    View view;
     memset(&w, 0, sizeof(w));
-    w.lower = lower;
-    w.classes = classes;
-    w.bigrams = bigrams;
-    w.binary = binary;
-    w.subject = subject;
-    w.emails = emails;
-    w.urls = urls;
-    w.url_domains = url_domains;
-    w.max_tokens = max_tokens < 0 ? -1 : max_tokens;
-    w.osb_window = osb_window;
-    w.char_min = char_min;
-    w.char_max = char_max;
+    memset(&view, 0, sizeof(view));
+    if (parse_plan(plan, &w, &view.g) < 0 || check_extra(extra, texts) < 0)
+        return NULL;
     w.spans = spans;
-
-    IntList lengths = {NULL, 0, 0};
-    Lookups lookups;
-    memset(&lookups, 0, sizeof(lookups));
-    lookups.column_of = column_of;
-    PyObject *names = NULL, *result = NULL;
-    int shared = 0; /* a text's extra names met its own (binary): the batch's names may repeat */
-    if (index == NULL && (names = PyList_New(0)) == NULL)
-        goto done;
-    if (column_of != NULL && number_unknown &&
-        ((lookups.unknown = new_names_create(NULL)) == NULL || (lookups.fresh_others = PyDict_New()) == NULL))
-        goto done;
-
-    /* texts is held by the caller; an item is held while used (a callback may change the list) */
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) {
-        PyObject *text = PyList_GET_ITEM(texts, t);
-        Py_INCREF(text);
-        if (!PyUnicode_Check(text)) {
-            PyErr_Format(PyExc_TypeError, "TextFeaturizer expects a str, got %s", Py_TYPE(text)->tp_name);
-            Py_DECREF(text);
-            goto done;
-        }
-        PyObject *text_extra = NULL; /* held while used, as the text is */
-        if (extra != Py_None) {
-            if (t >= PyList_GET_SIZE(extra)) {
-                PyErr_SetString(PyExc_RuntimeError, "featurize: the list of extra names changed during the call");
-                Py_DECREF(text);
-                goto done;
-            }
-            text_extra = Py_NewRef(PyList_GET_ITEM(extra, t));
-        }
-        /* a str subclass may override what the Python path calls: it takes those */
-        int outcome = PyUnicode_CheckExact(text) ? text_features(&w, text) : FALL_BACK;
-        if (outcome == DONE && binary)
-            outcome = deduplicate(&w) < 0 ? FAILED : DONE;
-        if (outcome == DONE && index != NULL) {
-            /* every slot asked for first, so that the text's cache misses overlap */
-            if (!binary && hash_features(&w) < 0) /* (deduplicate hashed them) */
-                outcome = FAILED;
-            for (Py_ssize_t i = 0; outcome == DONE && i < w.features.len; i++)
-                table_prefetch(&index->table, w.hashes[i]);
-        }
-        if (outcome == DONE) {
-            for (Py_ssize_t i = 0; i < w.features.len; i++) {
-                Span feature = w.features.items[i];
-                if (index != NULL) { /* by_column[column], or unknown[rank]: no str made for a known name */
-                    const char *bytes = w.arena.data + feature.start;
-                    int64_t column = table_find(&index->table, bytes, feature.len, w.hashes[i]);
-                    if ((column >= 0 ? record_column(NULL, &lookups, column)
-                                     : record_absent(&lookups, NULL, bytes, feature.len, w.hashes[i])) < 0) {
-                        outcome = FAILED;
-                        break;
-                    }
-                    continue;
-                }
-                PyObject *name = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, w.arena.data + feature.start,
-                                                           feature.len);
-                if (name == NULL || emit(name, names, &lookups) < 0) {
-                    Py_XDECREF(name);
-                    outcome = FAILED;
-                    break;
-                }
-                Py_DECREF(name);
-            }
-            Py_ssize_t added = 0;
-            if (outcome == DONE && text_extra != NULL)
-                added = emit_extra(text_extra, &w, 1, NULL, binary, index, names, &lookups, &shared);
-            if (outcome == DONE && (added < 0 || int_push(&lengths, w.features.len + added) < 0))
-                outcome = FAILED;
-        }
-        else if (outcome == FALL_BACK) {
-            /* a str subclass goes to the Python definition (it may override what that calls);
-             * any other text the path above does not take, to the wide path */
-            PyObject *listed = PyUnicode_CheckExact(text) ? wide_feature_list(&w, text)
-                                                          : PyObject_CallOneArg(fallback, text);
-            PyObject *features = listed ? PySequence_Fast(listed, "the fallback feature list must be a sequence") : NULL;
-            Py_XDECREF(listed);
-            outcome = features ? DONE : FAILED;
-            for (Py_ssize_t i = 0; features && i < PySequence_Fast_GET_SIZE(features); i++) {
-                if (emit(PySequence_Fast_GET_ITEM(features, i), names, &lookups) < 0) {
-                    outcome = FAILED;
-                    break;
-                }
-            }
-            Py_ssize_t added = 0;
-            if (outcome == DONE && text_extra != NULL)
-                added = emit_extra(text_extra, &w, 0, features, binary, index, names, &lookups, &shared);
-            if (outcome == DONE && (added < 0 || int_push(&lengths, PySequence_Fast_GET_SIZE(features) + added) < 0))
-                outcome = FAILED;
-            Py_XDECREF(features);
-        }
-        Py_DECREF(text);
-        Py_XDECREF(text_extra);
-        if (outcome != DONE)
-            goto done;
-    }
-
-    PyObject *length_bytes = int_list_to_bytearray(&lengths);
-    PyObject *column_bytes = NULL, *rank_bytes = NULL, *unknown = NULL;
-    if (column_of != NULL) {
-        column_bytes = int_list_to_bytearray(&lookups.columns);
-        if (number_unknown) {
-            rank_bytes = int_list_to_bytearray(&lookups.ranks);
-            unknown = Py_NewRef((PyObject *)lookups.unknown);
-        }
-        else {
-            rank_bytes = Py_NewRef(Py_None);
-            unknown = Py_NewRef(Py_None);
-        }
-    }
-    else {
-        column_bytes = Py_NewRef(Py_None);
-        rank_bytes = Py_NewRef(Py_None);
-        unknown = Py_NewRef(Py_None);
-    }
-    if (length_bytes != NULL && column_bytes != NULL && rank_bytes != NULL && unknown != NULL)
-        result = Py_BuildValue("(OOOOOO)", names ? names : Py_None, length_bytes, column_bytes, rank_bytes, unknown,
-                               binary && !shared ? Py_True : Py_False);
-    Py_XDECREF(length_bytes);
-    Py_XDECREF(column_bytes);
-    Py_XDECREF(rank_bytes);
-    Py_XDECREF(unknown);
-done:
-    if (index != NULL)
-        index->busy = 0;
-    Py_XDECREF(names);
-    Py_XDECREF(lookups.unknown);
-    Py_XDECREF(lookups.fresh_others);
-    table_clear(&lookups.fresh);
-    PyMem_Free(lengths.items);
-    PyMem_Free(lookups.columns.items);
-    PyMem_Free(lookups.ranks.items);
+    view.fallback = fallback;
+    PyObject *result = NULL;
+    if (view_open(&view, column_of, number_unknown, index_arg, by_column) == 0 &&
+        featurize_texts(&w, texts, extra, &view, 1) == 0)
+        result = view_result(&view);
+    view_close(&view);
     work_free(&w);
+    return result;
+}
+
+PyDoc_STRVAR(featurize_views_doc,
+"featurize_views(texts, views, extra=None) -> [(names, lengths, columns, ranks, unknown, distinct), ...]\n\n"
+"What `featurize` gives of the same texts (and extra names) for each of several views, in order,\n"
+"with each text read once for them all (lowered, its URLs and e-mail addresses found, tokenised)\n"
+"and each view's names made of those tokens. `views`: a list of tuples (plan, spans, fallback,\n"
+"column_of, number_unknown, index, by_column), featurize's arguments for that view. The plans must\n"
+"read tokens alike (the same tables, subject features, max_tokens, URL, e-mail and URL domain\n"
+"settings; ValueError otherwise); what they make of the tokens (bigrams, OSB pairs, character\n"
+"n-grams, binary) is each view's own. The first view's `spans` serves them all; a str subclass goes\n"
+"to each view's `fallback`. A NameIndex given to two views serves the first (the second looks its\n"
+"names up in its dict).");
+
+static PyObject *
+featurize_views(PyObject *module, PyObject *args)
+{
+    PyObject *texts, *views_arg, *extra = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!|O:featurize_views", &PyList_Type, &texts, &PyList_Type, &views_arg, &extra) ||
+        check_extra(extra, texts) < 0)
+        return NULL;
+    if (PyList_GET_SIZE(views_arg) == 0) {
+        PyErr_SetString(PyExc_ValueError, "featurize_views needs at least one view");
+        return NULL;
+    }
+    /* the view tuples held for the call (they hold what the views borrow): the list may change */
+    PyObject *held = PyList_AsTuple(views_arg), *result = NULL;
+    if (held == NULL)
+        return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(held), opened = 0;
+    View *views = PyMem_Calloc((size_t)k, sizeof(View));
+    Work w, other;
+    memset(&w, 0, sizeof(w));
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t v = 0; v < k; v++) {
+        PyObject *view = PyTuple_GET_ITEM(held, v), *plan, *spans, *fallback, *column_of, *index_arg, *by_column;
+        int number_unknown;
+        if (!PyTuple_Check(view)) {
+            PyErr_Format(PyExc_TypeError, "a view must be a tuple (plan, spans, fallback, column_of, number_unknown, "
+                                          "index, by_column), got %s", Py_TYPE(view)->tp_name);
+            goto done;
+        }
+        if (!PyArg_ParseTuple(view, "OOOOpOO:view", &plan, &spans, &fallback, &column_of, &number_unknown, &index_arg,
+                              &by_column))
+            goto done;
+        memset(&other, 0, sizeof(other));
+        if (parse_plan(plan, v == 0 ? &w : &other, &views[v].g) < 0)
+            goto done;
+        if (v > 0 && !same_tokens(&w, &other)) {
+            PyErr_Format(PyExc_ValueError, "view %zd's plan reads tokens unlike the first's (tables, subject features, "
+                                           "max_tokens, URLs, e-mail addresses or URL domains differ)", v);
+            goto done;
+        }
+        if (v == 0)
+            w.spans = spans;
+        views[v].fallback = fallback;
+        opened = v + 1;
+        if (view_open(&views[v], column_of, number_unknown, index_arg, by_column) < 0)
+            goto done;
+    }
+    if (featurize_texts(&w, texts, extra, views, k) < 0 || (result = PyList_New(k)) == NULL)
+        goto done;
+    for (Py_ssize_t v = 0; v < k; v++) {
+        PyObject *made = view_result(&views[v]);
+        if (made == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, v, made);
+    }
+done:
+    for (Py_ssize_t v = 0; v < opened; v++)
+        view_close(&views[v]);
+    PyMem_Free(views);
+    work_free(&w);
+    Py_DECREF(held);
     return result;
 }
 
@@ -2062,6 +2291,7 @@ native_name_hash(PyObject *module, PyObject *arg)
 
 static PyMethodDef native_methods[] = {
     {"featurize", featurize, METH_VARARGS, featurize_doc},
+    {"featurize_views", featurize_views, METH_VARARGS, featurize_views_doc},
     {"special_spans", special_spans, METH_VARARGS, special_spans_doc},
     {"_name_hash", native_name_hash, METH_O, "The tables' (seeded) hash of some bytes; for tests."},
     {NULL, NULL, 0, NULL},
