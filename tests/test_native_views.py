@@ -1,6 +1,8 @@
-"""_native.featurize_views, the one reading of a batch's texts for several feature views: its
-arguments are checked (TypeError, ValueError). Each view's names against the view alone, on
-generated inputs, are in test_native_properties.py; `make sanitize` runs this file too."""
+"""Several feature views of one batch read each text once (_native.featurize_views, through
+text.transform_sparse_views): every view's batch is the one it makes alone, name for name and
+column for column, on the corpora, and the views that cannot share the reading take their own
+path. The generated-input comparison is in test_native_properties.py; `make sanitize` runs this
+file too."""
 
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ import pytest
 
 from stream_nb.config import load_config
 from stream_nb.features import text as text_module
-from stream_nb.features.text import TextFeaturizer
+from stream_nb.features.text import TextFeaturizer, transform_sparse_views
+from stream_nb.model.vocabulary import Vocabulary
 
+from corpora import load_enron_texts, load_sms_spam
 from native import require_extension
+from test_native_featurizer import generated_extra, generated_texts
 
 REPO = Path(__file__).resolve().parents[1]
 MAIL_TOML = REPO / "configs" / "mail.toml"
@@ -26,6 +31,113 @@ def mail_views() -> list[TextFeaturizer]:
     featurizers = [config.build_featurizer()] + [config.build_featurizer(view) for view in config.views]
     assert len(featurizers) == 3 and all(featurizer._native_plan is not None for featurizer in featurizers)
     return featurizers
+
+
+class CountedCalls:
+    """Counts the calls of `_native.featurize_views` (the shared reading) for the block."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.calls = 0
+        shared = text_module._native.featurize_views
+
+        def counted(*args):
+            self.calls += 1
+            return shared(*args)
+
+        monkeypatch.setattr(text_module._native, "featurize_views", counted)
+
+
+def batch_figures(batch, vocabulary: Vocabulary) -> dict:
+    """What a model reads of a batch: names, lengths, `distinct`, columns and, when the batch
+    numbered them, the new names' ranks."""
+    numbered = batch.unknown_in(vocabulary)
+    return {"names": list(batch.names), "lengths": batch.lengths.tolist(), "distinct": batch.distinct,
+            "columns": batch.columns_in(vocabulary).tolist(),
+            "unknown": None if numbered is None else (numbered[0].tolist(), list(numbered[1]))}
+
+
+def figures_alone(featurizers, texts, vocabularies, number_unknown=True, extra_names=None) -> list[dict]:
+    """Each view's batch figures as it makes them alone (fresh featurisers: their own C indexes)."""
+    alone = [TextFeaturizer.from_config(featurizer.to_config()) for featurizer in featurizers]
+    return [batch_figures(featurizer.transform_sparse(texts, vocabulary, number_unknown, extra_names), vocabulary)
+            for featurizer, vocabulary in zip(alone, vocabularies)]
+
+
+def filled_vocabularies(featurizers, texts) -> list[Vocabulary]:
+    """A vocabulary a view holding its features of `texts` and some evidence names."""
+    vocabularies = [Vocabulary.from_names(["#hdr:date:missing", "#s:word", "kůň"]) for _ in featurizers]
+    for featurizer, vocabulary in zip(featurizers, vocabularies):
+        vocabulary.add([name for text in texts for name in featurizer._feature_list(text)])
+    return vocabularies
+
+
+@pytest.mark.parametrize("number_unknown", [True, False])
+def test_mail_toml_views_read_once_equal_each_view_alone_on_the_corpora(monkeypatch, number_unknown):
+    """Every SMS message and every fifth Enron-Spam one, in batches of 500, each with generated
+    evidence names, against vocabularies that hold the features of a third of the texts: one
+    shared reading a batch, and each view's names, lengths, columns, ranks, new names and
+    `distinct` those of the view alone."""
+    featurizers = mail_views()
+    texts = [text for _, text in load_sms_spam()] + load_enron_texts()[::5]
+    extra = generated_extra(7, texts)
+    vocabularies = filled_vocabularies(featurizers, texts[::3])
+    counted = CountedCalls(monkeypatch)
+    for start in range(0, len(texts), 500):
+        part, more = texts[start : start + 500], extra[start : start + 500]
+        together = transform_sparse_views(featurizers, part, vocabularies, number_unknown, more)
+        got = [batch_figures(batch, vocabulary) for batch, vocabulary in zip(together, vocabularies)]
+        assert got == figures_alone(featurizers, part, vocabularies, number_unknown, more)
+    assert counted.calls == -(-len(texts) // 500)
+
+
+def test_generated_texts_without_a_vocabulary_make_each_view_s_names():
+    """No vocabulary (names as strs, no look-ups), texts that hit the edge cases: empty ones,
+    subject lines, URLs and addresses, texts beyond Latin-1, and a str subclass."""
+    featurizers = mail_views()
+
+    class Text(str):
+        pass
+
+    texts = generated_texts(seed=5, count=400) + ["", Text("Subject: a str subclass\nwww.x.org"), "Žluťoučký kůň"]
+    together = transform_sparse_views(featurizers, texts, [None] * 3)
+    for featurizer, batch in zip(featurizers, together):
+        alone = TextFeaturizer.from_config(featurizer.to_config()).transform_sparse(texts)
+        assert list(batch.names) == list(alone.names) and batch.distinct == alone.distinct
+        assert batch.lengths.tolist() == alone.lengths.tolist()
+
+
+def test_views_that_read_tokens_differently_or_not_in_c_each_take_their_own_path(monkeypatch):
+    """A token cap, subject features or URL setting of its own, an option C lacks, the extension
+    switched off, or one view: no shared reading, the same batches."""
+    base = mail_views()[0].to_config()
+    texts = generated_texts(seed=9, count=200)
+    counted = CountedCalls(monkeypatch)
+    for other in ({"max_tokens": 3}, {"subject_features": False}, {"url_domains": False}, {"strip_accents": True}):
+        featurizers = [TextFeaturizer.from_config(base), TextFeaturizer.from_config({**base, **other})]
+        vocabularies = filled_vocabularies(featurizers, texts[::2])
+        together = transform_sparse_views(featurizers, texts, vocabularies)
+        assert [batch_figures(batch, vocabulary) for batch, vocabulary in zip(together, vocabularies)] == \
+            figures_alone(featurizers, texts, vocabularies)
+    vocabulary = Vocabulary()
+    assert batch_figures(transform_sparse_views([TextFeaturizer.from_config(base)], texts, [vocabulary])[0],
+                         vocabulary) == figures_alone([TextFeaturizer.from_config(base)], texts, [vocabulary])[0]
+    monkeypatch.setenv("STREAM_NB_NATIVE", "0")
+    python = [TextFeaturizer.from_config(base), TextFeaturizer.from_config({**base, "char_ngrams": (4, 4)})]
+    assert all(featurizer._native_plan is None for featurizer in python)
+    together = transform_sparse_views(python, texts, [None, None])
+    assert [list(batch.names) for batch in together] == [list(f.transform_sparse(texts).names) for f in python]
+    assert counted.calls == 0
+
+
+def test_one_featuriser_given_to_two_views_serves_both():
+    """The same featuriser (one C index) for two vocabularies: the second view looks its names up
+    in its dict, with the same figures."""
+    featurizer = mail_views()[1]
+    texts = generated_texts(seed=11, count=300)
+    vocabularies = [filled_vocabularies([featurizer], texts[::2])[0], filled_vocabularies([featurizer], texts[::5])[0]]
+    together = transform_sparse_views([featurizer, featurizer], texts, vocabularies)
+    assert [batch_figures(batch, vocabulary) for batch, vocabulary in zip(together, vocabularies)] == \
+        figures_alone([featurizer, featurizer], texts, vocabularies)
 
 
 def test_featurize_views_refuses_bad_arguments_with_type_and_value_errors():

@@ -62,6 +62,7 @@ __all__ = [
     "URL_DOMAIN_PREFIX",
     "URL_TOKEN",
     "strip_accents",
+    "transform_sparse_views",
 ]
 
 DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -419,30 +420,10 @@ class TextFeaturizer(river_base.Transformer):
         names as columns (`ColumnNames`): a str is made only for a name the vocabulary lacks, and
         only when it is read (`NewNames`), as a new name that is learned is.
         """
-        plan = self._native_plan
-        texts = texts if type(texts) is list else list(texts)
-        if extra_names is not None:
-            extra_names = extra_names if type(extra_names) is list else list(extra_names)
-            if len(extra_names) != len(texts):
-                raise ValueError(f"extra_names has {len(extra_names)} entries for {len(texts)} texts")
-        if plan is not None:
-            exact = vocabulary is not None and not vocabulary.hashed
-            column_of, index, by_column = None, None, None
-            if exact:
-                column_of, by_column = vocabulary.mapping(), vocabulary.by_column()
-                index = self._name_index = self._name_index or _native.NameIndex()
-            names, lengths, columns, ranks, unknown, distinct = _native.featurize(
-                texts, plan, self._native_spans, self._feature_list, column_of, number_unknown, index, by_column,
-                extra_names)
-            if columns is not None:
-                columns = np.frombuffer(columns, dtype=np.int64)
-                ranks = None if ranks is None else np.frombuffer(ranks, dtype=np.int64)
-            if names is None:  # only the names the vocabulary lacks were made
-                names = ColumnNames(by_column, columns, ranks, unknown)
-            batch = SparseBatch(names, np.frombuffer(lengths, dtype=np.int64), distinct=distinct)
-            if columns is not None:  # (ColumnNames numbers the new names even when not asked to)
-                batch.remember_columns(vocabulary, columns, ranks if number_unknown else None, unknown)
-            return batch
+        texts, extra_names = _batch_inputs(texts, extra_names)
+        if self._native_plan is not None:
+            view = self._native_view(vocabulary, number_unknown)
+            return _native_batch(_native.featurize(texts, *view, extra_names), view, vocabulary)
         feature_list = self._feature_list
         names: list[str] = []
         extend = names.extend
@@ -547,6 +528,16 @@ class TextFeaturizer(river_base.Transformer):
         return (lower, classes, self.ngram_range == (1, 2), self.binary, self.subject_features,
                 -1 if self.max_tokens is None else min(self.max_tokens, sys.maxsize), self.normalize_emails,
                 self.normalize_urls, self.url_domains, osb_window, char_min, char_max)
+
+    def _native_view(self, vocabulary, number_unknown: bool) -> tuple:
+        """`_native.featurize`'s arguments after the texts and before the extra names (a view of
+        `featurize_views`): the plan, the callbacks and, for an exact `vocabulary`, the look-ups
+        in it through this featuriser's C index of its names."""
+        column_of, index, by_column = None, None, None
+        if vocabulary is not None and not vocabulary.hashed:
+            column_of, by_column = vocabulary.mapping(), vocabulary.by_column()
+            index = self._name_index = self._name_index or _native.NameIndex()
+        return (self._native_plan, self._native_spans, self._feature_list, column_of, number_unknown, index, by_column)
 
     def _special_spans(self, text: str) -> Iterator[tuple[int, int, str, str | None]]:
         """(start, end, placeholder, URL domain feature or None) of each special match of a
@@ -778,3 +769,61 @@ class TextFeaturizer(river_base.Transformer):
             for n in range(min_n, min(max_n, length) + 1):
                 grams.extend(CHAR_NGRAM_PREFIX + padded[i : i + n] for i in range(length - n + 1))
         return grams
+
+
+def _batch_inputs(texts: Iterable[str], extra_names) -> tuple[list, list | None]:
+    """`transform_sparse`'s texts and extra names as lists, one entry of extra names per text."""
+    texts = texts if type(texts) is list else list(texts)
+    if extra_names is not None:
+        extra_names = extra_names if type(extra_names) is list else list(extra_names)
+        if len(extra_names) != len(texts):
+            raise ValueError(f"extra_names has {len(extra_names)} entries for {len(texts)} texts")
+    return texts, extra_names
+
+
+def _native_batch(made: tuple, view: tuple, vocabulary) -> SparseBatch:
+    """The SparseBatch of what `_native.featurize` returned for `view` (`_native_view`'s)."""
+    names, lengths, columns, ranks, unknown, distinct = made
+    number_unknown, by_column = view[4], view[6]
+    if columns is not None:
+        columns = np.frombuffer(columns, dtype=np.int64)
+        ranks = None if ranks is None else np.frombuffer(ranks, dtype=np.int64)
+    if names is None:  # only the names the vocabulary lacks were made
+        names = ColumnNames(by_column, columns, ranks, unknown)
+    batch = SparseBatch(names, np.frombuffer(lengths, dtype=np.int64), distinct=distinct)
+    if columns is not None:  # (ColumnNames numbers the new names even when not asked to)
+        batch.remember_columns(vocabulary, columns, ranks if number_unknown else None, unknown)
+    return batch
+
+
+def _native_reading(plan: tuple) -> tuple:
+    """What a native plan says of reading a text's tokens: its tables, subject features,
+    max_tokens, e-mail, URL and URL domain settings (the rest is what it makes of them)."""
+    return plan[:2] + plan[4:9]
+
+
+def transform_sparse_views(featurizers: Sequence[TextFeaturizer], texts: Iterable[str], vocabularies: Sequence,
+                           number_unknown: bool = True,
+                           extra_names: Sequence[Sequence[str]] | None = None) -> list[SparseBatch]:
+    """Each featuriser's `transform_sparse(texts, vocabulary, number_unknown, extra_names)`, the
+    same batches (every name, column, rank and length), in order, for several feature views of
+    one batch: `vocabularies[v]` is featuriser v's model's vocabulary (or None).
+
+    Where every featuriser takes the C path and their plans read tokens alike (see
+    `_native_reading`), each text is lowered and tokenised once for them all
+    (`_native.featurize_views`) and each view's names are made of those tokens; otherwise (no
+    C extension, STREAM_NB_NATIVE=0, an option C lacks, tokens read differently, one view)
+    each featuriser runs on its own."""
+    featurizers, vocabularies = list(featurizers), list(vocabularies)
+    if len(vocabularies) != len(featurizers):
+        raise ValueError(f"{len(vocabularies)} vocabularies for {len(featurizers)} featurisers")
+    texts, extra_names = _batch_inputs(texts, extra_names)
+    plans = [featurizer._native_plan for featurizer in featurizers] if len(featurizers) > 1 else [None]
+    if any(plan is None for plan in plans) or len({_native_reading(plan) for plan in plans}) > 1:
+        return [featurizer.transform_sparse(texts, vocabulary=vocabulary, number_unknown=number_unknown,
+                                            extra_names=extra_names)
+                for featurizer, vocabulary in zip(featurizers, vocabularies)]
+    views = [featurizer._native_view(vocabulary, number_unknown)
+             for featurizer, vocabulary in zip(featurizers, vocabularies)]
+    made = _native.featurize_views(texts, views, extra_names)
+    return [_native_batch(one, view, vocabulary) for one, view, vocabulary in zip(made, views, vocabularies)]
