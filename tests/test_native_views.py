@@ -1,21 +1,27 @@
 """Several feature views of one batch read each text once (_native.featurize_views, through
-text.transform_sparse_views): every view's batch is the one it makes alone, name for name and
-column for column, on the corpora, and the views that cannot share the reading take their own
-path. The generated-input comparison is in test_native_properties.py; `make sanitize` runs this
-file too."""
+text.transform_sparse_views and MailFeaturizer.transform_batch_views): every view's batch is the
+one it makes alone, name for name and column for column, on the corpora and raw mail, and the
+views that cannot share the reading take their own path. The generated-input comparison is in
+test_native_properties.py; `make sanitize` runs this file too."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
 from stream_nb.config import load_config
+from stream_nb.events import Event, SourcePosition
 from stream_nb.features import text as text_module
+from stream_nb.features.mail import MailFeaturizer
 from stream_nb.features.text import TextFeaturizer, transform_sparse_views
+from stream_nb.model.base import ViewBatch
 from stream_nb.model.vocabulary import Vocabulary
+from stream_nb.replay.prequential import Contender, replay_contenders
+from stream_nb.worker.records import featurise_views, more_views
 
-from corpora import load_enron_texts, load_sms_spam
+from corpora import load_enron_texts, load_sms_spam, load_spamassassin_2003
 from native import require_extension
 from test_native_featurizer import generated_extra, generated_texts
 
@@ -172,3 +178,72 @@ def test_featurize_views_refuses_bad_arguments_with_type_and_value_errors():
         featurize_views([type("Text", (str,), {})("a")], [views[0][:2] + (None,) + views[0][3:]])
     # the index given to a view that failed is free again
     assert featurize_views(["a b"], [views[0][:3] + ({}, True, index, [])])[0][0] is None
+
+
+def spamassassin_events(count: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    messages = rng.sample(load_spamassassin_2003(), count)
+    return [{"id": f"m{i}", "mail": data, "label": "spam" if folder.startswith("spam") else "ham"}
+            for i, (folder, data) in enumerate(messages)]
+
+
+def view_figures(X, models) -> list[dict]:
+    return [batch_figures(batch, model.vocabulary) for batch, model in zip(X.views, models)]
+
+
+def test_replay_reads_raw_mail_once_for_mail_toml_s_three_views(monkeypatch):
+    """Contender.featurise on SpamAssassin messages after 200 of them were learned: one shared
+    reading a batch, and each view's batch the one its MailFeaturizer makes alone."""
+    mail_views()
+    events = spamassassin_events(320, seed=3)
+    contender = Contender.of("mail", load_config(MAIL_TOML, []))
+    replay_contenders(events[:200], [contender], batch_size=100)
+    counted = CountedCalls(monkeypatch)
+    X = contender.featurise(events[200:])
+    assert isinstance(X, ViewBatch) and counted.calls == 1
+    models = contender.model.models
+    alone = [view[2].transform_batch(events[200:], vocabulary=model.vocabulary)
+             for view, model in zip(contender._views, models)]
+    assert view_figures(X, models) == [batch_figures(batch, model.vocabulary) for batch, model in zip(alone, models)]
+    text_events = [{"id": "t", "text": "Subject: hello\nwww.x.org £5 word", "label": "ham"}, {"id": "u", "text": ""}]
+    X = contender.featurise(text_events)
+    assert counted.calls == 2
+    assert view_figures(X, models) == [batch_figures(view[0].transform_sparse([e["text"] for e in text_events],
+                                                                              vocabulary=model.vocabulary),
+                                                     model.vocabulary) for view, model in zip(contender._views, models)]
+
+
+@pytest.mark.parametrize("learning", [True, False])
+def test_the_worker_reads_raw_mail_once_for_mail_toml_s_three_views(monkeypatch, learning):
+    """records.featurise_views (the worker's) on mail events: each view's batch is its
+    MailFeaturizer's alone, numbering new names only when learning."""
+    mail_views()
+    config = load_config(MAIL_TOML, [])
+    model = config.build_model()
+    first = MailFeaturizer(config.build_event_featurizer())
+    views = [(config.build_featurizer(), first)] + more_views(config, first)
+    source = SourcePosition("mail", 0, 0)
+    events = [Event(event["id"], None, None, event["label"], source, mail=event["mail"])
+              for event in spamassassin_events(60, seed=4)]
+    counted = CountedCalls(monkeypatch)
+    X = featurise_views(events, learning, model=model, reads_text=True, views=views)
+    assert counted.calls == 1
+    dicts = [{"text": None, "features": None, "mail": event.mail} for event in events]
+    for batch, (_, mail), expert in zip(X.views, views, model.models):
+        alone = mail.transform_batch(dicts, vocabulary=expert.vocabulary, number_unknown=learning)
+        assert list(batch.names) == list(alone.names) and batch.lengths.tolist() == alone.lengths.tolist()
+        assert batch.columns_in(expert.vocabulary).tolist() == alone.columns_in(expert.vocabulary).tolist()
+        assert batch.distinct == alone.distinct
+
+
+def test_views_that_do_not_read_mail_through_the_first_parse_each_message_themselves(monkeypatch):
+    """MailFeaturizer.transform_batch_views shares the reading only when the later views read
+    messages through the first (`reader`): otherwise each view runs on its own."""
+    mail_views()
+    config = load_config(MAIL_TOML, [])
+    apart = [MailFeaturizer(config.build_event_featurizer()), MailFeaturizer(config.build_event_featurizer("words"))]
+    events = spamassassin_events(20, seed=5)
+    counted = CountedCalls(monkeypatch)
+    batches = MailFeaturizer.transform_batch_views(apart, events, [None, None])
+    assert counted.calls == 0
+    assert [list(batch.names) for batch in batches] == [list(f.transform_batch(events).names) for f in apart]

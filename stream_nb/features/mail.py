@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from stream_nb.features.fields import EventFeaturizer
+from stream_nb.features.text import transform_sparse_views
 from stream_nb.mail import DEFAULT_MAX_BYTES, ParsedMail, parse_mail
 from stream_nb.model.base import SparseBatch
 
@@ -146,6 +147,13 @@ class MailFeaturizer:
         text = getattr(self.event_featurizer, "text", None)
         if text is None or any(event.get("features") is not None for event in events):
             return self.transform_many(events)
+        texts, evidence = self._texts_and_evidence(events)
+        return text.transform_sparse(texts, vocabulary=vocabulary, number_unknown=number_unknown,
+                                     extra_names=evidence)
+
+    def _texts_and_evidence(self, events: list[Mapping[str, Any]]) -> tuple[list[str], list]:
+        """Each event's text (a mail's subject and body) and its evidence names (a text event's
+        none); UnreadableMail for the first message of which nothing can be read."""
         texts, evidence = [], []
         for event in events:
             mail = event.get("mail")
@@ -159,5 +167,22 @@ class MailFeaturizer:
                 raise UnreadableMail(detail)
             texts.append(mail_text(parsed))
             evidence.append(parsed.features)
-        return text.transform_sparse(texts, vocabulary=vocabulary, number_unknown=number_unknown,
-                                     extra_names=evidence)
+        return texts, evidence
+
+    @staticmethod
+    def transform_batch_views(featurizers: list[MailFeaturizer], events: list[Mapping[str, Any]], vocabularies: list,
+                              number_unknown: bool = True) -> list[SparseBatch | list[dict[str, int | float]]]:
+        """Each view's `transform_batch(events, vocabularies[v], number_unknown)`, the same batches,
+        for several feature views of one batch. Where every view reads the batch as text (a text
+        featuriser, no structured features) and the views after the first read messages through
+        it (`reader`), each message is parsed, and its text tokenised, once for all of them
+        (`transform_sparse_views`); otherwise each view runs on its own."""
+        first = featurizers[0]
+        texts = [getattr(featurizer.event_featurizer, "text", None) for featurizer in featurizers]
+        if (len(featurizers) < 2 or any(text is None for text in texts)
+                or any(featurizer is not first and featurizer._reader is not first for featurizer in featurizers)
+                or any(event.get("features") is not None for event in events)):
+            return [featurizer.transform_batch(events, vocabulary=vocabulary, number_unknown=number_unknown)
+                    for featurizer, vocabulary in zip(featurizers, vocabularies, strict=True)]
+        read, evidence = first._texts_and_evidence(events)
+        return transform_sparse_views(texts, read, vocabularies, number_unknown=number_unknown, extra_names=evidence)

@@ -268,12 +268,14 @@ class ViewBatch:
 
     @staticmethod
     def by_view(model, views: Sequence, featurise):
-        """`featurise(view, expert)` of each view with the model that reads it: one view, its
-        batch itself (the model is the expert); several, a ViewBatch of each view's batch for
-        the `Experts` model's expert of the same place."""
+        """`featurise(views, experts)`: each view's batch, for the model that reads it (one call
+        for all, so that the views may share their reading of the events). One view, its batch
+        itself (the model is the expert); several, a ViewBatch of each view's batch for the
+        `Experts` model's expert of the same place."""
         if len(views) == 1:
-            return featurise(views[0], model)
-        return ViewBatch([featurise(view, expert) for view, expert in zip(views, model.models, strict=True)])
+            return featurise(list(views), [model])[0]
+        experts = [expert for _, expert in zip(views, model.models, strict=True)]
+        return ViewBatch(featurise(list(views), experts))
 
     def to_dicts(self) -> list[list[dict]]:
         """Each event as its feature dict in every view, in the views' order."""

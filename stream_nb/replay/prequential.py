@@ -11,6 +11,7 @@ from itertools import islice
 from stream_nb.config import beyond_max_classes
 from stream_nb.features.fields import EventFeaturizer
 from stream_nb.features.mail import MailFeaturizer, UnreadableMail
+from stream_nb.features.text import transform_sparse_views
 from stream_nb.lessons import DEFAULT_REMEMBER_IDS, LEARNED, LabeledLessons, LearnedIds, id_of_keyed
 from stream_nb.model.base import SparseBatch, ViewBatch
 from stream_nb.model.decision import band_verdict
@@ -100,18 +101,24 @@ class Contender:
         self.mail_defects.update(parsed.defects)
 
     def featurise(self, events: list[dict]):
-        return ViewBatch.by_view(self.model, self._views, lambda view, expert: self._featurise_view(view, expert, events))
+        return ViewBatch.by_view(self.model, self._views, lambda views, experts: self._featurise_views(views, experts,
+                                                                                                       events))
 
-    def _featurise_view(self, view: tuple, model, events: list[dict]):
-        text_featurizer, event_featurizer, mail_featurizer = view
-        # the model's vocabulary: the C featuriser looks the names up as it makes them
-        vocabulary = getattr(model, "vocabulary", None)
-        if self.reads_text and all(event.get("mail") is None for event in events) and (
-                event_featurizer is None or all(event.get("features") is None for event in events)):
-            return text_featurizer.transform_sparse([event.get("text") or "" for event in events],
-                                                    vocabulary=vocabulary)
+    def _featurise_views(self, views: list[tuple], models: list, events: list[dict]) -> list:
+        """Each view's batch of `events`, for the model of the same place: views that read the
+        events alike read each text once for all (transform_sparse_views, transform_batch_views)."""
+        by_text = [self.reads_text and all(event.get("mail") is None for event in events) and (
+            event_featurizer is None or all(event.get("features") is None for event in events))
+            for _, event_featurizer, _ in views]
+        if len(set(by_text)) > 1:  # (views without an event featuriser, events with structured features)
+            return [self._featurise_views([view], [model], events)[0] for view, model in zip(views, models)]
+        # the models' vocabularies: the C featuriser looks the names up as it makes them
+        vocabularies = [getattr(model, "vocabulary", None) for model in models]
+        if by_text[0]:
+            return transform_sparse_views([text for text, _, _ in views], [event.get("text") or "" for event in events],
+                                          vocabularies)
         # mail, structured features, or both
-        return mail_featurizer.transform_batch(events, vocabulary=vocabulary)
+        return MailFeaturizer.transform_batch_views([mail for _, _, mail in views], events, vocabularies)
 
     def featurise_one(self, event: dict) -> dict | list[dict]:
         """The features of one event as a dict, as the model sees them (for its clues); for an

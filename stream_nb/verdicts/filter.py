@@ -117,8 +117,8 @@ class MessageJudge:
         event (a key with no counts: the global model's verdict)."""
         event = Event(mail_id(message), None, None, None, STDIN_SOURCE, mail=message, key=key)
         batch = [{"text": None, "features": None, "mail": message}]
-        X = ViewBatch.by_view(self.model, self.views, lambda featurizer, expert: featurizer.transform_batch(
-            batch, vocabulary=getattr(expert, "vocabulary", None), number_unknown=False))
+        X = ViewBatch.by_view(self.model, self.views, lambda featurizers, experts: MailFeaturizer.transform_batch_views(
+            featurizers, batch, [getattr(expert, "vocabulary", None) for expert in experts], number_unknown=False))
         probabilities = self.model.predict_proba_many(X)
         if keyed is not None and key is not None:
             probabilities = keyed.personal.predict_batch(X, [key], [keyed.table_of(key)], probabilities)

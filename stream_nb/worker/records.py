@@ -10,6 +10,7 @@ from kafka.errors import KafkaError
 from stream_nb.events import Event, Rejected, SourcePosition, record_decoder
 from stream_nb.events.raw_mail import decoder_for
 from stream_nb.features.mail import MailFeaturizer, UnreadableMail
+from stream_nb.features.text import transform_sparse_views
 from stream_nb.model.base import ViewBatch
 from stream_nb.worker.outputs import Fenced
 
@@ -93,16 +94,19 @@ def decode(records: list, labeled: bool, rejected, kafka: dict, classes, keyed: 
     return events, origin
 
 
-def featurise(events: list[Event], learning: bool, *, model, reads_text: bool, text_featurizer, mail_featurizer):
+def featurise(events: list[Event], learning: bool, *, models: list, reads_text: bool, views: list[tuple]) -> list:
+    """Each view's batch of `events` by its (text, mail) featurisers, for the model of the same place
+    (several views read each text once for all: transform_sparse_views, transform_batch_views)."""
     # no dict per message: the C featuriser looks the names up in the model's vocabulary (and
     # numbers the new ones only for a batch that may learn them)
-    vocabulary = getattr(model, "vocabulary", None)
+    vocabularies = [getattr(model, "vocabulary", None) for model in models]
     if reads_text and all(event.features is None and event.mail is None for event in events):
-        return text_featurizer.transform_sparse([event.text or "" for event in events],
-                                                vocabulary=vocabulary, number_unknown=learning)
-    return mail_featurizer.transform_batch(  # mail events, structured features, or both
+        return transform_sparse_views([text for text, _ in views], [event.text or "" for event in events],
+                                      vocabularies, number_unknown=learning)
+    return MailFeaturizer.transform_batch_views(  # mail events, structured features, or both
+        [mail for _, mail in views],
         [{"text": event.text, "features": event.features, "mail": event.mail} for event in events],
-        vocabulary=vocabulary, number_unknown=learning)
+        vocabularies, number_unknown=learning)
 
 
 def more_views(config, first: MailFeaturizer) -> list[tuple]:
@@ -115,8 +119,8 @@ def more_views(config, first: MailFeaturizer) -> list[tuple]:
 def featurise_views(events: list[Event], learning: bool, *, model, reads_text: bool, views: list[tuple]):
     """`featurise` by each view's (text, mail) featurisers: one view, the batch itself; several
     (an `Experts` model), a ViewBatch of each view's batch, looked up in its expert's vocabulary."""
-    return ViewBatch.by_view(model, views, lambda view, expert: featurise(
-        events, learning, model=expert, reads_text=reads_text, text_featurizer=view[0], mail_featurizer=view[1]))
+    return ViewBatch.by_view(model, views, lambda views, experts: featurise(
+        events, learning, models=experts, reads_text=reads_text, views=views))
 
 
 def featurise_or_reject(events: list[Event], origin: list, reject, featurise,
