@@ -76,8 +76,10 @@ bench: setup
 # work tree on sys.path (checked before the tests); PYTHONMALLOC=malloc lets ASan see the
 # extensions' PyMem buffers; -fno-wrapv undoes Python's -fwrapv, under which UBSan does not
 # check signed overflow; CI=true makes a missing extension fail, not skip, and derandomizes
-# hypothesis. Any report stops the process (halt_on_error, no recovery), so pytest exits
-# non-zero and so does the target; --capture=sys leaves the report on the terminal.
+# hypothesis; STREAM_NB_SANITIZED=1 has the tests over whole corpora take every 8th message
+# (tests/native.py: corpus_sample). Any report stops the process (halt_on_error, no recovery),
+# so pytest exits non-zero and so does the target; --capture=sys leaves the report on the
+# terminal.
 # The tests run in two processes (they are CPU-bound: hypothesis). Part of make test.
 SANITIZE_DIR   := build/sanitize
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
@@ -87,7 +89,7 @@ NATIVE_TESTS   := tests/test_native_codec.py tests/test_native_decoder.py tests/
                   tests/test_native_personal.py tests/test_native_views.py
 SANITIZED      := LD_PRELOAD=$$(gcc -print-file-name=libasan.so) PYTHONSAFEPATH=1 \
                   PYTHONPATH=$(SANITIZE_DIR):$(CURDIR) PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
-                  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+                  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 STREAM_NB_SANITIZED=1 STREAM_NB_TEST_CPU=
 
 sanitize: setup
 	rm -rf $(SANITIZE_DIR)

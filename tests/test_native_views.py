@@ -22,7 +22,7 @@ from stream_nb.replay.prequential import Contender, replay_contenders
 from stream_nb.worker.records import featurise_views, more_views
 
 from corpora import load_enron_texts, load_sms_spam, load_spamassassin_2003
-from native import require_extension
+from native import corpus_sample, require_extension
 from test_native_featurizer import generated_extra, generated_texts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def test_mail_toml_views_read_once_equal_each_view_alone_on_the_corpora(monkeypa
     shared reading a batch, and each view's names, lengths, columns, ranks, new names and
     `distinct` those of the view alone."""
     featurizers = mail_views()
-    texts = [text for _, text in load_sms_spam()] + load_enron_texts()[::5]
+    texts = corpus_sample([text for _, text in load_sms_spam()] + load_enron_texts()[::5])
     extra = generated_extra(7, texts)
     vocabularies = filled_vocabularies(featurizers, texts[::3])
     counted = CountedCalls(monkeypatch)
