@@ -127,15 +127,20 @@ def test_a_tarball_holds_the_same_messages_in_archive_order(tmp_path):
     assert skipped == {"not_a_message": 1}  # README.txt; the Maildir's tmp/ is not read
 
 
-def test_a_truncated_tarball_gives_what_it_holds_and_counts_the_rest_unreadable(tmp_path):
+def gzipped_spam_folder(bodies: list[str]) -> bytes:
+    """A .tar.gz of spam/NN.eml, one message a body."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for i in range(40):
-            data = message(f"m{i}", "x" * 3000 + str(i))
+        for i, body in enumerate(bodies):
+            data = message(f"m{i}", body)
             info = tarfile.TarInfo(f"spam/{i:02d}.eml")
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
-    whole = buffer.getvalue()
+    return buffer.getvalue()
+
+
+def test_a_truncated_tarball_gives_what_it_holds_and_counts_the_rest_unreadable(tmp_path):
+    whole = gzipped_spam_folder(["x" * 3000 + str(i) for i in range(40)])
     cut = tmp_path / "cut.tar.gz"
     cut.write_bytes(whole[: len(whole) // 2])
     skipped = Counter()
@@ -151,14 +156,7 @@ def test_a_gzip_cut_or_damaged_anywhere_is_counted_unreadable_never_raised(tmp_p
     """A .tar.gz cut anywhere, inside its first member too (gzip's EOFError comes from
     tarfile.open itself), or with its deflate stream damaged (zlib.error) gives the messages
     before the fault and counts the rest unreadable_file (a cut in the end blocks loses none)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for i in range(3):
-            data = message(f"m{i}", "body " * 2000 + str(i))
-            info = tarfile.TarInfo(f"spam/{i}.eml")
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    whole = buffer.getvalue()
+    whole = gzipped_spam_folder(["body " * 2000 + str(i) for i in range(3)])
     damaged = bytearray(whole)
     for at in range(len(whole) // 3, len(whole) // 3 + 8):
         damaged[at] ^= 0x5A
@@ -169,7 +167,7 @@ def test_a_gzip_cut_or_damaged_anywhere_is_counted_unreadable_never_raised(tmp_p
         skipped = Counter()
         events = list(read_mail(tmp_path / f"{name}.tar.gz", skipped=skipped))
         assert set(skipped) <= {"unreadable_file"} and (skipped or len(events) == 3), (name, len(events), skipped)
-        assert [e["path"] for e in events] == [f"spam/{i}.eml" for i in range(len(events))], name
+        assert [e["path"] for e in events] == [f"spam/{i:02d}.eml" for i in range(len(events))], name
 
 
 def test_what_is_read_as_mail(tmp_path):
