@@ -281,6 +281,50 @@ KEY_DOCS = {
     "personal.idle_after": "labeled events of all keys without one of a key evict it (0: never)",
     "personal.remember_ids": "ids a key remembers, so that a correction is taken back from its counts",
 }
+
+# [model] and [features]: the options of the model kinds (stream_nb.model.registry) and of the
+# featurisers, checked by their builders; one line each for the reference (stream_nb.reference).
+BUILDER_KEY_DOCS = {
+    "model.kind": "the variant: multinomial, bernoulli or complement (text), categorical or gaussian "
+                  "(an event's structured features)",
+    "model.classes": "the labels it may learn; any other is dead-lettered as undeclared_label (none: any "
+                     "label, up to max_classes)",
+    "model.max_classes": "with no classes declared, the most distinct labels it learns; a label beyond "
+                         "is dead-lettered",
+    "model.alpha": "Lidstone smoothing λ of the likelihoods, (N_fc + λ) / (N_c + λ|V|) for multinomial "
+                   "(1: Laplace)",
+    "model.prior_alpha": "smoothing of the prior, (N_c + λ) / (N + Kλ); 0: the MLE N_c / N",
+    "model.unknown": "a feature never learned: ignore (dropped from the score, the textbook rule) or smooth "
+                     "(River's rule: it counts as λ / (T_c + λ|V|))",
+    "model.n_hash_buckets": "hash features (crc32) into this many columns: bounded memory, collisions "
+                            "shared (none: exact names)",
+    "model.max_features": "a feature budget: past it the rarest, stalest features are evicted down to "
+                          "0.9 of it (none: unbounded)",
+    "model.evict_every": "labeled events between two checks of the feature budget",
+    "model.half_life": "every count halves over this many labeled events (none or 0: no forgetting)",
+    "model.true_threshold": "Bernoulli: a feature is present when its value is above this",
+    "model.categories": "categorical: {field: [values]}, the only values learned (none: the values seen)",
+    "model.var_smoothing": "gaussian: epsilon = var_smoothing x the largest variance, added to every variance",
+    "features.lowercase": "lowercase the text before tokenising",
+    "features.strip_accents": "strip accents (NFKD, combining marks dropped) before tokenising",
+    "features.token_pattern": "the regular expression a token matches",
+    "features.ngram_range": "[min, max] word n-grams: [1, 2] is words and word bigrams",
+    "features.char_ngrams": "[min, max] character n-grams within each word, as #c:... features "
+                            "(none: no character n-grams)",
+    "features.stop_words": "words dropped before the n-grams are made (none: none dropped)",
+    "features.normalize_urls": "a URL becomes the token #url",
+    "features.normalize_emails": "an e-mail address becomes the token #email",
+    "features.normalize_numbers": "a number becomes the token #num",
+    "features.url_domains": "with normalize_urls, each URL's domain (without www.) also as #url:DOMAIN",
+    "features.max_tokens": "only the first this many tokens of a text are used, a bound on huge messages "
+                           "(none: all)",
+    "features.binary": "presence, not counts: each feature counts once a text",
+    "features.subject_features": "the subject line's features counted again as #s:FEATURE",
+    "features.osb_window": "orthogonal sparse bigrams (word pairs with the gap between them) within "
+                           "this window (none: no pairs)",
+    "features.categorical": "fields of an event's structured features read as categories (none: inferred)",
+    "features.numeric": "fields of an event's structured features read as numbers (none: inferred)",
+}
 TEXT_MODEL_KINDS = ("multinomial", "bernoulli", "complement")
 # Every class costs a column of counts in the state, each checkpoint and every prediction's
 # probabilities: 1,000 labels made a 117 MB checkpoint and 34 KB predictions. A spam filter has 2.

@@ -1,5 +1,6 @@
 """The reference pages of the documentation, written from the code: every configuration key
-(stream_nb.config's schemas, BOUNDS and KEY_DOCS), every command and option (the argparse
+(stream_nb.config's schemas, BOUNDS and KEY_DOCS; [model] and [features] from the model
+classes' and featurisers' signatures and BUILDER_KEY_DOCS), every command and option (the argparse
 parsers), every metric (stream_nb.worker.metrics, and the milter's), every dead-letter reason
 (stream_nb.events.codec's table, the raw-mail decoder's, the worker's).
 
@@ -108,13 +109,53 @@ def configuration_page() -> str:
                     bounds, why = _bounds(f"kafka.client.{key}")
                     out.append(f"| `{key}` | {bounds} | {_cell(why)} |\n")
                 out.append("\n")
-    out.append("## [model] and [features]\n\nThese are the model's and the featuriser's own options "
-               "(their builders check the types; see [The models](../models.md)). The bounded ones:\n\n"
-               "| key | bounds | highest because |\n|---|---|---|\n")
-    for key in sorted(k for k in config.BOUNDS if k.split(".")[0] in ("model", "features")):
-        bounds, why = _bounds(key)
-        out.append(f"| `{key}` | {bounds} | {_cell(why)} |\n")
+    out.append("## [model]\n\nThe model kind's own options, as its class takes them (its builder checks "
+               "them; the math: [The models](../models.md)). `kinds`: the kinds that take the key.\n\n")
+    out.append(_builder_table("model", builder_keys()["model"]))
+    out.append("## [features]\n\nThe text featuriser's options (count models), and the fields of an "
+               "event's structured features; each `[views.NAME]` is [features] with the view's keys "
+               "replaced ([Feature views](../views.md)).\n\n")
+    out.append(_builder_table("features", builder_keys()["features"]))
     return "".join(out)
+
+
+def builder_keys() -> dict[str, dict[str, tuple[list[str], object]]]:
+    """{"model" | "features": {key: (kinds that take it, default)}}, from the model classes' and the
+    featurisers' signatures (the same keys the builders accept)."""
+    import inspect
+
+    from stream_nb.config import DEFAULT_MAX_CLASSES, EVENT_FIELD_KEYS
+    from stream_nb.features.text import TextFeaturizer
+    from stream_nb.model.registry import MODEL_KINDS
+
+    every = list(MODEL_KINDS)
+    model: dict[str, tuple[list[str], object]] = {"kind": (every, "multinomial"), "classes": (every, None),
+                                                   "max_classes": (every, DEFAULT_MAX_CLASSES)}
+    for kind, cls in MODEL_KINDS.items():
+        for name, parameter in inspect.signature(cls.__init__).parameters.items():
+            if name != "self":
+                kinds, default = model.setdefault(name, ([], parameter.default))
+                kinds.append(kind)
+    features = {name: (["multinomial", "bernoulli", "complement"], parameter.default)
+                for name, parameter in inspect.signature(TextFeaturizer.__init__).parameters.items()
+                if name != "self"}
+    features.update({name: (every, None) for name in EVENT_FIELD_KEYS})
+    return {"model": model, "features": features}
+
+
+def _builder_table(section: str, keys: dict) -> str:
+    from stream_nb.config import BUILDER_KEY_DOCS
+    from stream_nb.model.registry import MODEL_KINDS
+
+    rows = ["| key | kinds | default | bounds | what it is |\n|---|---|---|---|---|\n"]
+    for key, (kinds, default) in keys.items():
+        bounds, why = _bounds(f"{section}.{key}")
+        doc = BUILDER_KEY_DOCS[f"{section}.{key}"] + (f" (highest: {why})" if why else "")
+        taken = "all" if len(kinds) == len(MODEL_KINDS) else ", ".join(kinds)
+        if isinstance(default, tuple):
+            default = list(default)
+        rows.append(f"| `{key}` | {taken} | {_cell(_toml(default))} | {bounds} | {_cell(doc)} |\n")
+    return "".join(rows) + "\n"
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:

@@ -38,9 +38,18 @@ def test_every_bound_is_in_the_configuration_page():
     page = reference.configuration_page()
     for key in BOUNDS:
         section, name = key.split(".", 1)
-        # [model] and [features] keys by their full name, the schemas' under their section's heading
-        shown = f"`{key}`" if section in ("model", "features") else f"`{name.rsplit('.', 1)[-1]}`"
-        assert shown in page, key
+        assert f"`{name.rsplit('.', 1)[-1]}`" in page, key  # under its section's heading
+
+
+def test_every_model_and_feature_option_has_one_line_and_every_line_an_option():
+    """[model] and [features] come from the model classes' and featurisers' signatures: a new
+    option without its line in config.BUILDER_KEY_DOCS fails here, and so does a line left over."""
+    import stream_nb.config as config
+
+    keys = {f"{section}.{key}" for section, options in reference.builder_keys().items() for key in options}
+    assert set(config.BUILDER_KEY_DOCS) == keys
+    assert all(doc and "\n" not in doc and "<" not in doc for doc in config.BUILDER_KEY_DOCS.values())
+    assert {"model.alpha", "model.half_life", "features.osb_window", "features.char_ngrams"} <= keys
 
 
 def test_every_dead_letter_reason_in_the_code_is_in_the_reference():
