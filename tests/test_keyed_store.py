@@ -252,6 +252,17 @@ def test_a_hostile_clean_marker_only_makes_the_store_rebuilt(tmp_path):
         reopened.db.close()
 
 
+def add_mail_to_big(table, rng: random.Random, features: int, mail: int, known: str = "feature-",
+                    new: str = "new-") -> None:
+    """A mail of 300 features learned by the key "big" of `table`: 270 of its `features` known
+    ones (`known` + a number), 30 never seen (`new` + the mail's number)."""
+    x = {f"{known}{rng.randrange(features)}": 1.0 for _ in range(270)}
+    x.update({f"{new}{mail}-{j}": 2.0 for j in range(30)})
+    own = table.get("big")
+    own.add(x, mail % 2, 1.0)
+    table.changed("big", own)
+
+
 @pytest.mark.parametrize("features, whole_writes_expected", [(1_000_000, 0), (20_000, range(4, 9))])
 def test_a_key_of_a_million_features_is_written_in_records_of_bounded_size(tmp_path, features, whole_writes_expected):
     """One user's model of 1,000,000 features (about 30 MB of counts and names): every record
@@ -276,12 +287,8 @@ def test_a_key_of_a_million_features_is_written_in_records_of_bounded_size(tmp_p
 
     rng = random.Random(33)
     whole_writes = 0
-    for mail in range(400):  # mails of 300 features, 30 of them new
-        x = {f"feature-{rng.randrange(features)}": 1.0 for _ in range(270)}
-        x.update({f"new-{mail}-{j}": 2.0 for j in range(30)})
-        own = store.get("big")
-        own.add(x, mail % 2, 1.0)
-        store.changed("big", own)
+    for mail in range(400):
+        add_mail_to_big(store, rng, features, mail)
         store.observe("big", None)
         records = store.flush(position=mail + 2)
         written = sum(len(value) for _, value in records if value)
@@ -353,11 +360,7 @@ def test_a_users_views_of_a_million_features_are_written_in_bounded_records_and_
     rng = random.Random(35)
     for mail in range(20):  # a mail of 300 features in each view, 30 of them new
         for v, (table, features) in enumerate(zip(tables.views, sizes)):
-            x = {f"v{v}-{rng.randrange(features)}": 1.0 for _ in range(270)}
-            x.update({f"v{v}-new-{mail}-{j}": 2.0 for j in range(30)})
-            own = table.get("big")
-            own.add(x, mail % 2, 1.0)
-            table.changed("big", own)
+            add_mail_to_big(table, rng, features, mail, known=f"v{v}-", new=f"v{v}-new-")
         tables.observe("big", None)
         records = tables.flush(position=mail + 2)
         assert sum(len(value) for _, value in records if value) < 3 * 40_000  # the mail's rows and heads
