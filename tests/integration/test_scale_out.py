@@ -21,6 +21,7 @@ import pytest
 
 from stream_nb.worker.cli import EXIT_FENCED
 
+from client_matrix import with_client
 from worker_support import (
     Message,
     Topics,
@@ -196,6 +197,7 @@ def run_the_scenario(workers: dict, start, stream, logs: Path, tmp_path: Path, b
         assert workers[name].wait(60) == 0, workers[name].log_tail()
 
 
+@with_client("confluent-kafka")
 def test_three_workers_killed_crashed_and_scaled_end_exact_and_publish_each_output_once(kafka_broker, tmp_path, sms, transport):
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("scale")

@@ -19,6 +19,7 @@ from stream_nb.checkpoint import CheckpointStore
 from stream_nb.config import load_config
 from stream_nb.events import REASONS
 
+from client_matrix import scenarios_with_clients, with_client
 from worker_support import (
     SPAM_CONFIG,
     Message,
@@ -183,9 +184,9 @@ def test_both_transports_publish_the_same_outputs_on_the_same_topics(kafka_broke
 BUDGET = {"max_features": 20_000, "evict_every": 500}
 
 
-@pytest.mark.parametrize("guarantee, training, model", [
-    ("exactly_once", SHIPPED, None), ("at_least_once", SHIPPED, None), ("exactly_once", PLAIN, None),
-    ("exactly_once", SHIPPED, BUDGET),
+@scenarios_with_clients("guarantee, training, model", [
+    (("exactly_once", SHIPPED, None), "confluent-kafka"), (("at_least_once", SHIPPED, None), "kafka-python"),
+    (("exactly_once", PLAIN, None), "kafka-python"), (("exactly_once", SHIPPED, BUDGET), "confluent-kafka"),
 ], ids=["exactly-once-spam.toml", "at-least-once-spam.toml", "exactly-once-mode-all", "exactly-once-spam.toml-budget"])
 def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp_path, sms, guarantee, training, model,
                                                                transport):
@@ -272,6 +273,7 @@ def test_sigkill_and_restart_ends_with_the_uninterrupted_state(kafka_broker, tmp
 
 
 @pytest.mark.timeout(900)  # minutes of faults and recovery by design; 300 s is the default
+@with_client("kafka-python")  # confluent-kafka meets lost brokers in test_cluster_failover
 def test_worker_rides_out_a_broker_restart(tmp_path, sms, transport):
     from stream_nb.kafka.broker import LocalKafkaBroker
 

@@ -32,6 +32,7 @@ from stream_nb.kafka.labeled_order import labeled_order_topic
 from stream_nb.keyed.changelog import changelog_topic, read_changelog
 from stream_nb.worker.keyed import key_partition
 
+from client_matrix import with_client
 from corpora import load_spamassassin_2003
 from worker_support import (
     Message,
@@ -225,6 +226,7 @@ def test_one_calm_worker_writes_the_state_of_the_labeled_log(kafka_broker, sms, 
 
 
 @pytest.mark.timeout(900)  # minutes of faults and recovery by design; 300 s is the default
+@with_client("kafka-python")
 def test_workers_scaled_1_3_2_with_a_kill_keep_each_partition_exact(kafka_broker, transport, sms, tmp_path):
     def scaled(run):
         logs = run.tmp_path
@@ -256,6 +258,7 @@ MAILBOXES = ["enron1", "enron2", "enron3", "enron4", "enron5", "enron6"]
 
 
 @pytest.mark.timeout(900)
+@with_client("confluent-kafka")
 def test_enron_mailboxes_learning_everything_recover_exactly_at_real_size(kafka_broker, transport, tmp_path):
     """Issue 33: Enron-Spam's six mailboxes keyed by mailbox, order-free training (mode "all", no
     forgetting) and no per-key budget, so each mailbox's model grows past what one Kafka record
