@@ -196,6 +196,30 @@ def test_a_keys_prediction_is_the_pool_over_its_views_key_predictions():
     assert abs(got["spam"] - c.model.predict_proba_one(views)["spam"]) > 1e-3
 
 
+
+def test_predict_many_is_each_events_own_prediction_by_key_or_globally():
+    """PersonalExperts.predict_many over one batch (the worker's and the filter's unlabeled path):
+    an event with a table gets its key's combined prediction, to the bit, a key without counts
+    the global combination, an event without a table the global combination."""
+    c = contender(VIEWS)
+    replay_contenders(STREAM, [c], batch_size=64)
+    personal, tables = c.personal, c.personal.table
+    texts = ["cheap prize meeting lunch win today", "the report is attached", "WIN cash now", ""]
+    events = [{"text": text, "key": key} for text in texts for key in ("ann", "bob", "nobody")]
+    where = [None if i % 4 == 3 else tables for i in range(len(events))]
+    X = c.featurise(events)
+    got = personal.predict_many(X, [e["key"] for e in events], where)
+    for event, table, prediction in zip(events, where, got):
+        views = c.featurise_one(event)
+        expected = (c.model.predict_proba_one(views) if table is None
+                    else personal.predict_proba_one(views, event["key"]))
+        assert dict(prediction) == dict(expected), event
+    by_key = [dict(p) for p, t, e in zip(got, where, events) if t is not None and e["key"] != "nobody"]
+    globally = [dict(c.model.predict_proba_one(c.featurise_one(e))) for t, e in zip(where, events)
+                if t is not None and e["key"] != "nobody"]
+    assert sum(a != b for a, b in zip(by_key, globally)) >= len(by_key) - 2  # the keys' counts count
+
+
 # ---- a partition's stores: one per view, one changelog ------------------------------------------
 
 

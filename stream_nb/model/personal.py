@@ -705,6 +705,11 @@ class PersonalMultinomialNB:
         results = KeyedPart(self, kernel, names.part(g, 0, n), names, batch, 0, n, probabilities, [False] * n).run()
         return [prediction for prediction, _ in results]
 
+    def predict_many(self, X, keys: list, tables: list) -> list:
+        """Each event's P(c | x): by its key's model where `tables[i]` is a table (a key
+        without counts there gets the global model's), else the global model's."""
+        return self.predict_batch(X, keys, tables, self.global_model.predict_proba_many(X))
+
     def predict_and_decide(self, x: dict, y, key, table: KeyTable | None = None, *, event_id: str | None = None,
                            unlearn=None) -> tuple[Posterior | dict, bool]:
         """(predict_proba_one(x, key), decide(x, y, key)) from one scoring of the event: the

@@ -164,25 +164,19 @@ class PersonalExperts:
         for personal, own in zip(self.personals, self._tables(table)):
             personal.observe_labeled(key, own)
 
-    def predict_batch(self, X: ViewBatch, keys: list, tables: list, probabilities: list) -> list:
-        """The combined prediction of each event with a table by its key's views
-        (PersonalMultinomialNB.predict_batch of each view over its expert's own predictions); the
-        others, and events whose `probabilities[i]` is None or empty, keep `probabilities[i]`
-        (the global Experts model's, which a key without counts gets too)."""
+    def predict_many(self, X: ViewBatch, keys: list, tables: list) -> list:
+        """Each event's combined P(c | x): of its key's views where `tables[i]` is a table (each
+        view's PersonalMultinomialNB.predict_batch over its expert's prediction, so a key without
+        counts gets the global Experts model's), else the global Experts model's. Each expert
+        scores the batch once, for both."""
         self.experts._check_batch(X)
-        chosen = [i for i, table in enumerate(tables) if table is not None and probabilities[i]]
-        if not chosen:
-            return list(probabilities)
         split = [[None] * len(self.personals) if table is None else self._tables(table) for table in tables]
         per_view = []
         for v, (personal, view) in enumerate(zip(self.personals, X.views)):
             own = personal.global_model.predict_proba_many(view)
             per_view.append(personal.predict_batch(view, keys, [event_tables[v] for event_tables in split], own))
         sizes = [event_sizes(view) for view in X.views]
-        out = list(probabilities)
-        for i in chosen:
-            out[i] = self.experts._combined([p[i] for p in per_view], [s[i] for s in sizes])
-        return out
+        return [self.experts._combined([p[i] for p in per_view], [s[i] for s in sizes]) for i in range(len(X))]
 
     def predict_proba_one(self, x, key, table=None) -> Posterior | dict:
         """The combined prediction of key's views, learning nothing."""

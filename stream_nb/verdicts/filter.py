@@ -119,9 +119,10 @@ class MessageJudge:
         batch = [{"text": None, "features": None, "mail": message}]
         X = ViewBatch.by_view(self.model, self.views, lambda featurizers, experts: MailFeaturizer.transform_batch_views(
             featurizers, batch, [getattr(expert, "vocabulary", None) for expert in experts], number_unknown=False))
-        probabilities = self.model.predict_proba_many(X)
         if keyed is not None and key is not None:
-            probabilities = keyed.personal.predict_batch(X, [key], [keyed.table_of(key)], probabilities)
+            probabilities = keyed.personal.predict_many(X, [key], [keyed.table_of(key)])
+        else:
+            probabilities = self.model.predict_proba_many(X)
         judged = self.rules.judge(self.model, [event], X, probabilities)
         proba = probabilities[0]
         label = max(proba, key=proba.get) if proba else None

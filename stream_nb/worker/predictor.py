@@ -41,7 +41,13 @@ class Predictor:
             for topic in (kafka["predictions_topic"], kafka["dead_letter_topic"])}
 
     def _predict_only(self, events: list[Event], X) -> list[dict]:
-        return self.worker.model.predict_proba_many(X)
+        """The model's prediction of each event; with per-key state, by each event's key's model
+        (stream_nb.model.personal; a key with no counts gets exactly the global model's)."""
+        keyed = self.worker.keyed
+        if keyed is None:
+            return self.worker.model.predict_proba_many(X)
+        return keyed.personal.predict_many(X, [event.key for event in events],
+                                           [keyed.table_of(event.key) for event in events])
 
     def predict(self, records: list) -> None:
         """Decode and predict unlabeled records with the model as it stands; publish."""
@@ -56,8 +62,6 @@ class Predictor:
         if events:
             probabilities = batch_or_one_by_one(w.model, events, origin, X, self._predict_only, self.dead_letter,
                                                 "scoring")
-            if w.keyed is not None:
-                probabilities = self._by_key(events, X, probabilities)
             self.publish_predictions(events, origin, probabilities, X)
         w._processed += len(records)
 
@@ -78,13 +82,6 @@ class Predictor:
             return events, origin, X
         events, origin = [events[i] for i in kept], [origin[i] for i in kept]
         return events, origin, (self.worker.featurise(events, learning=False) if events else [])
-
-    def _by_key(self, events: list[Event], X, probabilities: list) -> list:
-        """Each keyed event's probabilities by its key's model (stream_nb.model.personal); a key
-        with no counts gets exactly the global model's."""
-        keyed = self.worker.keyed
-        return keyed.personal.predict_batch(X, [event.key for event in events],
-                                            [keyed.table_of(event.key) for event in events], probabilities)
 
     def publish_predictions(self, events: list[Event], origin: list, probabilities: list, X) -> None:
         w = self.worker
