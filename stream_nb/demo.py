@@ -33,7 +33,8 @@ def register(subparsers) -> None:
                       help="a real corpus instead (TSV, CSV, JSONL; labeled events: text, features or both)")
     demo.add_argument("--config", type=Path, default=None,
                       help=f"TOML configuration (default {DEFAULT_CONFIG} when present); its [kafka] topics are replaced")
-    demo.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    demo.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                      help="override one configuration key (repeatable), e.g. --set model.alpha=0.5")
     demo.add_argument("--labeled-share", type=float, default=0.5, help="share of events sent with their label")
     demo.add_argument("--kafka-dir", type=Path, default=Path(".kafka"), help="the local broker's directory")
     demo.add_argument("--report", type=Path, default=Path("reports/demo"), help="directory for the report")

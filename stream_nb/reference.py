@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import sys
 from pathlib import Path
@@ -158,39 +157,82 @@ def _builder_table(section: str, keys: dict) -> str:
     return "".join(rows) + "\n"
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
+    """(name, one-line help, parser) of each subcommand of `parser`."""
     found = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
             for name, sub in action.choices.items():
-                found.append((name, sub))
+                found.append((name, helps.get(name, ""), sub))
     return found
 
 
+def _value(action: argparse.Action) -> str:
+    """What an option takes, as --help names it: its metavar, its choices, or its dest."""
+    if action.nargs == 0:
+        return ""
+    if action.metavar is not None:
+        shown = action.metavar if isinstance(action.metavar, str) else " ".join(action.metavar)
+    elif action.choices is not None:
+        shown = "{" + ",".join(str(choice) for choice in action.choices) + "}"
+    else:
+        shown = action.dest if not action.option_strings else action.dest.upper()
+    if action.nargs in ("*", "+"):
+        shown += " ..."
+    elif action.nargs == "?":
+        shown = f"[{shown}]"
+    return shown
+
+
+def _default(action: argparse.Action) -> str:
+    default = action.default
+    if default is None or default is argparse.SUPPRESS or action.nargs == 0 or default == []:
+        return ""
+    return f"`{default}`"
+
+
+def _options_table(parser: argparse.ArgumentParser) -> str:
+    rows = []
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        names = ", ".join(f"`{flag}`" for flag in action.option_strings) or f"`{_value(action)}` (positional)"
+        value = _value(action) if action.option_strings else ""
+        many = (" (repeatable)" if isinstance(action, argparse._AppendAction) and "repeat" not in (action.help or "")
+                else "")
+        required = " (required)" if action.required and action.option_strings else ""
+        rows.append(f"| {names} | {_cell(f'`{value}`') if value else ''} | {_cell(_default(action))} | "
+                    f"{_cell((action.help or '') + many + required)} |\n")
+    if not rows:
+        return ""
+    return "| argument | value | default | what it does |\n|---|---|---|---|\n" + "".join(rows) + "\n"
+
+
 def cli_page() -> str:
+    """Every command with its one line, description and options, read off the parsers' actions
+    (not argparse's --help text, whose layout changes between Python versions)."""
     from stream_nb.cli import build_parser
 
-    # argparse wraps its help to $COLUMNS: fixed, so the page is the same on every terminal
-    saved = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
-    try:
-        parser = build_parser()
-        out = [GENERATED, "# Commands\n\n",
-               "Every `stream-nb` command and option, as `--help` prints them.\n\n",
-               "```text\n", parser.format_help(), "```\n\n"]
+    parser = build_parser()
+    out = [GENERATED, "# Commands\n\n",
+           "Every `stream-nb` command and option, read from the command line's own parsers "
+           "(`stream-nb COMMAND --help` prints the same on a terminal).\n\n",
+           "| command | what it does |\n|---|---|\n",
+           *(f"| [`stream-nb {name}`](#stream-nb-{name}) | {_cell(line)} |\n" for name, line, _ in _subcommands(parser)),
+           "\n"]
 
-        def walk(prefix: str, parser: argparse.ArgumentParser, level: int) -> None:
-            for name, sub in _subcommands(parser):
-                command = f"{prefix} {name}"
-                out.append(f"{'#' * level} `{command}`\n\n```text\n{sub.format_help()}```\n\n")
-                walk(command, sub, level + 1)
+    def walk(prefix: str, parser: argparse.ArgumentParser, level: int) -> None:
+        for name, line, sub in _subcommands(parser):
+            command = f"{prefix} {name}"
+            out.append(f"{'#' * level} `{command}`\n\n")
+            for text in dict.fromkeys((line, sub.description)):  # the description when it says more
+                if text:
+                    out.append(f"{text.strip()}\n\n")
+            out.append(_options_table(sub))
+            walk(command, sub, level + 1)
 
-        walk("stream-nb", parser, 2)
-    finally:
-        if saved is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = saved
+    walk("stream-nb", parser, 2)
     return "".join(out)
 
 

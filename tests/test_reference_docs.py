@@ -95,14 +95,27 @@ def test_every_metric_is_in_the_metrics_page():
 
 
 def test_every_command_and_option_is_in_the_cli_page():
+    import argparse
+
     from stream_nb.cli import build_parser
 
     page = reference.cli_page()
     commands = reference._subcommands(build_parser())
-    assert {name for name, _ in commands} >= {"run", "demo", "replay", "inspect", "publish", "filter", "learn",
-                                                "milter", "kafka"}
-    for name, parser in commands:
-        assert f"## `stream-nb {name}`" in page
+    assert {name for name, _, _ in commands} >= {"run", "demo", "replay", "inspect", "publish", "filter", "learn",
+                                                   "milter", "kafka"}
+
+    def check(command: str, parser: argparse.ArgumentParser, level: int) -> int:
+        assert f"{'#' * level} `{command}`" in page
+        seen = 1
         for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, line, sub in reference._subcommands(parser):
+                    assert line, f"{command} {name}"  # every command says what it does
+                    seen += check(f"{command} {name}", sub, level + 1)
+                continue
             for flag in action.option_strings:
-                assert flag in page, (name, flag)
+                assert flag in page, (command, flag)
+            assert action.help, (command, action.option_strings or action.dest)  # and every argument
+        return seen
+
+    assert sum(check(f"stream-nb {name}", parser, 2) for name, _, parser in commands) >= 12

@@ -29,8 +29,9 @@ EXIT_ERROR = 2
 def register(subparsers: argparse._SubParsersAction) -> None:
     kafka = subparsers.add_parser(
         "kafka",
-        help="run a local Apache Kafka broker (resolved with Maven, run with Java 17+)",
-        description=f"Run a single-node Apache Kafka {KAFKA_VERSION} broker on 127.0.0.1.",
+        help="run a local Apache Kafka broker or cluster (resolved with Maven, run with Java 17+)",
+        description=f"Run Apache Kafka {KAFKA_VERSION} on 127.0.0.1: one broker, or a KRaft cluster of several "
+                    "(start --brokers N).",
     )
     actions = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
 

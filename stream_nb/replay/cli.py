@@ -61,7 +61,8 @@ def _add_model_options(parser) -> None:
                         help="TOML configuration ([model], [features]); defaults when absent")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override one configuration key (repeatable), e.g. --set model.alpha=0.5")
-    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=1000,
+                        help="events predicted and learned together (any size gives the same figures)")
 
 
 class _Progress:

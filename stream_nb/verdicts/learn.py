@@ -43,7 +43,8 @@ def register(subparsers) -> None:
                         help="the broker (default: as `run` finds it: $STREAM_NB_BOOTSTRAP, the configuration)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a configuration value, as `run` takes them")
-    parser.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="give up (exit 2, nothing sent) if the broker cannot be reached within this long")
     parser.set_defaults(func=run_learn)
 
 

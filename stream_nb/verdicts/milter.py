@@ -366,7 +366,8 @@ def register(subparsers) -> None:
                         help="the broker (default: as `run` finds it: $STREAM_NB_BOOTSTRAP, the configuration)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a configuration value, as `run` takes them")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="the least severe log lines written to stderr")
     parser.set_defaults(func=run_milter)
 
 

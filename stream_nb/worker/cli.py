@@ -27,7 +27,8 @@ def register(subparsers) -> None:
                           "`stream-nb kafka start` runs in ./.kafka)")
     run.add_argument("--stop-when-idle", type=float, default=None, metavar="SECONDS",
                      help="checkpoint and exit once caught up and this long without a message (catch-up runs, tests)")
-    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                     help="the least severe log lines written to stderr")
     run.set_defaults(func=run_worker)
 
 
