@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 # The tests' helper modules assert too: pytest rewrites their asserts as it does a test's, so a
 # failure in one says what differed, not a bare AssertionError (CI once printed only that).
-pytest.register_assert_rewrite("corpora", "hostile", "mail_reference", "native", "streams", "timing",
+pytest.register_assert_rewrite("corpora", "docs_support", "hostile", "mail_reference", "native", "streams", "timing",
                                "worker_support")
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks

@@ -1,80 +1,84 @@
-"""The examples of README.md and docs/ against the code. Every fenced `python` block is run and
-every `toml` block parsed; a `sh` block is run when the line before it is `<!-- run -->`, and
-otherwise must say why it is not (`<!-- not run: needs a Kafka broker -->`); and every
-`stream-nb` command in any `sh` block, run or not, is parsed by the real command line, so a
-renamed command or option fails here."""
+"""The examples of README.md and docs/ against the code (the markers: tests/docs_support.py).
+Every fenced `python` block is run and every `toml` block parsed; a `sh` block marked
+`<!-- run -->` is run here, one marked `<!-- run: kafka, ... -->` by
+tests/integration/test_docs_examples_kafka.py, and any other must say why it is not run
+(`<!-- not run: ... -->`); and every `stream-nb` command in any `sh` block, run or not, is parsed
+by the real command line, so a renamed command or option fails here."""
 
 from __future__ import annotations
 
-import os
+import json
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
-MARK = re.compile(r"^\s*<!--\s*(run|not run:\s*(.+?))\s*-->\s*$")
-
-
-def blocks():
-    """(file, line, language, marker or None, code) of every fenced block."""
-    found = []
-    for path in SOURCES:
-        lines = path.read_text(encoding="utf-8").split("\n")
-        i = 0
-        while i < len(lines):
-            opening = FENCE.match(lines[i])
-            if not opening or not opening.group(2):
-                i += 1
-                continue
-            indent, language = opening.group(1), opening.group(2)
-            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
-            code = "\n".join(line[len(indent):] for line in lines[i + 1:end])
-            before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
-            mark = MARK.match(before)
-            found.append((path.relative_to(ROOT), i + 1, language, mark, code))
-            i = end + 1
-    return found
-
+from docs_support import Block, blocks, check_output, iris_split, prepare, run_block
 
 BLOCKS = blocks()
 
 
 def ids(block):
-    return f"{block[0]}:{block[1]}"
+    return str(block)
 
 
 def test_the_examples_are_found():
-    languages = {block[2] for block in BLOCKS}
-    assert {"python", "sh"} <= languages
-    assert any(block[3] and block[3].group(1) == "run" for block in BLOCKS if block[2] == "sh")
+    languages = {block.language for block in BLOCKS}
+    assert {"python", "sh", "toml"} <= languages
+    sh = [block for block in BLOCKS if block.language == "sh"]
+    assert any(block.mark == "run" and not block.kafka for block in sh)
+    assert any(block.output for block in sh)
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b[2] == "python"], ids=ids)
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "python"], ids=ids)
 def test_python_examples_run(block, tmp_path, monkeypatch):
-    path, line, _, mark, code = block
-    if mark and mark.group(2):
-        pytest.skip(mark.group(2))
+    if block.mark == "not run":
+        pytest.skip(block.detail)
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, f"{path}:{line}", "exec"), {"__name__": "__docs__"})
+    exec(compile(block.code, str(block), "exec"), {"__name__": "__docs__"})
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b[2] == "sh"], ids=ids)
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "sh"], ids=ids)
 def test_sh_examples_run_or_say_why_not(block, tmp_path):
-    path, line, _, mark, code = block
-    assert mark, f"{path}:{line}: a sh example must be marked <!-- run --> or <!-- not run: why -->"
-    if mark.group(2):
+    assert block.mark in ("run", "not run"), \
+        f"{block}: a sh example must be marked <!-- run -->, <!-- run: needs --> or <!-- not run: why -->"
+    if block.mark == "not run":
+        assert block.detail, f"{block}: say why it is not run"
         return  # its commands are still parsed below
-    # run in a scratch directory that sees the project's .venv and configs as a checkout does
-    for name in (".venv", "configs"):
-        (tmp_path / name).symlink_to(ROOT / name)
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=240, env={**os.environ, "STREAM_NB_BOOTSTRAP": ""})
-    assert done.returncode == 0, f"{path}:{line}\n{done.stdout}\n{done.stderr}"
+    if block.kafka:
+        return  # tests/integration/test_docs_examples_kafka.py runs it
+    prepare(tmp_path, block.needs)
+    run_block(block, tmp_path, {"STREAM_NB_BOOTSTRAP": ""})
+    if block.path in AFTER:
+        AFTER[block.path](tmp_path)
+
+
+def iris_predictions(scratch: Path) -> None:
+    """models.md: the Iris replay "gives 68 of 75 predictions right" (its test half, unlabeled in
+    iris.jsonl, is predicted into r/predictions.jsonl)."""
+    truth = iris_split()[3].tolist()
+    predictions = [json.loads(line) for line in (scratch / "r" / "predictions.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in predictions] == [f"test{i}" for i in range(75)]
+    assert sum(p["label"] == label for p, label in zip(predictions, truth)) == 68
+
+
+# what a page's run example leaves behind, checked against what the page says of it
+AFTER = {Path("docs/models.md"): iris_predictions}
+
+
+def test_each_check_of_what_an_example_leaves_has_its_example():
+    run = {block.path for block in BLOCKS if block.language == "sh" and block.mark == "run" and not block.kafka}
+    assert set(AFTER) <= run
+
+
+def test_the_output_check_fails_on_a_line_not_printed():
+    block = Block(Path("page.md"), 1, "sh", "run", None, "",
+                  output="events           6 (5 labeled)\nthroughput       ... events/s ...")
+    check_output(block, "events           6 (5 labeled)\nthroughput       2,144 events/s (featurise)\n")
+    with pytest.raises(AssertionError, match="did not print"):
+        check_output(block, "events           7 (5 labeled)\nthroughput       2,144 events/s (featurise)\n")
+    with pytest.raises(AssertionError, match="did not print"):  # in order
+        check_output(block, "throughput       2,144 events/s (featurise)\nevents           6 (5 labeled)\n")
 
 
 def commands(code: str):
@@ -99,22 +103,20 @@ def commands(code: str):
             yield argv
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b[2] == "sh"], ids=ids)
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "sh"], ids=ids)
 def test_every_stream_nb_command_in_an_example_parses(block, capsys):
     from stream_nb.cli import build_parser
 
-    path, line, _, _, code = block
-    for argv in commands(code):
+    for argv in commands(block.code):
         try:
             build_parser().parse_args(argv)
         except SystemExit as stop:
-            pytest.fail(f"{path}:{line}: `stream-nb {shlex.join(argv)}` is refused by the command line "
+            pytest.fail(f"{block}: `stream-nb {shlex.join(argv)}` is refused by the command line "
                         f"(exit {stop.code}): {capsys.readouterr().err.strip()}")
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b[2] == "toml"], ids=ids)
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "toml"], ids=ids)
 def test_toml_examples_are_toml(block):
     import tomllib
 
-    path, line, _, _, code = block
-    tomllib.loads(code)  # a configuration excerpt as a file would hold it
+    tomllib.loads(block.code)  # a configuration excerpt as a file would hold it
