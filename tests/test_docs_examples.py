@@ -27,6 +27,7 @@ def test_the_examples_are_found():
     assert {"python", "sh", "toml"} <= languages
     sh = [block for block in BLOCKS if block.language == "sh"]
     assert any(block.mark == "run" and not block.kafka for block in sh)
+    assert any(block.kafka for block in sh)
     assert any(block.output for block in sh)
 
 
