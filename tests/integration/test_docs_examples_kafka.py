@@ -82,11 +82,14 @@ def read_topic(bootstrap: str, topic: str) -> list[dict]:
 
 
 def readme_predictions(bootstrap: str, scratch: Path) -> None:
-    """README's first worker: "the topic "predictions" now holds" one prediction, of the one
-    unlabeled event, in the form the comment shows."""
+    """README's first worker: "the topic "predictions" now holds" the one prediction its comment
+    shows (the id is the file's name and the line's number)."""
     [prediction] = read_topic(bootstrap, "predictions")
     assert list(prediction)[:4] == ["id", "label", "proba", "score"], prediction
-    assert prediction["label"] in ("ham", "spam") and set(prediction["proba"]) == {"ham", "spam"}
+    shown = (prediction["id"], prediction["label"], round(prediction["proba"]["ham"], 4),
+             round(prediction["proba"]["spam"], 4), round(prediction["score"], 3), prediction["verdict"])
+    assert shown == ("new:1", "spam", 0.0018, 0.9982, 6.308, "spam"), prediction
+    assert len(prediction["clues"]) == 3  # spam.toml's [worker] clues
 
 
 # checks of what a block left behind, beyond what it prints: (page, its n-th Kafka block) -> check
