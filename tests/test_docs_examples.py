@@ -121,3 +121,15 @@ def test_toml_examples_are_toml(block):
     import tomllib
 
     tomllib.loads(block.code)  # a configuration excerpt as a file would hold it
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "yaml"], ids=ids)
+def test_yaml_examples_are_yaml(block):
+    import yaml  # PyYAML comes with mkdocs (make docs)
+
+    assert yaml.safe_load(block.code)
+
+
+def test_every_example_is_of_a_language_checked_here():
+    """A shell example fenced as `bash` or `console` would be neither run nor parsed."""
+    assert {block.language for block in BLOCKS} <= {"python", "sh", "toml", "yaml", "text"}
