@@ -15,7 +15,7 @@ A fenced block is marked by the line before it:
 
 A worker runs until it is stopped: a `stream-nb run` without `--stop-when-idle` is run with
 `--stop-when-idle 3` (it checkpoints and exits once it has read everything and 3 s passed
-without a record; 8 s in the background), and a block ends by waiting for the workers it
+without a record; 12 s in the background), and a block ends by waiting for the workers it
 started in the background.
 """
 
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 MARK = re.compile(r"^\s*<!--\s*(run|not run|output)\s*(?::\s*(.+?))?\s*-->\s*$")
-WORKER_IDLE_S = 8  # long enough for the `publish` commands that follow a background worker to start
+WORKER_IDLE_S = 12  # long enough for the `publish` commands after a background worker, on a busy machine
 
 
 @dataclass
@@ -234,7 +234,7 @@ def prepare(scratch: Path, needs: list[str]) -> None:
 
 def runnable(code: str) -> str:
     """The block as bash runs it: continuation lines joined, each `stream-nb run` given
-    --stop-when-idle unless it has one (3 s, or 8 s for one started in the background, as
+    --stop-when-idle unless it has one (3 s, or 12 s for one started in the background, as
     the `publish` commands after it start meanwhile), and a `wait` for the background ones at
     the end."""
     lines = []
