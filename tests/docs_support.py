@@ -186,6 +186,13 @@ def _mail_toml(path: Path) -> None:
     path.write_text((ROOT / "configs" / "mail.toml").read_text(encoding="utf-8"), encoding="utf-8")
 
 
+def _shared_archive() -> Path:
+    """spamassassin_2003.tar.gz: the archive itself, as ../shared/data holds it."""
+    from corpora import spamassassin_2003_path
+
+    return spamassassin_2003_path()
+
+
 def _mail_checkpoint(scratch: Path) -> None:
     """checkpoints/mail: a worker's checkpoint of mail.toml, made as README.md makes one (a
     catch-up run over ~/mail-corpus published to its labeled topic; needs the broker)."""
@@ -207,6 +214,7 @@ NEEDS = {
     "corpus.tsv": lambda scratch: _corpus_tsv(scratch / "corpus.tsv"),
     "mail.jsonl": lambda scratch: _mail_jsonl(scratch / "mail.jsonl"),
     "iris.jsonl": lambda scratch: _iris_jsonl(scratch / "iris.jsonl"),
+    "spamassassin_2003.tar.gz": lambda scratch: (scratch / "spamassassin_2003.tar.gz").symlink_to(_shared_archive()),
     "mail.toml": lambda scratch: _mail_toml(scratch / "mail.toml"),
     "checkpoints/mail": _mail_checkpoint,
 }
