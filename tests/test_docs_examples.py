@@ -7,13 +7,14 @@ by the real command line, so a renamed command or option fails here."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shlex
 from pathlib import Path
 
 import pytest
-from docs_support import Block, blocks, check_output, iris_split, prepare, run_block
+from docs_support import ROOT, SOURCES, Block, blocks, check_output, iris_split, prepare, run_block
 
 BLOCKS = blocks()
 
@@ -133,3 +134,35 @@ def test_yaml_examples_are_yaml(block):
 def test_every_example_is_of_a_language_checked_here():
     """A shell example fenced as `bash` or `console` would be neither run nor parsed."""
     assert {block.language for block in BLOCKS} <= {"python", "sh", "toml", "yaml", "text"}
+
+
+def inline_commands():
+    """(page, command) of every `stream-nb ...` in a page's prose (code spans, fences left out)."""
+    for path in SOURCES:
+        text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+        for found in re.finditer(r"`((?:\.venv/bin/)?stream-nb\s[^`]+)`", text):
+            yield path.relative_to(ROOT), " ".join(found.group(1).split())
+
+
+def subcommand_parser(parser, words):
+    """The parser of the deepest subcommand `words` names (`kafka start`), and the words left."""
+    while words:
+        choices = next((action.choices for action in parser._actions
+                        if isinstance(action, argparse._SubParsersAction)), None)
+        if not choices or words[0] not in choices:
+            break
+        parser, words = choices[words[0]], words[1:]
+    return parser, words
+
+
+@pytest.mark.parametrize("page,command", sorted(set(inline_commands())), ids=lambda value: str(value)[:60])
+def test_every_option_of_a_command_in_the_prose_exists(page, command):
+    """A command quoted in the prose is often a fragment (`stream-nb replay --topic`), so it is
+    not parsed whole; but every option it names must be one of its command's."""
+    from stream_nb.cli import build_parser
+
+    parser, rest = subcommand_parser(build_parser(), shlex.split(command)[1:])
+    assert parser.prog != "stream-nb" or not rest, f"{page}: `{command}` names no command"
+    known = {option for action in parser._actions for option in action.option_strings}
+    named = {word.strip("[]").split("=")[0] for word in rest if word.strip("[]").startswith("-")}
+    assert named <= known, f"{page}: `{command}`: {sorted(named - known)} are not options of `{parser.prog}`"
