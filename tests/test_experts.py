@@ -385,3 +385,14 @@ def test_a_merge_that_cannot_be_exact_is_refused_before_anything_changes(sms):
     with pytest.raises(ValueError, match="different settings"):
         mine.merge(other_pool)
     assert state_digest(mine.to_state()) == before
+
+
+def test_the_worker_log_says_a_views_count_of_events_learned_is_their_sum():
+    """An event is learned once in each view that takes it: 80 mails may be "205 events learned"."""
+    from stream_nb.worker.checkpoints import events_learned_phrase
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    three = load_config(root / "mail.toml").build_model()
+    one = load_config(root / "spam.toml").build_model()
+    assert events_learned_phrase(three, 205.0) == "205 events learned (summed over its 3 views)"
+    assert events_learned_phrase(one, 70.0) == "70 events learned"

@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("stream_nb.worker")
 
 
+def events_learned_phrase(model, learned) -> str:
+    """"N events learned" for the log; a model of several views learns an event once in each
+    view that takes it, so its N is the views' sum, and the line says so (the stop line counts
+    the labeled events themselves)."""
+    views = len(getattr(model, "models", ()))
+    return f"{int(learned)} events learned" + (f" (summed over its {views} views)" if views > 1 else "")
+
+
 class Checkpoints:
     """The worker's checkpoint directory (store, background saver), its schedule, and its snapshots."""
 
@@ -75,7 +83,7 @@ class Checkpoints:
         # Checkpoints hold the labeled offsets only (older ones held every topic's).
         offsets = {key: offset for key, offset in checkpoint.offsets.items() if key[0] in w.labeled_topics}
         w._restored = {"offsets": offsets, "topic_ids": checkpoint.extra.get("topic_ids", {})}
-        log.info("restored checkpoint %s: %d events learned", checkpoint.id, int(w.model.events_learned))
+        log.info("restored checkpoint %s: %s", checkpoint.id, events_learned_phrase(w.model, w.model.events_learned))
 
     def learned_at_or_before(self, offset: int):
         """(model, lessons, labeled offset) of the newest checkpoint in the directory at or before
@@ -235,7 +243,7 @@ class Checkpoints:
             pass
         self.checkpoint_id = saved.checkpoint.id
         self.checkpoint_path = saved.checkpoint.path
-        log.info("checkpoint %s: %d events learned", saved.checkpoint.id, int(saved.events_learned))
+        log.info("checkpoint %s: %s", saved.checkpoint.id, events_learned_phrase(w.model, saved.events_learned))
 
     def _state_extra(self) -> dict:
         w = self.worker
@@ -272,7 +280,7 @@ class Checkpoints:
         except CommitFailedError as error:
             w.commits.rewind(f"snapshot refused ({error})")
             return
-        log.info("snapshot with %d events learned published to %s (%d records)", int(w.model.events_learned),
+        log.info("snapshot with %s published to %s (%d records)", events_learned_phrase(w.model, w.model.events_learned),
                  self.snapshot_topic, len(records))
 
 
