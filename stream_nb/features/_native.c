@@ -968,10 +968,12 @@ done:
 }
 
 /* `feature_list(text)` of the text `wide_text_tokens` read, by w->g (the Python definition, made
- * in C), made in w->wide past w->wide_mark: a new list. */
+ * in C), made in w->wide past w->wide_mark: a new list. With a binary plan, *names_seen is set to
+ * a new set of the same names (the list's names each once), else to NULL. */
 static PyObject *
-wide_text_names(Work *w)
+wide_text_names(Work *w, PyObject **names_seen)
 {
+    *names_seen = NULL;
     w->wide.len = w->wide_mark;
     w->features.len = 0;
     w->subject_features.len = 0;
@@ -995,7 +997,7 @@ wide_text_names(Work *w)
     }
     if (wide_segment_grams(w, &w->tokens, &w->domains, &w->features) < 0 || wide_names(w, &w->features, list, seen) < 0)
         goto failed;
-    Py_XDECREF(seen);
+    *names_seen = seen;
     return list;
 failed:
     Py_XDECREF(seen);
@@ -1681,7 +1683,7 @@ emit_one_extra(PyObject *name, Work *w, int own_native, PyObject *own, int check
 /* A text's extra names (`featurize`'s `extra`), appended after its own: each looked up as the
  * text's names are (in the index for an exact one-byte str, else through `emit`). With `check`
  * (a binary plan), *shared is set when one of them is among the text's own names: `own_native`
- * says they are w->features (deduplicate's table), else they are the sequence `own`. Returns how
+ * says they are w->features (deduplicate's table), else they are the sequence (or set) `own`. Returns how
  * many names were appended, -1 on error. */
 static Py_ssize_t
 emit_extra(PyObject *extra, Work *w, int own_native, PyObject *own, int check, NameIndex *index,
@@ -1857,14 +1859,18 @@ view_native(View *view, Work *w, PyObject *text_extra)
 }
 
 /* The view's names of a text from `listed` (a new reference, or NULL for a failure: a feature
- * list made by the wide path or the fallback), then its extra names. */
+ * list made by the wide path or the fallback), then its extra names. `listed_set` (a new
+ * reference, or NULL) is a set of the names of `listed`: an extra name is looked for in it, by
+ * hash, rather than along the list (a wide text has thousands of names, a mail a dozen extra). */
 static int
-view_listed(View *view, Work *w, PyObject *listed, PyObject *text_extra)
+view_listed(View *view, Work *w, PyObject *listed, PyObject *listed_set, PyObject *text_extra)
 {
     PyObject *features = listed ? PySequence_Fast(listed, "the fallback feature list must be a sequence") : NULL;
     Py_XDECREF(listed);
-    if (features == NULL)
+    if (features == NULL) {
+        Py_XDECREF(listed_set);
         return FAILED;
+    }
     int outcome = DONE;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(features); i++) {
         if (emit(PySequence_Fast_GET_ITEM(features, i), view->names, &view->lookups) < 0) {
@@ -1874,11 +1880,12 @@ view_listed(View *view, Work *w, PyObject *listed, PyObject *text_extra)
     }
     Py_ssize_t added = 0;
     if (outcome == DONE && text_extra != NULL)
-        added = emit_extra(text_extra, w, 0, features, view->g.binary, view->index, view->names, &view->lookups,
-                           &view->shared);
+        added = emit_extra(text_extra, w, 0, listed_set ? listed_set : features, view->g.binary, view->index,
+                           view->names, &view->lookups, &view->shared);
     if (outcome == DONE && (added < 0 || int_push(&view->lengths, PySequence_Fast_GET_SIZE(features) + added) < 0))
         outcome = FAILED;
     Py_DECREF(features);
+    Py_XDECREF(listed_set);
     return outcome;
 }
 
@@ -1951,8 +1958,9 @@ featurize_texts(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize
             outcome = exact && wide_text_tokens(w, text) < 0 ? FAILED : DONE;
             for (Py_ssize_t v = 0; outcome == DONE && v < k; v++) {
                 w->g = views[v].g;
-                outcome = view_listed(&views[v], w, exact ? wide_text_names(w) : PyObject_CallOneArg(views[v].fallback, text),
-                                      text_extra);
+                PyObject *listed_set = NULL;
+                PyObject *listed = exact ? wide_text_names(w, &listed_set) : PyObject_CallOneArg(views[v].fallback, text);
+                outcome = view_listed(&views[v], w, listed, listed_set, text_extra);
             }
         }
         Py_DECREF(text);
