@@ -159,19 +159,26 @@ class _ReadMessage(Message):
     and again when the header list is another (a removal) or longer (an addition); a field
     replaced in place keeps its name, and so its place in the index."""
 
-    _first_field = None  # (the header list indexed, its length, {lower-cased name: position})
+    # (the header list indexed, its length, {lower-cased name: position}, the lower-cased names)
+    _first_field = None
 
-    def get(self, name, failobj=None):
+    def field_index(self) -> tuple[dict, list[str]]:
+        """({lower-cased name: the position of its first field}, the lower-cased names) of the
+        header list as it is now."""
         headers = self._headers
         index = self._first_field
         if index is None or index[0] is not headers or index[1] != len(headers):
+            lowered = _lowered_names(headers)
             # reversed: the first position of a name is the one the dict keeps
-            first = dict(zip(reversed(_lowered_names(headers)), range(len(headers) - 1, -1, -1)))
-            index = self._first_field = (headers, len(headers), first)
-        position = index[2].get(name.lower())
+            first = dict(zip(reversed(lowered), range(len(headers) - 1, -1, -1)))
+            index = self._first_field = (headers, len(headers), first, lowered)
+        return index[2], index[3]
+
+    def get(self, name, failobj=None):
+        position = self.field_index()[0].get(name.lower())
         if position is None:
             return failobj
-        return _fetched(*headers[position])  # (the policy is compat32)
+        return _fetched(*self._headers[position])  # (the policy is compat32)
 
     def _get_params_preserve(self, failobj, header):
         """Message's, from a cache of the parameters of string values: Content-Type values
@@ -553,10 +560,14 @@ def _fetched(name: str, value: str) -> str | Header:
 
 def _header_features(message: Message, evidence: _Evidence) -> str:
     """The top-level headers' features; returns the decoded subject."""
-    # The names lower-cased once instead of at each look-up (Message.get scans them all).
+    # The names lower-cased once instead of at each look-up (Message.get scans them all); the
+    # fast paths' message has them indexed already (its look-ups while it was built).
     headers = message._headers  # (what raw_items gives a copy of)
-    lowered = _lowered_names(headers)
-    first = dict(zip(reversed(lowered), reversed(headers)))  # {name: its first (name, value)}
+    if isinstance(message, _ReadMessage):
+        first, lowered = message.field_index()  # {name: the position of its first field}
+    else:
+        lowered = _lowered_names(headers)
+        first = dict(zip(reversed(lowered), range(len(headers) - 1, -1, -1)))
     received_raw = []
     at = -1
     while len(received_raw) <= MAX_RECEIVED:
@@ -567,8 +578,8 @@ def _header_features(message: Message, evidence: _Evidence) -> str:
         received_raw.append(_fetched(*headers[at]))
 
     def get(name: str):  # as Message.get
-        found = first.get(name)
-        return None if found is None else _fetched(*found)
+        position = first.get(name)
+        return None if position is None else _fetched(*headers[position])
 
     subject = " ".join(_header_text(get("subject"), evidence).split())
     domains = {}
@@ -696,7 +707,7 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
     if len(data) > max_bytes:  # first, so nothing below touches more than max_bytes
         data = data[:max_bytes]
         evidence.defect("byte_cap")
-    if not data.strip():
+    if not data or data.isspace():  # (data.strip() is empty: the same ASCII blanks, no copy)
         return ParsedMail(subject="", body="", features=[], defects=["empty"])
     cut = _cut_before_nth_content_type(data, MAX_CONTENT_TYPES)
     if cut is not None:
