@@ -1834,6 +1834,10 @@ view_native(View *view, Work *w, PyObject *text_extra)
             return FAILED;
         for (Py_ssize_t i = 0; i < w->features.len; i++)
             table_prefetch(&index->table, w->hashes[i]);
+        /* and where an absent name's rank would be found (a miss there cost as much again) */
+        if (view->lookups.unknown != NULL)
+            for (Py_ssize_t i = 0; i < w->features.len; i++)
+                table_prefetch(&view->lookups.fresh, w->hashes[i]);
     }
     for (Py_ssize_t i = 0; i < w->features.len; i++) {
         Span feature = w->features.items[i];
