@@ -573,6 +573,33 @@ def test_extra_names_are_the_python_definition_s(options):
         assert {(False, True), (True, True)} <= outcomes
 
 
+@pytest.mark.parametrize("options", FUZZ_OPTIONS, ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()) or "spam.toml")
+def test_wide_texts_looked_up_in_the_index_are_the_python_definition_s(options):
+    """The wide path with the C index (names of code points below 256 looked up by their bytes,
+    without a str; the others in the dict; an extra name checked against the text's own code
+    points) against the definition, on generated wide texts with extra names and a vocabulary
+    holding part of their names, wide ones among them: names, lengths, distinct, columns, ranks
+    and the new names."""
+    featurizer = TextFeaturizer.from_config({**spam_featurizer().to_config(), **options})
+    python = TextFeaturizer.from_config(featurizer.to_config())
+    python._native_plan = None
+    generated = generated_wide_texts(seed=31, count=400)
+    texts = generated + ["Subject: word a\nkůň word", "word a kůň"]
+    extra = generated_extra(32, generated) + [["#s:word", "kůň", "#hdr:x"], ["word a", "#žluť"]]
+    vocabulary = Vocabulary.from_names(["kůň", "#žluť", "#hdr:date:missing", "word"])
+    vocabulary.add(python.transform_sparse(texts[::2]).names)
+    distinct = set()
+    for start in range(0, len(texts), 40):
+        part, more = texts[start : start + 40], extra[start : start + 40]
+        expected = expected_with_extra(python, part, more, vocabulary)
+        distinct.add(expected["distinct"])
+        assert batch_figures(featurizer.transform_sparse(part, vocabulary=vocabulary, extra_names=more),
+                             vocabulary) == expected
+    assert featurizer._name_index is not None and featurizer._name_index.indexed() > 0
+    if featurizer.binary:  # some batches' extra names met their text's own
+        assert False in distinct
+
+
 def test_the_extra_names_check_would_catch_a_plausible_bug():
     """Mutants of the C batch that a careless implementation would give each fail the comparison:
     distinct kept when an extra name is one of its text's (the counts would not add up), an extra

@@ -8,7 +8,8 @@
  * not), for texts stored one byte per
  * character (Latin-1, ASCII included), where lowercasing and `\w` are table look-ups. Every
  * other exact str (and one with a character the tables mark foreign) takes the wide path: the
- * same list over code points, lowered by str.lower, its names made as strs (see below). A str
+ * same list over code points, lowered by str.lower, its names made as strs (see below), or,
+ * looked up in a NameIndex, those of code points below 256 by their bytes, without a str. A str
  * subclass goes to the Python feature list (`fallback`). URL and e-mail spans are looked for
  * only in a segment that holds an anchor ('@', '://', 'www.'), as the Python path does: in a
  * one-byte segment by `scan_specials` (special_spans, held to specials.py) with each URL's
@@ -609,9 +610,11 @@ text_grams(Work *w)
  * depends on its neighbours), the segment's tokens the runs of characters that re's `\w` takes
  * (Py_UNICODE_ISALNUM or '_', as _sre's SRE_UNI_IS_WORD) and each of '£', '$', '€' on its own.
  * Features are spans of code points in w->wide; their strs are made at the end (a feature may
- * be stored one byte a character or not, which str canonicalises), deduplicated by a dict as
- * `list(dict.fromkeys(...))` does. The text's length bounds every span, so sizes cannot
- * overflow before the allocator refuses them. */
+ * be stored one byte a character or not, which str canonicalises), deduplicated by a set as
+ * `list(dict.fromkeys(...))` does. A view with a NameIndex makes no list (`view_wide`): the
+ * spans are deduplicated by their code points, and a name of code points below 256 (the str
+ * one byte a character) is looked up by its bytes as the one-byte path looks up its own. The
+ * text's length bounds every span, so sizes cannot overflow before the allocator refuses them. */
 
 static int
 wide_reserve(Work *w, Py_ssize_t more)
@@ -967,42 +970,48 @@ done:
     return failed;
 }
 
-/* `feature_list(text)` of the text `wide_text_tokens` read, by w->g (the Python definition, made
- * in C), made in w->wide past w->wide_mark: a new list. With a binary plan, *names_seen is set to
- * a new set of the same names (the list's names each once), else to NULL. */
-static PyObject *
-wide_text_names(Work *w, PyObject **names_seen)
+/* The features of the text `wide_text_tokens` read, by w->g (the Python definition, made in
+ * C): spans of w->wide past w->wide_mark, in w->features, in `feature_list`'s order. */
+static int
+wide_text_grams(Work *w)
 {
-    *names_seen = NULL;
     w->wide.len = w->wide_mark;
     w->features.len = 0;
     w->subject_features.len = 0;
-    PyObject *list = PyList_New(0);
-    PyObject *seen = w->g.binary ? PySet_New(NULL) : NULL;
-    if (list == NULL || (w->g.binary && seen == NULL))
-        goto failed;
     if (w->has_subject) {
         if (wide_segment_grams(w, &w->head_tokens, &w->head_domains, &w->subject_features) < 0)
-            goto failed;
+            return -1;
         for (Py_ssize_t i = 0; i < w->subject_features.len; i++) {
             Span feature = w->subject_features.items[i];
             Py_ssize_t start = w->wide.len;
             if (wide_append_ascii(w, SUBJECT_PREFIX, (Py_ssize_t)sizeof(SUBJECT_PREFIX) - 1) < 0 ||
                 wide_append_copy(w, feature.start, feature.len) < 0 || wide_push_feature(w, start, &w->features) < 0)
-                goto failed;
+                return -1;
         }
         for (Py_ssize_t i = 0; i < w->subject_features.len; i++)
             if (span_push(&w->features, w->subject_features.items[i].start, w->subject_features.items[i].len) < 0)
-                goto failed;
+                return -1;
     }
-    if (wide_segment_grams(w, &w->tokens, &w->domains, &w->features) < 0 || wide_names(w, &w->features, list, seen) < 0)
-        goto failed;
+    return wide_segment_grams(w, &w->tokens, &w->domains, &w->features);
+}
+
+/* `feature_list(text)` of the text `wide_text_tokens` read, by w->g: a new list of the strs of
+ * `wide_text_grams`' spans. With a binary plan, *names_seen is set to a new set of the same
+ * names (the list's names each once), else to NULL. */
+static PyObject *
+wide_text_names(Work *w, PyObject **names_seen)
+{
+    *names_seen = NULL;
+    PyObject *list = PyList_New(0);
+    PyObject *seen = w->g.binary ? PySet_New(NULL) : NULL;
+    if (list == NULL || (w->g.binary && seen == NULL) || wide_text_grams(w) < 0 ||
+        wide_names(w, &w->features, list, seen) < 0) {
+        Py_XDECREF(seen);
+        Py_XDECREF(list);
+        return NULL;
+    }
     *names_seen = seen;
     return list;
-failed:
-    Py_XDECREF(seen);
-    Py_XDECREF(list);
-    return NULL;
 }
 
 /* The last 1..7 bytes of a name as one word, read in at most two fixed-size loads (a call to
@@ -1066,24 +1075,32 @@ name_hash(const char *bytes, Py_ssize_t n)
     return h ^ (h >> 33);
 }
 
-/* w->hashes[i] = name_hash of feature i, for every feature. */
+/* w->hashes[i] = name_hash of feature i, for every feature: its `unit` * len bytes from
+ * base + unit * start (the arena's bytes, or the wide arena's code points). */
 static int
-hash_features(Work *w)
+hash_spans(Work *w, const char *base, Py_ssize_t unit)
 {
     if (grow((void **)&w->hashes, &w->hashes_cap, w->features.len, sizeof(uint64_t)) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < w->features.len; i++)
-        w->hashes[i] = name_hash(w->arena.data + w->features.items[i].start, w->features.items[i].len);
+        w->hashes[i] = name_hash(base + unit * w->features.items[i].start, unit * w->features.items[i].len);
     return 0;
 }
 
-/* Keeps the first appearance of each feature (`list(dict.fromkeys(features))`), in place, and
- * their hashes in w->hashes. */
 static int
-deduplicate(Work *w)
+hash_features(Work *w)
+{
+    return hash_spans(w, w->arena.data, 1);
+}
+
+/* Keeps the first appearance of each feature (`list(dict.fromkeys(features))`), in place, and
+ * their hashes in w->hashes; features are spans of `base` in units of `unit` bytes, as for
+ * `hash_spans`. */
+static int
+deduplicate_spans(Work *w, const char *base, Py_ssize_t unit)
 {
     Py_ssize_t count = w->features.len;
-    if (hash_features(w) < 0)
+    if (hash_spans(w, base, unit) < 0)
         return -1;
     if (count < 2)
         return 0;
@@ -1102,7 +1119,6 @@ deduplicate(Work *w)
     memset(w->slots, 0, (size_t)n_slots * sizeof(Py_ssize_t));
     w->slots_used = n_slots;
     Span *items = w->features.items;
-    const char *arena = w->arena.data;
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         Span feature = items[i];
@@ -1112,7 +1128,7 @@ deduplicate(Work *w)
         while (w->slots[slot]) {
             Span other = items[w->slots[slot] - 1];
             if (w->hashes[w->slots[slot] - 1] == hash && other.len == feature.len &&
-                same_bytes(arena + other.start, arena + feature.start, feature.len)) {
+                same_bytes(base + unit * other.start, base + unit * feature.start, unit * feature.len)) {
                 seen = 1;
                 break;
             }
@@ -1127,6 +1143,12 @@ deduplicate(Work *w)
     }
     w->features.len = kept;
     return 0;
+}
+
+static int
+deduplicate(Work *w)
+{
+    return deduplicate_spans(w, w->arena.data, 1);
 }
 
 /* ---- NameTable: one-byte names -> a number, in C ------------------------------------------------
@@ -1629,24 +1651,50 @@ int_list_to_bytearray(const IntList *list)
                                          list->len * (Py_ssize_t)sizeof(int64_t));
 }
 
-/* Whether the one-byte name (bytes, len) with name_hash `hash` is one of w->features, as
- * `deduplicate` left them (its table indexes them when there are two or more). */
+/* Whether the name of `len` bytes at `bytes`, whose name_hash is `hash`, is one of w->features
+ * as `deduplicate_spans(w, base, unit)` left them (its table indexes them when there are two
+ * or more): spans of `base` in units of `unit` bytes. */
 static int
-among_features(const Work *w, const char *bytes, Py_ssize_t len, uint64_t hash)
+among_spans(const Work *w, const char *base, Py_ssize_t unit, const char *bytes, Py_ssize_t len, uint64_t hash)
 {
     const Span *items = w->features.items;
-    const char *arena = w->arena.data;
     if (w->features.len < 2) { /* deduplicate built no table */
-        return w->features.len == 1 && items[0].len == len && same_bytes(arena + items[0].start, bytes, len);
+        return w->features.len == 1 && unit * items[0].len == len && same_bytes(base + unit * items[0].start, bytes, len);
     }
     size_t mask = (size_t)(w->slots_used - 1);
     for (size_t slot = (size_t)hash & mask; w->slots[slot]; slot = (slot + 1) & mask) {
         Py_ssize_t i = w->slots[slot] - 1;
-        if (w->hashes[i] == hash && items[i].len == len && same_bytes(arena + items[i].start, bytes, len))
+        if (w->hashes[i] == hash && unit * items[i].len == len && same_bytes(base + unit * items[i].start, bytes, len))
             return 1;
     }
     return 0;
 }
+
+/* Whether the one-byte name (bytes, len) with name_hash `hash` is one of w->features, as
+ * `deduplicate` left them. */
+static int
+among_features(const Work *w, const char *bytes, Py_ssize_t len, uint64_t hash)
+{
+    return among_spans(w, w->arena.data, 1, bytes, len, hash);
+}
+
+/* Whether the str `name` is one of w->features as the wide path's `deduplicate_spans` left
+ * them (code points of w->wide): its code points are compared, in w->wide_padded. 1, 0 or -1. */
+static int
+among_wide_features(Work *w, PyObject *name)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(name);
+    if (grow((void **)&w->wide_padded.data, &w->wide_padded.cap, n + 1, sizeof(Py_UCS4)) < 0 ||
+        PyUnicode_AsUCS4(name, w->wide_padded.data, n + 1, 0) == NULL)
+        return -1;
+    const char *points = (const char *)w->wide_padded.data;
+    Py_ssize_t size = n * (Py_ssize_t)sizeof(Py_UCS4);
+    return among_spans(w, (const char *)w->wide.data, sizeof(Py_UCS4), points, size, name_hash(points, size));
+}
+
+/* Where a text's own names are, for `emit_extra`'s check: a Python sequence or set (`own`),
+ * w->features of the arena (deduplicate's table), or w->features of the wide arena. */
+enum { OWN_LISTED = 0, OWN_NATIVE = 1, OWN_WIDE = 2 };
 
 /* One of a text's extra names (see `emit_extra`). 0: done, -1: an error. */
 static int
@@ -1664,7 +1712,13 @@ emit_one_extra(PyObject *name, Work *w, int own_native, PyObject *own, int check
     Py_ssize_t len = one_byte ? PyUnicode_GET_LENGTH(name) : 0;
     uint64_t hash = one_byte ? name_hash(bytes, len) : 0;
     if (check && !*shared) {
-        if (own_native) /* the names made here are one byte a character: a wider str equals none */
+        if (own_native == OWN_WIDE) {
+            int found = among_wide_features(w, name);
+            if (found < 0)
+                return -1;
+            *shared = found;
+        }
+        else if (own_native == OWN_NATIVE) /* the names made here are one byte a character: a wider str equals none */
             *shared = one_byte && among_features(w, bytes, len, hash);
         else {
             int found = PySequence_Contains(own, name);
@@ -1683,8 +1737,8 @@ emit_one_extra(PyObject *name, Work *w, int own_native, PyObject *own, int check
 /* A text's extra names (`featurize`'s `extra`), appended after its own: each looked up as the
  * text's names are (in the index for an exact one-byte str, else through `emit`). With `check`
  * (a binary plan), *shared is set when one of them is among the text's own names: `own_native`
- * says they are w->features (deduplicate's table), else they are the sequence (or set) `own`. Returns how
- * many names were appended, -1 on error. */
+ * says where those are (OWN_*; with OWN_LISTED, in the sequence or set `own`). Returns how many
+ * names were appended, -1 on error. */
 static Py_ssize_t
 emit_extra(PyObject *extra, Work *w, int own_native, PyObject *own, int check, NameIndex *index,
            PyObject *names, Lookups *lookups, int *shared)
@@ -1858,7 +1912,52 @@ view_native(View *view, Work *w, PyObject *text_extra)
     }
     Py_ssize_t added = 0;
     if (text_extra != NULL)
-        added = emit_extra(text_extra, w, 1, NULL, view->g.binary, index, view->names, &view->lookups, &view->shared);
+        added = emit_extra(text_extra, w, OWN_NATIVE, NULL, view->g.binary, index, view->names, &view->lookups,
+                           &view->shared);
+    return added < 0 || int_push(&view->lengths, w->features.len + added) < 0 ? FAILED : DONE;
+}
+
+/* The view's names of a wide text from w->features (as `wide_text_grams` made them: spans of
+ * w->wide), then its extra names; for a view with an index, whose names are not listed. A name
+ * whose code points are all below 256 is the one-byte str of those bytes: looked up in the
+ * index as `view_native` looks up its own, without making the str; any other in the dict, by
+ * its str (the index holds no such name). */
+static int
+view_wide(View *view, Work *w, PyObject *text_extra)
+{
+    if (view->g.binary && deduplicate_spans(w, (const char *)w->wide.data, sizeof(Py_UCS4)) < 0)
+        return FAILED;
+    NameIndex *index = view->index;
+    for (Py_ssize_t i = 0; i < w->features.len; i++) {
+        Span feature = w->features.items[i];
+        const Py_UCS4 *points = w->wide.data + feature.start;
+        Py_UCS4 bits = 0; /* every code point's bits: below 256 when each one is */
+        for (Py_ssize_t k = 0; k < feature.len; k++)
+            bits |= points[k];
+        if (bits > 0xFF) {
+            PyObject *name = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, points, feature.len);
+            if (name == NULL || emit(name, view->names, &view->lookups) < 0) {
+                Py_XDECREF(name);
+                return FAILED;
+            }
+            Py_DECREF(name);
+            continue;
+        }
+        if (grow((void **)&w->padded.data, &w->padded.cap, feature.len + 1, 1) < 0)
+            return FAILED;
+        char *bytes = w->padded.data;
+        for (Py_ssize_t k = 0; k < feature.len; k++)
+            bytes[k] = (char)points[k];
+        uint64_t hash = name_hash(bytes, feature.len);
+        int64_t column = table_find(&index->table, bytes, feature.len, hash);
+        if ((column >= 0 ? record_column(NULL, &view->lookups, column)
+                         : record_absent(&view->lookups, NULL, bytes, feature.len, hash)) < 0)
+            return FAILED;
+    }
+    Py_ssize_t added = 0;
+    if (text_extra != NULL)
+        added = emit_extra(text_extra, w, OWN_WIDE, NULL, view->g.binary, index, view->names, &view->lookups,
+                           &view->shared);
     return added < 0 || int_push(&view->lengths, w->features.len + added) < 0 ? FAILED : DONE;
 }
 
@@ -1884,7 +1983,7 @@ view_listed(View *view, Work *w, PyObject *listed, PyObject *listed_set, PyObjec
     }
     Py_ssize_t added = 0;
     if (outcome == DONE && text_extra != NULL)
-        added = emit_extra(text_extra, w, 0, listed_set ? listed_set : features, view->g.binary, view->index,
+        added = emit_extra(text_extra, w, OWN_LISTED, listed_set ? listed_set : features, view->g.binary, view->index,
                            view->names, &view->lookups, &view->shared);
     if (outcome == DONE && (added < 0 || int_push(&view->lengths, PySequence_Fast_GET_SIZE(features) + added) < 0))
         outcome = FAILED;
@@ -1962,6 +2061,10 @@ featurize_texts(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize
             outcome = exact && wide_text_tokens(w, text) < 0 ? FAILED : DONE;
             for (Py_ssize_t v = 0; outcome == DONE && v < k; v++) {
                 w->g = views[v].g;
+                if (exact && views[v].index != NULL) { /* names looked up, not listed: no strs */
+                    outcome = wide_text_grams(w) < 0 ? FAILED : view_wide(&views[v], w, text_extra);
+                    continue;
+                }
                 PyObject *listed_set = NULL;
                 PyObject *listed = exact ? wide_text_names(w, &listed_set) : PyObject_CallOneArg(views[v].fallback, text);
                 outcome = view_listed(&views[v], w, listed, listed_set, text_extra);
