@@ -558,6 +558,14 @@ def _fetched(name: str, value: str) -> str | Header:
     return compat32.header_fetch_parse(name, value)
 
 
+def _field_text(name: str, value: str, evidence: _Evidence) -> str:
+    """`_header_text(_fetched(name, value), evidence)`: a plain ASCII value without an encoded
+    word, within the cap (most are), is its own text, told without either call."""
+    if type(value) is str and len(value) <= MAX_HEADER_CHARS and value.isascii() and "=?" not in value:
+        return value
+    return _header_text(_fetched(name, value), evidence)
+
+
 def _header_features(message: Message, evidence: _Evidence) -> str:
     """The top-level headers' features; returns the decoded subject."""
     # The names lower-cased once instead of at each look-up (Message.get scans them all); the
@@ -568,32 +576,31 @@ def _header_features(message: Message, evidence: _Evidence) -> str:
     else:
         lowered = _lowered_names(headers)
         first = dict(zip(reversed(lowered), range(len(headers) - 1, -1, -1)))
-    received_raw = []
+    received_fields = []
     at = -1
-    while len(received_raw) <= MAX_RECEIVED:
+    while len(received_fields) <= MAX_RECEIVED:
         try:
             at = lowered.index("received", at + 1)
         except ValueError:
             break
-        received_raw.append(_fetched(*headers[at]))
+        received_fields.append(headers[at])
 
-    def get(name: str):  # as Message.get
+    def text(name: str) -> str:  # _header_text(Message.get(name), evidence)
         position = first.get(name)
-        return None if position is None else _fetched(*headers[position])
+        return "" if position is None else _field_text(*headers[position], evidence)
 
-    subject = " ".join(_header_text(get("subject"), evidence).split())
+    subject = " ".join(text("subject").split())
     domains = {}
     for name in ("from", "reply-to", "return-path", "to"):
-        value = get(name)
-        if value is not None:
-            domains[name] = _address_features(name, _header_text(value, evidence), evidence)
+        if name in first:
+            domains[name] = _address_features(name, text(name), evidence)
         elif name in ("from", "to"):
             evidence.feature(f"#hdr:{name}:missing")
     if domains.get("reply-to") and domains.get("from") and domains["reply-to"] != domains["from"]:
         evidence.feature("#hdr:reply-to:other_domain")
-    received = [_header_text(value, evidence) for value in received_raw]
+    received = [_field_text(*field, evidence) for field in received_fields]
     _received_features(received, evidence)
-    message_id = _header_text(get("message-id"), evidence).strip()
+    message_id = text("message-id").strip()
     if not message_id:
         evidence.feature("#hdr:message-id:missing")
     elif "@" in message_id:
@@ -602,10 +609,10 @@ def _header_features(message: Message, evidence: _Evidence) -> str:
     else:
         evidence.feature("#hdr:message-id:no_domain")
     for name in ("x-mailer", "user-agent"):
-        value = _header_text(get(name), evidence)
+        value = text(name)
         if value.strip():
             evidence.feature(f"#hdr:mailer:{_mailer_feature(value)}")
-    if get("date") is None:
+    if "date" not in first:
         evidence.feature("#hdr:date:missing")
     return subject
 
