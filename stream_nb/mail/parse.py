@@ -472,10 +472,13 @@ def _address_features(name: str, value: str, evidence: _Evidence) -> str | None:
     """'#hdr:<name>:addr:<address>' and ':domain:<domain>' for the first address of a header;
     returns the domain."""
     plain = _PLAIN_ADDRESS.fullmatch(value)
-    if plain is not None:
+    if plain is not None:  # an address of the pattern's characters: '@', no blank, one word each
         address = (plain.group(1) or plain.group(2)).lower()
-    else:
-        address = _parsed_address(value)
+        domain = address.rpartition("@")[2].strip(".")
+        evidence.features[f"#hdr:{name}:addr:{address}"] = None
+        evidence.features[f"#hdr:{name}:domain:{domain}"] = None
+        return domain
+    address = _parsed_address(value)
     if "@" not in address or " " in address:
         if value.strip():
             evidence.feature(f"#hdr:{name}:no_address")
