@@ -169,3 +169,41 @@ def test_every_option_of_a_command_in_the_prose_exists(page, command):
     known = {option for action in parser._actions for option in action.option_strings}
     named = {word.strip("[]").split("=")[0] for word in rest if word.strip("[]").startswith("-")}
     assert named <= known, f"{page}: `{command}`: {sorted(named - known)} are not options of `{parser.prog}`"
+
+
+def benchmark_options(script: Path) -> set[str]:
+    """The options a benchmark script's parser defines, read from its source (the scripts are
+    not imported: some import what only a benchmark needs)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            found |= {arg.value for arg in node.args if isinstance(arg, ast.Constant) and str(arg.value).startswith("-")}
+    return found
+
+
+def benchmark_mentions():
+    """(page, script, options) of each line naming benchmarks/NAME.py: the options are those in
+    the line's code spans after that name and before the next script's."""
+    for path in SOURCES:
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            spans = re.split(r"(benchmarks/[a-z_]+\.py)", line)
+            for i in range(1, len(spans), 2):
+                # the rest of the name's own code span, then the code spans after it that are options
+                own, _, after = spans[i + 1].partition("`")
+                code = " ".join([own, *(span for span in re.findall(r"`([^`]*)`", after) if span.startswith("-"))])
+                options = set(re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", code))
+                yield path.relative_to(ROOT), spans[i], options
+
+
+def test_every_benchmark_named_in_the_docs_exists_with_the_options_named_and_each_has_its_row():
+    mentions = list(benchmark_mentions())
+    assert len({script for _, script, _ in mentions}) >= 20
+    for page, script, options in mentions:
+        assert (ROOT / script).is_file(), f"{page}: {script} does not exist"
+        missing = options - benchmark_options(ROOT / script) - {"-h", "--help"}
+        assert not missing, f"{page}: {script} has no option {sorted(missing)}"
+    table = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        assert f"benchmarks/{script.name}" in table, f"docs/benchmarks.md does not say how to run {script.name}"
