@@ -8,13 +8,24 @@ by the real command line, so a renamed command or option fails here."""
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import shlex
 from pathlib import Path
 
 import pytest
-from docs_support import ROOT, SOURCES, Block, blocks, check_output, iris_split, prepare, run_block
+from docs_support import (
+    ROOT,
+    SOURCES,
+    Block,
+    blocks,
+    check_output,
+    iris_split,
+    line_pattern,
+    prepare,
+    run_block,
+)
 
 BLOCKS = blocks()
 
@@ -37,7 +48,39 @@ def test_python_examples_run(block, tmp_path, monkeypatch):
     if block.mark == "not run":
         pytest.skip(block.detail)
     monkeypatch.chdir(tmp_path)
-    exec(compile(block.code, str(block), "exec"), {"__name__": "__docs__"})
+    tree = ast.parse(block.code)
+    shown = dict(shown_values(block.code, tree))
+    namespace = {"__name__": "__docs__"}
+    for statement in tree.body:
+        if statement in shown:  # an expression whose value the page shows: evaluated and compared
+            value = eval(compile(ast.Expression(statement.value), str(block), "eval"), namespace)
+            assert line_pattern(shown[statement]).fullmatch(repr(value)), \
+                f"{block}: the page shows {shown[statement]} for line {statement.lineno}, the code gives {value!r}"
+        else:
+            exec(compile(ast.Module([statement], type_ignores=[]), str(block), "exec"), namespace)
+
+
+def shown_values(code: str, tree: ast.Module):
+    """(statement, value) of each expression statement followed by a comment that shows its value
+    (`model.predict_one(x)   # 'spam'`, or the comment on the next line): a comment opening as a
+    Python value does ({, [, (, a quote, a digit); `...` in it stands for any text."""
+    lines = code.split("\n")
+    for statement in tree.body:
+        if not isinstance(statement, ast.Expr) or isinstance(statement.value, ast.Constant):
+            continue
+        comment = lines[statement.end_lineno - 1][statement.end_col_offset:].strip()
+        if not comment and statement.end_lineno < len(lines):
+            comment = lines[statement.end_lineno].strip()
+        value = comment[1:].strip() if comment.startswith("#") else ""
+        if value[:1] and value[0] in "{[('\"-0123456789":
+            yield statement, value
+
+
+def test_a_shown_value_that_the_code_does_not_give_fails():
+    code = "x = {'ham': 0.25}\nx   # {'ham': 0.333...}\n"
+    (statement, value), = shown_values(code, ast.parse(code))
+    assert value == "{'ham': 0.333...}" and not line_pattern(value).fullmatch(repr({"ham": 0.25}))
+    assert line_pattern(value).fullmatch(repr({"ham": 1 / 3}))
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "sh"], ids=ids)
