@@ -1561,6 +1561,16 @@ typedef struct {
     int busy; /* a call is using it (another thread may call while a callback runs) */
 } NameIndex;
 
+/* Records the column of a one-byte name (its `bytes`, hashed) found in the index, else its rank
+ * as an absent name; `name`, its str, may be NULL (record_absent). */
+static int
+record_indexed(NameIndex *index, Lookups *lookups, PyObject *name, const char *bytes, Py_ssize_t len,
+               uint64_t hash)
+{
+    int64_t column = table_find(&index->table, bytes, len, hash);
+    return column >= 0 ? record_column(NULL, lookups, column) : record_absent(lookups, name, bytes, len, hash);
+}
+
 static void
 index_clear(NameIndex *index)
 {
@@ -1727,10 +1737,8 @@ emit_one_extra(PyObject *name, Work *w, int own_native, PyObject *own, int check
             *shared = found;
         }
     }
-    if (index != NULL && one_byte && PyUnicode_CheckExact(name)) {
-        int64_t column = table_find(&index->table, bytes, len, hash);
-        return column >= 0 ? record_column(NULL, lookups, column) : record_absent(lookups, name, bytes, len, hash);
-    }
+    if (index != NULL && one_byte && PyUnicode_CheckExact(name))
+        return record_indexed(index, lookups, name, bytes, len, hash);
     return emit(name, names, lookups);
 }
 
@@ -1874,6 +1882,27 @@ view_close(View *view)
     PyMem_Free(view->lookups.ranks.items);
 }
 
+/* emit of a name just made (a new reference, or NULL when making it failed), released after. */
+static int
+emit_made(PyObject *made, View *view)
+{
+    int failed = made == NULL || emit(made, view->names, &view->lookups) < 0;
+    Py_XDECREF(made);
+    return failed ? -1 : 0;
+}
+
+/* After a text's own names (w->features, made where `own_native` says: OWN_*), its extra names,
+ * then the count of both. */
+static int
+view_extra_and_length(View *view, Work *w, PyObject *text_extra, int own_native)
+{
+    Py_ssize_t added = 0;
+    if (text_extra != NULL)
+        added = emit_extra(text_extra, w, own_native, NULL, view->g.binary, view->index, view->names,
+                           &view->lookups, &view->shared);
+    return added < 0 || int_push(&view->lengths, w->features.len + added) < 0 ? FAILED : DONE;
+}
+
 /* The view's names of a text from w->features (as `text_grams` made them by the view's grams),
  * then its extra names. */
 static int
@@ -1895,26 +1924,13 @@ view_native(View *view, Work *w, PyObject *text_extra)
     }
     for (Py_ssize_t i = 0; i < w->features.len; i++) {
         Span feature = w->features.items[i];
-        if (index != NULL) { /* by_column[column], or unknown[rank]: no str made for a known name */
-            const char *bytes = w->arena.data + feature.start;
-            int64_t column = table_find(&index->table, bytes, feature.len, w->hashes[i]);
-            if ((column >= 0 ? record_column(NULL, &view->lookups, column)
-                             : record_absent(&view->lookups, NULL, bytes, feature.len, w->hashes[i])) < 0)
-                return FAILED;
-            continue;
-        }
-        PyObject *name = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, w->arena.data + feature.start, feature.len);
-        if (name == NULL || emit(name, view->names, &view->lookups) < 0) {
-            Py_XDECREF(name);
+        const char *bytes = w->arena.data + feature.start;
+        /* by_column[column], or unknown[rank]: no str made for a known name */
+        if (index != NULL ? record_indexed(index, &view->lookups, NULL, bytes, feature.len, w->hashes[i]) < 0
+                          : emit_made(PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, bytes, feature.len), view) < 0)
             return FAILED;
-        }
-        Py_DECREF(name);
     }
-    Py_ssize_t added = 0;
-    if (text_extra != NULL)
-        added = emit_extra(text_extra, w, OWN_NATIVE, NULL, view->g.binary, index, view->names, &view->lookups,
-                           &view->shared);
-    return added < 0 || int_push(&view->lengths, w->features.len + added) < 0 ? FAILED : DONE;
+    return view_extra_and_length(view, w, text_extra, OWN_NATIVE);
 }
 
 /* The view's names of a wide text from w->features (as `wide_text_grams` made them: spans of
@@ -1935,12 +1951,8 @@ view_wide(View *view, Work *w, PyObject *text_extra)
         for (Py_ssize_t k = 0; k < feature.len; k++)
             bits |= points[k];
         if (bits > 0xFF) {
-            PyObject *name = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, points, feature.len);
-            if (name == NULL || emit(name, view->names, &view->lookups) < 0) {
-                Py_XDECREF(name);
+            if (emit_made(PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, points, feature.len), view) < 0)
                 return FAILED;
-            }
-            Py_DECREF(name);
             continue;
         }
         if (grow((void **)&w->padded.data, &w->padded.cap, feature.len + 1, 1) < 0)
@@ -1948,17 +1960,10 @@ view_wide(View *view, Work *w, PyObject *text_extra)
         char *bytes = w->padded.data;
         for (Py_ssize_t k = 0; k < feature.len; k++)
             bytes[k] = (char)points[k];
-        uint64_t hash = name_hash(bytes, feature.len);
-        int64_t column = table_find(&index->table, bytes, feature.len, hash);
-        if ((column >= 0 ? record_column(NULL, &view->lookups, column)
-                         : record_absent(&view->lookups, NULL, bytes, feature.len, hash)) < 0)
+        if (record_indexed(index, &view->lookups, NULL, bytes, feature.len, name_hash(bytes, feature.len)) < 0)
             return FAILED;
     }
-    Py_ssize_t added = 0;
-    if (text_extra != NULL)
-        added = emit_extra(text_extra, w, OWN_WIDE, NULL, view->g.binary, index, view->names, &view->lookups,
-                           &view->shared);
-    return added < 0 || int_push(&view->lengths, w->features.len + added) < 0 ? FAILED : DONE;
+    return view_extra_and_length(view, w, text_extra, OWN_WIDE);
 }
 
 /* The view's names of a text from `listed` (a new reference, or NULL for a failure: a feature
