@@ -152,6 +152,13 @@ def _lowered_names(headers: list) -> list[str]:
     return lowered if len(lowered) == len(headers) else [name.lower() for name, _ in headers]
 
 
+def _field_index(headers: list) -> tuple[dict, list[str]]:
+    """({lower-cased name: the position of its first field}, the lower-cased names) of `headers`."""
+    lowered = _lowered_names(headers)
+    # reversed: the first position of a name is the one the dict keeps
+    return dict(zip(reversed(lowered), range(len(headers) - 1, -1, -1))), lowered
+
+
 class _ReadMessage(Message):
     """The fast paths' Message: `get` (which Message's own methods call too) finds the first
     field of a name through an index of the lower-cased names, instead of lower-casing every
@@ -168,10 +175,7 @@ class _ReadMessage(Message):
         headers = self._headers
         index = self._first_field
         if index is None or index[0] is not headers or index[1] != len(headers):
-            lowered = _lowered_names(headers)
-            # reversed: the first position of a name is the one the dict keeps
-            first = dict(zip(reversed(lowered), range(len(headers) - 1, -1, -1)))
-            index = self._first_field = (headers, len(headers), first, lowered)
+            index = self._first_field = (headers, len(headers), *_field_index(headers))
         return index[2], index[3]
 
     def get(self, name, failobj=None):
@@ -574,11 +578,8 @@ def _header_features(message: Message, evidence: _Evidence) -> str:
     # The names lower-cased once instead of at each look-up (Message.get scans them all); the
     # fast paths' message has them indexed already (its look-ups while it was built).
     headers = message._headers  # (what raw_items gives a copy of)
-    if isinstance(message, _ReadMessage):
-        first, lowered = message.field_index()  # {name: the position of its first field}
-    else:
-        lowered = _lowered_names(headers)
-        first = dict(zip(reversed(lowered), range(len(headers) - 1, -1, -1)))
+    # {name: the position of its first field}, the names
+    first, lowered = message.field_index() if isinstance(message, _ReadMessage) else _field_index(headers)
     received_fields = []
     at = -1
     while len(received_fields) <= MAX_RECEIVED:
