@@ -78,10 +78,14 @@ class MailFeaturizer:
     `EventFeaturizer`. `max_bytes`: what is read of one message (`parse_mail`'s cap).
     `on_parsed`, when given, sees each message read, once however often it is featurised (the
     worker counts its defects there): the readings of the messages featurised last (the same
-    bytes object; at most RECENT_MESSAGES of them and RECENT_BYTES of mail) are kept."""
+    bytes object; at most RECENT_MESSAGES of them and RECENT_BYTES of mail) are kept. `ahead`,
+    when given, has readings made ahead in other processes (stream_nb.replay.parse_ahead:
+    `prepare(mails)` before a batch, `take(mail)` a reading or None), used when it reads with
+    this featuriser's `max_bytes`; the readings are parse_mail's all the same."""
 
     def __init__(self, event_featurizer: Any, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 on_parsed: Callable[[ParsedMail], None] | None = None, reader: MailFeaturizer | None = None) -> None:
+                 on_parsed: Callable[[ParsedMail], None] | None = None, reader: MailFeaturizer | None = None,
+                 ahead: Any = None) -> None:
         self.event_featurizer = event_featurizer
         self.max_bytes = max_bytes
         self.on_parsed = on_parsed
@@ -90,6 +94,7 @@ class MailFeaturizer:
         # Several feature views of one message read one parse: theirs through the first's
         # (its readings kept and its on_parsed), so a message is parsed and counted once.
         self._reader = reader
+        self._ahead = ahead if ahead is not None and ahead.max_bytes == max_bytes else None
 
     def parse(self, mail: bytes) -> ParsedMail:
         """`parse_mail` of `mail`, or its reading kept from a moment ago (`on_parsed` sees it once)."""
@@ -98,7 +103,9 @@ class MailFeaturizer:
         kept = self._recent.get(id(mail))
         if kept is not None and kept[0] is mail:  # the entry holds the bytes, so the id is theirs
             return kept[1]
-        parsed = parse_mail(mail, max_bytes=self.max_bytes)
+        parsed = None if self._ahead is None else self._ahead.take(mail)
+        if parsed is None:
+            parsed = parse_mail(mail, max_bytes=self.max_bytes)
         if self.on_parsed is not None:
             self.on_parsed(parsed)
         self._recent[id(mail)] = (mail, parsed)
@@ -155,6 +162,8 @@ class MailFeaturizer:
         """Each event's text (a mail's subject and body) and its evidence names (a text event's
         none); UnreadableMail for the first message of which nothing can be read."""
         texts, evidence = [], []
+        if self._ahead is not None:
+            self._ahead.prepare([event["mail"] for event in events if event.get("mail") is not None])
         for event in events:
             mail = event.get("mail")
             if mail is None:

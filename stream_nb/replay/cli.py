@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
 import signal
 import sys
 import time
+from contextlib import nullcontext
 from itertools import islice
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from stream_nb.model.decision import obvious_positive
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.model.posterior import positive_score
 from stream_nb.model.training import log_odds_per_sqrt_feature
+from stream_nb.replay.parse_ahead import ParseAhead, default_parse_processes
 from stream_nb.replay.prequential import Contender, PrequentialResult, replay_contenders
 from stream_nb.replay.sources import Rejections, SourceError, add_field_options, field_options, read_events
 
@@ -49,11 +52,26 @@ def register(subparsers) -> None:
     replay.add_argument("--scores", action="store_true", help="also write the per-event scores as scores.csv")
     replay.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                         help="(file) replay the events in one shuffled order, seeded (a corpus stored by class)")
+    replay.add_argument("--parse-processes", type=_process_count, default=None, metavar="N",
+                        help="processes that read raw mail ahead of the learner, for a stream of over 256 "
+                             "messages (default: one fewer than the CPUs, at most 8; 0: none); the figures are "
+                             "the same with any number")
     add_field_options(replay)
     _add_model_options(replay)
     replay.add_argument("--report", type=Path, required=True, help="directory for report.json and the plots")
     replay.set_defaults(func=run_replay)
 
+
+
+def _process_count(text: str) -> int:
+    """--parse-processes: a whole number >= 0."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return count
 
 
 def _add_model_options(parser) -> None:
@@ -235,9 +253,9 @@ _TOPIC_RULES = {
 }
 
 
-def _contender(name: str, config: Config, recorder_class):
+def _contender(name: str, config: Config, recorder_class, ahead=None):
     score_scale = config.evaluation["score_scale"]
-    return Contender.of(name, config, recorder=recorder_class(score_scale=score_scale),
+    return Contender.of(name, config, recorder=recorder_class(score_scale=score_scale), parse_ahead=ahead,
                         band=config.evaluation.get("unsure_band"), positive=config.evaluation.get("positive"),
                         score_band=config.evaluation.get("unsure_score_band"), score_scale=score_scale)
 
@@ -278,14 +296,27 @@ class _PredictionsFile:
 
 def replay_and_report(events, named_configs: list[tuple[str, Config]], report_dir: Path, *, batch_size: int,
                       delay: int = 0, scores: bool = False, source: dict | None = None,
-                      rejected: Rejections | None = None, total: int | None = None):
+                      rejected: Rejections | None = None, total: int | None = None,
+                      parse_processes: int | None = None):
     """Replay events through every configuration at once and write the report (report.json with
     the first configuration's figures and the others under "compared", curve.png, roc.png,
-    predictions.jsonl when some events are unlabeled and, if asked, scores.csv). Returns
-    (result, contenders, reports)."""
+    predictions.jsonl when some events are unlabeled and, if asked, scores.csv). Raw mail is
+    read ahead by `parse_processes` other processes (None: `default_parse_processes()`; 0: none),
+    which changes the speed, never a result. Returns (result, contenders, reports)."""
+    processes = default_parse_processes() if parse_processes is None else parse_processes
+    with ParseAhead(processes) if processes > 0 else nullcontext() as ahead:
+        if ahead is not None:
+            events = ahead.events(events)
+        return _replay_and_report(events, named_configs, report_dir, batch_size=batch_size, delay=delay,
+                                  scores=scores, source=source, rejected=rejected, total=total, ahead=ahead)
+
+
+def _replay_and_report(events, named_configs: list[tuple[str, Config]], report_dir: Path, *, batch_size: int,
+                       delay: int, scores: bool, source: dict | None, rejected: Rejections | None,
+                       total: int | None, ahead):
     from stream_nb.replay.evaluation import EvaluationRecorder
 
-    contenders = [_contender(name, config, EvaluationRecorder) for name, config in named_configs]
+    contenders = [_contender(name, config, EvaluationRecorder, ahead) for name, config in named_configs]
     progress = _Progress(total)
     report_dir.mkdir(parents=True, exist_ok=True)
     first = named_configs[0][1]
@@ -316,7 +347,8 @@ def run_replay(args) -> int:
                   "from_offset": args.from_offset, "from_time": args.from_time, "max_events": args.max_events}
         result, contenders, reports = replay_and_report(
             _events_of(args, config, rejected), named, args.report, batch_size=args.batch_size, delay=args.delay,
-            scores=args.scores, source=source, rejected=rejected, total=args.max_events)
+            scores=args.scores, source=source, rejected=rejected, total=args.max_events,
+            parse_processes=args.parse_processes)
     except (SourceError, ConfigError, NoBroker, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2

@@ -63,6 +63,9 @@ class Contender:
     # with several views and a recorder: each recorded event's combination inputs, a row per event
     # (each expert's centred, scaled, soft-clipped log posteriors by class), for each view's own measures
     view_inputs: list = field(default_factory=list)
+    # mail readings made ahead in other processes (stream_nb.replay.parse_ahead.ParseAhead), for
+    # this contender's mail featuriser; None: every message is read here
+    parse_ahead: object | None = None
 
     @classmethod
     def of(cls, name: str, config, **fields) -> Contender:
@@ -89,7 +92,7 @@ class Contender:
                              f"contender's {self.score_scale!r}")
         featurizer = self.event_featurizer if self.event_featurizer is not None else EventFeaturizer(
             text=self.text_featurizer)
-        self.mail_featurizer = MailFeaturizer(featurizer, on_parsed=self._count_mail)
+        self.mail_featurizer = MailFeaturizer(featurizer, on_parsed=self._count_mail, ahead=self.parse_ahead)
         self._views = [(self.text_featurizer, self.event_featurizer, self.mail_featurizer)]
         for text, event in self.more_views:  # one parse of a message for every view
             mail = MailFeaturizer(event if event is not None else EventFeaturizer(text=text),

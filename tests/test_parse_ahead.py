@@ -1,0 +1,218 @@
+"""Raw mail read ahead in other processes (stream_nb.replay.parse_ahead): every reading equals
+parse_mail's, a replay's figures are the same with any number of processes, any batch size and
+a pool that fails, and an answer of the wrong shape is refused."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from stream_nb.cli import build_parser
+from stream_nb.config import load_config
+from stream_nb.features.fields import EventFeaturizer
+from stream_nb.features.mail import MailFeaturizer
+from stream_nb.features.text import TextFeaturizer
+from stream_nb.mail import ParsedMail, parse_mail
+from stream_nb.replay import parse_ahead
+from stream_nb.replay.cli import replay_and_report
+from stream_nb.replay.parse_ahead import ParseAhead, default_parse_processes, parse_chunk, readings_of
+from tests.native import REPO
+
+WORDS = ["free", "prize", "meeting", "lunch", "invoice", "viagra", "report", "caf\u00e9", "na\u00efve", "click",
+         "unsubscribe", "tomorrow", "\u20ac100", "http://a.example/x", "bob@b.example"]
+
+
+def generated_mail(rng: random.Random, n: int) -> list[bytes]:
+    """n raw messages: plain, 8-bit, multipart with HTML and base64, cut short, garbage, empty."""
+    made = []
+    for i in range(n):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 60)))
+        kind = i % 7
+        if kind == 0:
+            raw = f"From: a{i}@x.example\r\nTo: b@y.example\r\nSubject: {words[:40]}\r\n\r\n{words}\r\n".encode()
+        elif kind == 1:
+            raw = f"Subject: {words[:30]}\r\nFrom: \u00e9 <c@z.example>\r\n\r\n{words}\r\n".encode("latin-1", "replace")
+        elif kind == 2:
+            html = f"<html><body><p>{words}</p><a href='http://evil.example'>http://bank.example</a></body></html>"
+            raw = (f"Subject: multi {i}\r\nMIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=\"b{i}\""
+                   f"\r\n\r\n--b{i}\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{words}\r\n--b{i}\r\n"
+                   f"Content-Type: text/html\r\n\r\n{html}\r\n--b{i}--\r\n").encode()
+        elif kind == 3:
+            body = base64.b64encode(words.encode()).decode()
+            raw = f"Subject: b64\r\nContent-Transfer-Encoding: base64\r\n\r\n{body}\r\n".encode()
+        elif kind == 4:
+            raw = bytes(rng.randrange(256) for _ in range(rng.randint(0, 300)))
+        elif kind == 5:
+            full = f"Subject: cut {words}\r\nReceived: from x ([10.0.0.{i % 255}])\r\n\r\n{words}".encode()
+            raw = full[: rng.randint(1, len(full))]
+        else:
+            raw = b"" if i % 2 else b"  \r\n"
+        made.append(raw)
+    return made
+
+
+def test_a_chunk_s_answer_gives_back_parse_mail_s_readings_exactly():
+    mails = generated_mail(random.Random(1), 140)
+    assert readings_of(parse_chunk(mails, 10_000), len(mails)) == [parse_mail(m, max_bytes=10_000) for m in mails]
+    # JSON's escapes carry any str, lone surrogates included
+    odd = ParsedMail(subject="\ud800x", body="caf\u00e9\n\udfff", features=["#a:\u20ac"], defects=["x"])
+    answer = json.dumps([[odd.subject, odd.body, odd.features, odd.defects]])
+    assert readings_of(answer, 1) == [odd]
+
+
+@pytest.mark.parametrize("answer, count", [
+    ("{}", 1), ("[]", 1), ('[["s", "b", [], []]]', 2), ('[["s", "b", []]]', 1), ('[["s", 1, [], []]]', 1),
+    ('[["s", "b", ["f", 2], []]]', 1), ('[["s", "b", [], "d"]]', 1), ('[[null, "b", [], []]]', 1),
+])
+def test_an_answer_of_the_wrong_shape_is_refused(answer, count):
+    with pytest.raises(ValueError):
+        readings_of(answer, count)
+
+
+def mail_featurizer(ahead) -> MailFeaturizer:
+    return MailFeaturizer(EventFeaturizer(text=TextFeaturizer()), ahead=ahead)
+
+
+def read_through(ahead: ParseAhead, mails: list[bytes], batch: int) -> list[ParsedMail]:
+    """Each mail's reading by a MailFeaturizer given `ahead`, the stream pulled a batch ahead of
+    the batch read, as replay_contenders pulls it."""
+    featurizer = mail_featurizer(ahead)
+    events = ahead.events({"mail": mail} for mail in mails)
+    readings, pulled = [], []
+    for event in events:
+        pulled.append(event)
+        if len(pulled) == 2 * batch:
+            readings += [featurizer.parse(e["mail"]) for e in _prepared(ahead, pulled[:batch])]
+            pulled = pulled[batch:]
+    while pulled:
+        readings += [featurizer.parse(e["mail"]) for e in _prepared(ahead, pulled[:batch])]
+        pulled = pulled[batch:]
+    return readings
+
+
+def _prepared(ahead: ParseAhead, events: list[dict]) -> list[dict]:
+    ahead.prepare([event["mail"] for event in events])
+    return events
+
+
+@pytest.mark.parametrize("batch", [1, 7, 100])
+def test_readings_made_ahead_equal_parse_mail_s_for_any_batch(batch):
+    mails = generated_mail(random.Random(batch), 500)
+    with ParseAhead(1, chunk=8, keep=64, start_after=16) as ahead:
+        readings = read_through(ahead, mails, batch)
+        read_here = ahead.read_here
+    assert readings == [parse_mail(mail) for mail in mails]
+    assert read_here < len(mails) - 16  # the pool read some: more than the messages before it started
+
+
+def test_a_short_stream_starts_no_process():
+    mails = generated_mail(random.Random(3), 40)
+    with ParseAhead(2, chunk=8, start_after=64) as ahead:
+        assert read_through(ahead, mails, 10) == [parse_mail(mail) for mail in mails]
+        assert ahead._pool is None
+
+
+SPAWNED = """
+import random, threading
+from stream_nb.mail import parse_mail
+from stream_nb.replay import parse_ahead
+from tests.test_parse_ahead import generated_mail, read_through
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait, daemon=True)
+thread.start()
+assert parse_ahead._process_context().get_start_method() == "spawn"
+mails = generated_mail(random.Random(4), 200)
+with parse_ahead.ParseAhead(1, chunk=16, start_after=16) as ahead:
+    assert read_through(ahead, mails, 50) == [parse_mail(mail) for mail in mails]
+    assert ahead.read_here < 200 - 16
+stop.set()
+print("same readings")
+"""
+
+
+def test_with_threads_running_the_pool_is_spawned_and_reads_the_same():
+    # in a process of its own: spawning starts multiprocessing's resource tracker, which lives
+    # as long as the process that started it
+    done = subprocess.run([sys.executable, "-c", SPAWNED], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "same readings"
+
+
+DEATH_MARK = b"Subject: the parse process dies on this one\r\n\r\nx"
+
+
+def dies_on_the_mark(mails: list[bytes], max_bytes: int) -> str:
+    """parse_chunk, but the process ends at once on a chunk holding DEATH_MARK (a crash)."""
+    if DEATH_MARK in mails:
+        os._exit(3)
+    return parse_chunk(mails, max_bytes)
+
+
+def answers_short(mails: list[bytes], max_bytes: int) -> str:
+    """parse_chunk, but one reading short for a chunk of more than one message."""
+    return json.dumps(json.loads(parse_chunk(mails, max_bytes))[: max(1, len(mails) - 1)])
+
+
+@pytest.mark.parametrize("fault, expected_log", [(dies_on_the_mark, "parse processes failed"),
+                                                 (answers_short, "came back as list")])
+def test_a_failing_pool_costs_speed_not_a_reading(monkeypatch, caplog, fault, expected_log):
+    monkeypatch.setattr(parse_ahead, "parse_chunk", fault)  # (the forked processes inherit it)
+    mails = generated_mail(random.Random(5), 300)
+    mails[150] = DEATH_MARK
+    with caplog.at_level(logging.WARNING, logger="stream_nb.replay.parse_ahead"):
+        with ParseAhead(1, chunk=8, start_after=16) as ahead:
+            readings = read_through(ahead, mails, 40)
+            read_here = ahead.read_here
+    assert readings == [parse_mail(mail) for mail in mails]
+    assert expected_log in caplog.text
+    assert read_here > 0
+
+
+def test_a_reading_is_taken_once_and_old_ones_are_dropped():
+    mails = generated_mail(random.Random(6), 200)
+    with ParseAhead(1, chunk=10, keep=40, start_after=0) as ahead:
+        events = list(ahead.events({"mail": mail} for mail in mails))
+        assert len(ahead._where) <= 50 and ahead._held <= 50  # keep + a chunk, however long the stream
+        last = events[-5]["mail"]  # (in the last whole chunk)
+        ahead._where[id(last)][1].future.result(timeout=60)  # read by the pool, not taken back
+        ahead.prepare([last])
+        assert ahead.take(last) == parse_mail(last)
+        assert ahead.take(last) is None  # once
+        assert ahead.take(mails[0]) is None  # dropped long ago: read here
+
+
+def test_parse_processes_must_be_a_positive_number():
+    with pytest.raises(ValueError, match="positive integer"):
+        ParseAhead(0)
+    with pytest.raises(ValueError, match="keep >= chunk"):
+        ParseAhead(1, chunk=10, keep=5)
+    assert 0 <= default_parse_processes() <= parse_ahead.MAX_PROCESSES
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["replay", "--input", "x", "--report", "r", "--parse-processes", "-1"])
+
+
+def report_figures(report: dict) -> dict:
+    """report.json without the figures of time."""
+    return {key: value for key, value in report.items() if key != "events_per_s"}
+
+
+@pytest.mark.parametrize("batch_size, processes", [(1, 1), (7, 1), (1000, 2)])
+def test_a_replay_of_mail_gives_the_same_figures_with_any_number_of_parse_processes(tmp_path, batch_size, processes):
+    config = load_config(REPO / "configs" / "mail.toml")
+    rng = random.Random(7)
+    mails = generated_mail(rng, 400)  # (the pool starts after 256 messages)
+    events = [{"id": f"m{i}", "mail": mail, "label": rng.choice(["ham", "spam"])} for i, mail in enumerate(mails)]
+    reports = {}
+    for count in (0, processes):
+        _, contenders, made = replay_and_report(list(events), [("mail.toml", config)], tmp_path / str(count),
+                                                batch_size=batch_size, parse_processes=count)
+        reports[count] = (report_figures(made[0]), contenders[0].mail_read, dict(contenders[0].mail_defects))
+    assert reports[processes] == reports[0]
+    assert reports[0][1] == len({id(mail) for mail in mails})  # (a bytes object repeated is read once)
