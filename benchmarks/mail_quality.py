@@ -30,7 +30,7 @@ Systems
                 process; not a dependency of the project), the online-learning anchor:
                 `--quiet -b 22 --loss_function logistic`, one pass. Features: the message's
                 bytes decoded (utf-8, errors replaced), lower-cased, its distinct tokens of
-                configs/mail.toml's token_pattern ((?u)\b\w+\b and the signs £$€), binary and
+                configs/mail.toml's token_pattern ((?u)\\b\\w+\\b and the signs £$€), binary and
                 scaled to unit length (each value 1/sqrt(n distinct); VW adds its constant).
                 Each message predicted, then learned with label +1 spam / -1 ham; the score is
                 the prediction, the linear margin (no link; VW clips it to +-50 for logistic
