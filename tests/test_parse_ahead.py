@@ -179,13 +179,27 @@ def test_a_reading_is_taken_once_and_old_ones_are_dropped():
     mails = generated_mail(random.Random(6), 200)
     with ParseAhead(1, chunk=10, keep=40, start_after=0) as ahead:
         events = list(ahead.events({"mail": mail} for mail in mails))
-        assert len(ahead._where) <= 50 and ahead._held <= 50  # keep + a chunk, however long the stream
+        assert len(ahead._where) <= 40 and ahead._held <= 40  # keep, however long the stream
         last = events[-5]["mail"]  # (in the last whole chunk)
         ahead._where[id(last)][1].future.result(timeout=60)  # read by the pool, not taken back
         ahead.prepare([last])
         assert ahead.take(last) == parse_mail(last)
         assert ahead.take(last) is None  # once
         assert ahead.take(mails[0]) is None  # dropped long ago: read here
+
+
+def test_chunks_and_what_is_kept_are_bounded_in_bytes_too(monkeypatch):
+    monkeypatch.setattr(parse_ahead, "CHUNK_BYTES", 10_000)
+    monkeypatch.setattr(parse_ahead, "KEEP_BYTES", 50_000)
+    mails = [b"Subject: big\r\n\r\n" + bytes([65 + i % 26]) * 4_000 for i in range(100)]
+    with ParseAhead(1, chunk=64, keep=1_000, start_after=0) as ahead:
+        events = list(ahead.events({"mail": mail} for mail in mails))
+        sizes = [sum(map(len, chunk.mails)) for chunk in ahead._chunks]
+        assert all(size <= 10_000 + 4_100 for size in sizes)  # closed at the first message past 10,000 bytes
+        assert ahead._held_bytes == sum(sizes) <= 50_000
+        ahead._chunks[-1].future.result(timeout=60)
+        ahead.prepare([events[-2]["mail"]])
+        assert ahead.take(events[-2]["mail"]) == parse_mail(mails[-2])
 
 
 def test_parse_processes_must_be_a_positive_number():

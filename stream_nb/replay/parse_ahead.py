@@ -38,6 +38,8 @@ __all__ = ["CHUNK", "ParseAhead", "default_parse_processes", "parse_chunk", "rea
 log = logging.getLogger(__name__)
 
 CHUNK = 64  # messages a process reads at a time: ~13 ms of work, small beside a batch of 1,000
+CHUNK_BYTES = 4 << 20  # and at most this much mail (a chunk's answer is a few times its text at most)
+KEEP_BYTES = 64 << 20  # the mail of the readings kept, at most (besides `keep` messages)
 MAX_PROCESSES = 8  # the default's cap: beyond it the learner, not the reading, sets the pace
 
 
@@ -102,8 +104,9 @@ class ParseAhead:
     (see the module doc). `events(stream)` passes the stream through, handing its mail to the
     pool; `prepare(mails)` before a batch is featurised; `take(mail)` is a message's reading,
     or None for one to read here (the pool never had it, or could not read it). A reading is
-    taken once; the readings of at most `keep` messages handed over and not taken are kept
-    (older ones are dropped, to be read here if ever asked for).
+    taken once; the readings of at most `keep` messages (and KEEP_BYTES of mail) handed over
+    and not taken are kept (older ones are dropped, to be read here if ever asked for). A chunk
+    is `chunk` messages or CHUNK_BYTES of mail, whichever comes first.
 
     Use it as a context manager: leaving it stops the pool."""
 
@@ -124,6 +127,8 @@ class ParseAhead:
         self._pulled = 0
         self._chunks: deque[_Chunk] = deque()  # handed over, oldest first
         self._held = 0  # messages in self._chunks
+        self._held_bytes = 0  # and their bytes
+        self._waiting_bytes = 0
         self._where: dict[int, tuple[bytes, _Chunk, int]] = {}  # id(mail) -> (mail, its chunk, its place)
         self.read_here = 0  # messages of handed-over chunks read in this process (taken back or failed)
 
@@ -143,6 +148,7 @@ class ParseAhead:
         self._chunks.clear()
         self._where.clear()
         self._waiting.clear()
+        self._waiting_bytes = 0
 
     def events(self, stream: Iterable[dict]) -> Iterator[dict]:
         """The events of `stream`, in order, the mail of each handed to the pool as it passes."""
@@ -150,13 +156,15 @@ class ParseAhead:
             mail = event.get("mail") if isinstance(event, dict) else None
             if type(mail) is bytes and not self._broken:
                 self._waiting.append(mail)
+                self._waiting_bytes += len(mail)
                 self._pulled += 1
-                if len(self._waiting) >= self.chunk:
+                if len(self._waiting) >= self.chunk or self._waiting_bytes >= CHUNK_BYTES:
                     self._hand_over()
             yield event
 
     def _hand_over(self) -> None:
-        mails, self._waiting = self._waiting, []
+        mails, self._waiting, size = self._waiting, [], self._waiting_bytes
+        self._waiting_bytes = 0
         if self._pool is None:
             if self._pulled <= self.start_after:
                 return  # (a short stream: read here, no process started)
@@ -169,14 +177,16 @@ class ParseAhead:
         chunk = _Chunk(mails, future)
         self._chunks.append(chunk)
         self._held += len(mails)
+        self._held_bytes += size
         for place, mail in enumerate(mails):
             self._where[id(mail)] = (mail, chunk, place)
-        while self._held - len(self._chunks[0].mails) >= self.keep:
+        while len(self._chunks) > 1 and (self._held > self.keep or self._held_bytes > KEEP_BYTES):
             self._drop(self._chunks.popleft())
 
     def _drop(self, chunk: _Chunk) -> None:
         chunk.future.cancel()
         self._held -= len(chunk.mails)
+        self._held_bytes -= sum(map(len, chunk.mails))
         for mail in chunk.mails:
             entry = self._where.get(id(mail))
             if entry is not None and entry[1] is chunk:
