@@ -50,6 +50,12 @@ def test_malformed_files_name_the_file_and_line(tmp_path, name, content, message
         list(read_events(tmp_path / name))
 
 
+@pytest.mark.parametrize("name", ["corpus.tsv", "mail.tar.gz", "folder", "mail.mbox", "x.xml"])
+def test_a_missing_input_is_named_missing_whatever_its_name_says(tmp_path, name):
+    with pytest.raises(SourceError, match=f"{name}: no such file or directory"):
+        list(read_events(tmp_path / name))
+
+
 def test_jsonl_events_carry_text_features_or_both_as_the_topic_contract_says(tmp_path):
     lines = [{"id": "a", "text": "hello there", "label": "ham"},
              {"id": "b", "features": {"w": 2, "colour": "red", "ok": True}, "label": "spam"},

@@ -90,6 +90,8 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
     if labels not in LABELS:
         raise ValueError(f"labels must be one of {', '.join(LABELS)}, got {labels!r}")
     path = Path(path)
+    if not path.exists():  # (before its name is read for a format: x.tar.gz is no "gz" file)
+        raise SourceError(f"{path}: no such file or directory")
     if file_format == "mail" or (file_format is None and is_mail_source(path)):
         yield from _read_mail_events(path, labels, rejected, classes, label_folders)
         return
