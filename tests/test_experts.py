@@ -396,3 +396,92 @@ def test_the_worker_log_says_a_views_count_of_events_learned_is_their_sum():
     one = load_config(root / "spam.toml").build_model()
     assert events_learned_phrase(three, 205.0) == "205 events learned (summed over its 3 views)"
     assert events_learned_phrase(one, 70.0) == "70 events learned"
+
+
+def _bits(values) -> list[str]:
+    """Each float's exact bits (== would equate -0.0 with 0.0 and fail on NaN)."""
+    return [float(value).hex() for value in values]
+
+
+def _generated_predictions(rng, n: int) -> list[Posterior | dict]:
+    """Predictions of every shape an expert gives: mostly two finite classes, some far apart (the
+    floor), equal, at +-0.0, with infinities or NaN, one class, none, three, the other order."""
+    made: list[Posterior | dict] = []
+    for _ in range(n):
+        shape = rng.integers(12)
+        if shape == 0:
+            made.append({})
+            continue
+        classes = ["ham", "spam", "other"][: 1 if shape == 1 else 3 if shape == 2 else 2]
+        if shape == 3:
+            classes = ["spam", "ham"]
+        scores = (rng.normal(-300.0, 200.0, len(classes)) * rng.choice([1e-3, 1.0, 1e4])).tolist()
+        if shape == 4:
+            scores[-1] = scores[0]
+        elif shape == 5:
+            scores[: 2] = rng.choice([0.0, -0.0, 1e-300, -1e-300], 2).tolist()
+        elif shape == 6:
+            scores[rng.integers(len(scores))] = float(rng.choice([math.inf, -math.inf, math.nan]))
+        elif shape == 7:
+            scores[0] = scores[-1] - 2e6  # beyond the input floor
+        prediction = Posterior(zip(classes, [1.0 / len(classes)] * len(classes)))
+        prediction.log_scores = scores
+        made.append(prediction)
+    return made
+
+
+@pytest.mark.parametrize("scale", ["sqrt_features", "none"])
+def test_the_batch_combination_is_the_definition_event_by_event_bit_for_bit(scale):
+    """_combined_many (its two-class path and the rest) against `_combined` called event by event,
+    on generated predictions: the same combined posteriors, log scores, inputs, weights and
+    offsets, to the last bit, learning or not."""
+    rng = np.random.default_rng(35)
+    n, experts = 3000, 3
+    per_expert = [_generated_predictions(rng, n) for _ in range(experts)]
+    # mostly well-formed events, where the two-class path runs: the same two classes in every expert
+    for i in range(n):
+        if rng.random() < 0.7:
+            for v in range(experts):
+                prediction = Posterior(zip(["ham", "spam"], [0.5, 0.5]))
+                prediction.log_scores = (rng.normal(-500.0, 300.0, 2) * rng.choice([1e-6, 1.0, 1e3])).tolist()
+                per_expert[v][i] = prediction
+    sizes = [rng.integers(0, 5000, n).tolist() for _ in range(experts)]
+    labels = rng.choice(np.array(["ham", "spam", "other", None], dtype=object), n, p=[0.45, 0.45, 0.05, 0.05]).tolist()
+
+    def expert_pool():
+        return Experts(["a", "b", "c"], [None] * experts, LogLinearPool(experts, learning_rate=0.5, scale=scale,
+                                                                          soft_clip=6.0, offset_step=0.2))
+
+    for learning in (labels, None):
+        batch, definition = expert_pool(), expert_pool()
+        combined = batch._combined_many(per_expert, sizes, learning)
+        expected = [definition._combined([p[i] for p in per_expert], [s[i] for s in sizes],
+                                         None if learning is None else learning[i], learn=learning is not None)
+                    for i in range(n)]
+        assert len(combined) == n
+        for got, want in zip(combined, expected):
+            assert type(got) is type(want) and list(got) == list(want)
+            assert _bits(got.values()) == _bits(want.values())
+            if want:
+                assert _bits(got.log_scores) == _bits(want.log_scores)
+                assert [_bits(row) for row in got.inputs] == [_bits(row) for row in want.inputs]
+                assert _bits(got.weights) == _bits(want.weights) and got.offsets == want.offsets
+        assert batch.pool.to_state() == definition.pool.to_state()
+        assert _bits(batch.pool.weights) == _bits(definition.pool.weights)
+        assert batch.pool.updates > (n // 2 if learning is not None else -1)
+    assert batch.pool.updates == 0  # the last round only predicted
+
+
+@pytest.mark.parametrize("scale", ["sqrt_features", "none"])
+def test_two_class_inputs_are_the_pools_inputs_of_the_log_posteriors_bit_for_bit(scale):
+    from stream_nb.model.experts import _two_class_inputs
+    from stream_nb.model.posterior import log_posteriors_of
+
+    rng = np.random.default_rng(7)
+    pool = LogLinearPool(3, scale=scale, soft_clip=float(rng.choice([0.5, 10.0, 1e4])))
+    rows = (rng.normal(-500.0, 300.0, (20000, 2)) * rng.choice([1e-9, 1e-3, 1.0, 1e3, 1e6], (20000, 1))).tolist()
+    rows += [[0.0, 0.0], [-0.0, -0.0], [0.0, -0.0], [-0.0, 0.0], [-1e-300, 1e-300], [5.0, 5.0], [-3e6, 0.0],
+             [0.0, -3e6], [-1.7e308, 1.7e308], [1e308, 1e308], [-1e308, -1e308]]
+    for row in rows:
+        n = int(rng.integers(0, 100000))
+        assert _bits(_two_class_inputs(pool, row, n)) == _bits(pool.inputs(log_posteriors_of(row), n)), (row, n)

@@ -69,6 +69,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from stream_nb.model._numerics import normalise_log_row
 from stream_nb.model.base import ViewBatch
 from stream_nb.model.posterior import Posterior, log_posteriors_of
@@ -241,6 +243,25 @@ class LogLinearPool:
         return pool
 
 
+def _two_class_inputs(pool: LogLinearPool, log_scores: list[float], n_features: int) -> list[float]:
+    """pool.inputs(log_posteriors_of(log_scores), n_features) for two finite log scores, by the same
+    float operations: math.fsum of two finite terms is their rounded sum, which is a + b except
+    that fsum gives 0.0 for -0.0 + -0.0 (hence the + 0.0 of the mean; the log-sum-exp's terms
+    add up to at least 1)."""
+    first, second = log_scores
+    best = max(log_scores)
+    total = best + math.log(math.exp(first - best) + math.exp(second - best))
+    first, second = first - total, second - total
+    first = first if first > -INPUT_FLOOR else -INPUT_FLOOR
+    second = second if second > -INPUT_FLOOR else -INPUT_FLOOR
+    if pool.scale == "sqrt_features":
+        root = math.sqrt(max(n_features, 1))
+        first, second = first / root, second / root
+    mean = (first + second + 0.0) / 2
+    half = pool.soft_clip / 2
+    return [half * math.tanh((first - mean) / half), half * math.tanh((second - mean) / half)]
+
+
 def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -410,12 +431,57 @@ class Experts:
         per_expert = [predict_learn(model, view, labels, mode, margin, margin_scale)
                       for model, view in zip(self.models, X.views)]
         sizes = [event_sizes(view) for view in X.views]
-        combined, learned = [], []
-        for i, label in enumerate(labels):
-            predictions = [probabilities[i] for probabilities, _ in per_expert]
-            combined.append(self._combined(predictions, [s[i] for s in sizes], label, learn=True))
-            learned.append(self.learned_flag([flags[i] for _, flags in per_expert]))
+        combined = self._combined_many([probabilities for probabilities, _ in per_expert], sizes, labels)
+        learned = [self.learned_flag(flags) for flags in zip(*(flags for _, flags in per_expert))]
         return combined, learned
+
+    def _combined_many(self, per_expert: list[list], sizes: list[list[int]], labels: Sequence | None = None) -> list:
+        """`_combined` of each event in order (`per_expert[v][i]`: expert v's prediction of event
+        i, `sizes[v][i]` its distinct features; with `labels`, learning each labeled one), the
+        same results bit for bit. An event whose experts all predict the same two classes with
+        finite log scores (every event once both classes are learned) is combined by the same
+        float operations without `_combined`'s general glue (`_two_class_inputs`, the softmax
+        inline); any other goes through `_combined` itself."""
+        pool = self.pool
+        learn = labels is not None
+        combined = []
+        for i, predictions in enumerate(zip(*per_expert)):
+            label = labels[i] if learn else None
+            first = predictions[0]
+            classes = list(first) if len(first) == 2 else None
+            rows = [] if classes is not None else None
+            for prediction in predictions:
+                scores = getattr(prediction, "log_scores", None)
+                if rows is None or scores is None or len(prediction) != 2 or list(prediction) != classes:
+                    rows = None
+                    break
+                low, high = scores
+                if low - low != 0.0 or high - high != 0.0:  # an infinity or NaN: the general path
+                    rows = None
+                    break
+                rows.append(scores)
+            if rows is None:
+                combined.append(self._combined(list(predictions), [s[i] for s in sizes], label, learn=learn))
+                continue
+            inputs = [_two_class_inputs(pool, scores, n[i]) for scores, n in zip(rows, sizes)]
+            logits = pool.logits(inputs, classes)
+            first_logit, second_logit = logits
+            if first_logit - first_logit != 0.0 or second_logit - second_logit != 0.0:
+                combined.append(self._combined(list(predictions), [s[i] for s in sizes], label, learn=learn))
+                continue
+            # normalise_log_row of two finite logits: the first largest, np.exp, a sum from 0.0
+            best = second_logit if second_logit > first_logit else first_logit
+            first_weight, second_weight = np.exp(np.array([first_logit - best, second_logit - best])).tolist()
+            total = 0.0 + first_weight + second_weight
+            q = [first_weight / total, second_weight / total]
+            result = CombinedPosterior(zip(classes, q))
+            result.log_scores = logits
+            result.classes, result.inputs, result.weights = classes, inputs, pool.weights
+            result.offsets = dict(pool.offsets)
+            if learn and label is not None:
+                pool.update(inputs, classes, label, logits, q)
+            combined.append(result)
+        return combined
 
     def as_view_batch(self, X) -> ViewBatch:
         """X itself when a ViewBatch, else a list of events, each a feature dict per view (the
@@ -463,7 +529,7 @@ class Experts:
         self._check_batch(X)
         per_expert = [model.predict_proba_many(view) for model, view in zip(self.models, X.views)]
         sizes = [event_sizes(view) for view in X.views]
-        return [self._combined([p[i] for p in per_expert], [s[i] for s in sizes]) for i in range(len(X))]
+        return self._combined_many(per_expert, sizes)
 
     def validate(self, X: ViewBatch, y, w=None) -> None:
         self._check_batch(X)
