@@ -428,7 +428,7 @@ class Experts:
         self._check_batch(X)
         for model, view in zip(self.models, X.views):  # a bad event refuses the batch before any expert learns
             model.validate(view, labels)
-        per_expert = [predict_learn(model, view, labels, mode, margin, margin_scale)
+        per_expert = [predict_learn(model, view, labels, mode, margin, margin_scale, validated=True)
                       for model, view in zip(self.models, X.views)]
         sizes = [event_sizes(view) for view in X.views]
         combined = self._combined_many([probabilities for probabilities, _ in per_expert], sizes, labels)

@@ -144,7 +144,7 @@ class LearnRule:
 
 
 def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
-                  margin_scale: str = "none") -> tuple[list[dict], list[bool]]:
+                  margin_scale: str = "none", *, validated: bool = False) -> tuple[list[dict], list[bool]]:
     """Prequential batch under a training regime: P(c | x) for each event with the state so far,
     and whether each event was learned.
 
@@ -156,7 +156,8 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
     other modes each decision depends on the prediction just made; they go a window at a time
     where the variant can (`_predict_learn_in_windows`), one event at a time elsewhere. Results
     equal the per-event loop exactly in every mode, and in every mode a batch with a bad event
-    raises before anything is learned.
+    raises before anything is learned (`validated`: the caller has checked X and y with
+    `model.validate` already, as an Experts model checks every view before any expert learns).
     """
     if mode not in TRAINING_MODES:
         raise ValueError(f"training mode must be one of {', '.join(TRAINING_MODES)}, got {mode!r}")
@@ -170,7 +171,8 @@ def predict_learn(model, X, y, mode: str = "all", margin: float = 0.0,
         return model.predict_learn_many(X, labels), [label is not None for label in labels]
     # Learning as it goes: a bad event must refuse the batch before the first learn, as
     # predict_learn_many does, or a caller that retries event by event counts the rest twice.
-    model.validate(X, labels)
+    if not validated:
+        model.validate(X, labels)
     margins = None
     if mode == "thick_threshold" and margin_scale == "sqrt_features":
         margins = np.array([margin_per_sqrt_feature(margin, n) for n in event_sizes(X)], dtype=np.float64)
