@@ -766,3 +766,5 @@ def test_a_vocabulary_of_repeated_names_is_refused():
     assert vocabulary.names() == vocabulary.by_column() == ["a", "b", "c", "d"]
     assert vocabulary.add_unknown(["e", "f", "e"]) == {"e": 4, "f": 5}
     assert vocabulary.by_column()[4:] == ["e", "f"] and vocabulary.lookup(["f", "x"]).tolist() == [5, -1]
+    vocabulary.add_new(["g", "h"])
+    assert vocabulary.by_column()[6:] == ["g", "h"] and vocabulary.mapping() == dict(zip("abcdefgh", range(8)))

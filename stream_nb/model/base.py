@@ -75,7 +75,7 @@ def _number_by_first_appearance(ranks: np.ndarray, unknown: Sequence) -> tuple[n
     renumbered = np.full(len(ranks), -1, dtype=np.int64)
     renumbered[absent] = new_rank[ranks[absent]]
     renumbered.flags.writeable = False
-    return renumbered, [unknown[r] for r in order.tolist()]
+    return renumbered, list(map(unknown.__getitem__, order.tolist()))
 
 
 class ColumnNames(Sequence):
@@ -579,7 +579,7 @@ class NaiveBayes(river_base.Classifier):
                 if pending:
                     pending_names = new_names
                 else:
-                    self._vocabulary.add_unknown(new_names)
+                    self._vocabulary.add_new(new_names)  # the featuriser's numbering: each name once
                 column[missing] = size + ranks
             elif len(learned_missing):
                 name_at = names.__getitem__

@@ -54,6 +54,13 @@ class Vocabulary:
         self._by_column.extend(added)
         return added
 
+    def add_new(self, names: list) -> None:
+        """`add` for distinct names none of which is in the vocabulary yet (a batch's new names,
+        each once), without the dicts `add_unknown` makes to number and return them."""
+        start = len(self._column_of)
+        self._column_of.update(zip(names, range(start, start + len(names))))
+        self._by_column.extend(names)
+
     def lookup(self, names: list) -> np.ndarray:
         """Column of each name, -1 where the name was never added."""
         return np.fromiter(
