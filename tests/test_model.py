@@ -768,3 +768,21 @@ def test_a_vocabulary_of_repeated_names_is_refused():
     assert vocabulary.by_column()[4:] == ["e", "f"] and vocabulary.lookup(["f", "x"]).tolist() == [5, -1]
     vocabulary.add_new(["g", "h"])
     assert vocabulary.by_column()[6:] == ["g", "h"] and vocabulary.mapping() == dict(zip("abcdefgh", range(8)))
+
+
+def test_first_occurrences_are_uniques_values_in_order_of_first_appearance():
+    """_numerics.first_occurrences against its definition (np.unique's values by return_index),
+    on generated keys: empty, one, all alike, few distinct among many, most distinct."""
+    from stream_nb.model._numerics import first_occurrences
+
+    rng = np.random.default_rng(11)
+    cases = [np.zeros(0, dtype=np.int64), np.array([3]), np.full(50, 2)]
+    for length, n_keys in [(1000, 7), (1000, 5000), (200000, 150000), (30, 30)]:
+        cases.append(rng.integers(0, n_keys, length))
+    for keys in cases:
+        keys = keys.astype(np.int64)
+        n_keys = int(keys.max()) + 1 + int(rng.integers(0, 5)) if len(keys) else 0
+        values, first_at = np.unique(keys, return_index=True)
+        got = first_occurrences(keys, n_keys)
+        assert got.dtype == np.int64 and got.tolist() == values[np.argsort(first_at, kind="stable")].tolist()
+

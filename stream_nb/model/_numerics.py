@@ -41,6 +41,19 @@ def exclusive_prefix_by_group(group: np.ndarray, contributions: np.ndarray) -> n
     return out
 
 
+def first_occurrences(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """The distinct values of `keys` (ints in [0, n_keys)) in order of first occurrence:
+
+        values, first_at = np.unique(keys, return_index=True);  values[np.argsort(first_at)]
+
+    without a sort: each key's first position by np.minimum.at, then the positions that are
+    their key's first, in order (O(len(keys) + n_keys))."""
+    positions = np.arange(len(keys), dtype=np.int64)
+    first_at = np.full(n_keys, len(keys), dtype=np.int64)
+    np.minimum.at(first_at, keys, positions)
+    return keys[first_at[keys] == positions]
+
+
 def row_sums(matrix: np.ndarray) -> np.ndarray:
     """matrix.sum(axis=1), adding the (few) columns one after another: faster for narrow
     matrices, and the same order of addition whatever the number of rows."""

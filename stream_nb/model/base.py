@@ -30,6 +30,7 @@ from stream_nb.model._numerics import (
     effective_log_row,
     effective_log_scores,
     exclusive_cumsum,
+    first_occurrences,
     log_list,
     normalise_effective,
     normalise_log_row,
@@ -67,9 +68,7 @@ def _number_by_first_appearance(ranks: np.ndarray, unknown: Sequence) -> tuple[n
     """(ranks, unknown) renumbered 0, 1, ... by first appearance in `ranks` (-1 stays -1), and
     unknown cut to the names still numbered, in that order."""
     absent = np.flatnonzero(ranks >= 0)
-    first_at = np.full(len(unknown), len(ranks), dtype=np.int64)
-    np.minimum.at(first_at, ranks[absent], absent)
-    order = np.argsort(first_at, kind="stable")[: int(np.count_nonzero(first_at < len(ranks)))]
+    order = first_occurrences(ranks[absent], len(unknown))
     new_rank = np.full(len(unknown), -1, dtype=np.int64)
     new_rank[order] = np.arange(len(order))
     renumbered = np.full(len(ranks), -1, dtype=np.int64)

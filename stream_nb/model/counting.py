@@ -24,6 +24,7 @@ import numpy as np
 from stream_nb.model._numerics import (
     exclusive_cumsum,
     exclusive_prefix_by_group,
+    first_occurrences,
     per_event_sum,
     row_sums,
     row_total,
@@ -410,8 +411,7 @@ class CountingNB(NaiveBayes):
         if isinstance(X, SparseBatch) and (X.values is None or X.values.all()):
             # every name is an occurrence of the encoded batch (no zero value was dropped)
             learned_occurrence = np.array(learned, dtype=bool)[batch.event] & (batch.column >= size)
-            first_columns, first_at = np.unique(batch.column[learned_occurrence], return_index=True)
-            rows = first_columns[np.argsort(first_at, kind="stable")]
+            rows = size + first_occurrences(batch.column[learned_occurrence] - size, len(pending))
         else:  # learn_one adds every name of an event, zero values included
             column_of = dict(zip(pending, range(size, size + len(pending))))
             order = dict.fromkeys(name for x, was_learned in zip(X, learned) if was_learned
