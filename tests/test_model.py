@@ -786,3 +786,26 @@ def test_first_occurrences_are_uniques_values_in_order_of_first_appearance():
         got = first_occurrences(keys, n_keys)
         assert got.dtype == np.int64 and got.tolist() == values[np.argsort(first_at, kind="stable")].tolist()
 
+
+@pytest.mark.parametrize("make", [lambda: MultinomialNB(alpha=0.5), lambda: ComplementNB(alpha=0.5),
+                                  lambda: BernoulliNB(), lambda: BernoulliNB(true_threshold=1.0)])
+def test_a_batch_of_ones_checks_as_its_values_written_out(make):
+    """A SparseBatch without values (every value 1, checked by checking one) and the same batch
+    with its ones written out: the same predictions and the same state, bit for bit (for a
+    Bernoulli threshold of 1, every feature absent alike)."""
+    from stream_nb.checkpoint.digest import state_digest
+    from stream_nb.model import SparseBatch
+
+    rng = np.random.default_rng(5)
+    names = [f"w{k}" for k in rng.integers(0, 40, 600).tolist()]
+    lengths = np.array([6] * 100)
+    labels = rng.choice(["ham", "spam"], 100).tolist()
+    models = [make(), make()]
+    results = []
+    for model, values in zip(models, [None, np.ones(len(names))]):
+        batch = SparseBatch(names, lengths, values)
+        model.learn_many(batch[:50], labels[:50])
+        results.append([sorted(p.items()) for p in model.predict_proba_many(batch[50:])])
+        model.learn_many(batch[50:], labels[50:])
+    assert results[0] == results[1]
+    assert state_digest(models[0].to_state()) == state_digest(models[1].to_state())

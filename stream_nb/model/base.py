@@ -488,7 +488,9 @@ class NaiveBayes(river_base.Classifier):
     # ---- encoding ---------------------------------------------------------------------
 
     def _check_values(self, values: np.ndarray) -> np.ndarray:
-        """Validate feature values; return the mask of occurrences that carry information."""
+        """Validate feature values; return the mask of occurrences that carry information.
+        Element by element (a value's mask and whether it is refused depend on it alone), so a
+        batch of ones is checked by checking one."""
         if not np.isfinite(values).all():
             raise ValueError("feature values must be finite numbers (got NaN or infinity)")
         return values != 0
@@ -544,7 +546,10 @@ class NaiveBayes(river_base.Classifier):
                 if bad is not None:
                     raise TypeError(f"feature values must be real numbers, got {bad.__name__}")
             value = np.array(values, dtype=np.float64)
-        keep = self._check_values(value)
+        if sparse and X.values is None and len(value):  # every value 1: one check tells (it is elementwise)
+            keep = np.full(len(value), bool(self._check_values(np.ones(1))[0]))
+        else:
+            keep = self._check_values(value)
         weight = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
         if weights is not None and (not np.all(np.isfinite(weight)) or np.any(weight < 0)):
             raise ValueError(_BAD_WEIGHTS)
