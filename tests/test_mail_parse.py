@@ -627,6 +627,21 @@ def test_generated_multipart_layouts_read_as_the_original_parser_reads_them():
     assert taken == 1631  # measured: the fast path takes these, the parser reads the rest
 
 
+def test_a_boundary_folded_across_lines_is_read_as_the_original_parser_reads_it():
+    """A quoted boundary with a line break in it (a folded header) never matches a line for the
+    feed parser; the multipart fast path leaves such a message to it."""
+    from stream_nb.mail.parse import _simple_message
+    from tests.mail_reference import parse_mail_reference
+
+    for fold in ("\n ", "\n\t", "\r\n "):
+        data = (
+            "From: a@b.example\nContent-Type: multipart/mixed; boundary=\"b%sc\"\n\npreamble\n"
+            "--b%sc\nContent-Type: text/plain\n\nhello\n--b%sc--\n" % (fold, fold, fold)
+        ).encode()
+        assert _simple_message(data) is None
+        assert reading(parse_mail(data)) == reading(parse_mail_reference(data))
+
+
 def test_boundary_lines_are_the_boundary_pattern_s():
     """_boundary_lines against the pattern it replaces (one compiled per boundary), on generated
     texts of boundary pieces, line breaks, blanks and dashes, from every start."""

@@ -288,14 +288,16 @@ def _simple_multipart(message: Message, text: str, body_start: int) -> Message |
     '\n' or '\r\n' only; a preamble, then parts each of plain header lines (or none), a blank
     line and a body (its last line break belongs to the boundary), each of a type that is
     neither multipart nor message/*, the closing boundary, an epilogue. None for anything
-    else (a missing or doubled boundary, a part the parser would find defects in, nesting,
-    a digest): the parser reads it. Preamble and epilogue, which nothing here reads, stay
-    None."""
+    else (a missing or doubled boundary, a boundary with a line break in it, a part the parser
+    would find defects in, nesting, a digest): the parser reads it. Preamble and epilogue,
+    which nothing here reads, stay None."""
     if message.get_content_type() == "multipart/digest":  # its parts default to message/rfc822
         return None
     boundary = message.get_boundary()
     cte = str(message.get("content-transfer-encoding", "8bit")).lower()
     if not boundary or cte not in ("7bit", "8bit", "binary"):
+        return None
+    if "\n" in boundary:  # (a folded quoted value) the parser matches it within one line only
         return None
     if text.count("\r", body_start) != text.count("\r\n", body_start):
         return None
