@@ -255,15 +255,18 @@ def _simple_message(data: bytes) -> Message | None:
     return message
 
 
-def _boundary_lines(text: str, boundary: str, position: int) -> list[tuple[int, int, bool]]:
-    """(start, end, closing) of each line the parser takes for a boundary, from `position` on:
-    what `re.compile(r"^--%s(--)?[ \t]*\r?$" % re.escape(boundary), re.MULTILINE).finditer(text,
-    position)` finds, (match.start(), match.end(), group 1 matched), without compiling a pattern
-    for every boundary: '--' and the boundary at the start of a line, '--' for the closing one,
-    blanks, and the line's end (an '\r' before it is the match's)."""
+def _boundary_lines(text: str, boundary: str, position: int, limit: int | None = None) -> list[tuple[int, int, bool]]:
+    """(start, end, closing) of each line the parser takes for a boundary, from `position` on
+    (and, with a `limit`, starting before it): what `re.compile(r"^--%s(--)?[ \t]*\r?$" %
+    re.escape(boundary), re.MULTILINE).finditer(text, position)` finds, (match.start(),
+    match.end(), group 1 matched), without compiling a pattern for every boundary: '--' and the
+    boundary at the start of a line, '--' for the closing one, blanks, and the line's end (an
+    '\r' before it is the match's)."""
     marker = "--" + boundary
+    if limit is None:
+        limit = len(text)
     lines = []
-    while (at := text.find(marker, position)) != -1:
+    while (at := text.find(marker, position, limit + len(marker) - 1)) != -1:
         position = at + 1
         if at > 0 and text[at - 1] != "\n":  # '^': not the start of a line
             continue
@@ -282,15 +285,22 @@ def _boundary_lines(text: str, boundary: str, position: int) -> list[tuple[int, 
     return lines
 
 
-def _simple_multipart(message: Message, text: str, body_start: int) -> Message | None:
+def _simple_multipart(
+    message: Message, text: str, body_start: int, body_end: int | None = None, depth: int = 0
+) -> Message | None:
     """`message` (a multipart's headers) given the parts the parser would attach to it, for
-    the plain layout: a boundary, a transfer encoding a multipart may have, lines broken by
-    '\n' or '\r\n' only; a preamble, then parts each of plain header lines (or none), a blank
-    line and a body (its last line break belongs to the boundary), each of a type that is
-    neither multipart nor message/*, the closing boundary, an epilogue. None for anything
-    else (a missing or doubled boundary, a boundary with a line break in it, a part the parser
-    would find defects in, nesting, a digest): the parser reads it. Preamble and epilogue,
-    which nothing here reads, stay None."""
+    the plain layout of its body, `text[body_start:body_end]` (to the end without `body_end`):
+    a boundary, a transfer encoding a multipart may have, lines broken by '\n' or '\r\n' only;
+    a preamble, then parts each of plain header lines (or none), a blank line and a body (its
+    last line break belongs to the boundary), each of a type that is not message/* and, for a
+    multipart (fewer than MAX_DEPTH levels down), of this layout itself within its part, the
+    closing boundary, an epilogue. None for anything else (a missing or doubled boundary, a
+    boundary with a line break in it, a part the parser would find defects in, a digest): the
+    parser reads it. Preamble and epilogue, which nothing here reads, stay None.
+
+    A nested multipart ends where its part does: the parser ends every line of a part at an
+    enclosing boundary line before its own boundaries are looked at, and a part holds no line
+    of the enclosing boundary."""
     if message.get_content_type() == "multipart/digest":  # its parts default to message/rfc822
         return None
     boundary = message.get_boundary()
@@ -299,9 +309,11 @@ def _simple_multipart(message: Message, text: str, body_start: int) -> Message |
         return None
     if "\n" in boundary:  # (a folded quoted value) the parser matches it within one line only
         return None
-    if text.count("\r", body_start) != text.count("\r\n", body_start):
-        return None
-    marks = _boundary_lines(text, boundary, body_start)
+    if body_end is None:  # the outermost multipart: its body holds every nested one's
+        body_end = len(text)
+        if text.count("\r", body_start) != text.count("\r\n", body_start):
+            return None
+    marks = _boundary_lines(text, boundary, body_start, body_end)
     if not marks or marks[0][2]:  # no opening boundary before the closing one
         return None
     for mark, following in zip(marks, marks[1:] + [None]):
@@ -312,19 +324,25 @@ def _simple_multipart(message: Message, text: str, body_start: int) -> Message |
         start, end = mark[1] + 1, following[0]
         if start >= end:  # two boundary lines in a row: the parser swallows the second
             return None
-        region = text[start:end]
-        if region.startswith("\n") or region.startswith("\r\n"):  # a part without headers
-            headers, body = "", region[region.index("\n") + 1:]
+        if text.startswith("\n", start) or text.startswith("\r\n", start):  # a part without headers
+            headers, part_body = "", text.index("\n", start) + 1
         else:
-            blank = _BLANK_LINE.search(region)
+            blank = _BLANK_LINE.search(text, start, end)
             if blank is None:  # headers up to the boundary, or a body without a blank line
                 return None
-            headers, body = region[: blank.start() + 1], region[blank.end():]
+            headers, part_body = text[start: blank.start() + 1], blank.end()
         part = _with_plain_headers(headers, 0, _ReadMessage(policy=compat32))
-        if part is None or part.get_content_maintype() in ("multipart", "message"):
+        if part is None:
             return None
-        # the line break before a boundary belongs to it (RFC 2046)
-        part.set_payload(body[:-2] if body.endswith("\r\n") else body[:-1])
+        maintype = part.get_content_maintype()
+        if maintype == "multipart":
+            if depth + 1 >= MAX_DEPTH or _simple_multipart(part, text, part_body, end, depth + 1) is None:
+                return None
+        elif maintype == "message":
+            return None
+        else:
+            body = text[part_body:end]  # the line break before a boundary belongs to it (RFC 2046)
+            part.set_payload(body[:-2] if body.endswith("\r\n") else body[:-1])
         message.attach(part)
     return None
 
