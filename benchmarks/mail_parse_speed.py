@@ -49,13 +49,14 @@ def load_corpus() -> list[tuple[str, bytes]]:
 
 
 def forget_seen_values() -> None:
-    """Empty parse_mail's memos of recurring values (registered domains, parsed address
-    lists), so that every pass reads the corpus as the first one does."""
-    from stream_nb.mail.html import registered_domain
-    from stream_nb.mail.parse import _parsed_address
+    """Empty parse_mail's memos of recurring values (link hosts, registered domains, header
+    parameters, parsed address lists), so that every pass reads the corpus as the first one
+    does."""
+    from stream_nb.mail.html import host_of_url, registered_domain
+    from stream_nb.mail.parse import _params_of, _parsed_address
 
-    registered_domain.cache_clear()
-    _parsed_address.cache_clear()
+    for memo in (host_of_url, registered_domain, _params_of, _parsed_address):
+        memo.cache_clear()
 
 
 def parse_rate(parse, messages: list[bytes], repeats: int) -> float:

@@ -753,6 +753,26 @@ def test_the_fast_paths_message_looks_headers_up_as_message_does():
         same()
 
 
+def test_plain_parameters_are_messages_parameters():
+    """_plain_params against Message._get_params_preserve on generated header values of
+    separators, quotes, blanks, names and the characters that make it give up ('\\', '*')."""
+    from email.message import Message
+
+    from stream_nb.mail.parse import _OneValue, _plain_params
+
+    rng = random.Random(11)
+    pieces = [";", "=", '"', " ", "\t", "a", "B", "*", "\\", "<", ">", "'", "%", "\u0130", "\n ", "text/plain",
+              "charset", "boundary", "==", '""', "x y", ";;", "\xe9", "\udce9", "NAME", "----=_Part_1"]
+    taken = 0
+    for _ in range(50_000):
+        value = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        plain = _plain_params(value)
+        if plain is not None:
+            assert plain == tuple(Message._get_params_preserve(_OneValue(value), None, "content-type")), value
+            taken += 1
+    assert taken > 20_000
+
+
 def test_the_fast_paths_build_the_parsers_message_for_the_corpus(corpus):
     from email.parser import BytesParser
     from email.policy import compat32

@@ -147,6 +147,7 @@ def count_bucket(count: int) -> str:
     return str(low) if low == 1 else f"{low}-{low * 2 - 1}"
 
 
+@lru_cache(maxsize=512)  # a link's target is read at its start and again at its end
 def host_of_url(url: str) -> str | None:
     """The lower-cased host of an absolute http(s)/ftp URL (or 'www.' link), else None."""
     url = url.strip().lower()

@@ -23,7 +23,7 @@ from email.header import Header, decode_header
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import compat32
-from email.utils import collapse_rfc2231_value, parseaddr, unquote
+from email.utils import collapse_rfc2231_value, parseaddr, quote, unquote
 from functools import lru_cache
 
 from stream_nb.events.codec import has_lone_surrogate
@@ -59,6 +59,7 @@ _REFUSED_CODECS = frozenset(
      "raw_unicode_escape"}
 )
 _FALLBACK_CHARSET = "cp1252"
+_MISSING = object()
 
 # A header as the feed parser reads one: a name of printable ASCII but ':', then ':', its value
 # (blanks after the ':' left out, as compat32 leaves them) and its continuation lines.
@@ -210,15 +211,48 @@ class _OneValue:
 
 @lru_cache(maxsize=256)
 def _params_of(value: str) -> tuple:
-    """Message._get_params_preserve of a header whose value is `value`."""
+    """Message._get_params_preserve of a header whose value is `value` (`_plain_params` for the
+    common value; a boundary makes most multipart values new ones, so they are often not in
+    the cache)."""
+    plain = _plain_params(value)
+    if plain is not None:
+        return plain
     return tuple(Message._get_params_preserve(_OneValue(value), None, "content-type"))
 
 
-def _with_plain_headers(block: str, position: int, message: Message) -> Message | None:
+def _plain_params(value: str) -> tuple | None:
+    """Message._get_params_preserve of a value without '\\' or '*' whose every ';'-separated
+    piece holds an even number of '"' (None for any other): its pieces are then
+    `value.split(";")` (no ';' is quoted), each (name, value) as `_parseparam` and
+    `_get_params_preserve` strip and lower-case them, the first as it stands, the others
+    `(name, '"%s"' % quote(unquote(value)))` as `decode_params` makes them (no '*': no RFC 2231
+    name)."""
+    if "\\" in value or "*" in value:
+        return None
+    params = []
+    for piece in value.split(";"):
+        if piece.count('"') % 2:
+            return None
+        name, equals, piece_value = piece.partition("=")
+        if equals:
+            params.append((name.strip().lower().strip(), piece_value.strip()))
+        else:
+            params.append((piece.strip(), ""))
+    return (params[0], *[(name, '"%s"' % quote(unquote(piece_value))) for name, piece_value in params[1:]])
+
+
+def _native_loops():
+    """The C extension when it is built and the environment allows it (`native_allowed`), else
+    None: parse_mail asks once per message (the environment is slow to read), and hands the
+    answer down."""
+    return _native if _native is not None and native_allowed() else None
+
+
+def _with_plain_headers(block: str, position: int, message: Message, native) -> Message | None:
     """`message` given the header lines of `block` from `position` on, as the parser sets
-    them, when they are all plain (`_header_fields`); None when one is not."""
-    native = _native is not None and native_allowed()
-    fields = (_native.header_fields if native else _header_fields)(block, position)
+    them, when they are all plain (`_header_fields`, or its C twin from `native`); None when
+    one is not."""
+    fields = (_header_fields if native is None else native.header_fields)(block, position)
     if fields is None:
         return None
     flat = iter(fields)
@@ -226,12 +260,14 @@ def _with_plain_headers(block: str, position: int, message: Message) -> Message 
     return message
 
 
-def _simple_message(data: bytes) -> Message | None:
+def _simple_message(data: bytes, native=_MISSING) -> Message | None:
     """The `Message` compat32's parser would build, for the common shapes it reads without
     judgement: plain 'Name: value' header lines (continuations, a first 'From ' envelope line)
     ended by a blank line, then either a body of a type that is neither multipart nor
     message/* (the rest of the input, as it stands) or a plain multipart (`_simple_multipart`).
-    None for anything else: the parser reads it."""
+    None for anything else: the parser reads it. `native`: `_native_loops()`, asked when not given."""
+    if native is _MISSING:
+        native = _native_loops()
     text = data.decode("ascii", "surrogateescape")  # as BytesParser decodes
     blank = _BLANK_LINE.search(text)
     if blank is None or text[:1] in ("\r", "\n"):
@@ -244,11 +280,11 @@ def _simple_message(data: bytes) -> Message | None:
     if block.startswith("From "):
         position = block.index("\n") + 1
         message.set_unixfrom(block[: position - 1].rstrip("\r"))
-    if _with_plain_headers(block, position, message) is None:
+    if _with_plain_headers(block, position, message, native) is None:
         return None
     maintype = message.get_content_maintype()
     if maintype == "multipart":
-        return _simple_multipart(message, text, blank.end())
+        return _simple_multipart(message, text, blank.end(), native)
     if maintype == "message":
         return None
     message.set_payload(text[blank.end():])
@@ -286,7 +322,7 @@ def _boundary_lines(text: str, boundary: str, position: int, limit: int | None =
 
 
 def _simple_multipart(
-    message: Message, text: str, body_start: int, body_end: int | None = None, depth: int = 0
+    message: Message, text: str, body_start: int, native, body_end: int | None = None, depth: int = 0
 ) -> Message | None:
     """`message` (a multipart's headers) given the parts the parser would attach to it, for
     the plain layout of its body, `text[body_start:body_end]` (to the end without `body_end`):
@@ -331,12 +367,12 @@ def _simple_multipart(
             if blank is None:  # headers up to the boundary, or a body without a blank line
                 return None
             headers, part_body = text[start: blank.start() + 1], blank.end()
-        part = _with_plain_headers(headers, 0, _ReadMessage(policy=compat32))
+        part = _with_plain_headers(headers, 0, _ReadMessage(policy=compat32), native)
         if part is None:
             return None
         maintype = part.get_content_maintype()
         if maintype == "multipart":
-            if depth + 1 >= MAX_DEPTH or _simple_multipart(part, text, part_body, end, depth + 1) is None:
+            if depth + 1 >= MAX_DEPTH or _simple_multipart(part, text, part_body, native, end, depth + 1) is None:
                 return None
         elif maintype == "message":
             return None
@@ -405,9 +441,6 @@ def _content_type(part: Message, raw: str | Header | None) -> str:
         return part.get_default_type()
     full_type = str(raw).partition(";")[0].strip().lower()
     return full_type if full_type.count("/") == 1 else "text/plain"
-
-
-_MISSING = object()
 
 
 def _param(params: list | None, name: str, failobj: object) -> object:
@@ -536,10 +569,11 @@ def _relay_words(spaced: str) -> list:
     return found
 
 
-def _received_features(values: list[str], evidence: _Evidence) -> None:
+def _received_features(values: list[str], evidence: _Evidence, native) -> None:
     """Relays of the first MAX_RECEIVED Received headers: the hosts after 'from' and 'by',
-    their domains, and the /24 of bracketed IPv4 addresses."""
-    relay_words = _native.relay_words if _native is not None and native_allowed() else _relay_words
+    their domains, and the /24 of bracketed IPv4 addresses (`_relay_words`, or its C twin
+    from `native`)."""
+    relay_words = _relay_words if native is None else native.relay_words
     features = evidence.features  # each name below is one word already: no re-splitting
     for value in values[:MAX_RECEIVED]:
         spaced = value[:MAX_HEADER_CHARS].lower().replace("(", " ").replace(")", " ")
@@ -593,8 +627,8 @@ def _field_text(name: str, value: str, evidence: _Evidence) -> str:
     return _header_text(_fetched(name, value), evidence)
 
 
-def _header_features(message: Message, evidence: _Evidence) -> str:
-    """The top-level headers' features; returns the decoded subject."""
+def _header_features(message: Message, evidence: _Evidence, native) -> str:
+    """The top-level headers' features; returns the decoded subject. `native`: `_native_loops()`."""
     # The names lower-cased once instead of at each look-up (Message.get scans them all); the
     # fast paths' message has them indexed already (its look-ups while it was built).
     headers = message._headers  # (what raw_items gives a copy of)
@@ -623,7 +657,7 @@ def _header_features(message: Message, evidence: _Evidence) -> str:
     if domains.get("reply-to") and domains.get("from") and domains["reply-to"] != domains["from"]:
         evidence.feature("#hdr:reply-to:other_domain")
     received = [_field_text(*field, evidence) for field in received_fields]
-    _received_features(received, evidence)
+    _received_features(received, evidence, native)
     message_id = text("message-id").strip()
     if not message_id:
         evidence.feature("#hdr:message-id:missing")
@@ -744,8 +778,9 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
     if cut is not None:
         data = cut
         evidence.defect("content_type_cap")
+    native = _native_loops()
     try:
-        message = _simple_message(data)
+        message = _simple_message(data, native)
         if message is None:
             message = BytesParser(policy=compat32).parsebytes(data)
     except Exception as error:  # the parser is meant never to raise; if it does, say so
@@ -753,7 +788,7 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
         return ParsedMail(subject="", body="", features=[], defects=list(evidence.defects))
     reading = _Reading(evidence=evidence, texts=[])
     subject = ""
-    steps = (lambda: _header_features(message, evidence), lambda: _read_part(message, 0, reading))
+    steps = (lambda: _header_features(message, evidence, native), lambda: _read_part(message, 0, reading))
     for step in steps:
         try:
             result = step()
