@@ -4,8 +4,9 @@
 `_scan` hands the reader, blank texts left out (the reader ignores them); `read` (those tokens
 read by the C reader) makes `read_html` give what it gives with the extension switched off;
 `bounded_markup` is `_bounded_markup`; `relay_words` is `_relay_words`; `header_fields` is
-`_header_fields`; and parse_mail reads the corpus and hostile mail alike either way. The
-extension is optional: where it is not built these tests skip (under CI=true they fail).
+`_header_fields` and `header_table` `_header_table`; and parse_mail reads the corpus and hostile
+mail alike either way. The extension is optional: where it is not built these tests skip (under
+CI=true they fail).
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ HEADER_PIECES = [
 ]
 
 
-def test_header_fields_are_those_of_the_python_definition(scan):
+def test_header_fields_and_table_are_those_of_the_python_definitions(scan):
     from stream_nb.mail import parse
 
     rng = random.Random(23)
@@ -285,6 +286,8 @@ def test_header_fields_are_those_of_the_python_definition(scan):
         position = rng.choice([0, 0, 0, 1, len(block)])
         expected = parse._header_fields(block, position)
         assert html._native.header_fields(block, position) == expected, (block, position)
+        table = parse._header_table(block, position)
+        assert html._native.header_table(block, position) == table, (block, position)
         plain += expected is not None
         with_fields += bool(expected)
     assert (plain, with_fields) == (17_953, 3_331)  # measured

@@ -522,6 +522,7 @@ def test_relay_words_are_python_s(value):
 
 @settings(max_examples=500)
 @given(st.lists(st.sampled_from(HEADER_PIECES) | st.text(max_size=4), max_size=8).map("".join), st.data())
-def test_header_fields_are_python_s(block, data):
+def test_header_fields_and_table_are_python_s(block, data):
     position = data.draw(st.sampled_from([0, 0, 1, len(block)]) | st.integers(0, len(block)))
     assert mail_native().header_fields(block, position) == parse._header_fields(block, position)
+    assert mail_native().header_table(block, position) == parse._header_table(block, position)

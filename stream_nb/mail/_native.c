@@ -976,9 +976,68 @@ not_plain:
     Py_RETURN_NONE;
 }
 
+/* `name.lower()` of a str of ASCII characters only (header_fields' names), as a new reference:
+ * the name itself when it has no capital letter. */
+static PyObject *ascii_lowered(PyObject *name) {
+    if (!PyUnicode_IS_ASCII(name)) return PyObject_CallMethod(name, "lower", NULL);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(name);
+    const Py_UCS1 *from = PyUnicode_1BYTE_DATA(name);
+    Py_ssize_t first_capital = 0;
+    while (first_capital < size && !(from[first_capital] >= 'A' && from[first_capital] <= 'Z'))
+        first_capital++;
+    if (first_capital == size) {
+        Py_INCREF(name);
+        return name;
+    }
+    PyObject *lowered = PyUnicode_New(size, 127);
+    if (lowered == NULL) return NULL;
+    Py_UCS1 *to = PyUnicode_1BYTE_DATA(lowered);
+    for (Py_ssize_t at = 0; at < size; at++)
+        to[at] = (from[at] >= 'A' && from[at] <= 'Z') ? (Py_UCS1)(from[at] + 32) : from[at];
+    return lowered;
+}
+
+/* header_table(block, position) -> (headers, first, lowered) or None: parse.py's `_header_table`
+ * (header_fields' fields as (name, value) pairs, their names lower-cased, and
+ * {lower-cased name: the position of its first field}). */
+static PyObject *header_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *fields = header_fields(module, args, nargs);
+    if (fields == NULL || fields == Py_None) return fields;
+    Py_ssize_t count = PyList_GET_SIZE(fields) / 2;
+    PyObject *headers = PyList_New(count); /* (a list's NULL items are skipped when it is freed) */
+    PyObject *lowered = PyList_New(count);
+    PyObject *first = PyDict_New();
+    PyObject *table = NULL;
+    if (headers == NULL || lowered == NULL || first == NULL) goto done;
+    for (Py_ssize_t at = 0; at < count; at++) {
+        PyObject *pair =
+            PyTuple_Pack(2, PyList_GET_ITEM(fields, 2 * at), PyList_GET_ITEM(fields, 2 * at + 1));
+        if (pair == NULL) goto done;
+        PyList_SET_ITEM(headers, at, pair);
+        PyObject *name = ascii_lowered(PyList_GET_ITEM(fields, 2 * at));
+        if (name == NULL) goto done;
+        PyList_SET_ITEM(lowered, at, name);
+        PyObject *position = PyLong_FromSsize_t(at);
+        if (position == NULL) goto done;
+        PyObject *kept = PyDict_SetDefault(first, name, position); /* borrowed; the first stays */
+        Py_DECREF(position);
+        if (kept == NULL) goto done;
+    }
+    table = PyTuple_Pack(3, headers, first, lowered);
+done:
+    Py_DECREF(fields);
+    Py_XDECREF(headers);
+    Py_XDECREF(lowered);
+    Py_XDECREF(first);
+    return table;
+}
+
 static PyMethodDef METHODS[] = {
     {"header_fields", (PyCFunction)(void (*)(void))header_fields, METH_FASTCALL,
      "header_fields(block, position) -> [name, value, ...] or None (parse.py's _header_fields)."},
+    {"header_table", (PyCFunction)(void (*)(void))header_table, METH_FASTCALL,
+     "header_table(block, position) -> (headers, first, lowered) or None (parse.py's "
+     "_header_table)."},
     {"read", (PyCFunction)(void (*)(void))read_markup, METH_FASTCALL,
      "read(markup, helpers) -> (visible, features, images, hidden chunks), or None."},
     {"relay_words", (PyCFunction)(void (*)(void))relay_words, METH_FASTCALL,

@@ -248,15 +248,31 @@ def _native_loops():
     return _native if _native is not None and native_allowed() else None
 
 
-def _with_plain_headers(block: str, position: int, message: Message, native) -> Message | None:
-    """`message` given the header lines of `block` from `position` on, as the parser sets
-    them, when they are all plain (`_header_fields`, or its C twin from `native`); None when
-    one is not."""
-    fields = (_header_fields if native is None else native.header_fields)(block, position)
+def _header_table(block: str, position: int) -> tuple[list, dict, list[str]] | None:
+    """(the fields as (name, value) pairs, {lower-cased name: the position of its first field},
+    the lower-cased names) of `_header_fields(block, position)`, None when that is None. (The C
+    extension's `header_table` repeats it, in one pass.)"""
+    fields = _header_fields(block, position)
     if fields is None:
         return None
     flat = iter(fields)
-    message._headers += zip(flat, flat)  # what Message.set_raw does, field by field
+    headers = list(zip(flat, flat))
+    return (headers, *_field_index(headers))
+
+
+def _with_plain_headers(block: str, position: int, message: Message, native) -> Message | None:
+    """`message` given the header lines of `block` from `position` on, as the parser sets
+    them, when they are all plain (`_header_table`, or its C twin from `native`); None when
+    one is not. A message without headers yet takes the table's index of its names too."""
+    table = (_header_table if native is None else native.header_table)(block, position)
+    if table is None:
+        return None
+    headers, first, lowered = table
+    if message._headers:
+        message._headers += headers  # what Message.set_raw does, field by field
+    else:
+        message._headers = headers
+        message._first_field = (headers, len(headers), first, lowered)  # as field_index makes it
     return message
 
 
