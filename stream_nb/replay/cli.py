@@ -56,7 +56,7 @@ def register(subparsers) -> None:
                         help="(file) replay the events in one shuffled order, seeded (a corpus stored by class)")
     replay.add_argument("--parse-processes", type=_process_count, default=None, metavar="N",
                         help="processes that read raw mail ahead of the learner, for a stream of over 256 "
-                             "messages (default: one fewer than the CPUs, at most 8; 0: none); the figures are "
+                             "messages (default: two fewer than the CPUs, at most 8; 0: none); the figures are "
                              "the same with any number")
     add_field_options(replay)
     _add_model_options(replay)

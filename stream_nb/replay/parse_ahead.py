@@ -44,13 +44,16 @@ MAX_PROCESSES = 8  # the default's cap: beyond it the learner, not the reading, 
 
 
 def default_parse_processes() -> int:
-    """The processes that read mail beside a replay by default: one fewer than the CPUs this
-    process may run on (the learner keeps one), at most MAX_PROCESSES; 0 on one CPU."""
+    """The processes that read mail beside a replay by default: two fewer than the CPUs this
+    process may run on, at most MAX_PROCESSES; 0 on one or two CPUs. The learner keeps one, the
+    rest of the machine (a broker, the system) another: on 2 CPUs a reader beside the learner
+    made a replay of raw mail 4% faster for 17% more CPU time (the two contend for the memory
+    the featuriser's tables live in; benchmarks/mail_replay_speed.py)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # (not on Linux)
         cpus = os.cpu_count() or 1
-    return max(0, min(cpus - 1, MAX_PROCESSES))
+    return max(0, min(cpus - 2, MAX_PROCESSES))
 
 
 def parse_chunk(mails: list[bytes], max_bytes: int) -> str:
