@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import random
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from itertools import islice
 from pathlib import Path
 
@@ -296,29 +294,6 @@ class _PredictionsFile:
             self.handle.close()
 
 
-# gen-0 collections: every 10,000 container allocations beyond deallocations (CPython's default
-# is 700), a tenth as many full passes
-REPLAY_GC_THRESHOLDS = (10_000, 10, 10)
-
-
-@contextmanager
-def _garbage_collected_sparingly() -> Iterator[None]:
-    """The collector of reference cycles, for a replay: what existed before it (the events read,
-    the configurations, the code) frozen out of its sight (gc.freeze), and fewer, larger
-    collections (REPLAY_GC_THRESHOLDS); both as they were afterwards. A replay makes and keeps
-    many containers (readings, predictions, the report's rows) and few cycles: with the default
-    thresholds the collector walked them a hundred times a replay of 3,000 mails, for ~5% of
-    its time. Garbage is collected all the same, later."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*REPLAY_GC_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
-
-
 def replay_and_report(events, named_configs: list[tuple[str, Config]], report_dir: Path, *, batch_size: int,
                       delay: int = 0, scores: bool = False, source: dict | None = None,
                       rejected: Rejections | None = None, total: int | None = None,
@@ -329,7 +304,7 @@ def replay_and_report(events, named_configs: list[tuple[str, Config]], report_di
     read ahead by `parse_processes` other processes (None: `default_parse_processes()`; 0: none),
     which changes the speed, never a result. Returns (result, contenders, reports)."""
     processes = default_parse_processes() if parse_processes is None else parse_processes
-    with _garbage_collected_sparingly(), ParseAhead(processes) if processes > 0 else nullcontext() as ahead:
+    with ParseAhead(processes) if processes > 0 else nullcontext() as ahead:
         if ahead is not None:
             events = ahead.events(events)
         return _replay_and_report(events, named_configs, report_dir, batch_size=batch_size, delay=delay,
