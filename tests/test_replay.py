@@ -52,7 +52,7 @@ def test_malformed_files_name_the_file_and_line(tmp_path, name, content, message
 
 @pytest.mark.parametrize("name", ["corpus.tsv", "mail.tar.gz", "folder", "mail.mbox", "x.xml"])
 def test_a_missing_input_is_named_missing_whatever_its_name_says(tmp_path, name):
-    with pytest.raises(SourceError, match=f"{name}: no such file or directory"):
+    with pytest.raises(SourceError, match=f"{name}: no such file$"):
         list(read_events(tmp_path / name))
 
 

@@ -91,7 +91,7 @@ def read_events(path: str | Path, *, text_field: str = "text", label_field: str 
         raise ValueError(f"labels must be one of {', '.join(LABELS)}, got {labels!r}")
     path = Path(path)
     if not path.exists():  # (before its name is read for a format: x.tar.gz is no "gz" file)
-        raise SourceError(f"{path}: no such file or directory")
+        raise SourceError(f"{path}: no such file")
     if file_format == "mail" or (file_format is None and is_mail_source(path)):
         yield from _read_mail_events(path, labels, rejected, classes, label_folders)
         return
@@ -136,7 +136,7 @@ def _read_mail_events(path: Path, labels: str, rejected: Counter | None, classes
     except ValueError as error:
         raise SourceError(str(error)) from None
     if not path.exists():
-        raise SourceError(f"{path}: no such file or directory")
+        raise SourceError(f"{path}: no such file")
     read = labeled = 0
     for event in read_mail(path, label_folders=folders, skipped=rejected if rejected is not None else Counter()):
         read += 1
