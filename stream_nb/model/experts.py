@@ -394,6 +394,11 @@ class Experts:
             return {}
         logits = self.pool.logits(inputs, classes)
         q = normalise_log_row(logits, [True] * len(logits), logits)
+        return self._posterior(classes, inputs, logits, q, label, learn)
+
+    def _posterior(self, classes: list, inputs: list, logits: list, q: list, label, learn: bool) -> CombinedPosterior:
+        """An event's combined P(c | x) (`q` over `classes`), with what its clues read; with
+        `learn`, then one step of the pool on `label`."""
         combined = CombinedPosterior(zip(classes, q))
         combined.log_scores = logits
         # what the clues read (the weights' list is replaced by each step, never changed in place)
@@ -438,50 +443,46 @@ class Experts:
     def _combined_many(self, per_expert: list[list], sizes: list[list[int]], labels: Sequence | None = None) -> list:
         """`_combined` of each event in order (`per_expert[v][i]`: expert v's prediction of event
         i, `sizes[v][i]` its distinct features; with `labels`, learning each labeled one), the
-        same results bit for bit. An event whose experts all predict the same two classes with
-        finite log scores (every event once both classes are learned) is combined by the same
-        float operations without `_combined`'s general glue (`_two_class_inputs`, the softmax
-        inline); any other goes through `_combined` itself."""
-        pool = self.pool
+        same results bit for bit: `_combined_two_classes` where it applies, else `_combined`."""
         learn = labels is not None
         combined = []
         for i, predictions in enumerate(zip(*per_expert)):
             label = labels[i] if learn else None
-            first = predictions[0]
-            classes = list(first) if len(first) == 2 else None
-            rows = [] if classes is not None else None
-            for prediction in predictions:
-                scores = getattr(prediction, "log_scores", None)
-                if rows is None or scores is None or len(prediction) != 2 or list(prediction) != classes:
-                    rows = None
-                    break
-                low, high = scores
-                if low - low != 0.0 or high - high != 0.0:  # an infinity or NaN: the general path
-                    rows = None
-                    break
-                rows.append(scores)
-            if rows is None:
-                combined.append(self._combined(list(predictions), [s[i] for s in sizes], label, learn=learn))
-                continue
-            inputs = [_two_class_inputs(pool, scores, n[i]) for scores, n in zip(rows, sizes)]
-            logits = pool.logits(inputs, classes)
-            first_logit, second_logit = logits
-            if first_logit - first_logit != 0.0 or second_logit - second_logit != 0.0:
-                combined.append(self._combined(list(predictions), [s[i] for s in sizes], label, learn=learn))
-                continue
-            # normalise_log_row of two finite logits: the first largest, np.exp, a sum from 0.0
-            best = second_logit if second_logit > first_logit else first_logit
-            first_weight, second_weight = np.exp(np.array([first_logit - best, second_logit - best])).tolist()
-            total = 0.0 + first_weight + second_weight
-            q = [first_weight / total, second_weight / total]
-            result = CombinedPosterior(zip(classes, q))
-            result.log_scores = logits
-            result.classes, result.inputs, result.weights = classes, inputs, pool.weights
-            result.offsets = dict(pool.offsets)
-            if learn and label is not None:
-                pool.update(inputs, classes, label, logits, q)
-            combined.append(result)
+            its_sizes = [s[i] for s in sizes]
+            result = self._combined_two_classes(predictions, its_sizes, label, learn)
+            combined.append(result if result is not None
+                            else self._combined(list(predictions), its_sizes, label, learn=learn))
         return combined
+
+    def _combined_two_classes(self, predictions: Sequence, sizes: list[int], label, learn: bool):
+        """`_combined` of an event whose experts all predict the same two classes with finite log
+        scores (every event once both classes are learned), by the same float operations without
+        its general glue (`_two_class_inputs`, the softmax inline); None, with nothing changed,
+        for any other event."""
+        first = predictions[0]
+        if len(first) != 2:
+            return None
+        classes = list(first)
+        rows = []
+        for prediction in predictions:
+            scores = getattr(prediction, "log_scores", None)
+            if scores is None or len(prediction) != 2 or list(prediction) != classes:
+                return None
+            low, high = scores
+            if low - low != 0.0 or high - high != 0.0:  # an infinity or NaN: the general path
+                return None
+            rows.append(scores)
+        pool = self.pool
+        inputs = [_two_class_inputs(pool, scores, n) for scores, n in zip(rows, sizes)]
+        logits = pool.logits(inputs, classes)
+        first_logit, second_logit = logits
+        if first_logit - first_logit != 0.0 or second_logit - second_logit != 0.0:
+            return None
+        # normalise_log_row of two finite logits: the first largest, np.exp, a sum from 0.0
+        best = second_logit if second_logit > first_logit else first_logit
+        first_weight, second_weight = np.exp(np.array([first_logit - best, second_logit - best])).tolist()
+        total = 0.0 + first_weight + second_weight
+        return self._posterior(classes, inputs, logits, [first_weight / total, second_weight / total], label, learn)
 
     def as_view_batch(self, X) -> ViewBatch:
         """X itself when a ViewBatch, else a list of events, each a feature dict per view (the
