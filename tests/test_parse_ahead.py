@@ -230,3 +230,29 @@ def test_a_replay_of_mail_gives_the_same_figures_with_any_number_of_parse_proces
         reports[count] = (report_figures(made[0]), contenders[0].mail_read, dict(contenders[0].mail_defects))
     assert reports[processes] == reports[0]
     assert reports[0][1] == len({id(mail) for mail in mails})  # (a bytes object repeated is read once)
+
+
+@pytest.mark.parametrize("batch_size", [7, 1000])
+def test_per_user_models_with_corrections_and_duplicates_read_ahead_give_the_same_figures(tmp_path, batch_size):
+    """personal.toml (mail.toml's three views, a model per key) over raw mail with keys, late
+    corrections ("unlearn": the label first given) and duplicates of earlier messages: the same
+    report, the same per-key figures and the same mail counted, with and without the readers."""
+    config = load_config(REPO / "configs" / "personal.toml")
+    rng = random.Random(11)
+    mails = generated_mail(rng, 420)
+    events = [{"id": f"m{i}", "mail": mail, "label": rng.choice(["ham", "spam"]), "key": f"user{i % 4}"}
+              for i, mail in enumerate(mails)]
+    corrections = [dict(events[i], label="spam" if events[i]["label"] == "ham" else "ham",
+                        unlearn=events[i]["label"]) for i in range(0, 300, 9)]
+    duplicates = [dict(events[i]) for i in range(5, 300, 13)]
+    stream = events[:300] + corrections + events[300:] + duplicates
+    reports = {}
+    for processes in (0, 2):
+        _, contenders, made = replay_and_report(list(stream), [("personal.toml", config)], tmp_path / str(processes),
+                                                batch_size=batch_size, parse_processes=processes)
+        reports[processes] = (report_figures(made[0]), contenders[0].mail_read, dict(contenders[0].mail_defects))
+    assert reports[2] == reports[0]
+    assert reports[0][0]["events"] == len(stream)
+    report = reports[0][0]
+    assert report["by_key"]["keys"] == 4
+    assert report["lessons"]["corrected"] > 0 and report["lessons"]["duplicate"] > 0  # both came, and counted
