@@ -78,16 +78,26 @@ def timed(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def bogofilter_times(corpus: list[tuple[str, bytes]], repeats: int) -> tuple[float, float]:
-    """Median seconds of (registering every message, classifying every message), bulk mode."""
+def write_messages(corpus: list[tuple[str, bytes]], directory: Path) -> dict[str, list[str]]:
+    """Each message as a file, `directory/<folder>/<index>.eml` in archive order: the paths
+    of each folder's files. bogofilter reads these; a replay may read the same directory."""
+    files: dict[str, list[str]] = {HAM_FOLDER: [], SPAM_FOLDER: []}
+    for index, (folder, data) in enumerate(corpus):
+        path = directory / folder / f"{index:05d}.eml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        files[folder].append(str(path))
+    return files
+
+
+def bogofilter_times(corpus: list[tuple[str, bytes]], repeats: int,
+                     files: dict[str, list[str]] | None = None) -> tuple[float, float]:
+    """Median seconds of (registering every message, classifying every message), bulk mode;
+    from `files` (write_messages') when given, else from files written for this call."""
     bogofilter = shutil.which("bogofilter")
     with tempfile.TemporaryDirectory() as scratch:
-        files: dict[str, list[str]] = {HAM_FOLDER: [], SPAM_FOLDER: []}
-        for index, (folder, data) in enumerate(corpus):
-            path = Path(scratch) / folder / f"{index:05d}.eml"
-            path.parent.mkdir(exist_ok=True)
-            path.write_bytes(data)
-            files[folder].append(str(path))
+        if files is None:
+            files = write_messages(corpus, Path(scratch))
         every = [path for folder in (HAM_FOLDER, SPAM_FOLDER) for path in files[folder]]
         register, classify = [], []
         for attempt in range(repeats):

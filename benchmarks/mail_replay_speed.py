@@ -5,12 +5,14 @@ messages against bogofilter's bulk register-then-classify of the same messages, 
 bogofilter (the Debian package: `apt-get install bogofilter`; never a test dependency), bulk
 mode, a fresh database (-d) each time: register the ham (`-n -B`) and the spam (`-s -B`), then
 classify every message (`-v -B`, a line per message): benchmarks/mail_parse_speed.py's
-`bogofilter_times`. Its rate is n / (t_register + t_classify).
+`bogofilter_times`, reading the messages as files (one per message, written once). Its rate is
+n / (t_register + t_classify).
 
-stream_nb: `stream-nb replay --input spamassassin_2003.tar.gz --label-folder spam=spam-2
---label-folder ham=easy-ham-2` through the library (replay.cli.replay_and_report), for
-configs/mail.toml and configs/spam.toml, each from an empty model: the tarball read by
-stream_nb.mail.sources, every message parsed, featurised, predicted, then learned as the
+stream_nb: `stream-nb replay --input <source> --label-folder spam=spam-2 --label-folder
+ham=easy-ham-2` through the library (replay.cli.replay_and_report), for configs/mail.toml and
+configs/spam.toml, each from an empty model, from two sources: the directory of the very files
+bogofilter reads (the same input for both systems), and the tarball itself (gunzip and tar
+included). The source is read by stream_nb.mail.sources, every message parsed, featurised, predicted, then learned as the
 configuration's [training] says (prequential, in `--shuffle 23` order). Timed two ways: the
 replay itself (reading and shuffling the tarball's messages included) and the whole call (with
 the report: report.json, the curve and ROC plots). parse_mail alone, over the same messages in
@@ -25,7 +27,7 @@ bogofilter, its processes), so that a rate bought with a second core shows as su
 Rates are messages per second, medians of --repeats; the runs of the systems alternate, so
 each sees the same load on a shared machine. The target: replay >= 2x bogofilter's rate.
 
-    .venv/bin/python benchmarks/mail_replay_speed.py [--repeats 3]
+    .venv/bin/python benchmarks/mail_replay_speed.py [--repeats 3] [--source files|tarball|both]
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from mail_parse_speed import CORPUS, HAM_FOLDER, SPAM_FOLDER, bogofilter_times, load_corpus, parse_rate  # noqa: E402
+from mail_parse_speed import (  # noqa: E402
+    CORPUS, HAM_FOLDER, SPAM_FOLDER, bogofilter_times, load_corpus, parse_rate, write_messages)
 
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.mail import parse_mail  # noqa: E402
@@ -65,13 +68,14 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def replay_seconds(config_path: Path, workdir: Path, processes: int) -> tuple[int, float, float, float, float]:
+def replay_seconds(config_path: Path, source: Path, workdir: Path, processes: int) -> tuple[int, float, float, float, float]:
     """(events, replay seconds, whole-call seconds, accuracy, CPU seconds of the replay) of one
-    replay of the tarball with `processes` parse processes, shuffled as `replay --shuffle` does
-    (the reading and the shuffle are timed too)."""
+    replay of `source` (the tarball, or the directory of its messages as files) with `processes`
+    parse processes, shuffled as `replay --shuffle` does (the reading and the shuffle are timed
+    too)."""
     config = load_config(config_path)
     started, cpu_started = time.perf_counter(), cpu_seconds()
-    events = list(read_mail(CORPUS, label_folders=parse_label_folders(LABEL_FOLDERS)))
+    events = list(read_mail(source, label_folders=parse_label_folders(LABEL_FOLDERS)))
     random.Random(SHUFFLE_SEED).shuffle(events)
     read = time.perf_counter() - started
     result, _, reports = replay_and_report(events, [(config_path.name, config)],
@@ -85,6 +89,8 @@ def replay_seconds(config_path: Path, workdir: Path, processes: int) -> tuple[in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--source", choices=("files", "tarball", "both"), default="both",
+                        help="what the replay reads: the files bogofilter reads, the tarball, or both")
     args = parser.parse_args()
     if not CORPUS.is_file():
         print(f"corpus not found at {CORPUS}", file=sys.stderr)
@@ -98,18 +104,23 @@ def main() -> int:
           f"{sum(len(data) for _, data in corpus) / 1e6:.1f} MB; medians of {args.repeats}")
 
     processes = max(1, default_parse_processes())  # (at least one: what a reader beside the learner gives)
-    ways = [(name, used) for name in CONFIGS for used in (0, processes)]
+    sources = ("files", "tarball") if args.source == "both" else (args.source,)
+    ways = [(name, source, used) for name in CONFIGS for source in sources for used in (0, processes)]
     registers, classifies, bogofilter_cpu = [], [], []
     replays: dict[tuple, list[tuple]] = {way: [] for way in ways}
     with tempfile.TemporaryDirectory(prefix="mail_replay_speed_") as workdir:
+        messages = Path(workdir) / "messages"
+        files = write_messages(corpus, messages)
+        source_paths = {"files": messages, "tarball": CORPUS}
         for _ in range(args.repeats):  # alternate, so every system sees the same load
             cpu_started = cpu_seconds()
-            register, classify = bogofilter_times(corpus, 1)
+            register, classify = bogofilter_times(corpus, 1, files)
             bogofilter_cpu.append(cpu_seconds() - cpu_started)
             registers.append(register)
             classifies.append(classify)
-            for name, used in ways:
-                replays[name, used].append(replay_seconds(CONFIGS[name], Path(workdir), used))
+            for name, source, used in ways:
+                replays[name, source, used].append(
+                    replay_seconds(CONFIGS[name], source_paths[source], Path(workdir), used))
     parsed = parse_rate(parse_mail, [data for _, data in corpus], args.repeats)
 
     register, classify = statistics.median(registers), statistics.median(classifies)
@@ -119,18 +130,18 @@ def main() -> int:
     print(f"bogofilter -B classify                {count / classify:8,.0f} msgs/s  ({classify:.2f} s)")
     print(f"bogofilter register then classify     {bulk:8,.0f} msgs/s  ({bulk_cpu:,.0f} msgs per CPU second)")
     print(f"target (issue 23): replay >= {TARGET:.0f}x       {TARGET * bulk:8,.0f} msgs/s")
-    for (name, processes_used), runs in replays.items():
+    for (name, source, processes_used), runs in replays.items():
         events = runs[0][0]
         replay = statistics.median(run[1] for run in runs)
         whole = statistics.median(run[2] for run in runs)
         per_cpu = events / statistics.median(run[4] for run in runs)
-        label = f"{name}, {processes_used} parse processes"
+        label = f"{name}, {source}, {processes_used} parse proc."
         for what, seconds in (("replay", replay), ("replay + report", whole)):
             rate = events / seconds
             verdict = "PASS" if rate >= TARGET * bulk else "FAIL"
-            print(f"stream_nb {label:28s} {what:15s} {rate:8,.0f} msgs/s  ({seconds:.2f} s, {events:,} events)  "
+            print(f"stream_nb {label:34s} {what:15s} {rate:8,.0f} msgs/s  ({seconds:.2f} s, {events:,} events)  "
                   f"{rate / bulk:.2f}x bogofilter  {verdict}")
-        print(f"stream_nb {label:28s} {per_cpu:8,.0f} msgs per CPU second (the whole call)  "
+        print(f"stream_nb {label:34s} {per_cpu:8,.0f} msgs per CPU second (the whole call)  "
               f"{per_cpu / bulk_cpu:.2f}x bogofilter's; accuracy {100 * runs[0][3]:.2f}%")
     print(f"parse_mail alone (in memory)          {parsed:8,.0f} msgs/s  ({count / parsed:.2f} s: alone it caps a "
           f"replay at {parsed / bulk:.2f}x bogofilter)")
