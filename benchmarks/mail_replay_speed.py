@@ -48,7 +48,14 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from mail_parse_speed import (  # noqa: E402
-    CORPUS, HAM_FOLDER, SPAM_FOLDER, bogofilter_times, load_corpus, parse_rate, write_messages)
+    CORPUS,
+    HAM_FOLDER,
+    SPAM_FOLDER,
+    bogofilter_times,
+    load_corpus,
+    parse_rate,
+    write_messages,
+)
 
 from stream_nb.config import load_config  # noqa: E402
 from stream_nb.mail import parse_mail  # noqa: E402
