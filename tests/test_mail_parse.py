@@ -624,7 +624,7 @@ def test_generated_multipart_layouts_read_as_the_original_parser_reads_them():
         if reading(parse_mail(data)) != reading(parse_mail_reference(data))
     ]
     assert differing == []
-    assert taken == 1631  # measured: the fast path takes these, the parser reads the rest
+    assert taken == 1881  # measured: the fast path takes these, the parser reads the rest
 
 
 def nested_multipart_body(rng: random.Random, boundary: str, depth: int) -> list[str]:
@@ -684,7 +684,7 @@ def test_generated_nested_multiparts_read_as_the_original_parser_reads_them():
         if reading(parse_mail(data)) != reading(parse_mail_reference(data))
     ]
     assert differing == []
-    assert (taken, nested) == (819, 155)  # measured: the fast path takes these, 155 of them nested
+    assert (taken, nested) == (869, 189)  # measured: the fast path takes these, 189 of them nested
 
 
 def test_a_boundary_folded_across_lines_is_read_as_the_original_parser_reads_it():
@@ -787,8 +787,8 @@ def test_the_fast_paths_build_the_parsers_message_for_the_corpus(corpus):
         assert message_tree(built) == message_tree(BytesParser(policy=compat32).parsebytes(data))
         multipart += built.is_multipart()
         single += not built.is_multipart()
-    # measured: of 2,796 messages 2,532 single-part and 217 of the 264 multipart are built here
-    assert (single, multipart) == (2532, 217)
+    # measured: of 2,796 messages 2,532 single-part and 254 of the 264 multipart are built here
+    assert (single, multipart) == (2532, 254)
 
 
 def test_hosts_of_urls_and_domains_named_are_the_original_readers():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass
+from email import errors
 from email.header import Header, decode_header
 from email.message import Message
 from email.parser import BytesParser
@@ -342,13 +343,15 @@ def _simple_multipart(
 ) -> Message | None:
     """`message` (a multipart's headers) given the parts the parser would attach to it, for
     the plain layout of its body, `text[body_start:body_end]` (to the end without `body_end`):
-    a boundary, a transfer encoding a multipart may have, lines broken by '\n' or '\r\n' only;
-    a preamble, then parts each of plain header lines (or none), a blank line and a body (its
-    last line break belongs to the boundary), each of a type that is not message/* and, for a
-    multipart (fewer than MAX_DEPTH levels down), of this layout itself within its part, the
-    closing boundary, an epilogue. None for anything else (a missing or doubled boundary, a
-    boundary with a line break in it, a part the parser would find defects in, a digest): the
-    parser reads it. Preamble and epilogue, which nothing here reads, stay None.
+    a boundary, lines broken by '\n' or '\r\n' only; a preamble, then parts each of plain
+    header lines (or none), a blank line and a body (its last line break belongs to the
+    boundary), each of a type that is not message/* and, for a multipart (fewer than MAX_DEPTH
+    levels down), of this layout itself within its part, the closing boundary, an epilogue.
+    Two slips the parser only notes as defects, and so are noted here too: a transfer encoding
+    a multipart may not have, and a closing boundary that never comes (the last part, not a
+    multipart, then runs to the end). None for anything else (a missing or doubled boundary, a
+    boundary with a line break in it, a part the parser would find other defects in, a digest):
+    the parser reads it. Preamble and epilogue, which nothing here reads, stay None.
 
     A nested multipart ends where its part does: the parser ends every line of a part at an
     enclosing boundary line before its own boundaries are looked at, and a part holds no line
@@ -357,8 +360,10 @@ def _simple_multipart(
         return None
     boundary = message.get_boundary()
     cte = str(message.get("content-transfer-encoding", "8bit")).lower()
-    if not boundary or cte not in ("7bit", "8bit", "binary"):
+    if not boundary:
         return None
+    if cte not in ("7bit", "8bit", "binary"):  # as the parser notes it, before reading the parts
+        message.defects.append(errors.InvalidMultipartContentTransferEncodingDefect())
     if "\n" in boundary:  # (a folded quoted value) the parser matches it within one line only
         return None
     if body_end is None:  # the outermost multipart: its body holds every nested one's
@@ -371,9 +376,8 @@ def _simple_multipart(
     for mark, following in zip(marks, marks[1:] + [None]):
         if mark[2]:  # the closing boundary: the rest is the epilogue
             return message
-        if following is None:  # the closing boundary never came
-            return None
-        start, end = mark[1] + 1, following[0]
+        # without a closing boundary the last part runs to the end of the multipart
+        start, end = mark[1] + 1, body_end if following is None else following[0]
         if start >= end:  # two boundary lines in a row: the parser swallows the second
             return None
         if text.startswith("\n", start) or text.startswith("\r\n", start):  # a part without headers
@@ -388,14 +392,22 @@ def _simple_multipart(
             return None
         maintype = part.get_content_maintype()
         if maintype == "multipart":
-            if depth + 1 >= MAX_DEPTH or _simple_multipart(part, text, part_body, native, end, depth + 1) is None:
+            if following is None or depth + 1 >= MAX_DEPTH:
+                return None
+            if _simple_multipart(part, text, part_body, native, end, depth + 1) is None:
                 return None
         elif maintype == "message":
             return None
         else:
-            body = text[part_body:end]  # the line break before a boundary belongs to it (RFC 2046)
-            part.set_payload(body[:-2] if body.endswith("\r\n") else body[:-1])
+            # The line break before a boundary belongs to it (RFC 2046); the parser takes off a
+            # last part's last line break at the end of the input too, when it has one.
+            body = text[part_body:end]
+            line_break = 2 if body.endswith("\r\n") else 1 if body.endswith("\n") else 0
+            part.set_payload(body[: len(body) - line_break])
         message.attach(part)
+        if following is None:
+            message.defects.append(errors.CloseBoundaryNotFoundDefect())
+            return message
     return None
 
 
