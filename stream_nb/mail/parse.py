@@ -290,7 +290,9 @@ def _simple_message(data: bytes, native=_MISSING) -> Message | None:
     if blank is None or text[:1] in ("\r", "\n"):
         return None
     block = text[: blank.start() + 1]
-    if block.count("\r") != block.count("\r\n"):  # a lone '\r' ends a line for the parser
+    # A lone '\r' ends a line for the parser. (Most blocks have no '\r': the look for one is
+    # a byte search, where counting '\r\n' reads the block a character at a time.)
+    if "\r" in block and block.count("\r") != block.count("\r\n"):
         return None
     message = _ReadMessage(policy=compat32)
     position = 0
@@ -368,7 +370,7 @@ def _simple_multipart(
         return None
     if body_end is None:  # the outermost multipart: its body holds every nested one's
         body_end = len(text)
-        if text.count("\r", body_start) != text.count("\r\n", body_start):
+        if text.find("\r", body_start) != -1 and text.count("\r", body_start) != text.count("\r\n", body_start):
             return None
     marks = _boundary_lines(text, boundary, body_start, body_end)
     if not marks or marks[0][2]:  # no opening boundary before the closing one
