@@ -4,7 +4,8 @@
 `_scan` hands the reader, blank texts left out (the reader ignores them); `read` (those tokens
 read by the C reader) makes `read_html` give what it gives with the extension switched off;
 `bounded_markup` is `_bounded_markup`; `relay_words` is `_relay_words`; `header_fields` is
-`_header_fields` and `header_table` `_header_table`; and parse_mail reads the corpus and hostile
+`_header_fields` and `header_table` `_header_table`; `content_type_cut` is
+`_cut_before_nth_content_type`; and parse_mail reads the corpus and hostile
 mail alike either way. The extension is optional: where it is not built these tests skip (under
 CI=true they fail).
 """
@@ -291,6 +292,31 @@ def test_header_fields_and_table_are_those_of_the_python_definitions(scan):
         plain += expected is not None
         with_fields += bool(expected)
     assert (plain, with_fields) == (17_953, 3_331)  # measured
+
+
+# Pieces of a Content-Type line in any case, cut short, without its line break, and bytes
+# that lower-case (or not) near its letters: 'K' (0xe2 0x84 0xaa is U+212A, a Kelvin sign,
+# which str.lower() would make a 'k'), '\xc3', '\x00'.
+CONTENT_TYPE_PIECES = [
+    b"\n", b"\r\n", b"\ncontent-type:", b"\nContent-Type: text/plain", b"\nCONTENT-TYPE:",
+    b"\ncOnTeNt-TyPe:", b"content-type:", b"\ncontent-type", b"\ncontent-typ", b"\ncontent_type:",
+    b"\n content-type:", b"\ncontent-type :", b"\nContent-\xe2\x84\xaaype:", b"\xc3", b"\x00", b"x",
+    b"Content-Type:", b"\n\ncontent-type:", b"\ncontent-type:\ncontent-type:",
+]
+
+
+def test_content_type_cut_is_that_of_the_python_definition(scan):
+    from stream_nb.mail import parse
+
+    rng = random.Random(23)
+    cut = 0
+    for _ in range(50_000):
+        data = b"".join(rng.choice(CONTENT_TYPE_PIECES) for _ in range(rng.randint(0, 12)))
+        limit = rng.choice([-1, 0, 1, 2, 3, 64])
+        expected = parse._cut_before_nth_content_type(data, limit)
+        assert html._native.content_type_cut(data, limit) == expected, (data, limit)
+        cut += expected is not None
+    assert cut == 24_956  # measured
 
 
 def test_parse_mail_reads_the_corpus_and_hostile_mail_alike_with_the_extension_off(

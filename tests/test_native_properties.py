@@ -7,9 +7,9 @@ values (codec.py), the prediction encoder on generated predictions (PredictionEn
 the featuriser on arbitrary text (text.py, specials.py), its one reading of a text for several
 feature views against each view alone (featurize_views), the multinomial kernel's `settle` on
 small generated models and batches (the per-event loop with the kernel off) and its `clues`
-(strongest_clues event by event), and the mail helpers on generated markup and headers
-(html.py, parse.py). `make sanitize` runs this file with the extensions built under ASan and
-UBSan.
+(strongest_clues event by event), and the mail helpers on generated markup, headers and
+Content-Type lines (html.py, parse.py). `make sanitize` runs this file with the extensions
+built under ASan and UBSan.
 
 Profiles: "dev" (random examples, no deadline: the machine is shared) and "ci" (derandomized,
 so a CI run is reproducible), chosen by CI=true. Only this file uses hypothesis.
@@ -43,6 +43,7 @@ from native import require_extension
 from test_mail_native import (
     BOUNDING_PIECES,
     CHARACTERS,
+    CONTENT_TYPE_PIECES,
     HEADER_PIECES,
     MORE_PIECES,
     READER_PIECES,
@@ -518,6 +519,13 @@ def test_bounded_markup_is_python_s(document):
 @given(st.lists(st.sampled_from(RELAY_PIECES) | st.text(max_size=3), max_size=12).map(" ".join))
 def test_relay_words_are_python_s(value):
     assert mail_native().relay_words(value) == parse._relay_words(value)
+
+
+@settings(max_examples=500)
+@given(st.lists(st.sampled_from(CONTENT_TYPE_PIECES) | st.binary(max_size=4), max_size=12).map(b"".join),
+       st.integers(-2, 4))
+def test_content_type_cut_is_python_s(data, limit):
+    assert mail_native().content_type_cut(data, limit) == parse._cut_before_nth_content_type(data, limit)
 
 
 @settings(max_examples=500)

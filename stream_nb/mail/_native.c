@@ -1032,7 +1032,43 @@ done:
     return table;
 }
 
+/* content_type_cut(data, limit) -> bytes or None: parse.py's `_cut_before_nth_content_type`
+ * (`data` up to the line of its `limit + 1`-th "\ncontent-type:", in any ASCII case), without
+ * lower-casing a copy of the message: each line break found by memchr, the name compared after it. */
+static PyObject *content_type_cut(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "content_type_cut(data: bytes, limit: int)");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    const char *data = PyBytes_AS_STRING(args[0]);
+    const char *end = data + PyBytes_GET_SIZE(args[0]);
+    static const char NAME[] = "content-type:";
+    const Py_ssize_t name_length = sizeof NAME - 1;
+    Py_ssize_t seen = 0;
+    if (limit < 0) return PyBytes_FromStringAndSize(data, 0); /* (the Python loop's empty range) */
+    for (const char *line = data; line < end;) {
+        const char *line_break = memchr(line, '\n', (size_t)(end - line));
+        if (line_break == NULL) break;
+        line = line_break + 1;
+        if (end - line < name_length) break;
+        Py_ssize_t at = 0;
+        while (at < name_length) {
+            unsigned char c = (unsigned char)line[at];
+            if (c >= 'A' && c <= 'Z') c += 'a' - 'A'; /* bytes.lower(): ASCII letters only */
+            if (c != (unsigned char)NAME[at]) break;
+            at++;
+        }
+        if (at == name_length && ++seen > limit) return PyBytes_FromStringAndSize(data, line - data);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef METHODS[] = {
+    {"content_type_cut", (PyCFunction)(void (*)(void))content_type_cut, METH_FASTCALL,
+     "content_type_cut(data, limit) -> bytes or None (parse.py's _cut_before_nth_content_type)."},
     {"header_fields", (PyCFunction)(void (*)(void))header_fields, METH_FASTCALL,
      "header_fields(block, position) -> [name, value, ...] or None (parse.py's _header_fields)."},
     {"header_table", (PyCFunction)(void (*)(void))header_table, METH_FASTCALL,

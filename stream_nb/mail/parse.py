@@ -118,7 +118,8 @@ def _cut_before_nth_content_type(data: bytes, limit: int) -> bytes | None:
     """`data` up to the line of its `limit + 1`-th Content-Type header, or None if it has fewer.
 
     The parser keeps one end-of-part check per open multipart and one generator per nested
-    message; cutting here bounds both, so a message of deeply nested parts stays linear."""
+    message; cutting here bounds both, so a message of deeply nested parts stays linear. (The
+    C extension's `content_type_cut` repeats it.)"""
     lowered = data.lower()
     position = 0
     for _ in range(limit + 1):
@@ -806,11 +807,12 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
         evidence.defect("byte_cap")
     if not data or data.isspace():  # (data.strip() is empty: the same ASCII blanks, no copy)
         return ParsedMail(subject="", body="", features=[], defects=["empty"])
-    cut = _cut_before_nth_content_type(data, MAX_CONTENT_TYPES)
+    native = _native_loops()
+    cut_content_types = _cut_before_nth_content_type if native is None else native.content_type_cut
+    cut = cut_content_types(data, MAX_CONTENT_TYPES)
     if cut is not None:
         data = cut
         evidence.defect("content_type_cap")
-    native = _native_loops()
     try:
         message = _simple_message(data, native)
         if message is None:
