@@ -753,6 +753,34 @@ def test_the_fast_paths_message_looks_headers_up_as_message_does():
         same()
 
 
+def test_leaf_payloads_and_parameters_are_messages(corpus):
+    """_decoded_payload and _params against Message.get_payload(decode=True) and get_params on
+    every leaf part of the corpus and of the mutated and hostile messages, as the fast paths
+    and the feed parser build them (8-bit headers, encoded payloads, non-ASCII bodies)."""
+    from email.parser import BytesParser
+    from email.policy import compat32
+
+    from stream_nb.mail.parse import _decoded_payload, _params, _plain_header, _simple_message
+
+    def leaves(message):
+        if not message.is_multipart():
+            return [message]
+        return [leaf for part in message.get_payload() for leaf in leaves(part)]
+
+    messages = [data for _, data in corpus] + hostile_messages(corpus)
+    compared = 0
+    for data in messages:
+        for build in (_simple_message, BytesParser(policy=compat32).parsebytes):
+            message = build(data)
+            for leaf in leaves(message) if message is not None else []:
+                expected = leaf.get_payload(decode=True)
+                assert _decoded_payload(leaf, _plain_header(leaf, "content-transfer-encoding")) == expected
+                for name in ("content-type", "content-disposition"):
+                    assert _params(leaf, name, leaf.get(name)) == leaf.get_params(None, name, unquote=False)
+                compared += 1
+    assert compared > 10_000
+
+
 def test_plain_parameters_are_messages_parameters():
     """_plain_params against Message._get_params_preserve on generated header values of
     separators, quotes, blanks, names and the characters that make it give up ('\\', '*')."""

@@ -474,6 +474,32 @@ def _content_type(part: Message, raw: str | Header | None) -> str:
     return full_type if full_type.count("/") == 1 else "text/plain"
 
 
+def _params(part: Message, name: str, raw: str | Header | None) -> list | None:
+    """`part.get_params(None, name, unquote=False)` given the header's value, `raw` (None:
+    absent): a string's parameters straight from `_params_of` (what Message would parse them
+    into), without Message looking the header up again."""
+    if raw is None:
+        return None
+    if type(raw) is str:
+        return list(_params_of(raw))
+    return part.get_params(None, name, unquote=False)
+
+
+# The transfer encodings Message.get_payload(decode=True) decodes (compared lower-cased, unstripped).
+_DECODED_ENCODINGS = frozenset({"quoted-printable", "base64", "x-uuencode", "uuencode", "uue", "x-uue"})
+
+
+def _decoded_payload(part: Message, raw_encoding: str) -> bytes | None:
+    """`part.get_payload(decode=True)` of a part that is not a multipart, given its
+    Content-Transfer-Encoding as a string (`raw_encoding`, '' when absent): an ASCII string
+    payload in an encoding Message does not decode is its ASCII bytes (what Message makes of
+    it, without looking the header up again); anything else is Message's to decode."""
+    payload = part._payload
+    if type(payload) is str and payload.isascii() and raw_encoding.lower() not in _DECODED_ENCODINGS:
+        return payload.encode("ascii")
+    return part.get_payload(decode=True)
+
+
 def _param(params: list | None, name: str, failobj: object) -> object:
     """`Message.get_param(name, failobj)` over a header's parameters as `get_params(None,
     header, unquote=False)` gave them (None: no such header): each header's are read once."""
@@ -752,15 +778,11 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     def read_type_params():
         nonlocal type_params
         if type_params is _MISSING:
-            type_params = None if raw_type is None else part.get_params(
-                None, "content-type", unquote=False
-            )
+            type_params = _params(part, "content-type", raw_type)
         return type_params
 
     raw_disposition = part.get("content-disposition")
-    disposition_params = None if raw_disposition is None else part.get_params(
-        None, "content-disposition", unquote=False
-    )
+    disposition_params = _params(part, "content-disposition", raw_disposition)
     filename = _filename(disposition_params, read_type_params)
     disposition = _as_string(raw_disposition).strip().lower()
     if filename or disposition.startswith("attachment"):
@@ -773,10 +795,11 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     unsplit_multipart = maintype == "multipart"
     if maintype != "text" and not unsplit_multipart:
         return
-    encoding = (_plain_header(part, "content-transfer-encoding") or "7bit").strip().lower()[:20]
+    raw_encoding = _plain_header(part, "content-transfer-encoding")
+    encoding = (raw_encoding or "7bit").strip().lower()[:20]
     if encoding not in ("7bit", "8bit", "binary"):
         evidence.feature(f"#mime:cte:{encoding}")
-    payload = part.get_payload(decode=True)
+    payload = _decoded_payload(part, raw_encoding)
     for defect in part.defects:  # decoding may have added some (bad base64)
         evidence.defect(_snake_case(type(defect).__name__))
     if not isinstance(payload, bytes):
