@@ -286,6 +286,11 @@ def test_look_ups_equal_the_vocabulary_s():
     assert later_part._catch_up(vocabulary) is not None
     assert_look_ups_equal_the_vocabulary_s(later_part, vocabulary)
     assert_look_ups_equal_the_vocabulary_s(batch, vocabulary)
+    # it grows by names the batch does not hold: nothing moves, the numbering stands
+    vocabulary.add(["a second name never seen", "a third"])
+    assert batch[600:]._catch_up(vocabulary) is not None
+    assert_look_ups_equal_the_vocabulary_s(batch[600:], vocabulary)
+    assert_look_ups_equal_the_vocabulary_s(batch, vocabulary)
     # another vocabulary (an eviction renumbers into a new one): looked up afresh, no numbering
     other = Vocabulary.from_names(vocabulary.names()[::-1])
     assert np.array_equal(batch.columns_in(other), other.lookup(list(batch.names)))

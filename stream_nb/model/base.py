@@ -67,12 +67,10 @@ def _while_unchanged(remembered: tuple | None, vocabulary) -> tuple | None:
 def _number_by_first_appearance(ranks: np.ndarray, unknown: Sequence) -> tuple[np.ndarray, list]:
     """(ranks, unknown) renumbered 0, 1, ... by first appearance in `ranks` (-1 stays -1), and
     unknown cut to the names still numbered, in that order."""
-    absent = np.flatnonzero(ranks >= 0)
-    order = first_occurrences(ranks[absent], len(unknown))
-    new_rank = np.full(len(unknown), -1, dtype=np.int64)
+    order = first_occurrences(ranks[ranks >= 0], len(unknown))
+    new_rank = np.full(len(unknown) + 1, -1, dtype=np.int64)  # the last stays -1: ranks[i] = -1 reads it
     new_rank[order] = np.arange(len(order))
-    renumbered = np.full(len(ranks), -1, dtype=np.int64)
-    renumbered[absent] = new_rank[ranks[absent]]
+    renumbered = new_rank[ranks]
     renumbered.flags.writeable = False
     return renumbered, list(map(unknown.__getitem__, order.tolist()))
 
@@ -198,12 +196,17 @@ class SparseBatch:
                 or remembered[1] > len(vocabulary)):
             return None
         columns, ranks, unknown = remembered[2], numbered[2], numbered[3]
-        absent = np.flatnonzero(ranks >= 0)
         column_of_rank = vocabulary.lookup(unknown)
-        columns = columns.copy()
-        columns[absent] = column_of_rank[ranks[absent]]
-        still = ranks.copy()
-        still[columns >= 0] = -1
+        gained = np.flatnonzero(column_of_rank >= 0)
+        if len(gained):  # only the names' occurrences that have a column now change (usually few)
+            has_gained = np.zeros(len(unknown) + 1, dtype=bool)  # the last stays False: ranks[i] = -1 reads it
+            has_gained[gained] = True
+            at = np.flatnonzero(has_gained[ranks])
+            columns, still = columns.copy(), ranks.copy()
+            columns[at] = column_of_rank[ranks[at]]
+            still[at] = -1
+        else:
+            still = ranks
         still, unknown = _number_by_first_appearance(still, unknown)
         columns.flags.writeable = False
         self._columns = (vocabulary, len(vocabulary), columns)
