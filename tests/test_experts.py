@@ -484,4 +484,4 @@ def test_two_class_inputs_are_the_pools_inputs_of_the_log_posteriors_bit_for_bit
              [0.0, -3e6], [-1.7e308, 1.7e308], [1e308, 1e308], [-1e308, -1e308]]
     for row in rows:
         n = int(rng.integers(0, 100000))
-        assert _bits(_two_class_inputs(pool, row, n)) == _bits(pool.inputs(log_posteriors_of(row), n)), (row, n)
+        assert _bits(_two_class_inputs(pool, [row], [n])[0]) == _bits(pool.inputs(log_posteriors_of(row), n)), (row, n)

@@ -243,23 +243,45 @@ class LogLinearPool:
         return pool
 
 
-def _two_class_inputs(pool: LogLinearPool, log_scores: list[float], n_features: int) -> list[float]:
-    """pool.inputs(log_posteriors_of(log_scores), n_features) for two finite log scores, by the same
-    float operations: math.fsum of two finite terms is their rounded sum, which is a + b except
-    that fsum gives 0.0 for -0.0 + -0.0 (hence the + 0.0 of the mean; the log-sum-exp's terms
-    add up to at least 1)."""
-    first, second = log_scores
-    best = max(log_scores)
-    total = best + math.log(math.exp(first - best) + math.exp(second - best))
-    first, second = first - total, second - total
-    first = first if first > -INPUT_FLOOR else -INPUT_FLOOR
-    second = second if second > -INPUT_FLOOR else -INPUT_FLOOR
-    if pool.scale == "sqrt_features":
-        root = math.sqrt(max(n_features, 1))
-        first, second = first / root, second / root
-    mean = (first + second + 0.0) / 2
+def _two_class_inputs(pool: LogLinearPool, log_scores: Sequence[Sequence[float]], sizes: Sequence[int]) -> list[list[float]]:
+    """pool.inputs(log_posteriors_of(scores), n) for each row of two finite log scores (its
+    event's n distinct features), by the same float operations: math.fsum of two finite terms is
+    their rounded sum, which is a + b except that fsum gives 0.0 for -0.0 + -0.0 (hence the + 0.0
+    of the mean; the log-sum-exp's terms add up to at least 1); max(a, b) is the first largest."""
+    log, exp, sqrt, tanh = math.log, math.exp, math.sqrt, math.tanh
+    rooted = pool.scale == "sqrt_features"
     half = pool.soft_clip / 2
-    return [half * math.tanh((first - mean) / half), half * math.tanh((second - mean) / half)]
+    inputs = []
+    for (first, second), n in zip(log_scores, sizes):
+        best = second if second > first else first
+        total = best + log(exp(first - best) + exp(second - best))
+        first, second = first - total, second - total
+        first = first if first > -INPUT_FLOOR else -INPUT_FLOOR
+        second = second if second > -INPUT_FLOOR else -INPUT_FLOOR
+        if rooted:
+            root = sqrt(n if n > 1 else 1)
+            first, second = first / root, second / root
+        mean = (first + second + 0.0) / 2
+        inputs.append([half * tanh((first - mean) / half), half * tanh((second - mean) / half)])
+    return inputs
+
+
+def _two_class_rows(pool: LogLinearPool, predictions: Sequence, sizes: Sequence[int]) -> list:
+    """For each of one expert's predictions (its event's `sizes` distinct features): (its two
+    classes, `_two_class_inputs` of its log scores) when it has two classes with finite log
+    scores, else None."""
+    rows: list = [None] * len(predictions)
+    places = []
+    for i, prediction in enumerate(predictions):
+        scores = getattr(prediction, "log_scores", None)
+        if scores is not None and len(prediction) == 2:
+            first, second = scores
+            if first - first == 0.0 and second - second == 0.0:  # else an infinity or NaN: the general path
+                places.append(i)
+    inputs = _two_class_inputs(pool, [predictions[i].log_scores for i in places], [sizes[i] for i in places])
+    for i, row in zip(places, inputs):
+        rows[i] = (tuple(predictions[i]), row)
+    return rows
 
 
 def _finite(value) -> bool:
@@ -445,44 +467,46 @@ class Experts:
         i, `sizes[v][i]` its distinct features; with `labels`, learning each labeled one), the
         same results bit for bit: `_combined_two_classes` where it applies, else `_combined`."""
         learn = labels is not None
+        # each expert's inputs, made before the batch's first step: they read the pool's
+        # settings, never its weights or offsets
+        view_rows = [_two_class_rows(self.pool, predictions, view_sizes)
+                     for predictions, view_sizes in zip(per_expert, sizes)]
         combined = []
-        for i, predictions in enumerate(zip(*per_expert)):
+        for i, rows in enumerate(zip(*view_rows)):
             label = labels[i] if learn else None
-            its_sizes = [s[i] for s in sizes]
-            result = self._combined_two_classes(predictions, its_sizes, label, learn)
+            result = self._combined_two_classes(rows, label, learn)
             combined.append(result if result is not None
-                            else self._combined(list(predictions), its_sizes, label, learn=learn))
+                            else self._combined([p[i] for p in per_expert], [s[i] for s in sizes], label, learn=learn))
         return combined
 
-    def _combined_two_classes(self, predictions: Sequence, sizes: list[int], label, learn: bool):
+    def _combined_two_classes(self, rows: Sequence, label, learn: bool):
         """`_combined` of an event whose experts all predict the same two classes with finite log
-        scores (every event once both classes are learned), by the same float operations without
-        its general glue (`_two_class_inputs`, the softmax inline); None, with nothing changed,
-        for any other event."""
-        first = predictions[0]
-        if len(first) != 2:
+        scores (every event once both classes are learned; `rows`: each expert's
+        `_two_class_rows` entry), by the same float operations without its general glue (the
+        logits of pool.logits and the softmax inline); None, with nothing changed, for any other
+        event."""
+        first = rows[0]
+        if first is None:
             return None
-        classes = list(first)
-        rows = []
-        for prediction in predictions:
-            scores = getattr(prediction, "log_scores", None)
-            if scores is None or len(prediction) != 2 or list(prediction) != classes:
+        classes = first[0]
+        for row in rows:
+            if row is None or row[0] != classes:
                 return None
-            low, high = scores
-            if low - low != 0.0 or high - high != 0.0:  # an infinity or NaN: the general path
-                return None
-            rows.append(scores)
         pool = self.pool
-        inputs = [_two_class_inputs(pool, scores, n) for scores, n in zip(rows, sizes)]
-        logits = pool.logits(inputs, classes)
-        first_logit, second_logit = logits
+        inputs = [row[1] for row in rows]
+        first_class, second_class = classes
+        first_logit, second_logit = pool.offsets.get(first_class, 0.0), pool.offsets.get(second_class, 0.0)
+        for weight, (first_input, second_input) in zip(pool.weights, inputs):  # pool.logits, class by class
+            first_logit += weight * first_input
+            second_logit += weight * second_input
         if first_logit - first_logit != 0.0 or second_logit - second_logit != 0.0:
             return None
         # normalise_log_row of two finite logits: the first largest, np.exp, a sum from 0.0
         best = second_logit if second_logit > first_logit else first_logit
         first_weight, second_weight = np.exp(np.array([first_logit - best, second_logit - best])).tolist()
         total = 0.0 + first_weight + second_weight
-        return self._posterior(classes, inputs, logits, [first_weight / total, second_weight / total], label, learn)
+        return self._posterior([first_class, second_class], inputs, [first_logit, second_logit],
+                               [first_weight / total, second_weight / total], label, learn)
 
     def as_view_batch(self, X) -> ViewBatch:
         """X itself when a ViewBatch, else a list of events, each a feature dict per view (the
