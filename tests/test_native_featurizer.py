@@ -291,6 +291,14 @@ def test_look_ups_equal_the_vocabulary_s():
     assert batch[600:]._catch_up(vocabulary) is not None
     assert_look_ups_equal_the_vocabulary_s(batch[600:], vocabulary)
     assert_look_ups_equal_the_vocabulary_s(batch, vocabulary)
+    # the events before a part learned (a batch's one-by-one start): the part's names still
+    # unknown are a run of the numbering, kept as a slice of the featuriser's names
+    fresh = featurizer.transform_sparse(texts[3000:3400], vocabulary=vocabulary)
+    rest = fresh[3:]
+    vocabulary.add(list(fresh[:3].names))
+    assert rest._catch_up(vocabulary) is not None
+    assert type(rest.unknown_in(vocabulary)[1]) is type(fresh.unknown_in(vocabulary)[1]) is not list
+    assert_look_ups_equal_the_vocabulary_s(rest, vocabulary)
     # another vocabulary (an eviction renumbers into a new one): looked up afresh, no numbering
     other = Vocabulary.from_names(vocabulary.names()[::-1])
     assert np.array_equal(batch.columns_in(other), other.lookup(list(batch.names)))

@@ -64,14 +64,19 @@ def _while_unchanged(remembered: tuple | None, vocabulary) -> tuple | None:
     return None
 
 
-def _number_by_first_appearance(ranks: np.ndarray, unknown: Sequence) -> tuple[np.ndarray, list]:
+def _number_by_first_appearance(ranks: np.ndarray, unknown: Sequence) -> tuple[np.ndarray, Sequence]:
     """(ranks, unknown) renumbered 0, 1, ... by first appearance in `ranks` (-1 stays -1), and
-    unknown cut to the names still numbered, in that order."""
+    unknown cut to the names still numbered, in that order (a slice of it when they are a run of
+    it, as after a catch-up whose gained names were the first numbered: no name read)."""
     order = first_occurrences(ranks[ranks >= 0], len(unknown))
     new_rank = np.full(len(unknown) + 1, -1, dtype=np.int64)  # the last stays -1: ranks[i] = -1 reads it
-    new_rank[order] = np.arange(len(order))
+    run = np.arange(len(order))
+    new_rank[order] = run
     renumbered = new_rank[ranks]
     renumbered.flags.writeable = False
+    start = int(order[0]) if len(order) else 0
+    if np.array_equal(order - start, run):
+        return renumbered, unknown[start : start + len(order)]
     return renumbered, list(map(unknown.__getitem__, order.tolist()))
 
 
