@@ -5,7 +5,8 @@ counts), these draw inputs from strategies and, when a comparison fails, shrink 
 smallest input that still fails. Compared: the event decoder on arbitrary bytes and JSON-like
 values (codec.py), the prediction encoder on generated predictions (PredictionEncoder.encode),
 the featuriser on arbitrary text (text.py, specials.py), its one reading of a text for several
-feature views against each view alone (featurize_views), the multinomial kernel's `settle` on
+feature views against each view alone (featurize_views), NewNames.find against a dict of the
+names, the multinomial kernel's `settle` on
 small generated models and batches (the per-event loop with the kernel off) and its `clues`
 (strongest_clues event by event), and the mail helpers on generated markup, headers and
 Content-Type lines (html.py, parse.py). `make sanitize` runs this file with the extensions
@@ -344,6 +345,49 @@ def test_one_reading_for_several_views_is_each_view_s_own(reading, grams, batch,
     alone = [raw(text_module._native.featurize(batch, *view, extra)) for view in views]
     together = [raw(made) for made in text_module._native.featurize_views(batch, views, extra)]
     assert together == alone
+
+
+def found_by_definition(unknown: list, names: list) -> list[int] | None:
+    """NewNames.find's definition: each name's first position among `unknown` (-1: none); None
+    when a name or an entry is not an exact str."""
+    if any(type(name) is not str for name in [*unknown, *names]):
+        return None
+    first: dict = {}
+    for position, name in enumerate(unknown):
+        first.setdefault(name, position)
+    return [first.get(name, -1) for name in names]
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(range(len(VIEW_GRAMS))), st.lists(st.one_of(texts, texts.map(Text)), max_size=5),
+       st.one_of(st.none(), st.lists(st.lists(st.sampled_from(EXTRA_NAMES), max_size=4, unique=True), max_size=5)),
+       st.integers(0, 5), st.data())
+def test_new_names_find_is_the_first_equal_position(grams, batch, extra, known, data):
+    """NewNames.find (the names a vocabulary gained, looked for among a batch's new names: those
+    kept as bytes, those given as strs, wide ones, some already read, in a view or the whole)
+    gives each name's first equal position, as a dict of the names would; None for a str
+    subclass."""
+    featurizer = featurizer_with(VIEW_GRAMS[grams])
+    if extra is not None:
+        extra = (extra + [[]] * len(batch))[:len(batch)]
+    vocabulary = Vocabulary.from_names(EXTRA_NAMES[::2])
+    vocabulary.add([name for text in batch[:known] for name in featurizer._feature_list(text)])
+    *_, unknown, _ = text_module._native.featurize(batch, featurizer._native_plan, featurizer._native_spans,
+                                                   featurizer._feature_list, vocabulary.mapping(), True, None, None,
+                                                   extra)
+    for position in data.draw(st.lists(st.integers(0, max(len(unknown) - 1, 0)), max_size=4)):
+        if position < len(unknown):
+            unknown[position]  # read: its str is made, and kept
+    start = data.draw(st.integers(0, len(unknown)))
+    names = unknown[start : data.draw(st.integers(start, len(unknown)))]
+    listed = list(names)
+    asked = data.draw(st.lists(st.one_of(st.sampled_from([*list(unknown), *EXTRA_NAMES, ""]), texts,
+                                         st.sampled_from(["word", "café"]).map(Text)), max_size=12))
+    found = names.find(asked)
+    expected = found_by_definition(listed, asked)
+    assert (found if found is None else np.frombuffer(found, dtype=np.int64).tolist()) == expected
+    with pytest.raises(TypeError):
+        names.find(tuple(asked))
 
 
 # ---- the multinomial kernel (_kernel.c settle and clues; counting.py, explain.py) -------------

@@ -1436,6 +1436,88 @@ new_names_dealloc(NewNames *self)
     PyObject_Free(self);
 }
 
+/* NewNames.find(names): for each of `names` (a list), the position of the equal name among
+ * these, -1 where none is, as int64s in a bytes object; None when some name or entry is neither
+ * an exact str nor kept as bytes (equality would then be theirs to say). The entries' one-byte
+ * names are put in a table, the wider strs in a dict, the first position of a name kept. */
+static PyObject *
+new_names_find(NewNames *self, PyObject *names)
+{
+    if (!PyList_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "NewNames.find takes a list of names");
+        return NULL;
+    }
+    if (self->len > INT32_MAX) /* a table numbers by int32 (the featuriser makes no more) */
+        Py_RETURN_NONE;
+    NewNames *root = self->root ? self->root : self;
+    NameTable table = {0};
+    PyObject *wide = PyDict_New(), *result = NULL, *answer = NULL;
+    if (wide == NULL || table_reserve(&table, self->len) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < self->len; i++) {
+        Py_ssize_t at = self->start + i;
+        PyObject *made = root->entries[at].made;
+        Py_ssize_t begin = at ? root->entries[at - 1].end : 0;
+        const char *bytes = root->bytes.data + begin;
+        Py_ssize_t len = root->entries[at].end - begin;
+        if (made != NULL && len == 0) { /* given as a str, not as bytes */
+            if (!PyUnicode_CheckExact(made) || READY(made) < 0) {
+                PyErr_Clear();
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            if (PyUnicode_KIND(made) != PyUnicode_1BYTE_KIND) {
+                PyObject *position = PyLong_FromSsize_t(i);
+                PyObject *kept = position ? PyDict_SetDefault(wide, made, position) : NULL;
+                Py_XDECREF(position);
+                if (kept == NULL)
+                    goto done;
+                continue;
+            }
+            bytes = (const char *)PyUnicode_1BYTE_DATA(made);
+            len = PyUnicode_GET_LENGTH(made);
+        }
+        if (table_add(&table, bytes, len, name_hash(bytes, len), (int32_t)i) < 0)
+            goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    answer = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (answer == NULL)
+        goto done;
+    int64_t *position = (int64_t *)PyBytes_AS_STRING(answer);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *name = PyList_GET_ITEM(names, k);
+        if (!PyUnicode_CheckExact(name) || READY(name) < 0) {
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND) {
+            const char *bytes = (const char *)PyUnicode_1BYTE_DATA(name);
+            Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+            position[k] = table_find(&table, bytes, len, name_hash(bytes, len));
+            continue;
+        }
+        PyObject *found = PyDict_GetItemWithError(wide, name); /* borrowed */
+        if (found == NULL && PyErr_Occurred())
+            goto done;
+        position[k] = found == NULL ? -1 : PyLong_AsLongLong(found);
+    }
+    result = Py_NewRef(answer);
+done:
+    Py_XDECREF(answer);
+    Py_XDECREF(wide);
+    table_clear(&table);
+    return result;
+}
+
+static PyMethodDef new_names_methods[] = {
+    {"find", (PyCFunction)new_names_find, METH_O,
+     "find(names): each name's position among these (-1: not among them), as int64s in bytes; None when\n"
+     "a name or an entry is not an exact str (the caller then compares them itself)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PySequenceMethods new_names_as_sequence = {
     .sq_length = (lenfunc)new_names_length,
     .sq_item = (ssizeargfunc)new_names_item,
@@ -1456,6 +1538,7 @@ static PyTypeObject NewNamesType = {
     .tp_as_mapping = &new_names_as_mapping,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_SEQUENCE,
     .tp_richcompare = new_names_richcompare,
+    .tp_methods = new_names_methods,
     .tp_doc = "A batch's names absent from the vocabulary, in rank order: a read-only sequence of str\n"
               "that makes each str when it is first read (featurize's `unknown`).",
 };

@@ -64,6 +64,23 @@ def _while_unchanged(remembered: tuple | None, vocabulary) -> tuple | None:
     return None
 
 
+def _looked_up_since(vocabulary, size: int, unknown: Sequence) -> np.ndarray:
+    """vocabulary.lookup(unknown) for distinct names none of which was in the vocabulary when it
+    had `size` names: a vocabulary only appends, so a name it has gained since is one of its
+    names from column `size` on. When those are fewer, they are found among the unknown names
+    (the featuriser's NewNames.find), and no str is made for the unknown names never learned."""
+    find, by_column = getattr(unknown, "find", None), getattr(vocabulary, "by_column", None)
+    if find is not None and by_column is not None and len(vocabulary) - size < len(unknown):
+        found = find(by_column()[size:])
+        if found is not None:
+            position = np.frombuffer(found, dtype=np.int64)
+            column_of_rank = np.full(len(unknown), -1, dtype=np.int64)
+            gained = np.flatnonzero(position >= 0)
+            column_of_rank[position[gained]] = size + gained
+            return column_of_rank
+    return vocabulary.lookup(unknown)
+
+
 def _number_by_first_appearance(ranks: np.ndarray, unknown: Sequence) -> tuple[np.ndarray, Sequence]:
     """(ranks, unknown) renumbered 0, 1, ... by first appearance in `ranks` (-1 stays -1), and
     unknown cut to the names still numbered, in that order (a slice of it when they are a run of
@@ -201,7 +218,7 @@ class SparseBatch:
                 or remembered[1] > len(vocabulary)):
             return None
         columns, ranks, unknown = remembered[2], numbered[2], numbered[3]
-        column_of_rank = vocabulary.lookup(unknown)
+        column_of_rank = _looked_up_since(vocabulary, remembered[1], unknown)
         gained = np.flatnonzero(column_of_rank >= 0)
         if len(gained):  # only the names' occurrences that have a column now change (usually few)
             has_gained = np.zeros(len(unknown) + 1, dtype=bool)  # the last stays False: ranks[i] = -1 reads it
