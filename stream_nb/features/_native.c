@@ -1436,10 +1436,11 @@ new_names_dealloc(NewNames *self)
     PyObject_Free(self);
 }
 
-/* NewNames.find(names): for each of `names` (a list), the position of the equal name among
- * these, -1 where none is, as int64s in a bytes object; None when some name or entry is neither
- * an exact str nor kept as bytes (equality would then be theirs to say). The entries' one-byte
- * names are put in a table, the wider strs in a dict, the first position of a name kept. */
+/* NewNames.find(names): for each of `names` (a list), the position of the first equal name
+ * among these, -1 where none is, as int64s in a bytes object; None when some name or entry is
+ * neither an exact str nor kept as bytes (equality would then be theirs to say). The names
+ * asked for (few: a vocabulary's gain) go in a table, one-byte ones, and a dict, wider ones,
+ * each under the first place it is asked at; the entries are read once, in order, against them. */
 static PyObject *
 new_names_find(NewNames *self, PyObject *names)
 {
@@ -1447,46 +1448,23 @@ new_names_find(NewNames *self, PyObject *names)
         PyErr_SetString(PyExc_TypeError, "NewNames.find takes a list of names");
         return NULL;
     }
-    if (self->len > INT32_MAX) /* a table numbers by int32 (the featuriser makes no more) */
+    const Py_ssize_t n = PyList_GET_SIZE(names);
+    if (n > INT32_MAX) /* a table numbers by int32 */
         Py_RETURN_NONE;
     NewNames *root = self->root ? self->root : self;
-    NameTable table = {0};
+    NameTable asked = {0};
     PyObject *wide = PyDict_New(), *result = NULL, *answer = NULL;
-    if (wide == NULL || table_reserve(&table, self->len) < 0)
+    int64_t *first_at = NULL; /* by the first place a name is asked at: its first position */
+    if (wide == NULL || table_reserve(&asked, n) < 0)
         goto done;
-    for (Py_ssize_t i = 0; i < self->len; i++) {
-        Py_ssize_t at = self->start + i;
-        PyObject *made = root->entries[at].made;
-        Py_ssize_t begin = at ? root->entries[at - 1].end : 0;
-        const char *bytes = root->bytes.data + begin;
-        Py_ssize_t len = root->entries[at].end - begin;
-        if (made != NULL && len == 0) { /* given as a str, not as bytes */
-            if (!PyUnicode_CheckExact(made) || READY(made) < 0) {
-                PyErr_Clear();
-                result = Py_NewRef(Py_None);
-                goto done;
-            }
-            if (PyUnicode_KIND(made) != PyUnicode_1BYTE_KIND) {
-                PyObject *position = PyLong_FromSsize_t(i);
-                PyObject *kept = position ? PyDict_SetDefault(wide, made, position) : NULL;
-                Py_XDECREF(position);
-                if (kept == NULL)
-                    goto done;
-                continue;
-            }
-            bytes = (const char *)PyUnicode_1BYTE_DATA(made);
-            len = PyUnicode_GET_LENGTH(made);
-        }
-        if (table_add(&table, bytes, len, name_hash(bytes, len), (int32_t)i) < 0)
-            goto done;
+    first_at = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (first_at == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
-    Py_ssize_t n = PyList_GET_SIZE(names);
-    answer = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
-    if (answer == NULL)
-        goto done;
-    int64_t *position = (int64_t *)PyBytes_AS_STRING(answer);
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *name = PyList_GET_ITEM(names, k);
+        first_at[k] = -1;
         if (!PyUnicode_CheckExact(name) || READY(name) < 0) {
             PyErr_Clear();
             result = Py_NewRef(Py_None);
@@ -1495,19 +1473,74 @@ new_names_find(NewNames *self, PyObject *names)
         if (PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND) {
             const char *bytes = (const char *)PyUnicode_1BYTE_DATA(name);
             Py_ssize_t len = PyUnicode_GET_LENGTH(name);
-            position[k] = table_find(&table, bytes, len, name_hash(bytes, len));
+            if (table_add(&asked, bytes, len, name_hash(bytes, len), (int32_t)k) < 0)
+                goto done;
             continue;
         }
-        PyObject *found = PyDict_GetItemWithError(wide, name); /* borrowed */
-        if (found == NULL && PyErr_Occurred())
+        PyObject *place = PyLong_FromSsize_t(k);
+        PyObject *kept = place ? PyDict_SetDefault(wide, name, place) : NULL;
+        Py_XDECREF(place);
+        if (kept == NULL)
             goto done;
-        position[k] = found == NULL ? -1 : PyLong_AsLongLong(found);
+    }
+    for (Py_ssize_t i = 0; i < self->len; i++) {
+        Py_ssize_t at = self->start + i;
+        PyObject *made = root->entries[at].made;
+        Py_ssize_t begin = at ? root->entries[at - 1].end : 0;
+        const char *bytes = root->bytes.data + begin;
+        Py_ssize_t len = root->entries[at].end - begin;
+        int64_t k;
+        if (made != NULL && len == 0) { /* given as a str, not as bytes */
+            if (!PyUnicode_CheckExact(made) || READY(made) < 0) {
+                PyErr_Clear();
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            if (PyUnicode_KIND(made) != PyUnicode_1BYTE_KIND) {
+                PyObject *place = PyDict_GetItemWithError(wide, made); /* borrowed */
+                if (place == NULL && PyErr_Occurred())
+                    goto done;
+                k = place == NULL ? -1 : PyLong_AsLongLong(place);
+                if (k >= 0 && first_at[k] < 0)
+                    first_at[k] = i;
+                continue;
+            }
+            bytes = (const char *)PyUnicode_1BYTE_DATA(made);
+            len = PyUnicode_GET_LENGTH(made);
+        }
+        k = table_find(&asked, bytes, len, name_hash(bytes, len));
+        if (k >= 0 && first_at[k] < 0)
+            first_at[k] = i;
+    }
+    answer = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (answer == NULL)
+        goto done;
+    int64_t *position = (int64_t *)PyBytes_AS_STRING(answer);
+    for (Py_ssize_t k = 0; k < n; k++) { /* a name asked twice: the answer of its first place */
+        PyObject *name = PyList_GET_ITEM(names, k);
+        int64_t first;
+        if (PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND) {
+            const char *bytes = (const char *)PyUnicode_1BYTE_DATA(name);
+            Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+            first = table_find(&asked, bytes, len, name_hash(bytes, len));
+        }
+        else {
+            PyObject *place = PyDict_GetItemWithError(wide, name); /* borrowed: every wide name is there */
+            if (place == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_SystemError, "NewNames.find lost a name");
+                goto done;
+            }
+            first = PyLong_AsLongLong(place);
+        }
+        position[k] = first_at[first];
     }
     result = Py_NewRef(answer);
 done:
     Py_XDECREF(answer);
     Py_XDECREF(wide);
-    table_clear(&table);
+    PyMem_Free(first_at);
+    table_clear(&asked);
     return result;
 }
 
