@@ -483,8 +483,7 @@ class Experts:
         """`_combined` of an event whose experts all predict the same two classes with finite log
         scores (every event once both classes are learned; `rows`: each expert's
         `_two_class_rows` entry), by the same float operations without its general glue (the
-        logits of pool.logits and the softmax inline); None, with nothing changed, for any other
-        event."""
+        softmax inline); None, with nothing changed, for any other event."""
         first = rows[0]
         if first is None:
             return None
@@ -492,21 +491,17 @@ class Experts:
         for row in rows:
             if row is None or row[0] != classes:
                 return None
-        pool = self.pool
         inputs = [row[1] for row in rows]
-        first_class, second_class = classes
-        first_logit, second_logit = pool.offsets.get(first_class, 0.0), pool.offsets.get(second_class, 0.0)
-        for weight, (first_input, second_input) in zip(pool.weights, inputs):  # pool.logits, class by class
-            first_logit += weight * first_input
-            second_logit += weight * second_input
+        classes = list(classes)
+        logits = self.pool.logits(inputs, classes)
+        first_logit, second_logit = logits
         if first_logit - first_logit != 0.0 or second_logit - second_logit != 0.0:
             return None
         # normalise_log_row of two finite logits: the first largest, np.exp, a sum from 0.0
         best = second_logit if second_logit > first_logit else first_logit
         first_weight, second_weight = np.exp(np.array([first_logit - best, second_logit - best])).tolist()
         total = 0.0 + first_weight + second_weight
-        return self._posterior([first_class, second_class], inputs, [first_logit, second_logit],
-                               [first_weight / total, second_weight / total], label, learn)
+        return self._posterior(classes, inputs, logits, [first_weight / total, second_weight / total], label, learn)
 
     def as_view_batch(self, X) -> ViewBatch:
         """X itself when a ViewBatch, else a list of events, each a feature dict per view (the
