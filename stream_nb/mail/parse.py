@@ -278,6 +278,13 @@ def _with_plain_headers(block: str, position: int, message: Message, native) -> 
     return message
 
 
+def _has_lone_carriage_return(text: str, start: int = 0) -> bool:
+    """Whether `text[start:]` holds a '\\r' not followed by '\\n': one ends a line for the parser,
+    which the fast paths do not read. (Most mail has no '\\r': looking for one is a byte search,
+    where counting '\\r\\n' reads the text a character at a time.)"""
+    return text.find("\r", start) != -1 and text.count("\r", start) != text.count("\r\n", start)
+
+
 def _simple_message(data: bytes, native=_MISSING) -> Message | None:
     """The `Message` compat32's parser would build, for the common shapes it reads without
     judgement: plain 'Name: value' header lines (continuations, a first 'From ' envelope line)
@@ -291,9 +298,7 @@ def _simple_message(data: bytes, native=_MISSING) -> Message | None:
     if blank is None or text[:1] in ("\r", "\n"):
         return None
     block = text[: blank.start() + 1]
-    # A lone '\r' ends a line for the parser. (Most blocks have no '\r': the look for one is
-    # a byte search, where counting '\r\n' reads the block a character at a time.)
-    if "\r" in block and block.count("\r") != block.count("\r\n"):
+    if _has_lone_carriage_return(block):
         return None
     message = _ReadMessage(policy=compat32)
     position = 0
@@ -371,7 +376,7 @@ def _simple_multipart(
         return None
     if body_end is None:  # the outermost multipart: its body holds every nested one's
         body_end = len(text)
-        if text.find("\r", body_start) != -1 and text.count("\r", body_start) != text.count("\r\n", body_start):
+        if _has_lone_carriage_return(text, body_start):
             return None
     marks = _boundary_lines(text, boundary, body_start, body_end)
     if not marks or marks[0][2]:  # no opening boundary before the closing one
