@@ -90,16 +90,13 @@ def write_messages(corpus: list[tuple[str, bytes]], directory: Path) -> dict[str
     return files
 
 
-def bogofilter_times(corpus: list[tuple[str, bytes]], repeats: int,
-                     files: dict[str, list[str]] | None = None) -> tuple[float, float]:
-    """Median seconds of (registering every message, classifying every message), bulk mode;
-    from `files` (write_messages') when given, else from files written for this call."""
+def bogofilter_times(files: dict[str, list[str]], repeats: int) -> tuple[float, float]:
+    """Median seconds of (registering every message, classifying every message), bulk mode, of
+    the messages `write_messages` wrote (`files`), each attempt into a fresh database."""
     bogofilter = shutil.which("bogofilter")
+    every = [path for folder in (HAM_FOLDER, SPAM_FOLDER) for path in files[folder]]
+    register, classify = [], []
     with tempfile.TemporaryDirectory() as scratch:
-        if files is None:
-            files = write_messages(corpus, Path(scratch))
-        every = [path for folder in (HAM_FOLDER, SPAM_FOLDER) for path in files[folder]]
-        register, classify = [], []
         for attempt in range(repeats):
             database = Path(scratch) / f"db{attempt}"
             database.mkdir()
@@ -138,7 +135,8 @@ def main() -> None:
     if shutil.which("bogofilter") is None:
         print("bogofilter not installed (apt-get install bogofilter): its rates are skipped")
         return
-    register, classify = bogofilter_times(corpus, args.repeats)
+    with tempfile.TemporaryDirectory() as scratch:
+        register, classify = bogofilter_times(write_messages(corpus, Path(scratch)), args.repeats)
     bulk = count / (register + classify)
     print(f"bogofilter -B register:             {count / register:8,.0f} msgs/s")
     print(f"bogofilter -B classify:             {count / classify:8,.0f} msgs/s")

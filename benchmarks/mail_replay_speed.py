@@ -121,7 +121,7 @@ def main() -> int:
         source_paths = {"files": messages, "tarball": CORPUS}
         for _ in range(args.repeats):  # alternate, so every system sees the same load
             cpu_started = cpu_seconds()
-            register, classify = bogofilter_times(corpus, 1, files)
+            register, classify = bogofilter_times(files, 1)
             bogofilter_cpu.append(cpu_seconds() - cpu_started)
             registers.append(register)
             classifies.append(classify)
