@@ -1244,7 +1244,8 @@ table_reserve(NameTable *table, Py_ssize_t more)
         }
         new_size *= 2;
     }
-    /* (new_size * (sizeof(TableSlot) + 1) fits: new_size * sizeof(TableSlot) <= PY_SSIZE_T_MAX / 2) */
+    /* (no overflow: the loop keeps new_size * sizeof(TableSlot) <= PY_SSIZE_T_MAX, so the tags' new_size
+     * bytes and CACHE_LINE more stay within SIZE_MAX; PyMem_Malloc refuses a size beyond PY_SSIZE_T_MAX) */
     void *allocated = PyMem_Malloc(new_size * (sizeof(TableSlot) + 1) + CACHE_LINE);
     if (allocated == NULL) {
         PyErr_NoMemory();
