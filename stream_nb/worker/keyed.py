@@ -19,7 +19,9 @@ Its changelog: at each commit the changes of every owned partition go to partiti
 changelog topic (stream_nb.keyed.changelog) inside the transaction that holds the predictions
 and the group's offsets, the metadata last with the position. A flush whose transaction is
 aborted is sent again with the next one (`_unconfirmed`), so the changelog's last values are
-always a state the log produced.
+always a state the log produced. A commit flushes only when a key changed; a clean stop also
+flushes a partition whose changelog names an earlier position than the worker's (relearned, or
+passed by events of other keys only), so a catch-up run leaves every partition at its end.
 
 A partition that moves is restored by its new owner from the changelog before any of its
 records is predicted (on the assignment, synchronously). A store this worker closed cleanly on
@@ -251,6 +253,10 @@ class KeyedState(PartitionedKeys):
         # partition -> the changelog offset after its last committed flush, while its store on
         # disk is exactly that flush (a clean close records it: a restart reads only the tail)
         self._clean: dict[int, int] = {}
+        # partition -> the labeled position its committed changelog names (restored, or the last
+        # flush confirmed); the flush in the open transaction's, until it commits
+        self._committed_at: dict[int, int] = {}
+        self._sent_at: dict[int, int] = {}
         self.tombstones_kept_ms = 0  # the changelog's delete.retention.ms
         self.reused = 0  # restores that started from a local copy
         self.restores = 0
@@ -293,6 +299,14 @@ class KeyedState(PartitionedKeys):
     def pending(self) -> bool:
         return self._changed_at is not None or any(self._unconfirmed.values())
 
+    def behind(self, position: int) -> bool:
+        """Whether an owned partition's committed changelog names a labeled position before
+        `position` with nothing of its keys to flush: a relearning pass, or events of other keys
+        only, moved its state on. A clean stop flushes it then, so the changelog says how far
+        the state goes and the next owner need not learn that stretch again."""
+        return any(self._committed_at.get(number, 0) < max(position, owned.position)
+                   for number, owned in self.owned.items())
+
     def send_flushes(self, outputs, position: int) -> None:
         """Into the open transaction: every owned partition's changes since its last committed
         flush, and its metadata at `position` (the labeled offset the model reflects)."""
@@ -305,6 +319,7 @@ class KeyedState(PartitionedKeys):
             meta = unconfirmed.pop(META_KEY)
             self._flush_ends[number] = send_flush(outputs, self.topic, number, [*unconfirmed.items(), (META_KEY, meta)])
             self._clean.pop(number, None)
+            self._sent_at[number] = owned.position
             unconfirmed[META_KEY] = meta
         self._changed_at = None
 
@@ -312,6 +327,8 @@ class KeyedState(PartitionedKeys):
         """The transaction with the flushes committed: each store on disk is its changelog up to
         the end of its flush."""
         self._unconfirmed.clear()
+        self._committed_at.update(self._sent_at)
+        self._sent_at.clear()
         for number, last in self._flush_ends.items():
             end = offset_after(last)
             if end is not None:
@@ -340,6 +357,8 @@ class KeyedState(PartitionedKeys):
         self._unconfirmed.pop(number, None)  # its next owner restores the committed state
         self._flush_ends.pop(number, None)
         self._clean.pop(number, None)
+        self._committed_at.pop(number, None)
+        self._sent_at.pop(number, None)
         owned.table.close()
         shutil.rmtree(owned.table.path, ignore_errors=True)
         log.info("keyed state of partition %d released", number)
@@ -368,6 +387,7 @@ class KeyedState(PartitionedKeys):
         here = w.labeled.next_offset()
         restored_at = table.position if table.position is not None else 0
         owned = OwnedPartition(table, restored_at)
+        self._committed_at[number] = restored_at
         self.relearned_from = None
         if restored_at < here:
             self._relearn(number, owned, here)
