@@ -18,11 +18,13 @@ replay itself (reading and shuffling the tarball's messages included) and the wh
 the report: report.json, the curve and ROC plots). parse_mail alone, over the same messages in
 memory, shows how much of the replay's time is the parser's.
 
-Each configuration is replayed twice: reading every message in the replay's own process
-(`--parse-processes 0`), and with the mail read ahead by other processes (the default of
-`--parse-processes`, two fewer than the CPUs, but at least one: stream_nb.replay.parse_ahead). Both are
-timed by the clock and by CPU seconds (the replay's process and the processes it started; for
-bogofilter, its processes), so that a rate bought with a second core shows as such.
+Each configuration is replayed three ways: every message read in the learner's thread
+(`--parse-processes 0 --no-parse-thread`); read ahead by a thread beside it (`--parse-processes 0`,
+the default on two CPUs: it reads while the featuriser and the model's kernel run without the
+GIL); and read ahead by other processes (`--parse-processes N`, two fewer than the CPUs, but at
+least one: stream_nb.replay.parse_ahead). All are timed by the clock and by CPU seconds (the
+replay's process and the processes it started; for bogofilter, its processes), so that a rate
+bought with a second core shows as such.
 
 Rates are messages per second, medians of --repeats; the runs of the systems alternate, so
 each sees the same load on a shared machine. The target: replay >= 2x bogofilter's rate.
@@ -75,10 +77,11 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def replay_seconds(config_path: Path, source: Path, workdir: Path, processes: int) -> tuple[int, float, float, float, float]:
+def replay_seconds(config_path: Path, source: Path, workdir: Path, processes: int,
+                   thread: bool) -> tuple[int, float, float, float, float]:
     """(events, replay seconds, whole-call seconds, accuracy, CPU seconds of the replay) of one
     replay of `source` (the tarball, or the directory of its messages as files) with `processes`
-    parse processes, shuffled as `replay --shuffle` does (the reading and the shuffle are timed
+    parse processes (0: a parse thread with `thread`, else none), shuffled as `replay --shuffle` does (the reading and the shuffle are timed
     too)."""
     config = load_config(config_path)
     started, cpu_started = time.perf_counter(), cpu_seconds()
@@ -87,7 +90,7 @@ def replay_seconds(config_path: Path, source: Path, workdir: Path, processes: in
     read = time.perf_counter() - started
     result, _, reports = replay_and_report(events, [(config_path.name, config)],
                                            Path(tempfile.mkdtemp(dir=workdir)), batch_size=1000,
-                                           parse_processes=processes)
+                                           parse_processes=processes, parse_thread=thread)
     # (the pool's processes have ended: replay_and_report waits for them; the report's CPU is in the whole call's)
     return (result.events, read + result.seconds, time.perf_counter() - started, reports[0]["accuracy"],
             cpu_seconds() - cpu_started)
@@ -112,7 +115,8 @@ def main() -> int:
 
     processes = max(1, default_parse_processes())  # (at least one: what a reader beside the learner gives)
     sources = ("files", "tarball") if args.source == "both" else (args.source,)
-    ways = [(name, source, used) for name in CONFIGS for source in sources for used in (0, processes)]
+    readers = ((0, False), (0, True), (processes, False))  # none, a parse thread, parse processes
+    ways = [(name, source, used, thread) for name in CONFIGS for source in sources for used, thread in readers]
     registers, classifies, bogofilter_cpu = [], [], []
     replays: dict[tuple, list[tuple]] = {way: [] for way in ways}
     with tempfile.TemporaryDirectory(prefix="mail_replay_speed_") as workdir:
@@ -125,9 +129,9 @@ def main() -> int:
             bogofilter_cpu.append(cpu_seconds() - cpu_started)
             registers.append(register)
             classifies.append(classify)
-            for name, source, used in ways:
-                replays[name, source, used].append(
-                    replay_seconds(CONFIGS[name], source_paths[source], Path(workdir), used))
+            for name, source, used, thread in ways:
+                replays[name, source, used, thread].append(
+                    replay_seconds(CONFIGS[name], source_paths[source], Path(workdir), used, thread))
     parsed = parse_rate(parse_mail, [data for _, data in corpus], args.repeats)
 
     register, classify = statistics.median(registers), statistics.median(classifies)
@@ -137,12 +141,13 @@ def main() -> int:
     print(f"bogofilter -B classify                {count / classify:8,.0f} msgs/s  ({classify:.2f} s)")
     print(f"bogofilter register then classify     {bulk:8,.0f} msgs/s  ({bulk_cpu:,.0f} msgs per CPU second)")
     print(f"target (issue 23): replay >= {TARGET:.0f}x       {TARGET * bulk:8,.0f} msgs/s")
-    for (name, source, processes_used), runs in replays.items():
+    for (name, source, processes_used, thread), runs in replays.items():
         events = runs[0][0]
         replay = statistics.median(run[1] for run in runs)
         whole = statistics.median(run[2] for run in runs)
         per_cpu = events / statistics.median(run[4] for run in runs)
-        label = f"{name}, {source}, {processes_used} parse proc."
+        reader = f"{processes_used} parse proc." if processes_used else "parse thread" if thread else "no reader"
+        label = f"{name}, {source}, {reader}"
         for what, seconds in (("replay", replay), ("replay + report", whole)):
             rate = events / seconds
             verdict = "PASS" if rate >= TARGET * bulk else "FAIL"

@@ -247,3 +247,51 @@ def test_views_that_do_not_read_mail_through_the_first_parse_each_message_themse
     batches = MailFeaturizer.transform_batch_views(apart, events, [None, None])
     assert counted.calls == 0
     assert [list(batch.names) for batch in batches] == [list(f.transform_batch(events).names) for f in apart]
+
+
+def test_other_threads_run_while_plain_texts_are_featurised_and_not_while_wide_ones_are():
+    """featurize_views reads a stretch of plain texts (exact strs one byte a character, their
+    evidence names too, every view with its index) without the GIL, so that a thread reading the
+    next batch's mail runs meanwhile (stream_nb.replay.parse_ahead). With a switch interval so long
+    that a thread waiting for the GIL never gets it from Python code, a counting thread counts
+    during the call on plain texts, and not once during the call on texts beyond Latin-1 (the
+    wide path holds the GIL throughout). The batches are the same with the other thread running."""
+    import sys
+    import threading
+    import time
+
+    featurizers = mail_views()
+    plain = [text for _, text in load_sms_spam()[:1500] if text.isascii()]
+    wide = [text + " kůň" for text in plain[:300]]
+    extra = generated_extra(3, plain)
+    extra = [[name for name in names if name.isascii()] for names in extra]
+    vocabularies = filled_vocabularies(featurizers, plain[::3])
+    expected = figures_alone(featurizers, plain, vocabularies, True, extra)
+    counted, stop = [0], [False]
+
+    def count() -> None:
+        while not stop[0]:
+            counted[0] += 1
+            time.sleep(0)  # gives the GIL back, so that the caller takes it again after the call
+
+    def counts_during(texts, names) -> tuple[int, list]:
+        views = [featurizer._native_view(vocabulary, True) for featurizer, vocabulary in zip(featurizers, vocabularies)]
+        before = counted[0]
+        made = text_module._native.featurize_views(texts, views, names)
+        return counted[0] - before, made
+
+    interval = sys.getswitchinterval()
+    counter = threading.Thread(target=count, daemon=True)
+    sys.setswitchinterval(1000.0)
+    try:
+        counter.start()
+        during_plain = [counts_during(plain, extra)[0] for _ in range(5)]
+        during_wide = [counts_during(wide, None)[0] for _ in range(5)]
+        together = transform_sparse_views(featurizers, plain, vocabularies, True, extra)
+    finally:
+        stop[0] = True
+        sys.setswitchinterval(interval)
+        counter.join(10)
+    assert max(during_plain) > 0, during_plain
+    assert during_wide == [0] * 5
+    assert [batch_figures(batch, vocabulary) for batch, vocabulary in zip(together, vocabularies)] == expected

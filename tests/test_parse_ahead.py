@@ -102,14 +102,17 @@ def _prepared(ahead: ParseAhead, events: list[dict]) -> list[dict]:
     return events
 
 
+@pytest.mark.parametrize("threads", [False, True])
 @pytest.mark.parametrize("batch", [1, 7, 100])
-def test_readings_made_ahead_equal_parse_mail_s_for_any_batch(batch):
+def test_readings_made_ahead_equal_parse_mail_s_for_any_batch(batch, threads):
     mails = generated_mail(random.Random(batch), 500)
-    with ParseAhead(1, chunk=8, keep=64, start_after=16) as ahead:
+    with ParseAhead(1, threads=threads, chunk=8, keep=64, start_after=16) as ahead:
         readings = read_through(ahead, mails, batch)
         read_here = ahead.read_here
+        pool = type(ahead._pool).__name__
     assert readings == [parse_mail(mail) for mail in mails]
     assert read_here < len(mails) - 16  # the pool read some: more than the messages before it started
+    assert pool == ("ThreadPoolExecutor" if threads else "ProcessPoolExecutor")
 
 
 def test_a_short_stream_starts_no_process():
@@ -210,6 +213,9 @@ def test_parse_processes_must_be_a_positive_number():
     assert 0 <= default_parse_processes() <= parse_ahead.MAX_PROCESSES
     with pytest.raises(SystemExit):
         build_parser().parse_args(["replay", "--input", "x", "--report", "r", "--parse-processes", "-1"])
+    # a parse thread unless turned off
+    assert build_parser().parse_args(["replay", "--input", "x", "--report", "r"]).parse_thread is True
+    assert build_parser().parse_args(["replay", "--input", "x", "--report", "r", "--no-parse-thread"]).parse_thread is False
 
 
 def report_figures(report: dict) -> dict:
@@ -224,12 +230,12 @@ def test_a_replay_of_mail_gives_the_same_figures_with_any_number_of_parse_proces
     mails = generated_mail(rng, 400)  # (the pool starts after 256 messages)
     events = [{"id": f"m{i}", "mail": mail, "label": rng.choice(["ham", "spam"])} for i, mail in enumerate(mails)]
     reports = {}
-    for count in (0, processes):
-        _, contenders, made = replay_and_report(list(events), [("mail.toml", config)], tmp_path / str(count),
-                                                batch_size=batch_size, parse_processes=count)
-        reports[count] = (report_figures(made[0]), contenders[0].mail_read, dict(contenders[0].mail_defects))
-    assert reports[processes] == reports[0]
-    assert reports[0][1] == len({id(mail) for mail in mails})  # (a bytes object repeated is read once)
+    for count, thread in ((0, False), (0, True), (processes, False)):  # none, a parse thread, processes
+        _, contenders, made = replay_and_report(list(events), [("mail.toml", config)], tmp_path / f"{count}-{thread}",
+                                                batch_size=batch_size, parse_processes=count, parse_thread=thread)
+        reports[count, thread] = (report_figures(made[0]), contenders[0].mail_read, dict(contenders[0].mail_defects))
+    assert reports[processes, False] == reports[0, True] == reports[0, False]
+    assert reports[0, False][1] == len({id(mail) for mail in mails})  # (a bytes object repeated is read once)
 
 
 @pytest.mark.parametrize("batch_size", [7, 1000])
@@ -247,12 +253,14 @@ def test_per_user_models_with_corrections_and_duplicates_read_ahead_give_the_sam
     duplicates = [dict(events[i]) for i in range(5, 300, 13)]
     stream = events[:300] + corrections + events[300:] + duplicates
     reports = {}
-    for processes in (0, 2):
-        _, contenders, made = replay_and_report(list(stream), [("personal.toml", config)], tmp_path / str(processes),
-                                                batch_size=batch_size, parse_processes=processes)
-        reports[processes] = (report_figures(made[0]), contenders[0].mail_read, dict(contenders[0].mail_defects))
-    assert reports[2] == reports[0]
-    assert reports[0][0]["events"] == len(stream)
-    report = reports[0][0]
+    for processes, thread in ((0, False), (0, True), (2, False)):  # none, a parse thread, processes
+        _, contenders, made = replay_and_report(list(stream), [("personal.toml", config)],
+                                                tmp_path / f"{processes}-{thread}", batch_size=batch_size,
+                                                parse_processes=processes, parse_thread=thread)
+        reports[processes, thread] = (report_figures(made[0]), contenders[0].mail_read,
+                                      dict(contenders[0].mail_defects))
+    assert reports[2, False] == reports[0, True] == reports[0, False]
+    assert reports[0, False][0]["events"] == len(stream)
+    report = reports[0, False][0]
     assert report["by_key"]["keys"] == 4
     assert report["lessons"]["corrected"] > 0 and report["lessons"]["duplicate"] > 0  # both came, and counted

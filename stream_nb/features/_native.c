@@ -51,6 +51,7 @@ enum { DONE = 0, FAILED = -1, FALL_BACK = 1 };
 
 static const char SUBJECT_PREFIX[] = "#s:";
 static const char CHAR_NGRAM_PREFIX[] = "#c:"; /* text.py's CHAR_NGRAM_PREFIX */
+static const char TOO_MANY_NAMES[] = "featurize: too many new names in one batch";
 
 /* A growable byte buffer. */
 typedef struct {
@@ -125,6 +126,22 @@ typedef struct {
     Py_ssize_t hashes_cap;
 } Work;
 
+/* Set while featurize_texts runs a stretch of plain texts without the GIL (`plain_run`): an
+ * error there is noted in `detached_error` and raised once the GIL is held again. The buffers are
+ * PyMem_Raw*'s, which need no GIL. */
+static _Thread_local int detached;
+enum { DETACHED_NO_MEMORY = 1, DETACHED_TOO_MANY_NAMES = 2 };
+static _Thread_local int detached_error;
+
+static void
+no_memory(void)
+{
+    if (detached)
+        detached_error = DETACHED_NO_MEMORY;
+    else
+        PyErr_NoMemory();
+}
+
 static int
 grow(void **items, Py_ssize_t *cap, Py_ssize_t needed, size_t item_size)
 {
@@ -133,14 +150,14 @@ grow(void **items, Py_ssize_t *cap, Py_ssize_t needed, size_t item_size)
     Py_ssize_t new_cap = *cap ? *cap : 64;
     while (new_cap < needed) {
         if (new_cap > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)item_size) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         new_cap *= 2;
     }
-    void *grown = PyMem_Realloc(*items, (size_t)new_cap * item_size);
+    void *grown = PyMem_RawRealloc(*items, (size_t)new_cap * item_size);
     if (grown == NULL) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     *items = grown;
@@ -255,7 +272,7 @@ static int
 arena_reserve(Work *w, Py_ssize_t more)
 {
     if (more < 0 || more > PY_SSIZE_T_MAX - SLACK - w->arena.len) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     return grow((void **)&w->arena.data, &w->arena.cap, w->arena.len + more + SLACK, 1);
@@ -426,7 +443,7 @@ char_ngrams(Work *w, const SpanList *tokens, SpanList *out)
         for (Py_ssize_t n = w->g.char_min; n <= top; n++) {
             Py_ssize_t grams = length - n + 1, size = prefix + n;
             if (grams > (PY_SSIZE_T_MAX - SLACK - w->arena.len) / size) {
-                PyErr_NoMemory();
+                no_memory();
                 return -1;
             }
             if (arena_reserve(w, grams * size) < 0 ||
@@ -620,7 +637,7 @@ static int
 wide_reserve(Work *w, Py_ssize_t more)
 {
     if (more < 0 || more > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(Py_UCS4) - w->wide.len) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     return grow((void **)&w->wide.data, &w->wide.cap, w->wide.len + more, sizeof(Py_UCS4));
@@ -1108,9 +1125,9 @@ deduplicate_spans(Work *w, const char *base, Py_ssize_t unit)
     while (n_slots < 2 * count)
         n_slots *= 2;
     if (n_slots > w->n_slots) {
-        Py_ssize_t *slots = PyMem_Realloc(w->slots, (size_t)n_slots * sizeof(Py_ssize_t));
+        Py_ssize_t *slots = PyMem_RawRealloc(w->slots, (size_t)n_slots * sizeof(Py_ssize_t));
         if (slots == NULL) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         w->slots = slots;
@@ -1239,16 +1256,16 @@ table_reserve(NameTable *table, Py_ssize_t more)
     size_t new_size = size ? size : 1024;
     while (needed > new_size / 4 * 3) {
         if (new_size > ((size_t)PY_SSIZE_T_MAX / sizeof(TableSlot)) / 2) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         new_size *= 2;
     }
     /* (no overflow: the loop keeps new_size * sizeof(TableSlot) <= PY_SSIZE_T_MAX, so the tags' new_size
-     * bytes and CACHE_LINE more stay within SIZE_MAX; PyMem_Malloc refuses a size beyond PY_SSIZE_T_MAX) */
-    void *allocated = PyMem_Malloc(new_size * (sizeof(TableSlot) + 1) + CACHE_LINE);
+     * bytes and CACHE_LINE more stay within SIZE_MAX; PyMem_RawMalloc refuses a size beyond PY_SSIZE_T_MAX) */
+    void *allocated = PyMem_RawMalloc(new_size * (sizeof(TableSlot) + 1) + CACHE_LINE);
     if (allocated == NULL) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     TableSlot *slots = (TableSlot *)(((uintptr_t)allocated + CACHE_LINE - 1) & ~(uintptr_t)(CACHE_LINE - 1));
@@ -1263,7 +1280,7 @@ table_reserve(NameTable *table, Py_ssize_t more)
         slots[at] = table->slots[i];
         tags[at] = table->tags[i];
     }
-    PyMem_Free(table->allocated);
+    PyMem_RawFree(table->allocated);
     table->allocated = allocated;
     table->slots = slots;
     table->tags = tags;
@@ -1304,8 +1321,8 @@ table_add(NameTable *table, const char *bytes, Py_ssize_t len, uint64_t hash, in
 static void
 table_clear(NameTable *table)
 {
-    PyMem_Free(table->allocated);
-    PyMem_Free(table->arena.data);
+    PyMem_RawFree(table->allocated);
+    PyMem_RawFree(table->arena.data);
     memset(table, 0, sizeof(*table));
 }
 
@@ -1454,8 +1471,8 @@ new_names_dealloc(NewNames *self)
     else {
         for (Py_ssize_t i = 0; i < self->len; i++)
             Py_XDECREF(self->entries[i].made);
-        PyMem_Free(self->entries);
-        PyMem_Free(self->bytes.data);
+        PyMem_RawFree(self->entries);
+        PyMem_RawFree(self->bytes.data);
     }
     PyObject_Free(self);
 }
@@ -1481,9 +1498,9 @@ new_names_find(NewNames *self, PyObject *names)
     int64_t *first_at = NULL; /* by the first place a name is asked at: its first position */
     if (wide == NULL || table_reserve(&asked, n) < 0)
         goto done;
-    first_at = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    first_at = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
     if (first_at == NULL) {
-        PyErr_NoMemory();
+        no_memory();
         goto done;
     }
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -1563,7 +1580,7 @@ new_names_find(NewNames *self, PyObject *names)
 done:
     Py_XDECREF(answer);
     Py_XDECREF(wide);
-    PyMem_Free(first_at);
+    PyMem_RawFree(first_at);
     table_clear(&asked);
     return result;
 }
@@ -1621,7 +1638,10 @@ record_absent(Lookups *lookups, PyObject *name, const char *bytes, Py_ssize_t le
     if (rank < 0) {
         rank = lookups->unknown->len;
         if (rank >= INT32_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "featurize: too many new names in one batch");
+            if (detached)
+                detached_error = DETACHED_TOO_MANY_NAMES;
+            else
+                PyErr_SetString(PyExc_OverflowError, TOO_MANY_NAMES);
             return -1;
         }
         if (new_names_push(lookups->unknown, name, bytes, len) < 0 || table_reserve(&lookups->fresh, 1) < 0 ||
@@ -1779,19 +1799,19 @@ static PyTypeObject NameIndexType = {
 static void
 work_free(Work *w)
 {
-    PyMem_Free(w->arena.data);
-    PyMem_Free(w->padded.data);
-    PyMem_Free(w->wide.data);
-    PyMem_Free(w->specials.items);
-    PyMem_Free(w->wide_padded.data);
-    PyMem_Free(w->tokens.items);
-    PyMem_Free(w->domains.items);
-    PyMem_Free(w->subject_features.items);
-    PyMem_Free(w->head_tokens.items);
-    PyMem_Free(w->head_domains.items);
-    PyMem_Free(w->features.items);
-    PyMem_Free(w->slots);
-    PyMem_Free(w->hashes);
+    PyMem_RawFree(w->arena.data);
+    PyMem_RawFree(w->padded.data);
+    PyMem_RawFree(w->wide.data);
+    PyMem_RawFree(w->specials.items);
+    PyMem_RawFree(w->wide_padded.data);
+    PyMem_RawFree(w->tokens.items);
+    PyMem_RawFree(w->domains.items);
+    PyMem_RawFree(w->subject_features.items);
+    PyMem_RawFree(w->head_tokens.items);
+    PyMem_RawFree(w->head_domains.items);
+    PyMem_RawFree(w->features.items);
+    PyMem_RawFree(w->slots);
+    PyMem_RawFree(w->hashes);
 }
 
 static PyObject *
@@ -2017,9 +2037,9 @@ view_close(View *view)
     Py_XDECREF(view->lookups.unknown);
     Py_XDECREF(view->lookups.fresh_others);
     table_clear(&view->lookups.fresh);
-    PyMem_Free(view->lengths.items);
-    PyMem_Free(view->lookups.columns.items);
-    PyMem_Free(view->lookups.ranks.items);
+    PyMem_RawFree(view->lengths.items);
+    PyMem_RawFree(view->lookups.columns.items);
+    PyMem_RawFree(view->lookups.ranks.items);
 }
 
 /* emit of a name just made (a new reference, or NULL when making it failed), released after. */
@@ -2043,10 +2063,30 @@ view_extra_and_length(View *view, Work *w, PyObject *text_extra, int own_native)
     return added < 0 || int_push(&view->lengths, w->features.len + added) < 0 ? FAILED : DONE;
 }
 
+/* A plain text's extra names (`plain_run`: a tuple of exact one-byte strs, held by the caller),
+ * as `emit_extra` takes them for a view with an index, without touching a reference count.
+ * Returns how many, -1 on error. */
+static Py_ssize_t
+emit_plain_extra(PyObject *extra, Work *w, View *view)
+{
+    Py_ssize_t count = PyTuple_GET_SIZE(extra);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *name = PyTuple_GET_ITEM(extra, i);
+        const char *bytes = (const char *)PyUnicode_1BYTE_DATA(name);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+        uint64_t hash = name_hash(bytes, len);
+        if (view->g.binary && !view->shared)
+            view->shared = among_features(w, bytes, len, hash);
+        if (record_indexed(view->index, &view->lookups, NULL, bytes, len, hash) < 0)
+            return -1;
+    }
+    return count;
+}
+
 /* The view's names of a text from w->features (as `text_grams` made them by the view's grams),
- * then its extra names. */
+ * then its extra names: `plain`, those of a plain text (`emit_plain_extra`), else any. */
 static int
-view_native(View *view, Work *w, PyObject *text_extra)
+view_native(View *view, Work *w, PyObject *text_extra, int plain)
 {
     if (view->g.binary && deduplicate(w) < 0)
         return FAILED;
@@ -2069,6 +2109,10 @@ view_native(View *view, Work *w, PyObject *text_extra)
         if (index != NULL ? record_indexed(index, &view->lookups, NULL, bytes, feature.len, w->hashes[i]) < 0
                           : emit_made(PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, bytes, feature.len), view) < 0)
             return FAILED;
+    }
+    if (plain) {
+        Py_ssize_t added = text_extra != NULL ? emit_plain_extra(text_extra, w, view) : 0;
+        return added < 0 || int_push(&view->lengths, w->features.len + added) < 0 ? FAILED : DONE;
     }
     return view_extra_and_length(view, w, text_extra, OWN_NATIVE);
 }
@@ -2169,13 +2213,13 @@ view_result(View *view)
     return result;
 }
 
-/* Every text of `texts` read once (lowered, tokenised) and each of the k views' names made of
- * its tokens: the loop of `featurize` (k = 1) and `featurize_views`. */
+/* Text t of `texts` read (lowered, tokenised) and each of the k views' names made of its tokens,
+ * with the GIL held: any text, any extra names. */
 static int
-featurize_texts(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k)
+featurize_one(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k, Py_ssize_t t)
 {
     /* texts is held by the caller; an item is held while used (a callback may change the list) */
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) {
+    {
         PyObject *text = PyList_GET_ITEM(texts, t);
         Py_INCREF(text);
         if (!PyUnicode_Check(text)) {
@@ -2198,7 +2242,7 @@ featurize_texts(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize
             w->g = views[v].g;
             outcome = text_grams(w);
             if (outcome == DONE)
-                outcome = view_native(&views[v], w, text_extra);
+                outcome = view_native(&views[v], w, text_extra, 0);
         }
         if (outcome == FALL_BACK) {
             /* a str subclass goes to each view's Python definition (it may override what that
@@ -2218,6 +2262,118 @@ featurize_texts(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize
         Py_DECREF(text);
         Py_XDECREF(text_extra);
         if (outcome != DONE)
+            return -1;
+    }
+    return 0;
+}
+
+/* Whether `name` is an exact str stored one byte a character (the names `emit_plain_extra` takes). */
+static int
+plain_name(PyObject *name)
+{
+    return PyUnicode_CheckExact(name) && READY(name) == 0 && PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND;
+}
+
+/* The texts from t on that are plain, featurised without the GIL, so that another thread (one
+ * reading the next batch's mail) runs meanwhile; returns how many were done (0 when text t is not
+ * plain), -1 on error. Plain: an exact str stored one byte a character, its extra names (if any)
+ * a list or tuple of such strs, every view with an index (names looked up, none made). Each is
+ * held, its extra names as a tuple of their own, so nothing another thread does to the lists can
+ * reach them; the run stops early at a text the one-byte path does not take (`text_tokens`
+ * says FALL_BACK before it changes anything), which the caller reads with the GIL. */
+static Py_ssize_t
+plain_run(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k, Py_ssize_t t)
+{
+    for (Py_ssize_t v = 0; v < k; v++)
+        if (views[v].index == NULL)
+            return 0;
+    Py_ssize_t n = PyList_GET_SIZE(texts) - t, count = 0;
+    PyObject **held = PyMem_RawMalloc((size_t)(n ? n : 1) * 2 * sizeof(PyObject *)); /* text, extra tuple */
+    if (held == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (; count < n; count++) {
+        PyObject *text = PyList_GET_ITEM(texts, t + count);
+        if (!plain_name(text) || (extra != Py_None && t + count >= PyList_GET_SIZE(extra)))
+            break;
+        PyObject *names = NULL;
+        if (extra != Py_None) {
+            PyObject *item = PyList_GET_ITEM(extra, t + count);
+            if (PyTuple_Check(item))
+                names = Py_NewRef(item);
+            else if (PyList_Check(item))
+                names = PyList_AsTuple(item);
+            else
+                break;
+            if (names == NULL)
+                goto failed;
+            Py_ssize_t i = 0;
+            while (i < PyTuple_GET_SIZE(names) && plain_name(PyTuple_GET_ITEM(names, i)))
+                i++;
+            if (i < PyTuple_GET_SIZE(names)) {
+                Py_DECREF(names);
+                break;
+            }
+        }
+        held[2 * count] = Py_NewRef(text);
+        held[2 * count + 1] = names;
+    }
+    Py_ssize_t done = 0;
+    int outcome = DONE;
+    if (count > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        detached = 1;
+        detached_error = 0;
+        for (; done < count; done++) {
+            outcome = text_tokens(w, held[2 * done]);
+            for (Py_ssize_t v = 0; outcome == DONE && v < k; v++) {
+                w->g = views[v].g;
+                outcome = text_grams(w);
+                if (outcome == DONE)
+                    outcome = view_native(&views[v], w, held[2 * done + 1], 1);
+            }
+            if (outcome != DONE)
+                break;
+        }
+        detached = 0;
+        Py_END_ALLOW_THREADS
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_DECREF(held[2 * i]);
+        Py_XDECREF(held[2 * i + 1]);
+    }
+    PyMem_RawFree(held);
+    if (outcome == FAILED) {
+        if (detached_error == DETACHED_TOO_MANY_NAMES)
+            PyErr_SetString(PyExc_OverflowError, TOO_MANY_NAMES);
+        else
+            PyErr_NoMemory();
+        return -1;
+    }
+    return done; /* (FALL_BACK: text t + done is the caller's) */
+failed:
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_DECREF(held[2 * i]);
+        Py_XDECREF(held[2 * i + 1]);
+    }
+    PyMem_RawFree(held);
+    return -1;
+}
+
+/* Every text of `texts` read once (lowered, tokenised) and each of the k views' names made of
+ * its tokens: the loop of `featurize` (k = 1) and `featurize_views`. Stretches of plain texts
+ * run without the GIL (`plain_run`), the others with it (`featurize_one`), in order. */
+static int
+featurize_texts(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k)
+{
+    Py_ssize_t t = 0;
+    while (t < PyList_GET_SIZE(texts)) {
+        Py_ssize_t done = plain_run(w, texts, extra, views, k, t);
+        if (done < 0)
+            return -1;
+        t += done;
+        if (t < PyList_GET_SIZE(texts) && featurize_one(w, texts, extra, views, k, t++) < 0)
             return -1;
     }
     return 0;
@@ -2297,11 +2453,11 @@ featurize_views(PyObject *module, PyObject *args)
     if (held == NULL)
         return NULL;
     Py_ssize_t k = PyTuple_GET_SIZE(held), opened = 0;
-    View *views = PyMem_Calloc((size_t)k, sizeof(View));
+    View *views = PyMem_RawCalloc((size_t)k, sizeof(View));
     Work w, other;
     memset(&w, 0, sizeof(w));
     if (views == NULL) {
-        PyErr_NoMemory();
+        no_memory();
         goto done;
     }
     for (Py_ssize_t v = 0; v < k; v++) {
@@ -2343,7 +2499,7 @@ featurize_views(PyObject *module, PyObject *args)
 done:
     for (Py_ssize_t v = 0; v < opened; v++)
         view_close(&views[v]);
-    PyMem_Free(views);
+    PyMem_RawFree(views);
     work_free(&w);
     Py_DECREF(held);
     return result;
@@ -2534,7 +2690,7 @@ special_spans(PyObject *module, PyObject *args)
         }
     }
 done:
-    PyMem_Free(found.items);
+    PyMem_RawFree(found.items);
     return spans;
 }
 

@@ -54,8 +54,11 @@ def register(subparsers) -> None:
                         help="(file) replay the events in one shuffled order, seeded (a corpus stored by class)")
     replay.add_argument("--parse-processes", type=_process_count, default=None, metavar="N",
                         help="processes that read raw mail ahead of the learner, for a stream of over 256 "
-                             "messages (default: two fewer than the CPUs, at most 8; 0: none); the figures are "
-                             "the same with any number")
+                             "messages (default: two fewer than the CPUs, at most 8; 0: none, a thread reads "
+                             "instead); the figures are the same with any number")
+    replay.add_argument("--no-parse-thread", dest="parse_thread", action="store_false",
+                        help="without parse processes, read raw mail in the learner's thread, not in a thread "
+                             "beside it (which reads while the featuriser runs without the GIL)")
     add_field_options(replay)
     _add_model_options(replay)
     replay.add_argument("--report", type=Path, required=True, help="directory for report.json and the plots")
@@ -297,14 +300,16 @@ class _PredictionsFile:
 def replay_and_report(events, named_configs: list[tuple[str, Config]], report_dir: Path, *, batch_size: int,
                       delay: int = 0, scores: bool = False, source: dict | None = None,
                       rejected: Rejections | None = None, total: int | None = None,
-                      parse_processes: int | None = None):
+                      parse_processes: int | None = None, parse_thread: bool = True):
     """Replay events through every configuration at once and write the report (report.json with
     the first configuration's figures and the others under "compared", curve.png, roc.png,
     predictions.jsonl when some events are unlabeled and, if asked, scores.csv). Raw mail is
-    read ahead by `parse_processes` other processes (None: `default_parse_processes()`; 0: none),
-    which changes the speed, never a result. Returns (result, contenders, reports)."""
+    read ahead by `parse_processes` other processes (None: `default_parse_processes()`), else,
+    with `parse_thread`, by one thread beside the learner; which changes the speed, never a result.
+    Returns (result, contenders, reports)."""
     processes = default_parse_processes() if parse_processes is None else parse_processes
-    with ParseAhead(processes) if processes > 0 else nullcontext() as ahead:
+    ahead = ParseAhead(processes) if processes > 0 else ParseAhead(1, threads=True) if parse_thread else nullcontext()
+    with ahead as ahead:
         if ahead is not None:
             events = ahead.events(events)
         return _replay_and_report(events, named_configs, report_dir, batch_size=batch_size, delay=delay,
@@ -348,7 +353,7 @@ def run_replay(args) -> int:
         result, contenders, reports = replay_and_report(
             _events_of(args, config, rejected), named, args.report, batch_size=args.batch_size, delay=args.delay,
             scores=args.scores, source=source, rejected=rejected, total=args.max_events,
-            parse_processes=args.parse_processes)
+            parse_processes=args.parse_processes, parse_thread=args.parse_thread)
     except (SourceError, ConfigError, NoBroker, ValueError) as error:
         print(f"stream-nb replay: {error}", file=sys.stderr)
         return 2

@@ -1,5 +1,11 @@
-"""Raw mail parsed in other processes while the replay learns, so that reading mail and learning
-from it overlap on a machine of several cores.
+"""Raw mail parsed in other processes, or in a thread, while the replay learns, so that reading
+mail and learning from it overlap on a machine of several cores.
+
+A thread (`threads=True`, replay's default on two CPUs) reads while the learner's thread runs
+without the GIL: the featuriser's C loop over a batch of plain texts and the model's kernel
+release it (stream_nb.features._native, stream_nb.model._kernel). Its readings are the objects
+parse_mail made, shared, not copied; the processes' readings cost a copy each way, and beside a
+learner on two CPUs they made a replay slower, not faster.
 
 A message's reading (`stream_nb.mail.parse_mail`) depends on its bytes alone, so any process
 may make it: replay hands the mail of the events it pulls, in chunks of CHUNK, to a pool of
@@ -26,9 +32,10 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from stream_nb.mail import DEFAULT_MAX_BYTES, ParsedMail, parse_mail
@@ -54,6 +61,17 @@ def default_parse_processes() -> int:
     except AttributeError:  # (not on Linux)
         cpus = os.cpu_count() or 1
     return max(0, min(cpus - 2, MAX_PROCESSES))
+
+
+def _parse_list(mails: list[bytes], max_bytes: int) -> list[ParsedMail]:
+    """What a parse thread answers for a chunk: each mail's reading, in order. The GIL is given
+    up after each message, so that the learner, back from a stretch without it, waits for one
+    message's reading at most, not for the interpreter's switch interval (5 ms)."""
+    readings = []
+    for mail in mails:
+        readings.append(parse_mail(mail, max_bytes=max_bytes))
+        time.sleep(0)
+    return readings
 
 
 def parse_chunk(mails: list[bytes], max_bytes: int) -> str:
@@ -103,8 +121,8 @@ class _Chunk:
 
 
 class ParseAhead:
-    """Readings of the mail of a stream of events, made ahead by `processes` other processes
-    (see the module doc). `events(stream)` passes the stream through, handing its mail to the
+    """Readings of the mail of a stream of events, made ahead by `processes` other processes,
+    or threads with `threads` (see the module doc). `events(stream)` passes the stream through, handing its mail to the
     pool; `prepare(mails)` before a batch is featurised; `take(mail)` is a message's reading,
     or None for one to read here (the pool never had it, or could not read it). A reading is
     taken once; the readings of at most `keep` messages (and KEEP_BYTES of mail) handed over
@@ -113,10 +131,11 @@ class ParseAhead:
 
     Use it as a context manager: leaving it stops the pool."""
 
-    def __init__(self, processes: int, *, max_bytes: int = DEFAULT_MAX_BYTES, chunk: int = CHUNK,
-                 keep: int = 4_000, start_after: int = 256) -> None:
+    def __init__(self, processes: int, *, threads: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+                 chunk: int = CHUNK, keep: int = 4_000, start_after: int = 256) -> None:
         if type(processes) is not int or processes < 1:
             raise ValueError(f"parse processes must be a positive integer, got {processes!r}")
+        self.threads = threads
         if chunk < 1 or keep < chunk:
             raise ValueError(f"chunk must be >= 1 and keep >= chunk, got chunk {chunk}, keep {keep}")
         self.processes = processes
@@ -124,7 +143,7 @@ class ParseAhead:
         self.chunk = chunk
         self.keep = keep
         self.start_after = start_after
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: ProcessPoolExecutor | ThreadPoolExecutor | None = None
         self._broken = False
         self._waiting: list[bytes] = []  # pulled, not yet a chunk
         self._pulled = 0
@@ -171,9 +190,10 @@ class ParseAhead:
         if self._pool is None:
             if self._pulled <= self.start_after:
                 return  # (a short stream: read here, no process started)
-            self._pool = ProcessPoolExecutor(self.processes, mp_context=_process_context())
+            self._pool = (ThreadPoolExecutor(self.processes, thread_name_prefix="parse-ahead") if self.threads else
+                          ProcessPoolExecutor(self.processes, mp_context=_process_context()))
         try:
-            future = self._pool.submit(parse_chunk, mails, self.max_bytes)
+            future = self._pool.submit(_parse_list if self.threads else parse_chunk, mails, self.max_bytes)
         except (BrokenProcessPool, RuntimeError) as error:
             self._give_up(error)
             return
@@ -223,8 +243,9 @@ class ParseAhead:
 
     def _resolve(self, chunk: _Chunk) -> None:
         try:
-            chunk.readings = readings_of(chunk.future.result(), len(chunk.mails))
-        except (BrokenProcessPool, CancelledError, ValueError, OSError) as error:
+            answer = chunk.future.result()
+            chunk.readings = answer if self.threads else readings_of(answer, len(chunk.mails))
+        except Exception as error:  # (a process died, an answer of the wrong shape, a thread's failure)
             chunk.readings = [None] * len(chunk.mails)
             self.read_here += len(chunk.mails)
             if isinstance(error, BrokenProcessPool):
