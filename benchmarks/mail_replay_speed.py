@@ -81,8 +81,8 @@ def replay_seconds(config_path: Path, source: Path, workdir: Path, processes: in
                    thread: bool) -> tuple[int, float, float, float, float]:
     """(events, replay seconds, whole-call seconds, accuracy, CPU seconds of the replay) of one
     replay of `source` (the tarball, or the directory of its messages as files) with `processes`
-    parse processes (0: a parse thread with `thread`, else none), shuffled as `replay --shuffle` does (the reading and the shuffle are timed
-    too)."""
+    parse processes (0: a parse thread with `thread`, else none), shuffled as `replay --shuffle`
+    does (the reading and the shuffle are timed too)."""
     config = load_config(config_path)
     started, cpu_started = time.perf_counter(), cpu_seconds()
     events = list(read_mail(source, label_folders=parse_label_folders(LABEL_FOLDERS)))

@@ -4,8 +4,8 @@ mail and learning from it overlap on a machine of several cores.
 A thread (`threads=True`, replay's default on two CPUs) reads while the learner's thread runs
 without the GIL: the featuriser's C loop over a batch of plain texts and the model's kernel
 release it (stream_nb.features._native, stream_nb.model._kernel). Its readings are the objects
-parse_mail made, shared, not copied; the processes' readings cost a copy each way, and beside a
-learner on two CPUs they made a replay slower, not faster.
+parse_mail made, shared, not copied; a process's readings cost a copy each way (JSON) and more
+CPU time than a thread's.
 
 A message's reading (`stream_nb.mail.parse_mail`) depends on its bytes alone, so any process
 may make it: replay hands the mail of the events it pulls, in chunks of CHUNK, to a pool of
@@ -122,12 +122,13 @@ class _Chunk:
 
 class ParseAhead:
     """Readings of the mail of a stream of events, made ahead by `processes` other processes,
-    or threads with `threads` (see the module doc). `events(stream)` passes the stream through, handing its mail to the
-    pool; `prepare(mails)` before a batch is featurised; `take(mail)` is a message's reading,
-    or None for one to read here (the pool never had it, or could not read it). A reading is
-    taken once; the readings of at most `keep` messages (and KEEP_BYTES of mail) handed over
-    and not taken are kept (older ones are dropped, to be read here if ever asked for). A chunk
-    is `chunk` messages or CHUNK_BYTES of mail, whichever comes first.
+    or threads with `threads` (see the module doc). `events(stream)` passes the stream
+    through, handing its mail to the pool; `prepare(mails)` before a batch is featurised;
+    `take(mail)` is a message's reading, or None for one to read here (the pool never had it,
+    or could not read it). A reading is taken once; the readings of at most `keep` messages
+    (and KEEP_BYTES of mail) handed over and not taken are kept (older ones are dropped, to be
+    read here if ever asked for). A chunk is `chunk` messages or CHUNK_BYTES of mail,
+    whichever comes first.
 
     Use it as a context manager: leaving it stops the pool."""
 
