@@ -254,9 +254,8 @@ class KeyedState(PartitionedKeys):
         # disk is exactly that flush (a clean close records it: a restart reads only the tail)
         self._clean: dict[int, int] = {}
         # partition -> the labeled position its committed changelog names (restored, or the last
-        # flush confirmed); the flush in the open transaction's, until it commits
+        # flush confirmed)
         self._committed_at: dict[int, int] = {}
-        self._sent_at: dict[int, int] = {}
         self.tombstones_kept_ms = 0  # the changelog's delete.retention.ms
         self.reused = 0  # restores that started from a local copy
         self.restores = 0
@@ -319,17 +318,16 @@ class KeyedState(PartitionedKeys):
             meta = unconfirmed.pop(META_KEY)
             self._flush_ends[number] = send_flush(outputs, self.topic, number, [*unconfirmed.items(), (META_KEY, meta)])
             self._clean.pop(number, None)
-            self._sent_at[number] = owned.position
             unconfirmed[META_KEY] = meta
         self._changed_at = None
 
     def confirmed(self) -> None:
         """The transaction with the flushes committed: each store on disk is its changelog up to
-        the end of its flush."""
+        the end of its flush, at the position its metadata named (nothing is learned between
+        the flush and its commit)."""
         self._unconfirmed.clear()
-        self._committed_at.update(self._sent_at)
-        self._sent_at.clear()
         for number, last in self._flush_ends.items():
+            self._committed_at[number] = self.owned[number].position
             end = offset_after(last)
             if end is not None:
                 self._clean[number] = end
@@ -358,7 +356,6 @@ class KeyedState(PartitionedKeys):
         self._flush_ends.pop(number, None)
         self._clean.pop(number, None)
         self._committed_at.pop(number, None)
-        self._sent_at.pop(number, None)
         owned.table.close()
         shutil.rmtree(owned.table.path, ignore_errors=True)
         log.info("keyed state of partition %d released", number)
