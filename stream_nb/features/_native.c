@@ -2277,22 +2277,21 @@ plain_name(PyObject *name)
 /* The texts from t on that are plain, featurised without the GIL, so that another thread (one
  * reading the next batch's mail) runs meanwhile; returns how many were done (0 when text t is not
  * plain), -1 on error. Plain: an exact str stored one byte a character, its extra names (if any)
- * a list or tuple of such strs, every view with an index (names looked up, none made). Each is
- * held, its extra names as a tuple of their own, so nothing another thread does to the lists can
- * reach them; the run stops early at a text the one-byte path does not take (`text_tokens`
- * says FALL_BACK before it changes anything), which the caller reads with the GIL. */
+ * a list or tuple of such strs; every view must have an index (names looked up, none made: the
+ * caller checks). Each is held, its extra names as a tuple of their own, so nothing another
+ * thread does to the lists can reach them; the run stops early at a text the one-byte path does
+ * not take (`text_tokens` says FALL_BACK before it changes anything), which the caller reads
+ * with the GIL. */
 static Py_ssize_t
 plain_run(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k, Py_ssize_t t)
 {
-    for (Py_ssize_t v = 0; v < k; v++)
-        if (views[v].index == NULL)
-            return 0;
-    Py_ssize_t n = PyList_GET_SIZE(texts) - t, count = 0;
+    Py_ssize_t n = PyList_GET_SIZE(texts) - t, count = 0, done = 0;
     PyObject **held = PyMem_RawMalloc((size_t)(n ? n : 1) * 2 * sizeof(PyObject *)); /* text, extra tuple */
     if (held == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    int outcome = DONE;
     for (; count < n; count++) {
         PyObject *text = PyList_GET_ITEM(texts, t + count);
         if (!plain_name(text) || (extra != Py_None && t + count >= PyList_GET_SIZE(extra)))
@@ -2306,8 +2305,10 @@ plain_run(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k, 
                 names = PyList_AsTuple(item);
             else
                 break;
-            if (names == NULL)
-                goto failed;
+            if (names == NULL) { /* (its exception set) */
+                outcome = FAILED;
+                break;
+            }
             Py_ssize_t i = 0;
             while (i < PyTuple_GET_SIZE(names) && plain_name(PyTuple_GET_ITEM(names, i)))
                 i++;
@@ -2319,9 +2320,7 @@ plain_run(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k, 
         held[2 * count] = Py_NewRef(text);
         held[2 * count + 1] = names;
     }
-    Py_ssize_t done = 0;
-    int outcome = DONE;
-    if (count > 0) {
+    if (outcome == DONE && count > 0) {
         Py_BEGIN_ALLOW_THREADS
         detached = 1;
         detached_error = 0;
@@ -2338,38 +2337,34 @@ plain_run(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k, 
         }
         detached = 0;
         Py_END_ALLOW_THREADS
+        if (outcome == FAILED) {
+            if (detached_error == DETACHED_TOO_MANY_NAMES)
+                PyErr_SetString(PyExc_OverflowError, TOO_MANY_NAMES);
+            else
+                PyErr_NoMemory();
+        }
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_DECREF(held[2 * i]);
         Py_XDECREF(held[2 * i + 1]);
     }
     PyMem_RawFree(held);
-    if (outcome == FAILED) {
-        if (detached_error == DETACHED_TOO_MANY_NAMES)
-            PyErr_SetString(PyExc_OverflowError, TOO_MANY_NAMES);
-        else
-            PyErr_NoMemory();
-        return -1;
-    }
-    return done; /* (FALL_BACK: text t + done is the caller's) */
-failed:
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_DECREF(held[2 * i]);
-        Py_XDECREF(held[2 * i + 1]);
-    }
-    PyMem_RawFree(held);
-    return -1;
+    return outcome == FAILED ? -1 : done; /* (FALL_BACK: text t + done is the caller's) */
 }
 
 /* Every text of `texts` read once (lowered, tokenised) and each of the k views' names made of
- * its tokens: the loop of `featurize` (k = 1) and `featurize_views`. Stretches of plain texts
- * run without the GIL (`plain_run`), the others with it (`featurize_one`), in order. */
+ * its tokens: the loop of `featurize` (k = 1) and `featurize_views`. When every view has an
+ * index, stretches of plain texts run without the GIL (`plain_run`); the other texts, or all,
+ * with it (`featurize_one`), in order. */
 static int
 featurize_texts(Work *w, PyObject *texts, PyObject *extra, View *views, Py_ssize_t k)
 {
+    int detachable = 1;
+    for (Py_ssize_t v = 0; v < k; v++)
+        detachable = detachable && views[v].index != NULL;
     Py_ssize_t t = 0;
     while (t < PyList_GET_SIZE(texts)) {
-        Py_ssize_t done = plain_run(w, texts, extra, views, k, t);
+        Py_ssize_t done = detachable ? plain_run(w, texts, extra, views, k, t) : 0;
         if (done < 0)
             return -1;
         t += done;
