@@ -70,25 +70,27 @@ def headers_of(output: bytes) -> dict[str, str]:
 
 
 def test_learn_teaches_and_corrects_and_filter_gives_the_workers_verdict(kafka_broker, tmp_path, corpus):
-    """200 messages taught (the last 10 one by one through `learn --spam/--ham`, a pipe each, as
-    IMAPSieve runs it; the others produced as a folder publish sends them), 24 others asked
-    through the unlabeled topic; the worker learns and predicts, and stops idle with a
-    checkpoint. `filter -p` of each of the 24 with that checkpoint gives the worker's prediction:
-    X-Spam-Score its score, the status its verdict, and the exit status with it. Then a spam
-    message is moved out of Junk (`learn --ham --unlearn spam`): the worker, started again, takes
-    it back and relearns it, and the filter's score of it falls."""
+    """200 messages taught (the last 4, two of each class, one by one through `learn --spam/--ham`,
+    a pipe each, as IMAPSieve runs it; the others produced as a folder publish sends them), 12
+    others asked (5 spam, 7 ham) through the unlabeled topic; the worker learns and predicts, and
+    stops idle with a checkpoint. `filter -p` of each of the 12 with that checkpoint gives the
+    worker's prediction: X-Spam-Score its score, the status its verdict, and the exit status with
+    it. Then a spam message is moved out of Junk (`learn --ham --unlearn spam`): the worker,
+    started again, takes it back and relearns it, and the filter's score of it falls."""
     from kafka import KafkaProducer
 
     bootstrap = kafka_broker.bootstrap
     topics = Topics.new("front-ends")
     create_topics(bootstrap, [topics.labeled, topics.unlabeled])
     config_path = mail_worker_config(tmp_path / "worker.toml", bootstrap, topics, tmp_path / "checkpoints")
-    taught, asked = corpus[:200], corpus[200:224]  # a `filter` process each
+    # a process each: a pipe or a filter costs its start-up and, for a filter, the checkpoint's
+    # load (the suite's slowest minutes were 24 filters and 10 pipes)
+    taught, asked = corpus[:200], corpus[200:212]
     producer = KafkaProducer(bootstrap_servers=bootstrap)
-    for raw, label in taught[:190]:
+    for raw, label in taught[:196]:
         producer.send(topics.labeled, value=raw, key=mail_id(raw).encode(), headers=[("label", label.encode())])
     producer.flush()
-    for raw, label in taught[190:]:  # through the shipped Dovecot pipe script, as the sieve scripts call it
+    for raw, label in taught[196:]:  # through the shipped Dovecot pipe script, as the sieve scripts call it
         done = sieve_pipe(config_path, f"--{label}", stdin=raw)
         assert done.returncode == 0, done.stderr
     records = read_topic(bootstrap, topics.labeled)
@@ -120,7 +122,7 @@ def test_learn_teaches_and_corrects_and_filter_gives_the_workers_verdict(kafka_b
                                                    f"verdict={prediction['verdict']} clues=")
         assert done.stdout.split(b"\n\n", 1)[1] == raw.split(b"\n\n", 1)[1]
         right += prediction["verdict"] == label
-    assert right >= 20, right  # 200 messages learned tell the 24 apart: a figure, not only that it ran
+    assert right >= 10, right  # 200 messages learned tell the 12 apart: a figure, not only that it ran
 
     moved = next(raw for raw, label in taught if label == "spam")
     before = float(headers_of(stream_nb("filter", "--config", str(config_path), "-p", stdin=moved).stdout)
