@@ -295,3 +295,65 @@ def test_other_threads_run_while_plain_texts_are_featurised_and_not_while_wide_o
     assert max(during_plain) > 0, during_plain
     assert during_wide == [0] * 5
     assert [batch_figures(batch, vocabulary) for batch, vocabulary in zip(together, vocabularies)] == expected
+
+
+def test_a_thread_replacing_the_lists_items_during_a_call_reaches_nothing_the_call_holds():
+    """While featurize_views reads stretches of plain texts without the GIL, another thread
+    replaces the call's texts and extra names from the last one back (each text's evidence
+    first, then the text) and empties the lists of names it took out. The call holds what it
+    reads (a stretch's texts, their names as tuples of their own), so each text's names are
+    those of a version it could have read: the original text with its original or its new
+    names, or the new text with its new names, name for name, and as many texts as were given.
+    A text beyond Latin-1 every 50 ends a stretch (it is read with the GIL), so that later
+    stretches are taken after the other thread has run. (`make sanitize` runs this file: a freed
+    text or list read would be an error there.)"""
+    import threading
+    import time
+
+    featurizers = mail_views()
+    originals = [text if i % 50 != 49 else text + " kůň"
+                 for i, text in enumerate(text for _, text in load_sms_spam() if text.isascii())]
+    replacements = [f"Subject: replaced {i}\nnothing of the original text {i} here" for i in range(len(originals))]
+    extra = [[name for name in names if name.isascii()] for names in generated_extra(11, originals)]
+    new_extra = [[f"#hdr:new:{i}", "#hdr:date:missing"] for i in range(len(originals))]
+    vocabularies = filled_vocabularies(featurizers, originals[::3])
+
+    def by_text(batch) -> list[list]:
+        flat, at, names = list(batch.names), 0, []
+        for length in batch.lengths.tolist():
+            names.append(flat[at:at + length])
+            at += length
+        return names
+
+    versions = [by_text(transform_sparse_views(featurizers, texts, vocabularies, True, names)[0])
+                for texts, names in [(originals, extra), (originals, new_extra), (replacements, new_extra)]]
+    for _ in range(3):  # again (fresh lists) should the other thread not have run during the call
+        # strs of their own, held by these lists alone: one replaced is freed unless the call holds it
+        texts = [(text + ".")[:-1] for text in originals]
+        names = [[(name + ".")[:-1] for name in item] for item in extra]
+        started = threading.Event()
+
+        def replace() -> None:
+            started.wait()
+            for i in reversed(range(len(texts))):
+                taken_out, names[i] = names[i], list(new_extra[i])
+                taken_out.clear()
+                texts[i] = replacements[i]
+                time.sleep(0.0002)
+
+        replacer = threading.Thread(target=replace, daemon=True)
+        replacer.start()
+        views = [featurizer._native_view(vocabulary, True) for featurizer, vocabulary in zip(featurizers, vocabularies)]
+        started.set()
+        made = text_module._native.featurize_views(texts, views, names)
+        replacer.join(60)
+        read = by_text(text_module._native_batch(made[0], views[0], vocabularies[0]))
+        assert len(read) == len(originals)
+        unexplained = [i for i, names_read in enumerate(read) if all(names_read != version[i] for version in versions)]
+        assert unexplained == []
+        read_as = [next(v for v, version in enumerate(versions) if names_read == version[i])
+                   for i, names_read in enumerate(read)]
+        if read_as[0] == 0 and 2 in read_as:  # the first read as it was, some read after the other thread's change
+            break
+    else:
+        pytest.fail(f"the other thread never changed a text before the call read it: {read_as[-5:]}")
