@@ -297,6 +297,10 @@ def test_a_partition_moved_on_without_its_keys_is_flushed_at_the_labeled_end_by_
                    "two workers sharing the partitions", workers)
         first_end = order_end(run, len(labeled), workers)
         wait_until(lambda: set(positions(run).values()) == {first_end}, 180, "every partition flushed at E0", workers)
+        # every question answered before w1 stalls: w0 stops once it has relearned w1's partitions,
+        # which need not be after it has answered w1's backlog (under load, most of it once)
+        wait_until(lambda: len(read_topic(run.bootstrap, run.topics.predictions, timeout=60)) >= len(unlabeled), 180,
+                   "every prediction of the first part", workers)
         mine, theirs = owned_partitions(owners[0]), owned_partitions(owners[1])
         workers[1].process.send_signal(signal.SIGSTOP)
         # labels of w0's users only (the stream's next texts, keyed to them)
