@@ -13,13 +13,14 @@ CI=true they fail).
 from __future__ import annotations
 
 import random
+from collections import Counter
 from html import unescape
 
 import pytest
 
-from stream_nb.mail import html
+from stream_nb.mail import html, parse_mail
 from tests.corpora import load_spamassassin_2003
-from tests.test_mail_parse import MARKUP_PIECES
+from tests.test_mail_parse import MARKUP_PIECES, reading
 
 from native import corpus_sample, require_extension
 
@@ -331,3 +332,43 @@ def test_parse_mail_reads_the_corpus_and_hostile_mail_alike_with_the_extension_o
     native = [reading(parse_mail(data)) for data in messages]
     monkeypatch.setenv("STREAM_NB_NATIVE", "0")
     assert [reading(parse_mail(data)) for data in messages] == native
+
+
+def test_an_allocation_failing_anywhere_in_parse_mail_raises_memory_error_never_a_shorter_reading(monkeypatch):
+    """parse_mail turns what cannot be read into defects, but a MemoryError is the machine's, not
+    the mail's: made into a defect, it cut a reading short ('unreadable:MemoryError'), which the
+    worker would learn as the message's or dead-letter as unreadable. Each allocation of a
+    reading made to fail in turn, one at a time (CPython's _testcapi.set_nomemory), until the
+    reading no longer needs as many: parse_mail either raises MemoryError or gives the reading
+    itself. Three corpus messages: plain text, HTML (the C reader), and multipart with an
+    attachment. (The environment switch is fixed on: CPython's os.environ.get raises
+    SystemError, not MemoryError, when its own allocation fails.)"""
+    import stream_nb.mail.parse as parse_module
+
+    _testcapi = pytest.importorskip("_testcapi")
+    monkeypatch.setattr(parse_module, "native_allowed", lambda: True)
+    monkeypatch.setattr(html, "native_allowed", lambda: True)
+    messages = sorted((data for _, data in load_spamassassin_2003()), key=len)
+    kinds = {"plain": lambda m: b"text/html" not in m.lower() and b"multipart" not in m.lower(),
+             "html": lambda m: b"content-type: text/html" in m.lower() and b"multipart" not in m.lower(),
+             "attachment": lambda m: b"multipart/mixed" in m.lower() and b"content-disposition: attachment" in m.lower()}
+    chosen = {kind: next(m for m in messages[len(messages) // 4:] if fits(m)) for kind, fits in kinds.items()}
+    for kind, message in chosen.items():
+        expected = reading(parse_mail(message))
+        outcomes, start, in_a_row = Counter(), 0, 0
+        while in_a_row < 20 and start < 50_000:
+            start += 1
+            try:
+                _testcapi.set_nomemory(start, start + 1)
+                try:
+                    got = reading(parse_mail(message))
+                finally:
+                    _testcapi.remove_mem_hooks()
+            except MemoryError:
+                outcomes["MemoryError"] += 1
+                in_a_row = 0
+                continue
+            assert got == expected, (kind, start, [d for d in got[3] if d not in expected[3]])
+            outcomes["reading"] += 1
+            in_a_row += 1
+        assert in_a_row == 20 and outcomes["MemoryError"] > 100, (kind, start, outcomes)

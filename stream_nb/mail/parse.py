@@ -448,6 +448,8 @@ def _header_text(raw: str | None, evidence: _Evidence) -> str:
         return raw
     try:
         pieces = decode_header(raw)
+    except MemoryError:  # the machine's, not the mail's (as at every `except Exception` here)
+        raise
     except Exception:  # a malformed encoded word: keep the header as written
         evidence.defect("bad_encoded_word")
         return raw
@@ -568,6 +570,8 @@ def _decode_bytes(payload: bytes, charset: str, evidence: _Evidence) -> str:
         except (UnicodeDecodeError, ValueError):
             if codec not in ("ascii", "utf-8"):
                 evidence.defect("charset_mismatch")
+        except MemoryError:
+            raise
         except Exception:
             evidence.defect("unknown_charset")
     for fallback in ("utf-8", _FALLBACK_CHARSET):
@@ -583,6 +587,8 @@ def _parsed_address(value: str) -> str:
     """The address parseaddr reads first in a header value, lower-cased ('' for none)."""
     try:
         return parseaddr(value)[1].strip().lower()
+    except MemoryError:
+        raise
     except Exception:  # a hostile address list; the value is already capped in length
         return ""
 
@@ -816,6 +822,8 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
     if subtype == "html" and not unsplit_multipart:
         try:
             html = read_html(text)
+        except MemoryError:
+            raise
         except Exception as error:  # html.parser has asserted on odd markup: lose one part only
             evidence.defect(f"html_error:{type(error).__name__}")
             return
@@ -828,7 +836,9 @@ def _read_part(part: Message, depth: int, reading: _Reading) -> None:
 
 def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail:
     """Read one raw message. Never raises on bad mail: what cannot be read is a defect; a
-    message of which nothing can be read (empty input) has no body or features but a defect."""
+    message of which nothing can be read (empty input) has no body or features but a defect.
+    MemoryError is raised, never made a defect: it is the machine's, and a reading cut short by
+    it would be learned as the message's, or the message dead-lettered as unreadable."""
     evidence = _Evidence()
     if len(data) > max_bytes:  # first, so nothing below touches more than max_bytes
         data = data[:max_bytes]
@@ -845,6 +855,8 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
         message = _simple_message(data, native)
         if message is None:
             message = BytesParser(policy=compat32).parsebytes(data)
+    except MemoryError:
+        raise
     except Exception as error:  # the parser is meant never to raise; if it does, say so
         evidence.defect(f"unreadable:{type(error).__name__}")
         return ParsedMail(subject="", body="", features=[], defects=list(evidence.defects))
@@ -854,6 +866,8 @@ def parse_mail(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedMail
     for step in steps:
         try:
             result = step()
+        except MemoryError:
+            raise
         except Exception as error:  # never raise on bad mail: keep what was read, name what broke
             evidence.defect(f"read_error:{type(error).__name__}")
             continue
