@@ -357,3 +357,47 @@ def test_a_thread_replacing_the_lists_items_during_a_call_reaches_nothing_the_ca
             break
     else:
         pytest.fail(f"the other thread never changed a text before the call read it: {read_as[-5:]}")
+
+
+def test_an_allocation_failing_anywhere_in_a_call_raises_memory_error_and_changes_nothing():
+    """Every allocation of a featurize_views call made to fail in turn, from the first on
+    (CPython's _testcapi.set_nomemory: each allocation from the n-th fails, in every domain),
+    until the call no longer needs as many: each call either gives the batch or raises
+    MemoryError (a batch made so is the batch: no failure was swallowed), and the next call,
+    with memory, gives the same batch as before (the views' indexes and the vocabularies are as
+    they were). The texts are plain (read without the GIL,
+    where a failure is noted and raised once the GIL is back: most of the failures land there)
+    and one beyond Latin-1 (read with it), with evidence names."""
+    _testcapi = pytest.importorskip("_testcapi")
+    featurizers = mail_views()
+    texts = [text for _, text in load_sms_spam()[:40] if text.isascii()] + ["Subject: kůň\nžluťoučký kůň úpěl"]
+    extra = [[f"#hdr:n{i % 3}", "#hdr:date:missing"] for i in range(len(texts))]
+    vocabularies = filled_vocabularies(featurizers, texts[::3])
+
+    def call():
+        views = [featurizer._native_view(vocabulary, True) for featurizer, vocabulary in zip(featurizers, vocabularies)]
+        return [batch_figures(text_module._native_batch(made, view, vocabulary), vocabulary)
+                for made, view, vocabulary in zip(text_module._native.featurize_views(texts, views, extra), views,
+                                                  vocabularies)]
+
+    expected = call()
+    outcomes, start, in_a_row = [], 0, 0
+    while in_a_row < 3 and start < 5_000:
+        start += 1
+        views = [featurizer._native_view(vocabulary, True) for featurizer, vocabulary in zip(featurizers, vocabularies)]
+        try:
+            _testcapi.set_nomemory(start, 0)
+            try:
+                made = text_module._native.featurize_views(texts, views, extra)
+            finally:
+                _testcapi.remove_mem_hooks()
+            outcomes.append("batch")
+            # a batch made while allocations failed is the batch: no failure was swallowed
+            assert [batch_figures(text_module._native_batch(one, view, vocabulary), vocabulary)
+                    for one, view, vocabulary in zip(made, views, vocabularies)] == expected, start
+        except MemoryError:
+            outcomes.append("MemoryError")
+        in_a_row = in_a_row + 1 if outcomes[-1] == "batch" else 0
+        assert call() == expected, start
+    assert in_a_row == 3, outcomes[-10:]  # the call's allocations all failed in turn
+    assert outcomes.count("MemoryError") > 50, outcomes.count("MemoryError")
