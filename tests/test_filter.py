@@ -147,6 +147,31 @@ def test_filter_without_a_model_passes_the_mail_through_unchanged_and_says_why(t
     assert b"no checkpoint directory" in done.stderr
 
 
+def test_filter_passes_the_mail_through_unchanged_when_memory_runs_out(monkeypatch, capsys, checkpoint_dir):
+    """parse_mail raises MemoryError rather than give a reading cut short: `filter -p` then
+    writes the message as it came and exits 3 (an error), as for any other failure to judge."""
+    import io
+    from types import SimpleNamespace
+
+    from stream_nb.cli import build_parser
+    from stream_nb.verdicts import filter as filter_module
+
+    directory, held_out, _, _ = checkpoint_dir
+    data = held_out[0][1]
+
+    def out_of_memory(self, message):
+        raise MemoryError
+
+    monkeypatch.setattr(filter_module.MessageJudge, "judge", out_of_memory)
+    written = io.BytesIO()
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(data)))
+    monkeypatch.setattr(sys, "stdout", SimpleNamespace(buffer=written))
+    args = build_parser().parse_args(["filter", "--config", str(MAIL_TOML), "--checkpoint-dir", str(directory), "-p"])
+    assert filter_module.run_filter(args) == filter_module.EXIT_ERROR
+    assert written.getvalue() == data
+    assert capsys.readouterr().err == "stream-nb filter: MemoryError\n"
+
+
 def test_filter_refuses_a_checkpoint_of_another_configuration(checkpoint_dir):
     directory, held_out, _, _ = checkpoint_dir
     data = held_out[0][1]

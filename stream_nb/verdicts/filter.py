@@ -170,8 +170,9 @@ def run_filter(args: argparse.Namespace) -> int:
             directory = args.checkpoint_dir if args.checkpoint_dir is not None else Path(config.checkpoint["dir"])
             judge = MessageJudge.from_checkpoint(config, directory)
         status, headers = judge.judge(message)
-    except (FilterError, ConfigError, NoBroker, OSError, ValueError, TypeError) as error:
-        print(f"stream-nb filter: {error}", file=sys.stderr)
+    except (FilterError, ConfigError, NoBroker, OSError, ValueError, TypeError, MemoryError) as error:
+        # (MemoryError: parse_mail raises it rather than judge a reading cut short; the mail goes on unjudged)
+        print(f"stream-nb filter: {str(error) or type(error).__name__}", file=sys.stderr)
         if args.passthrough:
             out.write(message)
             out.flush()
