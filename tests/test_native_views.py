@@ -365,36 +365,36 @@ def test_an_allocation_failing_anywhere_in_a_call_raises_memory_error_and_change
     until the call no longer needs as many: each call either gives the batch or raises
     MemoryError (a batch made so is the batch: no failure was swallowed), and the next call,
     with memory, gives the same batch as before (the views' indexes and the vocabularies are as
-    they were). The texts are plain (read without the GIL,
-    where a failure is noted and raised once the GIL is back: most of the failures land there)
-    and one beyond Latin-1 (read with it), with evidence names."""
+    they were). The texts are plain (read without the GIL, where a failure is noted and raised
+    once the GIL is back) and one beyond Latin-1 (read with it), with evidence names."""
     _testcapi = pytest.importorskip("_testcapi")
     featurizers = mail_views()
     texts = [text for _, text in load_sms_spam()[:40] if text.isascii()] + ["Subject: kůň\nžluťoučký kůň úpěl"]
     extra = [[f"#hdr:n{i % 3}", "#hdr:date:missing"] for i in range(len(texts))]
     vocabularies = filled_vocabularies(featurizers, texts[::3])
 
-    def call():
+    def call(fail_from: int = 0) -> list[dict]:
+        """Each view's batch figures of one call; with `fail_from`, every allocation of the call
+        from that one on fails."""
         views = [featurizer._native_view(vocabulary, True) for featurizer, vocabulary in zip(featurizers, vocabularies)]
-        return [batch_figures(text_module._native_batch(made, view, vocabulary), vocabulary)
-                for made, view, vocabulary in zip(text_module._native.featurize_views(texts, views, extra), views,
-                                                  vocabularies)]
+        if fail_from:
+            _testcapi.set_nomemory(fail_from, 0)
+        try:
+            made = text_module._native.featurize_views(texts, views, extra)
+        finally:
+            if fail_from:
+                _testcapi.remove_mem_hooks()
+        return [batch_figures(text_module._native_batch(one, view, vocabulary), vocabulary)
+                for one, view, vocabulary in zip(made, views, vocabularies)]
 
     expected = call()
     outcomes, start, in_a_row = [], 0, 0
     while in_a_row < 3 and start < 5_000:
         start += 1
-        views = [featurizer._native_view(vocabulary, True) for featurizer, vocabulary in zip(featurizers, vocabularies)]
         try:
-            _testcapi.set_nomemory(start, 0)
-            try:
-                made = text_module._native.featurize_views(texts, views, extra)
-            finally:
-                _testcapi.remove_mem_hooks()
-            outcomes.append("batch")
             # a batch made while allocations failed is the batch: no failure was swallowed
-            assert [batch_figures(text_module._native_batch(one, view, vocabulary), vocabulary)
-                    for one, view, vocabulary in zip(made, views, vocabularies)] == expected, start
+            assert call(start) == expected, start
+            outcomes.append("batch")
         except MemoryError:
             outcomes.append("MemoryError")
         in_a_row = in_a_row + 1 if outcomes[-1] == "batch" else 0
