@@ -502,6 +502,97 @@ def test_the_new_names_read_as_the_list_they_stand_for():
     assert list(view) == expected[2:6]
 
 
+def new_names_of(texts: list[str], known: list[str]):
+    """The NewNames of spam.toml's features of `texts` against a vocabulary of `known`."""
+    vocabulary = Vocabulary.from_names(known)
+    return spam_featurizer().transform_sparse(texts, vocabulary=vocabulary).unknown_in(vocabulary)[1]
+
+
+def vocabulary_state(vocabulary: Vocabulary) -> tuple[list, list]:
+    return list(vocabulary.mapping().items()), vocabulary.by_column()[:]
+
+
+def test_new_names_are_added_to_a_vocabulary_in_c_as_add_new_adds_them():
+    """Vocabulary.add_new_at through NewNames.add_to (C) leaves the vocabulary add_new leaves
+    with the names at the positions, in their order: some names read already, some never, some
+    beyond Latin-1 (the Python fallback's strs), from a view of the names too."""
+    texts = [text for _, text in load_sms_spam()[:300]] + ["Привет world, hello café", "žluťoučký kůň"]
+    unknown = new_names_of(texts, ["hello", "world"])
+    rng = random.Random(5)
+    for _ in range(20):
+        names = unknown[rng.randrange(0, 50):] if rng.random() < 0.5 else unknown
+        positions = np.array(rng.sample(range(len(names)), rng.randrange(0, min(len(names), 400))), dtype=np.int64)
+        for position in rng.sample(range(len(names)), 30):
+            names[position]  # read: its str is made and kept
+        known = ["hello", "world", *rng.sample(list(unknown), 5)]
+        fresh = [position for position in positions.tolist() if names[position] not in known]
+        positions = np.array(fresh, dtype=np.int64)
+        in_c, in_python = Vocabulary.from_names(known), Vocabulary.from_names(known)
+        in_c.add_new_at(names, positions)
+        in_python.add_new([names[position] for position in positions.tolist()])
+        assert vocabulary_state(in_c) == vocabulary_state(in_python)
+        assert in_c.lookup([names[position] for position in positions.tolist()]).tolist() == list(
+            range(len(known), len(known) + len(positions)))
+    listed = Vocabulary.from_names(["hello"])
+    listed.add_new_at(list(unknown), np.array([3, 1], dtype=np.int64))  # any sequence: the Python definition
+    assert listed.by_column() == ["hello", unknown[3], unknown[1]]
+
+
+def test_adding_new_names_in_c_is_all_or_nothing():
+    """NewNames.add_to refuses a name the vocabulary has, or one given twice (ValueError), a
+    position out of range (IndexError), arguments of the wrong type or shape, and leaves the
+    vocabulary as it was; with each of its allocations failing in turn (_testcapi.set_nomemory)
+    it adds every name or raises MemoryError having added none."""
+    _testcapi = pytest.importorskip("_testcapi")
+    known, texts = ["hello", "world"], [text for _, text in load_sms_spam()[:8]] + ["žluťoučký kůň"]
+    unknown = new_names_of(texts, known)
+    positions = np.arange(len(unknown), dtype=np.int64)[::-1]
+
+    def refused(error, names, *arguments) -> None:
+        vocabulary = Vocabulary.from_names(known)
+        before = vocabulary_state(vocabulary)
+        with pytest.raises(error):
+            if arguments:
+                names.add_to(*arguments)
+            else:
+                vocabulary.add_new_at(names[1], names[0])
+        assert vocabulary_state(vocabulary) == before
+
+    refused(ValueError, (np.array([0, 5, 0], dtype=np.int64), unknown))  # twice
+    vocabulary = Vocabulary.from_names(known + [unknown[7]])
+    before = vocabulary_state(vocabulary)
+    with pytest.raises(ValueError, match="already"):
+        vocabulary.add_new_at(unknown, positions)  # the vocabulary has unknown[7]: the ones before it go back
+    assert vocabulary_state(vocabulary) == before
+    refused(IndexError, (np.array([0, len(unknown)], dtype=np.int64), unknown))
+    refused(IndexError, (np.array([-1], dtype=np.int64), unknown))
+    refused(TypeError, unknown, {"hello": 0}, ("hello",), b"")
+    refused(TypeError, unknown, {"hello": 0}, ["hello"], positions)  # an array, not bytes
+    refused(ValueError, unknown, {"hello": 0}, ["hello"], b"\0" * 7)
+    refused(ValueError, unknown, {"hello": 0, "x": 1}, ["hello"], b"")  # the dict and list disagree
+
+    expected = Vocabulary.from_names(known)
+    expected.add_new([unknown[position] for position in positions.tolist()])
+    outcomes, fail_from, in_a_row = [], 0, 0
+    while in_a_row < 3 and fail_from < 2_000:
+        fail_from += 1
+        names = new_names_of(texts, known) if fail_from % 2 else unknown  # (its strs not made yet, or made)
+        vocabulary = Vocabulary.from_names(known)
+        before = vocabulary_state(vocabulary)
+        _testcapi.set_nomemory(fail_from, 0)
+        try:
+            vocabulary.add_new_at(names, positions)
+            outcome = "added"
+        except MemoryError:
+            outcome = "MemoryError"
+        finally:
+            _testcapi.remove_mem_hooks()
+        outcomes.append(outcome)
+        assert vocabulary_state(vocabulary) == (vocabulary_state(expected) if outcome == "added" else before), fail_from
+        in_a_row = in_a_row + 1 if outcome == "added" else 0
+    assert in_a_row == 3 and outcomes.count("MemoryError") > 50, (len(unknown), outcomes[-10:])
+
+
 # ---- extra names after each text's own (a mail's evidence) -------------------------------------
 
 EXTRA_PIECES = ["#hdr:date:missing", "#mime:multipart", "#html:link", "#defect:x", "#s:word", "#s:a",

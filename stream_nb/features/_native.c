@@ -1585,10 +1585,92 @@ done:
     return result;
 }
 
+/* Takes the first `count` names of the list `made` back out of column_of, keeping the exception
+ * set; deleting a key allocates nothing, so the call that added them is undone whatever failed. */
+static void
+new_names_take_back(PyObject *column_of, PyObject *made, Py_ssize_t count)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    for (Py_ssize_t k = 0; k < count; k++)
+        if (PyDict_DelItem(column_of, PyList_GET_ITEM(made, k)) < 0)
+            PyErr_Clear();
+    PyErr_Restore(type, value, traceback);
+}
+
+/* NewNames.add_to(column_of, by_column, positions): Vocabulary.add_new of the names at
+ * `positions` (native int64s in bytes, positions among these names), in that order, each str made
+ * as it goes: name appended to the list by_column and column_of[name] = its place there. The
+ * dict and list are a vocabulary's (exact types, as many names in each). All or nothing: the
+ * strs are made first, then the dict takes them (a name it holds already, or one given twice, is
+ * a ValueError), then the list in one step; a failure takes what the dict took back out. */
+static PyObject *
+new_names_add_to(NewNames *self, PyObject *args)
+{
+    PyObject *column_of, *by_column, *positions;
+    if (!PyArg_ParseTuple(args, "OOO:add_to", &column_of, &by_column, &positions))
+        return NULL;
+    if (!PyDict_CheckExact(column_of) || !PyList_CheckExact(by_column) || !PyBytes_CheckExact(positions)) {
+        PyErr_SetString(PyExc_TypeError, "NewNames.add_to takes a dict, a list and bytes");
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(positions), start = PyList_GET_SIZE(by_column);
+    if (size % (Py_ssize_t)sizeof(int64_t) != 0 || PyDict_GET_SIZE(column_of) != start) {
+        PyErr_SetString(PyExc_ValueError, "NewNames.add_to: positions must be int64s, and the dict and list "
+                                          "must hold as many names");
+        return NULL;
+    }
+    Py_ssize_t count = size / (Py_ssize_t)sizeof(int64_t);
+    const char *data = PyBytes_AS_STRING(positions);
+    PyObject *made = PyList_New(count);
+    if (made == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int64_t position;
+        memcpy(&position, data + k * (Py_ssize_t)sizeof(int64_t), sizeof(int64_t));
+        if (position < 0 || position >= self->len) {
+            PyErr_SetString(PyExc_IndexError, "NewNames.add_to: a position out of range");
+            Py_DECREF(made);
+            return NULL;
+        }
+        PyObject *name = new_names_item(self, (Py_ssize_t)position);
+        if (name == NULL) {
+            Py_DECREF(made);
+            return NULL;
+        }
+        PyList_SET_ITEM(made, k, name);
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *name = PyList_GET_ITEM(made, k), *column = PyLong_FromSsize_t(start + k);
+        /* one look-up: a value already there is kept (the dict does not grow), not replaced */
+        Py_ssize_t before = PyDict_GET_SIZE(column_of);
+        PyObject *held = column ? PyDict_SetDefault(column_of, name, column) : NULL; /* borrowed */
+        Py_XDECREF(column);
+        if (held == NULL || PyDict_GET_SIZE(column_of) == before) {
+            if (held != NULL)
+                PyErr_SetString(PyExc_ValueError, "NewNames.add_to: a name is in the vocabulary already");
+            new_names_take_back(column_of, made, k);
+            Py_DECREF(made);
+            return NULL;
+        }
+    }
+    if (PyList_SetSlice(by_column, start, start, made) < 0) {
+        new_names_take_back(column_of, made, count);
+        Py_DECREF(made);
+        return NULL;
+    }
+    Py_DECREF(made);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef new_names_methods[] = {
     {"find", (PyCFunction)new_names_find, METH_O,
      "find(names): each name's position among these (-1: not among them), as int64s in bytes; None when\n"
      "a name or an entry is not an exact str (the caller then compares them itself)."},
+    {"add_to", (PyCFunction)new_names_add_to, METH_VARARGS,
+     "add_to(column_of, by_column, positions): a vocabulary's add_new of the names at `positions` (native\n"
+     "int64s in bytes), in order: each appended to by_column, and column_of[name] its place there. All or\n"
+     "nothing: ValueError for a name column_of holds already (or given twice)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -420,7 +420,7 @@ class CountingNB(NaiveBayes):
         kept = self._feature_counts[rows]
         self._feature_counts[size : size + len(pending)] = 0.0
         self._feature_counts[size : size + len(rows)] = kept
-        self._vocabulary.add_new(list(map(pending.__getitem__, (rows - size).tolist())))  # each row once
+        self._vocabulary.add_new_at(pending, rows - size)  # each row once
 
     # ---- single events ----------------------------------------------------------------
 

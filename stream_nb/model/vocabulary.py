@@ -61,6 +61,17 @@ class Vocabulary:
         self._column_of.update(zip(names, range(start, start + len(names))))
         self._by_column.extend(names)
 
+    def add_new_at(self, names, positions: np.ndarray) -> None:
+        """`add_new([names[p] for p in positions])`: of a batch's new names (a sequence), those
+        at `positions`, in that order (distinct names none of which is in the vocabulary yet).
+        The C featuriser's NewNames adds them in one call (`add_to`), making each str as it
+        goes, and refuses (ValueError, nothing added) a name the vocabulary has."""
+        add_to = getattr(names, "add_to", None)
+        if add_to is not None:
+            add_to(self._column_of, self._by_column, np.ascontiguousarray(positions, dtype=np.int64).tobytes())
+        else:
+            self.add_new(list(map(names.__getitem__, positions.tolist())))
+
     def lookup(self, names: list) -> np.ndarray:
         """Column of each name, -1 where the name was never added."""
         return np.fromiter(
