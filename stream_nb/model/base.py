@@ -318,6 +318,7 @@ class EncodedBatch:
     label: np.ndarray  # event -> class index, -1 for an unlabeled event
     weight: np.ndarray  # event -> sample weight (> 0 where labeled)
     pending_names: list | None = None  # names of the columns after the vocabulary's (_encode(pending=True))
+    unit_values: bool = False  # every value is 1 (a SparseBatch's without values): whole numbers, unread
 
     def event_slice(self, i: int) -> EncodedBatch:
         lo, hi = np.searchsorted(self.event, [i, i + 1])
@@ -328,6 +329,7 @@ class EncodedBatch:
             self.value[lo:hi],
             self.label[i : i + 1],
             self.weight[i : i + 1],
+            unit_values=self.unit_values,
         )
 
     @property
@@ -626,14 +628,16 @@ class NaiveBayes(river_base.Classifier):
         if labeled_rows:
             index = self._class_index
             label[labeled_rows] = [index[y[i]] for i in labeled_rows]
+        unit_values = sparse and X.values is None
         if (sparse and not X.distinct) or self._vocabulary.hashed:
             # One occurrence per (event, feature): names repeated within an event, or sharing a
             # hash bucket, add their values; first appearance order is kept.
             event, column, value = _combine_repeats(event, column, value, names)
             keep = self._check_values(value)
+            unit_values = False
         if not keep.all():
             event, column, value = event[keep], column[keep], value[keep]
-        return EncodedBatch(n, event, column, value, label, weight, pending_names)
+        return EncodedBatch(n, event, column, value, label, weight, pending_names, unit_values)
 
     def _encode_one(self, x: dict, y=None, w: float | None = None) -> EncodedEvent | None:
         """`_encode([x], [y], [w])` for one event of plain numbers, with the same checks in the
@@ -684,7 +688,7 @@ class NaiveBayes(river_base.Classifier):
         """Whether prefix sums inside a batch reproduce the sequential counts exactly: whole
         numbers added to whole numbers, or to counts on the grid with room below GRID_LIMIT."""
         weights = batch.weight[batch.labeled]
-        if not (_is_integral(weights) and _is_integral(batch.value)):
+        if not (_is_integral(weights) and (batch.unit_values or _is_integral(batch.value))):
             return False
         if self._integral:
             return True

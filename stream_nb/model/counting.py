@@ -105,7 +105,8 @@ def _event_range(batch: EncodedBatch, lo: int, hi: int, learned: np.ndarray | No
     label = batch.label[lo:hi].copy()
     if learned is not None:
         label[~learned[lo:hi]] = -1
-    return EncodedBatch(hi - lo, batch.event[a:b] - lo, batch.column[a:b], batch.value[a:b], label, batch.weight[lo:hi])
+    return EncodedBatch(hi - lo, batch.event[a:b] - lo, batch.column[a:b], batch.value[a:b], label, batch.weight[lo:hi],
+                        unit_values=batch.unit_values)
 
 
 @dataclass
