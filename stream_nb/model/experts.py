@@ -128,7 +128,9 @@ class LogLinearPool:
             raise ValueError(f"scale must be one of {', '.join(INPUT_SCALES)}, got {scale!r}")
         self.scale = scale
         self.weights = [1.0 / experts] * experts
-        self.offsets: dict = {}  # class -> b_c (0 for a class not met yet)
+        # class -> b_c (0 for a class not met yet); replaced by a step, never changed in place once
+        # built, so a prediction holds the dict of its moment without a copy (as it holds the weights)
+        self.offsets: dict = {}
         self.updates = 0
 
     def inputs(self, log_posteriors: list[float], n_features: int) -> list[float]:
@@ -161,9 +163,7 @@ class LogLinearPool:
             return
         predicted = classes[max(range(len(logits)), key=logits.__getitem__)]  # the first largest, as Q's argmax
         if predicted != label and self.offset_step:
-            half = self.offset_step / 2
-            self.offsets[label] = self.offsets.get(label, 0.0) + half
-            self.offsets[predicted] = self.offsets.get(predicted, 0.0) - half
+            self._move_offsets(label, predicted)
         if q is None:
             q = normalise_log_row(logits, [True] * len(logits), logits)
         residual = [p - (1.0 if c == label else 0.0) for p, c in zip(q, classes)]
@@ -177,6 +177,35 @@ class LogLinearPool:
         total = math.fsum(moved)
         k = len(moved)
         self.weights = [(1.0 - self.share) * (weight / total) + self.share / k for weight in moved]
+        self.updates += 1
+
+    def _move_offsets(self, label, predicted) -> None:
+        """The offsets' step on a mistake (`predicted` for `label`), into a new dict."""
+        half = self.offset_step / 2
+        offsets = dict(self.offsets)
+        offsets[label] = offsets.get(label, 0.0) + half
+        offsets[predicted] = offsets.get(predicted, 0.0) - half
+        self.offsets = offsets
+
+    def update_two(self, inputs: list[list[float]], classes: Sequence, label, logits: list[float],
+                   q: list[float]) -> None:
+        """`update` of an event of two classes (`label` one of them) with its softmax `q`, by
+        the same float operations without the general loops."""
+        first_class, second_class = classes
+        if label != first_class and label != second_class:
+            return
+        predicted = second_class if logits[1] > logits[0] else first_class  # the first largest
+        if predicted != label and self.offset_step:
+            self._move_offsets(label, predicted)
+        first_residual = q[0] - (1.0 if first_class == label else 0.0)
+        second_residual = q[1] - (1.0 if second_class == label else 0.0)
+        rate, exp = self.learning_rate, math.exp
+        moved = [weight * exp(-rate * (0.0 + first_residual * a + second_residual * b))
+                 for weight, (a, b) in zip(self.weights, inputs)]
+        total = math.fsum(moved)
+        share = self.share
+        keep, floor = 1.0 - share, share / len(moved)
+        self.weights = [keep * (weight / total) + floor for weight in moved]
         self.updates += 1
 
     def settings(self) -> tuple:
@@ -201,8 +230,10 @@ class LogLinearPool:
         total = math.fsum(product)
         k = len(product)
         self.weights = [(1.0 - self.share) * (p / total) + self.share / k for p in product]
+        offsets = dict(self.offsets)
         for label, offset in other.offsets.items():
-            self.offsets[label] = self.offsets.get(label, 0.0) + offset
+            offsets[label] = offsets.get(label, 0.0) + offset
+        self.offsets = offsets
         self.updates += other.updates
 
     def to_state(self) -> dict:
@@ -423,9 +454,10 @@ class Experts:
         `learn`, then one step of the pool on `label`."""
         combined = CombinedPosterior(zip(classes, q))
         combined.log_scores = logits
-        # what the clues read (the weights' list is replaced by each step, never changed in place)
+        # what the clues read (the weights' list and the offsets' dict are replaced by a step,
+        # never changed in place)
         combined.classes, combined.inputs, combined.weights = classes, inputs, self.pool.weights
-        combined.offsets = dict(self.pool.offsets)
+        combined.offsets = self.pool.offsets
         if learn and label is not None:
             self.pool.update(inputs, classes, label, logits, q)
         return combined
@@ -492,16 +524,28 @@ class Experts:
             if row is None or row[0] != classes:
                 return None
         inputs = [row[1] for row in rows]
-        classes = list(classes)
-        logits = self.pool.logits(inputs, classes)
-        first_logit, second_logit = logits
+        pool = self.pool
+        offsets = pool.offsets
+        first_class, second_class = classes
+        # pool.logits: each class's offset, then each expert's term in turn
+        first_logit, second_logit = offsets.get(first_class, 0.0), offsets.get(second_class, 0.0)
+        for weight, (a, b) in zip(pool.weights, inputs):
+            first_logit += weight * a
+            second_logit += weight * b
         if first_logit - first_logit != 0.0 or second_logit - second_logit != 0.0:
             return None
         # normalise_log_row of two finite logits: the first largest, np.exp, a sum from 0.0
         best = second_logit if second_logit > first_logit else first_logit
         first_weight, second_weight = np.exp(np.array([first_logit - best, second_logit - best])).tolist()
         total = 0.0 + first_weight + second_weight
-        return self._posterior(classes, inputs, logits, [first_weight / total, second_weight / total], label, learn)
+        q = [first_weight / total, second_weight / total]
+        classes, logits = [first_class, second_class], [first_logit, second_logit]
+        combined = CombinedPosterior(zip(classes, q))  # `_posterior`, its update for two classes
+        combined.log_scores = logits
+        combined.classes, combined.inputs, combined.weights, combined.offsets = classes, inputs, pool.weights, offsets
+        if learn and label is not None:
+            pool.update_two(inputs, classes, label, logits, q)
+        return combined
 
     def as_view_batch(self, X) -> ViewBatch:
         """X itself when a ViewBatch, else a list of events, each a feature dict per view (the
