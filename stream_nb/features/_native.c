@@ -124,6 +124,8 @@ typedef struct {
     Py_ssize_t slots_used; /* the current text's table: slots[0 .. slots_used) */
     uint64_t *hashes; /* name_hash of each feature, once `hash_features` ran */
     Py_ssize_t hashes_cap;
+    Py_ssize_t *token_slots; /* `char_ngrams`' table of the tokens met: index + 1, 0 for an empty slot */
+    Py_ssize_t token_slots_cap, token_slots_size; /* allocated; the current table's (a power of two) */
 } Work;
 
 /* Set while featurize_texts runs a stretch of plain texts without the GIL (`plain_run`): an
@@ -413,13 +415,21 @@ is_placeholder(const char *bytes, Py_ssize_t len)
  * n = char_min .. min(char_max, padded length), by n and then by position, each prefixed
  * CHAR_NGRAM_PREFIX; a padded token shorter than char_min is one feature as it is. Lengths are
  * in characters, bytes here (one byte a character). */
+static int first_tokens_begin(Work *w, const SpanList *tokens);
+static int token_met_before(Work *w, const SpanList *tokens, Py_ssize_t t);
+
 static int
 char_ngrams(Work *w, const SpanList *tokens, SpanList *out)
 {
     const Py_ssize_t prefix = (Py_ssize_t)sizeof(CHAR_NGRAM_PREFIX) - 1;
+    /* a binary view keeps each name's first appearance only: a token met before made every
+     * n-gram it would make, so its n-grams are not made again (the list deduplicated is the same) */
+    int first_only = w->g.binary && tokens->len > 1;
+    if (first_only && first_tokens_begin(w, tokens) < 0)
+        return -1;
     for (Py_ssize_t t = 0; t < tokens->len; t++) {
         Span token = tokens->items[t];
-        if (is_placeholder(w->arena.data + token.start, token.len))
+        if (is_placeholder(w->arena.data + token.start, token.len) || (first_only && token_met_before(w, tokens, t)))
             continue;
         /* the padded token, in its own buffer with 16 bytes to spare: 16-byte reads stay inside it */
         Py_ssize_t length = token.len + 2;
@@ -1168,6 +1178,40 @@ deduplicate(Work *w)
     return deduplicate_spans(w, w->arena.data, 1);
 }
 
+/* An empty table of tokens met, for `tokens` (at most half full). */
+static int
+first_tokens_begin(Work *w, const SpanList *tokens)
+{
+    Py_ssize_t n_slots = 16;
+    while (n_slots < 2 * tokens->len)
+        n_slots *= 2;
+    if (grow((void **)&w->token_slots, &w->token_slots_cap, n_slots, sizeof(Py_ssize_t)) < 0)
+        return -1;
+    memset(w->token_slots, 0, (size_t)n_slots * sizeof(Py_ssize_t));
+    w->token_slots_size = n_slots;
+    return 0;
+}
+
+/* Whether tokens[t] equals a token before it that this call met (each token asked in order,
+ * once); if not, it is met now. */
+static int
+token_met_before(Work *w, const SpanList *tokens, Py_ssize_t t)
+{
+    Span token = tokens->items[t];
+    const char *bytes = w->arena.data + token.start;
+    size_t mask = (size_t)w->token_slots_size - 1;
+    for (size_t slot = (size_t)name_hash(bytes, token.len) & mask;; slot = (slot + 1) & mask) {
+        Py_ssize_t held = w->token_slots[slot];
+        if (held == 0) {
+            w->token_slots[slot] = t + 1;
+            return 0;
+        }
+        Span other = tokens->items[held - 1];
+        if (other.len == token.len && same_bytes(w->arena.data + other.start, bytes, token.len))
+            return 1;
+    }
+}
+
 /* ---- NameTable: one-byte names -> a number, in C ------------------------------------------------
  *
  * Open addressing with linear probing, at most 3/4 full; a slot keeps the name's hash and, for a
@@ -1894,6 +1938,7 @@ work_free(Work *w)
     PyMem_RawFree(w->features.items);
     PyMem_RawFree(w->slots);
     PyMem_RawFree(w->hashes);
+    PyMem_RawFree(w->token_slots);
 }
 
 static PyObject *
