@@ -161,6 +161,9 @@ class LogLinearPool:
         the offsets' step."""
         if label not in classes or len(classes) < 2:
             return
+        if len(classes) == 2 and q is not None:
+            self.update_two(inputs, classes, label, logits, q)
+            return
         predicted = classes[max(range(len(logits)), key=logits.__getitem__)]  # the first largest, as Q's argmax
         if predicted != label and self.offset_step:
             self._move_offsets(label, predicted)
@@ -190,7 +193,7 @@ class LogLinearPool:
     def update_two(self, inputs: list[list[float]], classes: Sequence, label, logits: list[float],
                    q: list[float]) -> None:
         """`update` of an event of two classes (`label` one of them) with its softmax `q`, by
-        the same float operations without the general loops."""
+        the same float operations without the general loops (`update` takes this path)."""
         first_class, second_class = classes
         if label != first_class and label != second_class:
             return
@@ -538,14 +541,8 @@ class Experts:
         best = second_logit if second_logit > first_logit else first_logit
         first_weight, second_weight = np.exp(np.array([first_logit - best, second_logit - best])).tolist()
         total = 0.0 + first_weight + second_weight
-        q = [first_weight / total, second_weight / total]
-        classes, logits = [first_class, second_class], [first_logit, second_logit]
-        combined = CombinedPosterior(zip(classes, q))  # `_posterior`, its update for two classes
-        combined.log_scores = logits
-        combined.classes, combined.inputs, combined.weights, combined.offsets = classes, inputs, pool.weights, offsets
-        if learn and label is not None:
-            pool.update_two(inputs, classes, label, logits, q)
-        return combined
+        return self._posterior([first_class, second_class], inputs, [first_logit, second_logit],
+                               [first_weight / total, second_weight / total], label, learn)
 
     def as_view_batch(self, X) -> ViewBatch:
         """X itself when a ViewBatch, else a list of events, each a feature dict per view (the
