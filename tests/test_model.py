@@ -772,13 +772,24 @@ def test_a_vocabulary_of_repeated_names_is_refused():
 
 def test_first_occurrences_are_uniques_values_in_order_of_first_appearance():
     """_numerics.first_occurrences against its definition (np.unique's values by return_index),
-    on generated keys: empty, one, all alike, few distinct among many, most distinct."""
+    on generated keys: empty, one, all alike, few distinct among many, most distinct; and keys
+    numbered by first appearance (a featuriser's ranks), whole and as subsequences, which take
+    the path without np.minimum.at, beside near misses that must not ([0, 2, 1]: a first
+    occurrence below the running maximum)."""
     from stream_nb.model._numerics import first_occurrences
 
     rng = np.random.default_rng(11)
-    cases = [np.zeros(0, dtype=np.int64), np.array([3]), np.full(50, 2)]
+    cases = [np.zeros(0, dtype=np.int64), np.array([3]), np.full(50, 2), np.array([0, 2, 1]), np.array([1, 0, 1]),
+             np.array([0, 1, 1, 0, 3, 2]), np.array([5, 5, 6, 5, 7])]
     for length, n_keys in [(1000, 7), (1000, 5000), (200000, 150000), (30, 30)]:
         cases.append(rng.integers(0, n_keys, length))
+    for length, fresh in [(1000, 0.3), (200000, 0.35), (40, 0.9)]:
+        ranks, next_rank = [], 0
+        for is_new, pick in zip((rng.random(length) < fresh).tolist(), rng.random(length).tolist()):
+            ranks.append(next_rank if is_new or next_rank == 0 else int(pick * next_rank))
+            next_rank += ranks[-1] == next_rank
+        ranks = np.array(ranks)
+        cases += [ranks, ranks[rng.random(length) < 0.6], ranks[::-1].copy()]
     for keys in cases:
         keys = keys.astype(np.int64)
         n_keys = int(keys.max()) + 1 + int(rng.integers(0, 5)) if len(keys) else 0

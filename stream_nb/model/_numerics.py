@@ -46,8 +46,20 @@ def first_occurrences(keys: np.ndarray, n_keys: int) -> np.ndarray:
 
         values, first_at = np.unique(keys, return_index=True);  values[np.argsort(first_at)]
 
-    without a sort: each key's first position by np.minimum.at, then the positions that are
-    their key's first, in order (O(len(keys) + n_keys))."""
+    without a sort. Keys numbered by first appearance (a featuriser's ranks, or a subsequence of
+    them) first occur in increasing order, and then the answer is the distinct keys ascending:
+    that holds exactly when every first occurrence is a new running maximum, that is when there
+    are as many new maxima as distinct keys (a new maximum is always a first occurrence), two
+    passes to check. Otherwise each key's first position by np.minimum.at, then the positions
+    that are their key's first, in order (O(len(keys) + n_keys) either way)."""
+    if len(keys) == 0:
+        return keys.astype(np.int64)
+    seen = np.zeros(n_keys, dtype=bool)
+    seen[keys] = True
+    distinct = np.flatnonzero(seen)
+    new_maximum = keys[1:] > np.maximum.accumulate(keys[:-1])
+    if np.count_nonzero(new_maximum) + 1 == len(distinct):  # (keys[0] is the first maximum)
+        return distinct.astype(np.int64, copy=False)
     positions = np.arange(len(keys), dtype=np.int64)
     first_at = np.full(n_keys, len(keys), dtype=np.int64)
     np.minimum.at(first_at, keys, positions)
