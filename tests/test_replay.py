@@ -533,3 +533,61 @@ def test_replay_with_spam_toml_is_the_same_byte_for_byte_at_any_batch_size(tmp_p
     learned = figures[500][1]["events_learned"]
     labeled = sum(event["label"] is not None for event in events)
     assert (learned == labeled) if mode == "all" else (0 < learned < labeled)
+
+
+def test_a_batch_is_cut_around_each_event_that_brings_a_class_the_model_lacks():
+    """The pieces replay learns a batch in: each event whose label is a class the model has not
+    learned (nor an earlier event of the batch) alone, the stretches between whole; a model
+    that knows every class takes the batch in one piece."""
+    from stream_nb.replay.prequential import _class_pieces
+
+    model = MultinomialNB()
+    labels = ["ham", "ham", None, "spam", "ham", "spam", "eggs", None]
+    assert _class_pieces(model, labels, 0, 8) == [(0, 1), (1, 3), (3, 4), (4, 6), (6, 7), (7, 8)]
+    assert _class_pieces(model, labels, 2, 6) == [(2, 3), (3, 4), (4, 5), (5, 6)]
+    assert _class_pieces(model, [None, None], 0, 2) == [(0, 2)]
+    model.learn_one({"a": 1}, "ham")
+    assert _class_pieces(model, labels, 0, 8) == [(0, 3), (3, 4), (4, 6), (6, 7), (7, 8)]
+    model.learn_one({"b": 1}, "spam")
+    model.learn_one({"c": 1}, "eggs")
+    assert _class_pieces(model, labels, 0, 8) == [(0, 8)]
+    assert _class_pieces(model, labels, 3, 3) == []
+
+
+def test_a_replay_spaces_the_collectors_runs_and_leaves_it_as_it_was():
+    """During a replay the objects alive before it are frozen and young collections are spaced
+    (YOUNG_COLLECTION_EVERY); after it, even one that failed, the thresholds and the freeze are
+    as they were, and cycles made during it are still collected. A process that froze objects
+    itself keeps them frozen."""
+    import gc
+
+    from stream_nb.replay.prequential import YOUNG_COLLECTION_EVERY
+
+    events = list(spam_ham_stream(300, seed=5))
+    thresholds = gc.get_threshold()
+    seen = []
+
+    def on_batch(_result):
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0))
+        cycle = []
+        cycle.append(cycle)  # garbage only the collector can free
+
+    replay_events(events, MultinomialNB(), TextFeaturizer(), batch_size=100, on_batch=on_batch)
+    assert seen == [(max(thresholds[0], YOUNG_COLLECTION_EVERY), True)] * 3
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
+    assert gc.collect() >= 3  # the three cycles, left to the collector
+
+    def failing(_result):
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        replay_events(events, MultinomialNB(), TextFeaturizer(), batch_size=100, on_batch=failing)
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        fresh = [dict(event) for event in events]  # made after the freeze: a second freeze would take them
+        replay_events(fresh, MultinomialNB(), TextFeaturizer(), batch_size=100)
+        assert 0 < gc.get_freeze_count() <= frozen and gc.get_threshold() == thresholds
+    finally:
+        gc.unfreeze()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -176,10 +178,13 @@ class Contender:
         sizes: list | None = [None] * n if sized else None
 
         def learn(start: int, stop: int) -> list:
-            predictions, learned, some_sizes = self._predict_learn_plain(items[start:stop], labels[start:stop])
-            if sized:
-                sizes[start:stop] = some_sizes
-            return [None if p is None else (p, flag) for p, flag in zip(predictions, learned)]
+            answers = []
+            for lo, hi in _class_pieces(self.model, labels, start, stop):
+                predictions, learned, some_sizes = self._predict_learn_plain(items[lo:hi], labels[lo:hi])
+                if sized:
+                    sizes[lo:hi] = some_sizes
+                answers += [None if p is None else (p, flag) for p, flag in zip(predictions, learned)]
+            return answers
 
         def reject(i: int, error: Exception) -> None:
             self.refused["rejected_by_model"] += 1
@@ -333,6 +338,27 @@ class Contender:
         return log_odds_per_sqrt_feature(score, n_features)
 
 
+def _class_pieces(model, labels: list, start: int, stop: int) -> list[tuple[int, int]]:
+    """[start, stop) cut around each event whose label is a class the model has not learned yet
+    (nor an event before it): such an event is learned on its own (training.predict_learn), and
+    the events after it are featurised once it is, with the names it brought in the vocabulary,
+    rather than before (their look-ups then brought up to date, a pass over all their names).
+    Where a batch is cut changes no result (`replay_contenders`)."""
+    known = set(getattr(model, "_class_index", ()))
+    pieces, lo = [], start
+    for i in range(start, stop):
+        label = labels[i]
+        if label is not None and label not in known:
+            known.add(label)
+            if i > lo:
+                pieces.append((lo, i))
+            pieces.append((i, i + 1))
+            lo = i + 1
+    if lo < stop:
+        pieces.append((lo, stop))
+    return pieces
+
+
 def _view_inputs(probabilities) -> dict | None:
     """{class: each expert's input for it} of a combined prediction (None when it kept none)."""
     inputs = getattr(probabilities, "inputs", None)
@@ -404,6 +430,33 @@ def _delayed_steps(batch: list[dict], first_index: int, delay: int, pending: deq
             yield pending.popleft()[1], False
 
 
+# Container objects allocated (net of those freed) between two young collections during a replay;
+# CPython's default is 700. A batch makes and drops millions of them (readings, posteriors).
+YOUNG_COLLECTION_EVERY = 10_000
+
+
+@contextmanager
+def _collections_spaced():
+    """The cyclic garbage collector during a replay: the objects alive when it starts (modules,
+    configuration, the events read) are set aside (gc.freeze), so that a collection of the
+    oldest generation does not walk them all again, and a young collection runs every
+    YOUNG_COLLECTION_EVERY allocations rather than every 700; as they were when it ends. Only
+    when cycles are collected changes, never which: memory still stays bounded on a stream of
+    years. (Measured on raw mail with mail.toml: the replay 3% faster.) A process that froze
+    objects itself keeps its own arrangement."""
+    thresholds = gc.get_threshold()
+    freezes = gc.get_freeze_count() == 0
+    if freezes:
+        gc.freeze()
+    gc.set_threshold(max(thresholds[0], YOUNG_COLLECTION_EVERY), *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        if freezes:
+            gc.unfreeze()
+
+
 def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, batch_size: int = 1000,
                       delay: int = 0, on_batch: Callable[[PrequentialResult], None] | None = None,
                       should_stop: Callable[[], bool] | None = None) -> PrequentialResult:
@@ -421,6 +474,14 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if delay < 0:
         raise ValueError(f"delay must be >= 0, got {delay}")
+    with _collections_spaced():
+        return _replay_batches(events, contenders, batch_size, delay, on_batch, should_stop)
+
+
+def _replay_batches(events: Iterable[dict], contenders: list[Contender], batch_size: int, delay: int,
+                    on_batch: Callable[[PrequentialResult], None] | None,
+                    should_stop: Callable[[], bool] | None) -> PrequentialResult:
+    """`replay_contenders` of checked arguments."""
     result = PrequentialResult(contenders)
     started = time.perf_counter()
     pending: deque = deque()
