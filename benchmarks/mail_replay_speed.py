@@ -19,10 +19,10 @@ the report: report.json, the curve and ROC plots). parse_mail alone, over the sa
 memory, shows how much of the replay's time is the parser's.
 
 Each configuration is replayed three ways: every message read in the learner's thread
-(`--parse-processes 0 --no-parse-thread`); read ahead by a thread beside it (`--parse-processes 0`,
-the default on two CPUs: it reads while the featuriser and the model's kernel run without the
-GIL); and read ahead by other processes (`--parse-processes N`, two fewer than the CPUs, but at
-least one: stream_nb.replay.parse_ahead). All are timed by the clock and by CPU seconds (the
+(`--parse-processes 0 --no-parse-thread`); read ahead by a thread beside it (`--parse-processes 0`:
+it reads while the featuriser and the model's kernel run without the GIL); and read ahead by
+other processes (`--parse-processes N`, one fewer than the CPUs, at most two: the default,
+stream_nb.replay.parse_ahead and mail_reader). All are timed by the clock and by CPU seconds (the
 replay's process and the processes it started; for bogofilter, its processes), so that a rate
 bought with a second core shows as such.
 

@@ -5,10 +5,12 @@ a pool that fails, and an answer of the wrong shape is refused."""
 from __future__ import annotations
 
 import base64
+import concurrent.futures
+import io
 import json
 import logging
-import os
 import random
+import struct
 import subprocess
 import sys
 
@@ -20,7 +22,7 @@ from stream_nb.features.fields import EventFeaturizer
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.features.text import TextFeaturizer
 from stream_nb.mail import ParsedMail, parse_mail
-from stream_nb.replay import parse_ahead
+from stream_nb.replay import mail_reader, parse_ahead
 from stream_nb.replay.cli import replay_and_report
 from stream_nb.replay.parse_ahead import ParseAhead, default_parse_processes, parse_chunk, readings_of
 from tests.native import REPO
@@ -112,7 +114,7 @@ def test_readings_made_ahead_equal_parse_mail_s_for_any_batch(batch, threads):
         pool = type(ahead._pool).__name__
     assert readings == [parse_mail(mail) for mail in mails]
     assert read_here < len(mails) - 16  # the pool read some: more than the messages before it started
-    assert pool == ("ThreadPoolExecutor" if threads else "ProcessPoolExecutor")
+    assert pool == ("ThreadPoolExecutor" if threads else "ReaderProcesses")
 
 
 def test_a_short_stream_starts_no_process():
@@ -122,60 +124,98 @@ def test_a_short_stream_starts_no_process():
         assert ahead._pool is None
 
 
-SPAWNED = """
-import random, threading
-from stream_nb.mail import parse_mail
-from stream_nb.replay import parse_ahead
-from tests.test_parse_ahead import generated_mail, read_through
-stop = threading.Event()
-thread = threading.Thread(target=stop.wait, daemon=True)
-thread.start()
-assert parse_ahead._process_context().get_start_method() == "spawn"
-mails = generated_mail(random.Random(4), 200)
-with parse_ahead.ParseAhead(1, chunk=16, start_after=16) as ahead:
-    assert read_through(ahead, mails, 50) == [parse_mail(mail) for mail in mails]
-    assert ahead.read_here < 200 - 16
-stop.set()
-print("same readings")
-"""
+def test_a_reader_process_answers_a_chunk_as_parse_chunk_and_imports_the_parser_alone():
+    """The child's loop over frames: each chunk's answer is parse_chunk's, in order; the end of
+    its input ends it; and it runs without numpy, river or Kafka's client (it starts in
+    milliseconds, not the program's whole import)."""
+    mails = generated_mail(random.Random(8), 30)
+    chunks = [mails[:7], [], mails[7:]]
+    frames = b"".join(frame_of(chunk, 5_000) for chunk in chunks)
+    shown = ("import sys, runpy; runpy.run_module('stream_nb.replay.mail_reader', run_name='__main__'); "
+             "sys.stderr.write(repr(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'river', 'kafka'})))")
+    done = subprocess.run([sys.executable, "-c", shown], cwd=REPO, input=frames, capture_output=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == b"[]", done.stderr
+    out, answers = io.BytesIO(done.stdout), []
+    while header := out.read(8):
+        answers.append(out.read(struct.unpack("<Q", header)[0]).decode())
+    assert answers == [parse_chunk(chunk, 5_000) for chunk in chunks]
+    # served in this process too, and a chunk cut short is an error, not a reading
+    served = io.BytesIO()
+    mail_reader.serve(io.BytesIO(frames), served)
+    assert served.getvalue() == done.stdout
+    with pytest.raises(EOFError):
+        mail_reader.serve(io.BytesIO(frames[:-3]), io.BytesIO())
 
 
-def test_with_threads_running_the_pool_is_spawned_and_reads_the_same():
-    # in a process of its own: spawning starts multiprocessing's resource tracker, which lives
-    # as long as the process that started it
-    done = subprocess.run([sys.executable, "-c", SPAWNED], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "same readings"
+def test_an_answer_stays_within_the_bound_a_reader_is_held_to():
+    """answer_bound over messages made to make long answers: every byte one that JSON escapes
+    (control characters, 8-bit text read as Latin-1), in the subject, the body, addresses,
+    Received headers and mailer names; and generated mail. Cut at max_bytes too."""
+    escaped = bytes(range(1, 32)).replace(b"\r", b"").replace(b"\n", b"") + bytes(range(128, 256))
+    hostile = [
+        b"Subject: " + escaped * 40 + b"\r\n\r\n" + escaped * 400,
+        b"From: " + escaped * 30 + b" <a" + escaped + b"@b.example>\r\nTo: x@" + escaped * 20 + b".example\r\n"
+        b"Reply-To: r@" + escaped * 10 + b"\r\nX-Mailer: " + escaped * 50 + b"\r\n\r\nbody",
+        b"".join(b"Received: from h%d.%s.example (h [10.0.0.%d]) by %s.example\r\n" % (i, escaped, i, escaped)
+                 for i in range(60)) + b"\r\n" + escaped,
+        b"Content-Type: text/html; charset=latin-1\r\n\r\n<a href='http://" + escaped + b".example/'>" + escaped * 99,
+        b"", b"x",
+    ]
+    for max_bytes in (100, 1 << 20):
+        for mail in hostile + generated_mail(random.Random(9), 200):
+            assert len(parse_chunk([mail], max_bytes).encode()) <= mail_reader.answer_bound([mail], max_bytes)
+
+
+def frame_of(mails: list[bytes], max_bytes: int) -> bytes:
+    """A chunk as the parent writes it to a reader (mail_reader's frames)."""
+    return struct.pack("<QQ", len(mails), max_bytes) + b"".join(struct.pack("<Q", len(m)) + m for m in mails)
 
 
 DEATH_MARK = b"Subject: the parse process dies on this one\r\n\r\nx"
 
-
-def dies_on_the_mark(mails: list[bytes], max_bytes: int) -> str:
-    """parse_chunk, but the process ends at once on a chunk holding DEATH_MARK (a crash)."""
-    if DEATH_MARK in mails:
+# A reader whose parse_chunk is replaced by one of the faults below (by name), as a command.
+FAULTY_READER = """
+import json, os, sys
+from stream_nb.replay import mail_reader
+real, mark = mail_reader.parse_chunk, {mark!r}
+def dies_on_the_mark(mails, max_bytes):  # the process ends at once on the chunk holding the mark (a crash)
+    if mark in mails:
         os._exit(3)
-    return parse_chunk(mails, max_bytes)
+    return real(mails, max_bytes)
+def answers_short(mails, max_bytes):  # one reading short for a chunk of more than one message
+    return json.dumps(json.loads(real(mails, max_bytes))[: max(1, len(mails) - 1)])
+def answers_too_long(mails, max_bytes):  # an answer longer than a chunk's can be
+    return " " * (mail_reader.answer_bound(mails, max_bytes) + 1) if mark in mails else real(mails, max_bytes)
+mail_reader.parse_chunk = {fault}
+mail_reader.serve(sys.stdin.buffer, sys.stdout.buffer)
+"""
 
 
-def answers_short(mails: list[bytes], max_bytes: int) -> str:
-    """parse_chunk, but one reading short for a chunk of more than one message."""
-    return json.dumps(json.loads(parse_chunk(mails, max_bytes))[: max(1, len(mails) - 1)])
-
-
-@pytest.mark.parametrize("fault, expected_log", [(dies_on_the_mark, "parse processes failed"),
-                                                 (answers_short, "came back as list")])
-def test_a_failing_pool_costs_speed_not_a_reading(monkeypatch, caplog, fault, expected_log):
-    monkeypatch.setattr(parse_ahead, "parse_chunk", fault)  # (the forked processes inherit it)
+@pytest.mark.parametrize("fault, expected_log", [("dies_on_the_mark", "parse processes failed"),
+                                                 ("answers_short", "came back as list"),
+                                                 ("answers_too_long", "over its bound"),
+                                                 (None, "parse processes failed")])
+def test_a_failing_reader_costs_speed_not_a_reading(caplog, fault, expected_log):
+    """A reader that dies, answers short, answers longer than its bound, or cannot start: every
+    reading is still parse_mail's (read here), and the log says why."""
+    command = ([sys.executable, "-c", FAULTY_READER.format(mark=DEATH_MARK, fault=fault)] if fault else
+               [str(REPO / "no-such-interpreter")])
     mails = generated_mail(random.Random(5), 300)
     mails[150] = DEATH_MARK
+    featurizer = mail_featurizer(None)
     with caplog.at_level(logging.WARNING, logger="stream_nb.replay.parse_ahead"):
-        with ParseAhead(1, chunk=8, start_after=16) as ahead:
-            readings = read_through(ahead, mails, 40)
-            read_here = ahead.read_here
+        with ParseAhead(1, chunk=8, keep=400, start_after=16, reader_command=command) as ahead:
+            featurizer._ahead = ahead
+            events = list(ahead.events({"mail": mail} for mail in mails))  # every chunk handed over
+            marked = ahead._where.get(id(DEATH_MARK))  # (none: the reader did not start)
+            if marked is not None:  # the reader meets the mark before any chunk is taken back
+                concurrent.futures.wait([marked[1].future], timeout=60)
+            readings = [featurizer.parse(event["mail"]) for event in _prepared(ahead, events)]
+            read_here, pool = ahead.read_here, ahead._pool
     assert readings == [parse_mail(mail) for mail in mails]
     assert expected_log in caplog.text
-    assert read_here > 0
+    assert (pool is None) == (fault != "answers_short")  # given up, but for a chunk of the wrong shape
+    assert (read_here > 0) == (fault is not None)  # chunks the reader held, read here (none without a reader)
 
 
 def test_a_reading_is_taken_once_and_old_ones_are_dropped():

@@ -54,7 +54,7 @@ def register(subparsers) -> None:
                         help="(file) replay the events in one shuffled order, seeded (a corpus stored by class)")
     replay.add_argument("--parse-processes", type=_process_count, default=None, metavar="N",
                         help="processes that read raw mail ahead of the learner, for a stream of over 256 "
-                             "messages (default: two fewer than the CPUs, at most 8; 0: none, a thread reads "
+                             "messages (default: one fewer than the CPUs, at most 2; 0: none, a thread reads "
                              "instead); the figures are the same with any number")
     replay.add_argument("--no-parse-thread", dest="parse_thread", action="store_false",
                         help="without parse processes, read raw mail in the learner's thread, not in a thread "

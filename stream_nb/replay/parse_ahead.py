@@ -1,66 +1,72 @@
-"""Raw mail parsed in other processes, or in a thread, while the replay learns, so that reading
-mail and learning from it overlap on a machine of several cores.
+"""Raw mail read ahead of the learner, in other processes or in a thread, so that reading mail
+and learning from it overlap on a machine of several cores.
 
-A thread (`threads=True`, replay's default on two CPUs) reads while the learner's thread runs
+By default (one fewer than the CPUs, at most MAX_PROCESSES: one on a machine of two) the readers
+are processes of their own (stream_nb.replay.mail_reader): fresh interpreters that import the
+mail parser alone, ready in about 60 ms, sharing no memory with the learner and holding no GIL
+of its. A reading comes back as JSON of its four fields (strs and lists of strs; lone
+surrogates survive JSON's escapes) and is checked for that shape (`readings_of`). On raw mail
+with mail.toml one reader made the replay 7% faster than the thread (0.891 s against 0.959 s),
+with spam.toml 18% (0.545 s against 0.668 s): the thread holds the GIL while it parses, and the
+learner's Python waits for it.
+
+A thread (`threads=True`, with `--parse-processes 0`) reads while the learner's thread runs
 without the GIL: the featuriser's C loop over a batch of plain texts and the model's kernel
 release it (stream_nb.features._native, stream_nb.model._kernel). Its readings are the objects
-parse_mail made, shared, not copied; a process's readings cost a copy each way (JSON) and more
-CPU time than a thread's.
+parse_mail made, shared, not copied.
 
 A message's reading (`stream_nb.mail.parse_mail`) depends on its bytes alone, so any process
-may make it: replay hands the mail of the events it pulls, in chunks of CHUNK, to a pool of
-processes, one batch ahead of the one it learns (replay_contenders pulls the next batch before
-it learns the current one). When a batch's messages are featurised (`prepare`), the chunks no
-process has started yet are taken back, the last first, and read here, while the processes
-finish the ones they have begun: the two ends of a batch are read at once. A reading comes back
-exactly as `parse_mail` made it in the other process (JSON of its four fields, strs and lists of
-strs; lone surrogates survive JSON's escapes); a chunk the pool could not read (a process died,
-an answer of the wrong shape) is read here instead, so the replay's results never depend on
-the pool, only its speed does.
+may make it: replay hands the mail of the events it pulls, in chunks of CHUNK, to the readers,
+one batch ahead of the one it learns (replay_contenders pulls the next batch before it learns
+the current one). When a batch's messages are featurised (`prepare`), the chunks no reader has
+started are taken back one at a time, the last first, and read here, while the readers go on
+from the front: the two ends of a batch are read at once, and meet. (The first batch is read
+mostly here: the readers are starting.) A chunk the readers could not read (a process died, an
+answer of the wrong shape) is read here instead, so the replay's results never depend on the
+readers, only its speed does.
 
-The pool starts once the stream is longer than `start_after` mails (a short replay pays no
-process start-up). Its processes are forked when this process runs one thread (a replay of
-files: a copy of the process in milliseconds, with everything imported), spawned otherwise (a
-replay from a topic has client threads, which a fork would copy in whatever state they were).
-The pool's transport carries only the chunks' bytes there and one str back.
+The readers start once the stream is longer than `start_after` mails (a short replay pays no
+start-up).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
+import subprocess
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 from stream_nb.mail import DEFAULT_MAX_BYTES, ParsedMail, parse_mail
+from stream_nb.replay import mail_reader
+from stream_nb.replay.mail_reader import parse_chunk
 
-__all__ = ["CHUNK", "ParseAhead", "default_parse_processes", "parse_chunk", "readings_of"]
+__all__ = ["CHUNK", "ParseAhead", "ReaderProcesses", "default_parse_processes", "parse_chunk", "readings_of"]
 
 log = logging.getLogger(__name__)
 
+AHEAD = 2  # chunks a reader process holds at once: the one it reads and the next, ready when it is done
 CHUNK = 64  # messages a process reads at a time: ~13 ms of work, small beside a batch of 1,000
 CHUNK_BYTES = 4 << 20  # and at most this much mail (a chunk's answer is a few times its text at most)
 KEEP_BYTES = 64 << 20  # the mail of the readings kept, at most (besides `keep` messages)
-MAX_PROCESSES = 8  # the default's cap: beyond it the learner, not the reading, sets the pace
+MAX_PROCESSES = 2  # the default's cap: one reader keeps 2.5x ahead of the learner; a second reads the first batch too
 
 
 def default_parse_processes() -> int:
-    """The processes that read mail beside a replay by default: two fewer than the CPUs this
-    process may run on, at most MAX_PROCESSES; 0 on one or two CPUs. The learner keeps one, the
-    rest of the machine (a broker, the system) another: on 2 CPUs a reader beside the learner
-    made a replay of raw mail 4% faster for 17% more CPU time (the two contend for the memory
-    the featuriser's tables live in; benchmarks/mail_replay_speed.py)."""
+    """The processes that read mail beside a replay by default: one fewer than the CPUs this
+    process may run on, at most MAX_PROCESSES; 0 on one CPU (then a thread reads, which gains
+    nothing there but costs nothing either)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # (not on Linux)
         cpus = os.cpu_count() or 1
-    return max(0, min(cpus - 2, MAX_PROCESSES))
+    return max(0, min(cpus - 1, MAX_PROCESSES))
 
 
 def _parse_list(mails: list[bytes], max_bytes: int) -> list[ParsedMail]:
@@ -72,13 +78,6 @@ def _parse_list(mails: list[bytes], max_bytes: int) -> list[ParsedMail]:
         readings.append(parse_mail(mail, max_bytes=max_bytes))
         time.sleep(0)
     return readings
-
-
-def parse_chunk(mails: list[bytes], max_bytes: int) -> str:
-    """What a pool process answers for a chunk: JSON of [subject, body, features, defects] of
-    `parse_mail(mail, max_bytes=max_bytes)` for each mail, in order."""
-    return json.dumps([[parsed.subject, parsed.body, parsed.features, parsed.defects]
-                       for parsed in (parse_mail(mail, max_bytes=max_bytes) for mail in mails)])
 
 
 def readings_of(answer: str, count: int) -> list[ParsedMail]:
@@ -101,11 +100,141 @@ def _strs(value) -> bool:
     return type(value) is list and all(type(item) is str for item in value)
 
 
-def _process_context():
-    """fork when this process runs one thread and the platform forks, else spawn (module doc)."""
-    one_thread = threading.active_count() == 1
-    return multiprocessing.get_context("fork" if one_thread and "fork" in multiprocessing.get_all_start_methods()
-                                       else "spawn")
+class _ReaderProcess:
+    """One reader process (stream_nb.replay.mail_reader) and the two threads that talk to it: a sender, which hands it the
+    executor's waiting chunks while it holds fewer than AHEAD, and a receiver, which settles
+    each chunk's future with its answer, in the order sent."""
+
+    def __init__(self, executor: ReaderProcesses, command: list[str]) -> None:
+        self.executor = executor
+        # the child imports the package this process runs, wherever that is
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.sent: deque[tuple[Future, int]] = deque()  # (future, answer bound) of the chunks it holds
+        self.sender = threading.Thread(target=self._send, name="mail-reader-send", daemon=True)
+        self.receiver = threading.Thread(target=self._receive, name="mail-reader-receive", daemon=True)
+        self.sender.start()
+        self.receiver.start()
+
+    def _send(self) -> None:
+        executor, stdin = self.executor, self.process.stdin
+        try:
+            while True:
+                with executor.changed:
+                    while not executor.closed and (not executor.waiting or len(self.sent) >= AHEAD):
+                        executor.changed.wait()
+                    if not executor.waiting:  # closed, nothing left to hand over
+                        break
+                    future, mails, max_bytes = executor.waiting.popleft()
+                    if not future.set_running_or_notify_cancel():  # taken back
+                        continue
+                    self.sent.append((future, mail_reader.answer_bound(mails, max_bytes)))
+                stdin.write(mail_reader.CHUNK_FRAME.pack(len(mails), max_bytes))
+                for mail in mails:
+                    stdin.write(mail_reader.LENGTH_FRAME.pack(len(mail)))
+                    stdin.write(mail)
+                stdin.flush()
+        except (OSError, ValueError) as error:  # the child is gone (a broken pipe), or stdin was closed
+            self._fail(f"a mail reader could not be given mail: {error}")
+        finally:
+            try:
+                stdin.close()  # the end of its chunks: the child ends once it has answered them
+            except OSError:
+                pass
+
+    def _receive(self) -> None:
+        stdout = self.process.stdout
+        try:
+            while (header := mail_reader.read_exactly(stdout, mail_reader.LENGTH_FRAME.size)) is not None:
+                size = mail_reader.LENGTH_FRAME.unpack(header)[0]
+                with self.executor.changed:
+                    if not self.sent:
+                        raise ValueError("an answer for no chunk")
+                    future, bound = self.sent[0]
+                if size > bound:
+                    raise ValueError(f"an answer of {size:,} bytes, over its bound of {bound:,}")
+                answer = mail_reader.read_exactly(stdout, size) if size else b""
+                if answer is None:
+                    raise EOFError("an answer cut short")
+                text = answer.decode("utf-8")  # (before the chunk leaves `sent`: a failure fails it too)
+                with self.executor.changed:
+                    if not self.sent or self.sent[0][0] is not future:  # failed meanwhile (`_fail`)
+                        return
+                    self.sent.popleft()
+                    self.executor.changed.notify_all()
+                future.set_result(text)
+            if self.sent:
+                raise EOFError(f"the mail reader ended (exit status {self.process.wait()}) with "
+                               f"{len(self.sent)} chunks unanswered")
+        except (OSError, ValueError, EOFError) as error:
+            self._fail(str(error))
+
+    def _fail(self, reason: str) -> None:
+        """Every chunk this child holds, and every one waiting, fails: the replay reads them."""
+        self.process.kill()
+        with self.executor.changed:
+            failed = [future for future, _ in self.sent]
+            self.sent.clear()
+            self.executor.broken = reason
+            failed += [future for future, _, _ in self.executor.waiting]
+            self.executor.waiting.clear()
+            self.executor.changed.notify_all()
+        for future in failed:
+            if not future.done() and (future.running() or future.set_running_or_notify_cancel()):
+                future.set_exception(BrokenProcessPool(reason))
+
+    def join(self) -> None:
+        self.sender.join()
+        self.receiver.join()
+        self.process.wait()
+
+
+class ReaderProcesses:
+    """An executor of `parse_chunk` over `processes` reader processes (stream_nb.replay.mail_reader):
+    `submit(mails, max_bytes)` is the future of the chunk's answer, a str; `shutdown()` ends the
+    children once they have answered what they hold. After a child failed, a submit raises
+    BrokenProcessPool."""
+
+    def __init__(self, processes: int, command: list[str] | None = None) -> None:
+        if type(processes) is not int or processes < 1:
+            raise ValueError(f"reader processes must be a positive integer, got {processes!r}")
+        self.changed = threading.Condition()
+        self.waiting: deque[tuple[Future, list[bytes], int]] = deque()
+        self.closed = False
+        self.broken: str | None = None
+        command = mail_reader.reader_command() if command is None else command
+        self._children: list[_ReaderProcess] = []
+        try:
+            for _ in range(processes):
+                self._children.append(_ReaderProcess(self, command))
+        except BaseException:  # (OSError: the command cannot run) the ones started end
+            self.shutdown(wait=True, cancel_futures=True)
+            raise
+
+    def submit(self, mails: list[bytes], max_bytes: int) -> Future:
+        future: Future = Future()
+        with self.changed:
+            if self.broken is not None:
+                raise BrokenProcessPool(self.broken)
+            if self.closed:
+                raise RuntimeError("the mail readers were shut down")
+            self.waiting.append((future, mails, max_bytes))
+            self.changed.notify_all()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self.changed:
+            self.closed = True
+            if cancel_futures:
+                for future, _, _ in self.waiting:
+                    future.cancel()
+                self.waiting.clear()
+            self.changed.notify_all()
+        if wait:
+            for child in self._children:
+                child.join()
 
 
 class _Chunk:
@@ -133,7 +262,8 @@ class ParseAhead:
     Use it as a context manager: leaving it stops the pool."""
 
     def __init__(self, processes: int, *, threads: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-                 chunk: int = CHUNK, keep: int = 4_000, start_after: int = 256) -> None:
+                 chunk: int = CHUNK, keep: int = 4_000, start_after: int = 256,
+                 reader_command: list[str] | None = None) -> None:
         if type(processes) is not int or processes < 1:
             raise ValueError(f"parse processes must be a positive integer, got {processes!r}")
         self.threads = threads
@@ -144,7 +274,8 @@ class ParseAhead:
         self.chunk = chunk
         self.keep = keep
         self.start_after = start_after
-        self._pool: ProcessPoolExecutor | ThreadPoolExecutor | None = None
+        self.reader_command = reader_command  # a reader process's command (None: mail_reader.reader_command())
+        self._pool: ReaderProcesses | ThreadPoolExecutor | None = None
         self._broken = False
         self._waiting: list[bytes] = []  # pulled, not yet a chunk
         self._pulled = 0
@@ -191,10 +322,15 @@ class ParseAhead:
         if self._pool is None:
             if self._pulled <= self.start_after:
                 return  # (a short stream: read here, no process started)
-            self._pool = (ThreadPoolExecutor(self.processes, thread_name_prefix="parse-ahead") if self.threads else
-                          ProcessPoolExecutor(self.processes, mp_context=_process_context()))
+            try:
+                self._pool = (ThreadPoolExecutor(self.processes, thread_name_prefix="parse-ahead") if self.threads
+                              else ReaderProcesses(self.processes, self.reader_command))
+            except OSError as error:  # a reader process could not start
+                self._give_up(error)
+                return
         try:
-            future = self._pool.submit(_parse_list if self.threads else parse_chunk, mails, self.max_bytes)
+            future = (self._pool.submit(_parse_list, mails, self.max_bytes) if self.threads else
+                      self._pool.submit(mails, self.max_bytes))
         except (BrokenProcessPool, RuntimeError) as error:
             self._give_up(error)
             return
@@ -233,13 +369,14 @@ class ParseAhead:
             entry = self._where.get(id(mail))
             if entry is not None and entry[0] is mail and entry[1].readings is None:
                 chunks[id(entry[1])] = entry[1]
-        started = False
-        for chunk in reversed(list(chunks.values())):  # the pool starts chunks in order: take back from the end
-            if not started and chunk.future.cancel():
-                chunk.readings = [None] * len(chunk.mails)  # each read here by whoever asks (take gives None)
-                self.read_here += len(chunk.mails)
-                continue
-            started = True
+        waiting = list(chunks.values())
+        # the pool starts chunks in order: take them back from the end one at a time, each read
+        # here at once, until the pool has started the last one left (it reads from the front)
+        while waiting and waiting[-1].future.cancel():
+            chunk = waiting.pop()
+            chunk.readings = [parse_mail(mail, max_bytes=self.max_bytes) for mail in chunk.mails]
+            self.read_here += len(chunk.mails)
+        for chunk in waiting:
             self._resolve(chunk)
 
     def _resolve(self, chunk: _Chunk) -> None:
