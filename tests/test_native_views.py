@@ -77,23 +77,66 @@ def filled_vocabularies(featurizers, texts) -> list[Vocabulary]:
     return vocabularies
 
 
+def split_views(monkeypatch, split: bool) -> None:
+    """Whether transform_sparse_views hands a group of views to its helper thread (as it does
+    from SPLIT_AT_TEXTS texts on, on two CPUs or more), whatever this machine has."""
+    monkeypatch.setattr(text_module, "SPLIT_AT_TEXTS", 1 if split else 1 << 62)
+    monkeypatch.setattr(text_module, "_cpus", lambda: 2)
+
+
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("number_unknown", [True, False])
-def test_mail_toml_views_read_once_equal_each_view_alone_on_the_corpora(monkeypatch, number_unknown):
+def test_mail_toml_views_read_once_equal_each_view_alone_on_the_corpora(monkeypatch, number_unknown, split):
     """Every SMS message and every fifth Enron-Spam one, in batches of 500, each with generated
     evidence names, against vocabularies that hold the features of a third of the texts: one
-    shared reading a batch, and each view's names, lengths, columns, ranks, new names and
-    `distinct` those of the view alone."""
+    shared reading a batch (one a group of views, when two threads featurise), and each view's
+    names, lengths, columns, ranks, new names and `distinct` those of the view alone."""
     featurizers = mail_views()
     texts = corpus_sample([text for _, text in load_sms_spam()] + load_enron_texts()[::5])
     extra = generated_extra(7, texts)
     vocabularies = filled_vocabularies(featurizers, texts[::3])
+    split_views(monkeypatch, split)
     counted = CountedCalls(monkeypatch)
     for start in range(0, len(texts), 500):
         part, more = texts[start : start + 500], extra[start : start + 500]
         together = transform_sparse_views(featurizers, part, vocabularies, number_unknown, more)
         got = [batch_figures(batch, vocabulary) for batch, vocabulary in zip(together, vocabularies)]
         assert got == figures_alone(featurizers, part, vocabularies, number_unknown, more)
-    assert counted.calls == -(-len(texts) // 500)
+    assert counted.calls == -(-len(texts) // 500) * (2 if split else 1)
+
+
+def test_views_are_split_in_two_groups_of_about_even_work():
+    """The groups the two threads take: every view once, the costliest view's group first, and
+    each group a reading of the texts plus its views' names a token (_names_per_token)."""
+    mail = [featurizer._native_plan for featurizer in mail_views()]  # words and bigrams, 4-grams, words
+    assert [text_module._names_per_token(plan) for plan in mail] == [2.0, 5.0, 1.0]
+    assert text_module._view_groups(mail) == ([1], [0, 2])
+    assert text_module._view_groups(mail[:1]) is None
+    assert text_module._view_groups([mail[2], mail[2]]) == ([0], [1])
+    assert text_module._view_groups([mail[2]] * 5) == ([0, 2, 4], [1, 3])
+    assert text_module._view_groups([mail[2], mail[0], mail[2], mail[1]]) == ([3], [0, 1, 2])
+
+
+def test_a_failure_in_either_thread_reaches_the_caller_after_both_are_done(monkeypatch):
+    """A view the helper featurises that fails, or one this thread does: the error is raised
+    here, once the other thread's call has ended (its views are not left busy)."""
+    featurizers = mail_views()
+    split_views(monkeypatch, True)
+    texts = generated_texts(seed=3, count=100)
+    shared = text_module._native.featurize_views
+    for failing in (1, 0):  # the helper's group ([base, words]), this thread's ([chars])
+        def fails_for_one_group(texts, views, extra=None, failing=failing):
+            if (len(views) == 1) == (failing == 0):
+                raise MemoryError("made to fail")
+            return shared(texts, views, extra)
+
+        monkeypatch.setattr(text_module._native, "featurize_views", fails_for_one_group)
+        with pytest.raises(MemoryError, match="made to fail"):
+            transform_sparse_views(featurizers, texts, [Vocabulary() for _ in featurizers])
+    monkeypatch.setattr(text_module._native, "featurize_views", shared)
+    vocabularies = [Vocabulary() for _ in featurizers]
+    got = transform_sparse_views(featurizers, texts, vocabularies)
+    assert [batch_figures(b, v) for b, v in zip(got, vocabularies)] == figures_alone(featurizers, texts, vocabularies)
 
 
 def test_generated_texts_without_a_vocabulary_make_each_view_s_names():
@@ -198,6 +241,7 @@ def test_replay_reads_raw_mail_once_for_mail_toml_s_three_views(monkeypatch):
     events = spamassassin_events(320, seed=3)
     contender = Contender.of("mail", load_config(MAIL_TOML, []))
     replay_contenders(events[:200], [contender], batch_size=100)
+    split_views(monkeypatch, False)  # (split, each group of views is a call of its own)
     counted = CountedCalls(monkeypatch)
     X = contender.featurise(events[200:])
     assert isinstance(X, ViewBatch) and counted.calls == 1
@@ -225,6 +269,7 @@ def test_the_worker_reads_raw_mail_once_for_mail_toml_s_three_views(monkeypatch,
     source = SourcePosition("mail", 0, 0)
     events = [Event(event["id"], None, None, event["label"], source, mail=event["mail"])
               for event in spamassassin_events(60, seed=4)]
+    split_views(monkeypatch, False)  # (split, each group of views is a call of its own)
     counted = CountedCalls(monkeypatch)
     X = featurise_views(events, learning, model=model, reads_text=True, views=views)
     assert counted.calls == 1

@@ -30,8 +30,10 @@ token pattern), so they survive any configuration.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
+import threading
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -825,5 +827,74 @@ def transform_sparse_views(featurizers: Sequence[TextFeaturizer], texts: Iterabl
                 for featurizer, vocabulary in zip(featurizers, vocabularies)]
     views = [featurizer._native_view(vocabulary, number_unknown)
              for featurizer, vocabulary in zip(featurizers, vocabularies)]
-    made = _native.featurize_views(texts, views, extra_names)
+    groups = _view_groups(plans) if len(texts) >= SPLIT_AT_TEXTS and _cpus() > 1 else None
+    if groups is None:
+        made = _native.featurize_views(texts, views, extra_names)
+    else:  # the second group in the helper thread while this one makes the first
+        mine, helpers = groups
+        theirs = _helper().submit(_native.featurize_views, texts, [views[v] for v in helpers], extra_names)
+        made = [None] * len(views)
+        try:
+            for v, one in zip(mine, _native.featurize_views(texts, [views[v] for v in mine], extra_names)):
+                made[v] = one
+        finally:  # (the helper's views are its until it is done, whatever happened here)
+            their_made = theirs.result()
+        for v, one in zip(helpers, their_made):
+            made[v] = one
     return [_native_batch(one, view, vocabulary) for one, view, vocabulary in zip(made, views, vocabularies)]
+
+
+# A batch of several views is featurised by two threads at once from this many texts on (on a
+# machine of two CPUs or more): each thread reads the texts for its group of views, and the C
+# loop runs without the GIL. With mail.toml's three views on raw mail, 0.30 s against 0.44 s a
+# replay's featurising; each group tokenises the texts again (0.04 s more CPU).
+SPLIT_AT_TEXTS = 64
+
+_helper_lock = threading.Lock()
+_helper_pool = None
+
+
+def _helper():
+    """The featurising helper thread (one, started when first needed; a daemon)."""
+    global _helper_pool
+    with _helper_lock:
+        if _helper_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _helper_pool = ThreadPoolExecutor(1, thread_name_prefix="featurise")
+        return _helper_pool
+
+
+@functools.lru_cache(maxsize=1)
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on Linux)
+        return os.cpu_count() or 1
+
+
+def _names_per_token(plan: tuple) -> float:
+    """About how many names a view's plan makes of a token, the work that is its own beside
+    the reading of the texts (1 for reading): a word, and with bigrams one more, with OSB
+    pairs one for each place of the window, with character n-grams about four for each n."""
+    bigrams, osb_window, char_min, char_max = plan[2], plan[9], plan[10], plan[11]
+    made = 1.0 + bigrams + osb_window
+    if char_max:
+        made += 4.0 * (char_max - char_min + 1)
+    return made
+
+
+def _view_groups(plans: list[tuple]) -> tuple[list[int], list[int]] | None:
+    """Two groups of the views (by place) whose work is about even, the larger first, or None
+    for fewer than two views: each view, the most names a token first, to the group with less
+    so far, a group costing a reading of the texts (1) besides its views' names (the longest
+    processing time first rule)."""
+    if len(plans) < 2:
+        return None
+    groups: tuple[list[int], list[int]] = ([], [])
+    cost = [0.0, 0.0]
+    for v in sorted(range(len(plans)), key=lambda v: -_names_per_token(plans[v])):
+        g = 0 if cost[0] <= cost[1] else 1
+        cost[g] += _names_per_token(plans[v]) + (0.0 if groups[g] else 1.0)
+        groups[g].append(v)
+    return sorted(groups[0]), sorted(groups[1])
