@@ -446,3 +446,33 @@ def test_an_allocation_failing_anywhere_in_a_call_raises_memory_error_and_change
         assert call() == expected, start
     assert in_a_row == 3, outcomes[-10:]  # the call's allocations all failed in turn
     assert outcomes.count("MemoryError") > 50, outcomes.count("MemoryError")
+
+
+def test_a_forked_child_featurises_with_a_helper_thread_of_its_own(monkeypatch):
+    """A process forked after the helper thread started (its pool copied, not its thread) still
+    featurises split batches, the same ones, instead of waiting for ever on the copied pool."""
+    import os
+    import time
+
+    featurizers = mail_views()
+    split_views(monkeypatch, True)
+    texts = generated_texts(seed=4, count=100)
+    vocabularies = [Vocabulary() for _ in featurizers]
+    expected = [batch_figures(batch, vocabulary) for batch, vocabulary in
+                zip(transform_sparse_views(featurizers, texts, vocabularies), vocabularies)]
+    assert text_module._helper_pool is not None  # started
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 for the same batches
+        try:
+            got = transform_sparse_views(featurizers, texts, vocabularies)
+            os._exit(0 if [batch_figures(b, v) for b, v in zip(got, vocabularies)] == expected else 1)
+        except BaseException:
+            os._exit(2)
+    deadline = time.monotonic() + 60
+    while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if ended[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child did not finish featurising")
+    assert os.waitstatus_to_exitcode(ended[1]) == 0

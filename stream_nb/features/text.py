@@ -855,7 +855,7 @@ _helper_pool = None
 
 
 def _helper():
-    """The featurising helper thread (one, started when first needed; a daemon)."""
+    """The featurising helper thread (one, started when first needed)."""
     global _helper_pool
     with _helper_lock:
         if _helper_pool is None:
@@ -863,6 +863,17 @@ def _helper():
 
             _helper_pool = ThreadPoolExecutor(1, thread_name_prefix="featurise")
         return _helper_pool
+
+
+def _forget_the_helper() -> None:
+    """In a forked child: the helper thread was not copied, so its pool would take work and
+    never do it; a new one starts when needed (and the lock, which another thread may have
+    held at the fork, is new too)."""
+    global _helper_pool, _helper_lock
+    _helper_pool, _helper_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_the_helper)
 
 
 @functools.lru_cache(maxsize=1)
