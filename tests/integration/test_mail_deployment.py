@@ -47,6 +47,7 @@ from worker_support import (
     hermetic_environment,
     predictions_by_id,
     read_topic,
+    stable_end_offset,
     wait_until,
     write_config,
 )
@@ -209,6 +210,9 @@ def test_the_mail_deployment_end_to_end(cluster, tmp_path):
     order_topic = labeled_order_topic(kafka)
     decode = decoder_for(kafka, labeled=True, classes=frozenset(loaded.classes), keyed=True)
     order = []
+    # (the last worker's last transaction is committed; its markers may still be on their way)
+    wait_until(lambda: stable_end_offset(bootstrap, order_topic) == end_offset(bootstrap, order_topic), 120,
+               "the labeled order's transactions settled")
     for record in read_topic(bootstrap, order_topic, timeout=120):
         event = decode(record.value, record.key, record.headers, SourcePosition(order_topic, 0, record.offset))
         assert not hasattr(event, "reason"), event

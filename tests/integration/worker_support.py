@@ -305,6 +305,19 @@ def end_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
+def stable_end_offset(bootstrap: str, topic: str) -> int:
+    """`end_offset` as a read_committed reader sees it: the last stable offset of each partition,
+    which stops before a transaction whose markers are not written yet. A transaction's commit
+    returns to its producer once the coordinator has logged it; the markers follow, so for a
+    moment after a worker ends its last transaction a reader can find the topic shorter."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    try:
+        partitions = [TopicPartition(topic, number) for number in consumer.partitions_for_topic(topic) or ()]
+        return sum(consumer.end_offsets(partitions).values())
+    finally:
+        consumer.close()
+
+
 def committed_offset(bootstrap: str, group_id: str, topic: str, partition: int = 0) -> int | None:
     """The offset the consumer group `group_id` has committed for a partition (None: none yet,
     or the group's coordinator is not ready to say)."""
