@@ -296,7 +296,17 @@ def test_a_partition_moved_on_without_its_keys_is_flushed_at_the_labeled_end_by_
                    and owned_partitions(owners[0]) | owned_partitions(owners[1]) == set(range(PARTITIONS)), 180,
                    "two workers sharing the partitions", workers)
         first_end = order_end(run, len(labeled), workers)
-        wait_until(lambda: set(positions(run).values()) == {first_end}, 180, "every partition flushed at E0", workers)
+        seen: dict = {}
+
+        def flushed_at_first_end() -> bool:
+            seen.update(positions(run))
+            return set(seen.values()) == {first_end}
+
+        try:
+            wait_until(flushed_at_first_end, 180, "every partition flushed at E0", workers)
+        except AssertionError as error:  # (once, under the whole suite's load: say where each stood)
+            raise AssertionError(f"E0 {first_end}, the order's end now {labeled_order(run.bootstrap, run.configs[0])[1]}, "
+                                 f"the partitions' changelogs at {seen}\n{error}") from None
         # every question answered before w1 stalls: w0 stops once it has relearned w1's partitions,
         # which need not be after it has answered w1's backlog (under load, most of it once)
         wait_until(lambda: len(read_topic(run.bootstrap, run.topics.predictions, timeout=60)) >= len(unlabeled), 180,
