@@ -101,9 +101,9 @@ def _strs(value) -> bool:
 
 
 class _ReaderProcess:
-    """One reader process (stream_nb.replay.mail_reader) and the two threads that talk to it: a sender, which hands it the
-    executor's waiting chunks while it holds fewer than AHEAD, and a receiver, which settles
-    each chunk's future with its answer, in the order sent."""
+    """One reader process (stream_nb.replay.mail_reader) and the two threads that talk to it:
+    a sender, which hands it the executor's waiting chunks while it holds fewer than AHEAD, and
+    a receiver, which settles each chunk's future with its answer, in the order sent."""
 
     def __init__(self, executor: ReaderProcesses, command: list[str]) -> None:
         self.executor = executor
