@@ -16,3 +16,12 @@ NATIVE_ENV = "STREAM_NB_NATIVE"
 def native_allowed() -> bool:
     """Whether the environment lets the C extensions run (read at each use)."""
     return os.environ.get(NATIVE_ENV, "1") != "0"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system says, else the count):
+    what the work run beside the C loops, which give the GIL up, can count on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on Linux)
+        return os.cpu_count() or 1

@@ -45,7 +45,7 @@ from river import base as river_base
 
 from stream_nb.features.specials import SpecialSpans
 from stream_nb.model.base import ColumnNames, SparseBatch
-from stream_nb.native import native_allowed
+from stream_nb.native import native_allowed, usable_cpus
 
 try:  # the optional C extension (setup.py); without it the Python path below runs, same results
     from stream_nb.features import _native
@@ -878,10 +878,7 @@ os.register_at_fork(after_in_child=_forget_the_helper)
 
 @functools.lru_cache(maxsize=1)
 def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # (not on Linux)
-        return os.cpu_count() or 1
+    return usable_cpus()
 
 
 def _names_per_token(plan: tuple) -> float:

@@ -18,10 +18,10 @@ import struct
 import sys
 from typing import BinaryIO
 
-from stream_nb.mail import ParsedMail, parse_mail
+from stream_nb.mail import parse_mail
 
-__all__ = ["CHUNK_FRAME", "LENGTH_FRAME", "NICENESS", "answer_bound", "parse_chunk", "read_exactly", "reader_command",
-           "run", "serve"]
+__all__ = ["CHUNK_FRAME", "LENGTH_FRAME", "NICENESS", "answer_bound", "parse_chunk", "read_exactly", "read_within",
+           "reader_command", "run", "serve"]
 
 # A reader runs at this niceness, so that where it and the learner's own threads want the same
 # CPU, theirs come first: what a reader has not started when a batch is featurised, the learner
@@ -38,11 +38,7 @@ def parse_chunk(mails: list[bytes], max_bytes: int) -> str:
     """What a reader answers for a chunk: JSON of [subject, body, features, defects] of
     `parse_mail(mail, max_bytes=max_bytes)` for each mail, in order."""
     return json.dumps([[parsed.subject, parsed.body, parsed.features, parsed.defects]
-                       for parsed in map(_parse_one, mails, [max_bytes] * len(mails))])
-
-
-def _parse_one(mail: bytes, max_bytes: int) -> ParsedMail:
-    return parse_mail(mail, max_bytes=max_bytes)
+                       for parsed in (parse_mail(mail, max_bytes=max_bytes) for mail in mails)])
 
 
 def answer_bound(mails: list[bytes], max_bytes: int) -> int:
@@ -69,10 +65,12 @@ def read_exactly(stream: BinaryIO, size: int) -> bytes | None:
     return data
 
 
-def _within_chunk(stream: BinaryIO, size: int) -> bytes:
+def read_within(stream: BinaryIO, size: int, what: str) -> bytes:
+    """`size` bytes of `stream` (none for 0) that must be there: EOFError naming `what` if the
+    stream ends before them."""
     data = read_exactly(stream, size) if size else b""
     if data is None:
-        raise EOFError("a chunk cut short")
+        raise EOFError(f"{what} cut short")
     return data
 
 
@@ -83,8 +81,8 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
         count, max_bytes = CHUNK_FRAME.unpack(header)
         mails = []
         for _ in range(count):
-            size = LENGTH_FRAME.unpack(_within_chunk(stdin, LENGTH_FRAME.size))[0]
-            mails.append(_within_chunk(stdin, size))
+            size = LENGTH_FRAME.unpack(read_within(stdin, LENGTH_FRAME.size, "a chunk"))[0]
+            mails.append(read_within(stdin, size, "a chunk"))
         answer = parse_chunk(mails, max_bytes).encode()
         stdout.write(LENGTH_FRAME.pack(len(answer)))
         stdout.write(answer)

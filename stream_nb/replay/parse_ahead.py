@@ -44,6 +44,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from stream_nb.mail import DEFAULT_MAX_BYTES, ParsedMail, parse_mail
+from stream_nb.native import usable_cpus
 from stream_nb.replay import mail_reader
 from stream_nb.replay.mail_reader import parse_chunk
 
@@ -62,11 +63,7 @@ def default_parse_processes() -> int:
     """The processes that read mail beside a replay by default: one fewer than the CPUs this
     process may run on, at most MAX_PROCESSES; 0 on one CPU (then a thread reads, which gains
     nothing there but costs nothing either)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # (not on Linux)
-        cpus = os.cpu_count() or 1
-    return max(0, min(cpus - 1, MAX_PROCESSES))
+    return max(0, min(usable_cpus() - 1, MAX_PROCESSES))
 
 
 def _parse_list(mails: list[bytes], max_bytes: int) -> list[ParsedMail]:
@@ -155,10 +152,7 @@ class _ReaderProcess:
                     future, bound = self.sent[0]
                 if size > bound:
                     raise ValueError(f"an answer of {size:,} bytes, over its bound of {bound:,}")
-                answer = mail_reader.read_exactly(stdout, size) if size else b""
-                if answer is None:
-                    raise EOFError("an answer cut short")
-                text = answer.decode("utf-8")  # (before the chunk leaves `sent`: a failure fails it too)
+                text = mail_reader.read_within(stdout, size, "an answer").decode("utf-8")  # (before the chunk leaves `sent`: a failure fails it too)
                 with self.executor.changed:
                     if not self.sent or self.sent[0][0] is not future:  # failed meanwhile (`_fail`)
                         return

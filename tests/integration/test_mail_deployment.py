@@ -47,7 +47,6 @@ from worker_support import (
     hermetic_environment,
     predictions_by_id,
     read_topic,
-    stable_end_offset,
     wait_until,
     write_config,
 )
@@ -211,7 +210,7 @@ def test_the_mail_deployment_end_to_end(cluster, tmp_path):
     decode = decoder_for(kafka, labeled=True, classes=frozenset(loaded.classes), keyed=True)
     order = []
     # (the last worker's last transaction is committed; its markers may still be on their way)
-    wait_until(lambda: stable_end_offset(bootstrap, order_topic) == end_offset(bootstrap, order_topic), 120,
+    wait_until(lambda: end_offset(bootstrap, order_topic, committed=True) == end_offset(bootstrap, order_topic), 120,
                "the labeled order's transactions settled")
     for record in read_topic(bootstrap, order_topic, timeout=120):
         event = decode(record.value, record.key, record.headers, SourcePosition(order_topic, 0, record.offset))

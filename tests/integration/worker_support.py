@@ -295,22 +295,14 @@ def wait_until(condition, timeout: float, what: str, workers=()) -> None:
         time.sleep(0.05)
 
 
-def end_offset(bootstrap: str, topic: str) -> int:
-    """The number of offsets a topic holds, summed over its partitions (markers included)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        partitions = [TopicPartition(topic, number) for number in consumer.partitions_for_topic(topic) or ()]
-        return sum(consumer.end_offsets(partitions).values())
-    finally:
-        consumer.close()
-
-
-def stable_end_offset(bootstrap: str, topic: str) -> int:
-    """`end_offset` as a read_committed reader sees it: the last stable offset of each partition,
-    which stops before a transaction whose markers are not written yet. A transaction's commit
+def end_offset(bootstrap: str, topic: str, committed: bool = False) -> int:
+    """The number of offsets a topic holds, summed over its partitions (markers included); with
+    `committed`, as a read_committed reader sees it: each partition's last stable offset, which
+    stops before a transaction whose markers are not written yet. (A transaction's commit
     returns to its producer once the coordinator has logged it; the markers follow, so for a
-    moment after a worker ends its last transaction a reader can find the topic shorter."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    moment after a worker ends its last transaction a reader can find the topic shorter.)"""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap,
+                             isolation_level="read_committed" if committed else "read_uncommitted")
     try:
         partitions = [TopicPartition(topic, number) for number in consumer.partitions_for_topic(topic) or ()]
         return sum(consumer.end_offsets(partitions).values())
