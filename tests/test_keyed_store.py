@@ -372,3 +372,50 @@ def test_a_users_views_of_a_million_features_are_written_in_bounded_records_and_
     for v, features in enumerate(sizes):
         assert same_counts(restored.views[v].get("big"), tables.views[v].get("big"))
         assert len(restored.views[v].get("big").features) == features + 20 * 30
+
+
+def test_a_partition_passed_by_other_keys_labels_is_due_a_flush_of_its_position_alone(tmp_path, monkeypatch):
+    """KeyedState.due: a commit is due a commit interval after an owned partition's changelog fell
+    behind the worker's labeled position with none of its keys changed (labels of other keys
+    only). The flush then sends each such partition's metadata alone, at the new position, and
+    nothing is due after it; the replica (no position given) counts key changes alone."""
+    from types import SimpleNamespace
+
+    from stream_nb.worker import keyed as keyed_role
+    from stream_nb.worker.keyed import KeyedState, OwnedPartition
+
+    clock = [1_000.0]
+    monkeypatch.setattr(keyed_role, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    personal = personal_model()
+    worker = SimpleNamespace(config=SimpleNamespace(build_personal=lambda model: personal), model=personal.global_model,
+                             kafka={"group_id": "g"}, checkpoints=SimpleNamespace(store=SimpleNamespace(directory=tmp_path)))
+    state = KeyedState(worker)
+    tables = {p: StoredKeyTable(tmp_path / f"p{p}", lambda: len(personal.classes_)) for p in (0, 1)}
+    state.owned = {p: OwnedPartition(table, 10) for p, table in tables.items()}
+    state._committed_at = {0: 10, 1: 10}  # restored there
+
+    assert not state.due(1.0, 10)  # at its position: nothing to say
+    assert not state.due(1.0, 25)  # labels of other keys to 25: the interval starts
+    clock[0] += 0.5
+    assert not state.due(1.0, 25)
+    assert not state.due(1.0)  # (the replica's question: no key changed)
+    clock[0] += 0.5
+    assert state.due(1.0, 25) and state.behind(25)
+
+    sent = []
+
+    def send(topic, value, key, headers, partition):
+        sent.append((topic, partition, key))
+        return SimpleNamespace(is_done=True, exception=None, value=SimpleNamespace(offset=len(sent) - 1))
+
+    state.send_flushes(SimpleNamespace(send=send), 25)
+    assert sent == [("g-keys-changelog", 0, META_KEY), ("g-keys-changelog", 1, META_KEY)]
+    state.confirmed()
+    assert state._committed_at == {0: 25, 1: 25} and {p: owned.position for p, owned in state.owned.items()} == {0: 25, 1: 25}
+    clock[0] += 10
+    assert not state.behind(25) and not state.due(1.0, 25)
+    assert not state.due(1.0, 26)  # further on: a new interval
+    clock[0] += 1.0
+    assert state.due(1.0, 26)
+    for table in tables.values():
+        table.close()

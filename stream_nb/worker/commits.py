@@ -58,7 +58,7 @@ class Commits:
             for rejected in due:
                 w.predictor.dead_letter(rejected)
             cursors[tp] = max(cursor, position)
-        if w.keyed is not None and (w.keyed.pending() or (final and w.keyed.behind(w.labeled.next_offset()))):
+        if w.keyed is not None and (w.keyed.pending() or w.keyed.behind(w.labeled.next_offset())):
             w.outputs.begin(w.group.group_metadata())
         if not w.outputs.open:
             return True

@@ -19,9 +19,11 @@ Its changelog: at each commit the changes of every owned partition go to partiti
 changelog topic (stream_nb.keyed.changelog) inside the transaction that holds the predictions
 and the group's offsets, the metadata last with the position. A flush whose transaction is
 aborted is sent again with the next one (`_unconfirmed`), so the changelog's last values are
-always a state the log produced. A commit flushes only when a key changed; a clean stop also
-flushes a partition whose changelog names an earlier position than the worker's (relearned, or
-passed by events of other keys only), so a catch-up run leaves every partition at its end.
+always a state the log produced. A commit is due a commit interval after a key changed, or after
+an owned partition's changelog fell behind the worker's labeled position (relearned, or passed by
+events of other keys only: its metadata alone then says how far it goes). So a worker that has
+caught up leaves every partition's changelog at its position, and the next owner never relearns
+more than the last commit interval's stretch (a clean stop flushes them the same way).
 
 A partition that moves is restored by its new owner from the changelog before any of its
 records is predicted (on the assignment, synchronously). A store this worker closed cleanly on
@@ -260,6 +262,7 @@ class KeyedState(PartitionedKeys):
         self.reused = 0  # restores that started from a local copy
         self.restores = 0
         self.relearned_from: int | None = None  # the last relearning pass's starting offset (None: the beginning)
+        self._behind_since: float | None = None  # when an owned partition's changelog first fell behind (due)
 
     # ---- start -----------------------------------------------------------------------------
 
@@ -292,17 +295,30 @@ class KeyedState(PartitionedKeys):
 
     # ---- commits -------------------------------------------------------------------------------
 
-    def due(self, interval_s: float) -> bool:
-        return self._changed_at is not None and time.monotonic() - self._changed_at >= interval_s
+    def due(self, interval_s: float, position: int | None = None) -> bool:
+        """Whether a commit is due for the keyed state: `interval_s` since the first key change,
+        or since an owned partition's changelog first fell behind `position` (the labeled offset
+        the worker has learned to; None: key changes alone count) with no key of it changed."""
+        now = time.monotonic()
+        if self._changed_at is not None:
+            return now - self._changed_at >= interval_s
+        if position is None:
+            return False
+        if not self.behind(position):
+            self._behind_since = None
+            return False
+        if self._behind_since is None:
+            self._behind_since = now
+        return now - self._behind_since >= interval_s
 
     def pending(self) -> bool:
         return self._changed_at is not None or any(self._unconfirmed.values())
 
     def behind(self, position: int) -> bool:
         """Whether an owned partition's committed changelog names a labeled position before
-        `position` with nothing of its keys to flush: a relearning pass, or events of other keys
-        only, moved its state on. A clean stop flushes it then, so the changelog says how far
-        the state goes and the next owner need not learn that stretch again."""
+        `position`: a relearning pass, or events of other keys only, moved its state on. Its next
+        flush (its metadata, when none of its keys changed) says how far the state goes, so the
+        next owner need not learn that stretch again."""
         return any(self._committed_at.get(number, 0) < max(position, owned.position)
                    for number, owned in self.owned.items())
 
@@ -319,7 +335,7 @@ class KeyedState(PartitionedKeys):
             self._flush_ends[number] = send_flush(outputs, self.topic, number, [*unconfirmed.items(), (META_KEY, meta)])
             self._clean.pop(number, None)
             unconfirmed[META_KEY] = meta
-        self._changed_at = None
+        self._changed_at = self._behind_since = None
 
     def confirmed(self) -> None:
         """The transaction with the flushes committed: each store on disk is its changelog up to

@@ -304,7 +304,8 @@ class Worker:
             self.outputs.begin(metadata)
             self.predictor.predict(records)
         if (self.outputs.due() or self.commits.labeled_dead_letters_due()
-                or (self.keyed is not None and self.keyed.due(self.kafka["commit_interval_ms"] / 1000))):
+                or (self.keyed is not None and self.keyed.due(self.kafka["commit_interval_ms"] / 1000,
+                                                              self.labeled.next_offset()))):
             self.commits.commit_or_rewind()
         self.checkpoints.collect()
         if self.checkpoints.due():
