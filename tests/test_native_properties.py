@@ -40,7 +40,7 @@ from stream_nb.model.explain import strongest_clues, strongest_clues_many
 from stream_nb.model.training import predict_learn
 from stream_nb.model.vocabulary import Vocabulary
 
-from native import require_extension
+from native import SANITIZED, require_extension
 from test_mail_native import (
     BOUNDING_PIECES,
     CHARACTERS,
@@ -60,6 +60,13 @@ _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Healt
 settings.register_profile("dev", **_COMMON)
 settings.register_profile("ci", derandomize=True, print_blob=True, **_COMMON)
 settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
+
+
+def examples(count: int) -> int:
+    """A test's number of examples: `count`, or a quarter of it (at least 100) under make
+    sanitize, where the C runs several times slower: six of its tests took 251 s there (the
+    decoder on JSON-like values 84 s), beside the suite (the plain suite draws every example)."""
+    return max(100, count // 4) if SANITIZED else count
 
 SOURCE = SourcePosition("events", 3, 17)
 MAX_BYTES = 1_048_576
@@ -123,13 +130,13 @@ def json_events(draw) -> bytes:
     return (draw(st.sampled_from(["", " ", "\n\t"])) + written + draw(st.sampled_from(["", " ", "\r\n"]))).encode()
 
 
-@settings(max_examples=800)
+@settings(max_examples=examples(800))
 @given(st.binary(max_size=120), st.booleans())
 def test_decoder_on_arbitrary_bytes(value, labeled):
     decoded_alike(value, labeled)
 
 
-@settings(max_examples=800)
+@settings(max_examples=examples(800))
 @given(st.one_of(json_events(), json_events().map(lambda value: value[: len(value) // 2])), st.booleans())
 def test_decoder_on_json_like_values(value, labeled):
     decoded_alike(value, labeled)
@@ -149,7 +156,7 @@ def keyed_events(draw) -> tuple[bytes, bool]:
     return json.dumps({name: fields[name] for name in order}, ensure_ascii=draw(st.booleans())).encode(), labeled
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.one_of(keyed_events(), st.tuples(json_events(), st.booleans())))
 def test_a_record_decodes_alike_with_the_switch_on_and_off(case):
     """decode_record with the C decoder allowed and with it switched off: the same Event (its key
@@ -165,7 +172,7 @@ def test_a_record_decodes_alike_with_the_switch_on_and_off(case):
         assert on.key == fields.get("key")
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(plain_text.filter(bool), plain_text, labels, st.booleans())
 def test_decoder_takes_the_common_shape(id_, text, label, ascii_only):
     """{"id", "text", "label"} with a non-empty id, and a label that is a non-empty str or an
@@ -202,7 +209,7 @@ clue_lists = st.one_of(st.none(), st.lists(st.tuples(any_text, st.floats() | st.
 verdicts = st.one_of(st.none(), any_text, st.integers(0, 3))
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.lists(st.tuples(any_text, predictions, verdicts, clue_lists,
                           st.one_of(st.none(), st.floats())), min_size=1, max_size=6),
        st.integers(0, 10**6), st.one_of(st.none(), any_text))
@@ -225,7 +232,7 @@ def test_encoder_on_generated_predictions(rows, learned, checkpoint):
         assert (type(a), str(a)) == (type(b), str(b)) if isinstance(b, Exception) else a == b
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(st.tuples(st.text(st.characters(max_codepoint=255), max_size=12),
                           st.dictionaries(st.text(max_size=4), st.floats(0, 1), min_size=1, max_size=3)),
                 min_size=1, max_size=5))
@@ -261,7 +268,7 @@ texts = st.one_of(
 )
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.sampled_from(range(len(FUZZ_OPTIONS))), st.lists(texts, min_size=1, max_size=5))
 def test_featuriser_on_arbitrary_text(option, batch):
     """Several texts a call (the first may be empty): each text's list is the Python list, and
@@ -280,7 +287,7 @@ def test_featuriser_on_arbitrary_text(option, batch):
     assert passed_on == []
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(texts.map(str.lower), st.booleans(), st.booleans())
 def test_special_spans_are_those_of_specials_py(text, urls, emails):
     """_native.special_spans finds SpecialSpans.find's spans, or declines (None)."""
@@ -316,7 +323,7 @@ def raw(made: tuple) -> tuple:
             None if ranks is None else bytes(ranks), None if unknown is None else list(unknown), distinct)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(READINGS, st.lists(st.tuples(st.sampled_from(range(len(VIEW_GRAMS))), st.booleans()), min_size=1, max_size=4),
        st.lists(st.one_of(texts, texts.map(Text)), max_size=5),
        st.one_of(st.none(), st.lists(st.lists(st.sampled_from(EXTRA_NAMES), max_size=4, unique=True)
@@ -358,7 +365,7 @@ def found_by_definition(unknown: list, names: list) -> list[int] | None:
     return [first.get(name, -1) for name in names]
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.sampled_from(range(len(VIEW_GRAMS))), st.lists(st.one_of(texts, texts.map(Text)), max_size=5),
        st.one_of(st.none(), st.lists(st.lists(st.sampled_from(EXTRA_NAMES), max_size=4, unique=True), max_size=5)),
        st.integers(0, 5), st.data())
@@ -458,7 +465,7 @@ def run(options, X, y, mode, margin, batch_size):
     return out, learned, state_of(model)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(streams())
 def test_settle_equals_the_per_event_loop(stream):
     """Batches through the C kernel against batches of one with the kernel off (the definition):
@@ -488,7 +495,7 @@ def test_the_generated_streams_run_through_c():
     assert spy.events >= 30 and calls
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(streams(), st.lists(st.lists(st.sampled_from(WORDS + ["unseen"]), unique=True, max_size=6), min_size=1,
                            max_size=8), st.integers(0, 4))
 def test_clues_equal_strongest_clues_event_by_event(stream, batch, top):
@@ -523,7 +530,7 @@ markup = st.one_of(
 )
 
 
-@settings(max_examples=800)
+@settings(max_examples=examples(800))
 @given(markup)
 def test_scan_gives_the_tokens_of_python_scan(document):
     from html import unescape
@@ -542,7 +549,7 @@ def html_outcome(document):
         return type(error).__name__, str(error)
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(markup)
 def test_read_html_is_the_same_with_the_extension_off(document):
     mail_native()
@@ -551,7 +558,7 @@ def test_read_html_is_the_same_with_the_extension_off(document):
         assert html_outcome(document) == native
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.lists(st.sampled_from(BOUNDING_PIECES) | st.text(max_size=3), max_size=30).map("".join))
 def test_bounded_markup_is_python_s(document):
     made = mail_native().bounded_markup(document, html.MAX_TAG_CHARS, html.MAX_COMMENT_CHARS, html.MAX_LT_IN_TAG)
@@ -559,20 +566,20 @@ def test_bounded_markup_is_python_s(document):
         assert made == html._bounded_markup(document)
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.lists(st.sampled_from(RELAY_PIECES) | st.text(max_size=3), max_size=12).map(" ".join))
 def test_relay_words_are_python_s(value):
     assert mail_native().relay_words(value) == parse._relay_words(value)
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.lists(st.sampled_from(CONTENT_TYPE_PIECES) | st.binary(max_size=4), max_size=12).map(b"".join),
        st.integers(-2, 4))
 def test_content_type_cut_is_python_s(data, limit):
     assert mail_native().content_type_cut(data, limit) == parse._cut_before_nth_content_type(data, limit)
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.lists(st.sampled_from(HEADER_PIECES) | st.text(max_size=4), max_size=8).map("".join), st.data())
 def test_header_fields_and_table_are_python_s(block, data):
     position = data.draw(st.sampled_from([0, 0, 1, len(block)]) | st.integers(0, len(block)))
