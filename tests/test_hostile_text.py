@@ -22,7 +22,7 @@ from stream_nb.features.text import TextFeaturizer
 
 from hostile import FAMILIES
 from native import require_extension
-from timing import least_cpu_time
+from timing import least_cpu_time, times_in_turns
 
 REPO = Path(__file__).resolve().parents[1]
 # characters; LARGE / SMALL = 16, both past the lengths where a path changes (a token cap of
@@ -38,19 +38,17 @@ def least_time(work, text: str, repeats: int = 3) -> float:
     return least_cpu_time(lambda: work(text), repeats)
 
 
-def growth(work, make_text, repeats: int = 3) -> float:
-    """How much longer `work` takes on a text LARGE / SMALL times as long: the fastest of
-    `repeats` runs of each, the two sizes in alternation. The large text's work is memory-bound
-    (a character 4-gram view writes some 30 bytes a character): other processes contending for
-    the memory and the shared cache slow it more than the small one's, which stays in the cache,
-    and alternating keeps one stretch of contention from falling on one size alone (69.6x once
-    in CI for mail.toml's chars view, measured back to back, where 20-37x is usual)."""
+def growth(work, make_text) -> float:
+    """How much longer `work` takes on a text LARGE / SMALL times as long (tests/timing.py's
+    times_in_turns: three runs of each, up to three times while over MOST_GROWTH). The large
+    text's work is memory-bound (a character 4-gram view writes some 30 bytes a character):
+    other processes contending for the memory and the shared cache slow it more than the small
+    one's, which stays in the cache, so the sizes take turns (69.6x once in CI for mail.toml's
+    chars view, measured back to back, where 20-37x is usual)."""
     small, large = make_text(SMALL), make_text(LARGE)
     work(small)  # warm: first-use set-up is not the text's cost
-    fastest_small = fastest_large = float("inf")
-    for _ in range(repeats):
-        fastest_small = min(fastest_small, least_time(work, small, repeats=1))
-        fastest_large = min(fastest_large, least_time(work, large, repeats=1))
+    fastest_small, fastest_large = times_in_turns(lambda: work(small), lambda: work(large), MOST_GROWTH, attempts=3,
+                                                  turns=3)
     return fastest_large / max(fastest_small, 1e-6)
 
 
@@ -82,10 +80,6 @@ def test_featurising_hostile_text_grows_linearly_with_its_length(name):
     slow = {}
     for family, make_text in FAMILIES.items():
         grew = growth(work, make_text)
-        for _ in range(2):  # again, longer: a busy machine can stretch one measurement
-            if grew <= MOST_GROWTH:
-                break
-            grew = min(grew, growth(work, make_text, repeats=5))
         if grew > MOST_GROWTH:
             slow[family] = round(grew, 1)
     assert slow == {}, f"{LARGE // SMALL}x the text took this many times as long: {slow}"

@@ -16,7 +16,7 @@ import pytest
 from stream_nb.mail import DEFAULT_MAX_BYTES, ParsedMail, parse_mail
 from stream_nb.mail.parse import MAX_CONTENT_TYPES, MAX_PARTS
 from tests.corpora import load_spamassassin_2003
-from tests.timing import least_cpu_time
+from tests.timing import times_in_turns
 
 
 def build(headers: str, body: bytes) -> bytes:
@@ -399,14 +399,8 @@ def growth(small_data: bytes, large_data: bytes, attempts: int = 4) -> tuple[flo
     while the large one looks more than MOST_GROWTH times slower. Quiet, the linear families
     grow 16-18x here; under heavy load one measurement of the large one was 3.5x its usual
     (a CI run with other test processes beside two busy loops), never a quadratic's 256x."""
-    for _ in range(attempts):
-        small = large = float("inf")
-        for _ in range(5):
-            small = min(small, least_cpu_time(lambda: parse_mail(small_data), repeats=1))
-            large = min(large, least_cpu_time(lambda: parse_mail(large_data), repeats=1))
-        if large / max(small, 1e-4) <= MOST_GROWTH:
-            break
-    return small, large
+    return times_in_turns(lambda: parse_mail(small_data), lambda: parse_mail(large_data), MOST_GROWTH, attempts,
+                          floor=1e-4)
 
 
 @pytest.mark.parametrize("family", sorted(HOSTILE_FAMILIES))

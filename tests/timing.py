@@ -28,3 +28,19 @@ def least_cpu_time(work: Callable[[], object], repeats: int = 5) -> float:
         if collecting:
             gc.enable()
     return best
+
+
+def times_in_turns(small: Callable[[], object], large: Callable[[], object], most_growth: float, attempts: int,
+                   turns: int = 5, floor: float = 1e-6) -> tuple[float, float]:
+    """(small, large): the CPU times of two sizes of one piece of work, each the fastest of
+    `turns` runs taken in turns (so a busy spell on a shared machine stretches both, not one);
+    measured again, up to `attempts` times in all, while the large one takes more than
+    `most_growth` times the small one's (`floor` at least)."""
+    for _ in range(attempts):
+        fastest_small = fastest_large = float("inf")
+        for _ in range(turns):
+            fastest_small = min(fastest_small, least_cpu_time(small, repeats=1))
+            fastest_large = min(fastest_large, least_cpu_time(large, repeats=1))
+        if fastest_large / max(fastest_small, floor) <= most_growth:
+            break
+    return fastest_small, fastest_large
