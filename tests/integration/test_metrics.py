@@ -112,6 +112,11 @@ def test_metrics_count_what_was_sent_and_readiness_waits_for_the_labeled_backlog
     assert 0.9 < scraped[("stream_nb_prequential_accuracy", ())] < 1.0
 
 
+def written_after_learning(scraped, evicted):
+    return (scraped.get(("stream_nb_features_evicted_total", ())) == evicted
+            and scraped.get(("stream_nb_checkpoint_duration_seconds_count", ()), 0) >= 1)
+
+
 def test_metrics_of_the_budget_and_of_background_checkpoints(kafka_broker, tmp_path, sms, transport):
     """spam.toml with a feature budget and a checkpoint every 500 learned events (written in the
     background): the evictions counted equal the definition's, every written checkpoint was a
@@ -131,8 +136,9 @@ def test_metrics_of_the_budget_and_of_background_checkpoints(kafka_broker, tmp_p
     worker = WorkerProcess(config_path, tmp_path / "worker.log", stop_when_idle=None)
     try:
         wait_until(lambda: get(port, "/readyz")[0] == 200, 120, "/readyz", worker)
-        wait_until(lambda: samples(port).get(("stream_nb_features_evicted_total", ())) == reference.features_evicted,
-                   30, "the evictions counted", worker)
+        # a background write is counted when it has finished, which may be after the last event learned
+        wait_until(lambda: written_after_learning(samples(port), reference.features_evicted), 30,
+                   "the evictions counted and a checkpoint written", worker)
         scraped = samples(port)
     finally:
         worker.process.terminate()
