@@ -125,6 +125,35 @@ def test_a_short_stream_starts_no_process():
         assert ahead._pool is None
 
 
+@pytest.mark.parametrize("threads", [False, True])
+def test_readers_started_first_read_a_short_stream_from_its_first_chunk(threads):
+    """`start()` (a source about to be read whole): the pool is there before any mail passes,
+    and it is handed every chunk, the first included, of a stream shorter than `start_after`."""
+    mails = generated_mail(random.Random(5), 40)
+    with ParseAhead(1, threads=threads, chunk=8, start_after=64) as ahead:
+        ahead.start()
+        pool = type(ahead._pool).__name__
+        events = list(ahead.events({"mail": mail} for mail in mails))
+        handed_over = ahead.handed_over
+        featurizer = mail_featurizer(ahead)
+        readings = [featurizer.parse(event["mail"]) for event in _prepared(ahead, events)]
+    assert pool == ("ThreadPoolExecutor" if threads else "ReaderProcesses")
+    assert handed_over == 40  # five chunks of 8 (whichever side then reads them)
+    assert readings == [parse_mail(mail) for mail in mails]
+
+
+def test_readers_that_cannot_start_first_leave_the_reading_here(caplog):
+    mails = generated_mail(random.Random(6), 30)
+    with caplog.at_level(logging.WARNING, logger="stream_nb.replay.parse_ahead"):
+        with ParseAhead(1, chunk=8, start_after=0, reader_command=["/nonexistent/python"]) as ahead:
+            ahead.start()
+            readings = read_through(ahead, mails, 10)
+            read_here, pool = ahead.read_here, ahead._pool
+    assert readings == [parse_mail(mail) for mail in mails]
+    assert pool is None and read_here == 0  # (nothing was handed over: every message read as it came)
+    assert "parse processes failed" in caplog.text
+
+
 def test_a_reader_process_answers_a_chunk_as_parse_chunk_and_imports_the_parser_alone():
     """The child's loop over frames: each chunk's answer is parse_chunk's, in order; the end of
     its input ends it; and it runs at a lower priority, without numpy, river or Kafka's client
@@ -279,6 +308,33 @@ def test_a_replay_of_mail_gives_the_same_figures_with_any_number_of_parse_proces
         reports[count, thread] = (report_figures(made[0]), contenders[0].mail_read, dict(contenders[0].mail_defects))
     assert reports[processes, False] == reports[0, True] == reports[0, False]
     assert reports[0, False][1] == len({id(mail) for mail in mails})  # (a bytes object repeated is read once)
+
+
+def test_a_source_read_whole_after_the_readers_start_gives_the_same_figures(tmp_path):
+    """replay_and_report given a function that reads the events (`stream-nb replay --shuffle` of
+    mail): the readers start before it is called, and read a stream too short to start them
+    otherwise; the report is the one of the same events given as a list."""
+    config = load_config(REPO / "configs" / "mail.toml")
+    rng = random.Random(9)
+    mails = generated_mail(rng, 200)  # (fewer than the 256 after which a stream starts the readers)
+    events = [{"id": f"m{i}", "mail": mail, "label": rng.choice(["ham", "spam"])} for i, mail in enumerate(mails)]
+    called_with = []
+
+    def read() -> list[dict]:
+        called_with.append(sum(1 for name in os.listdir("/proc/self/task")
+                               for _ in open(f"/proc/self/task/{name}/children").read().split()))
+        return list(events)
+
+    _, (listed,), (listed_report,) = replay_and_report(list(events), [("mail.toml", config)], tmp_path / "list",
+                                                       batch_size=50, parse_processes=1)
+    _, (read_first,), (read_report,) = replay_and_report(read, [("mail.toml", config)], tmp_path / "read",
+                                                         batch_size=50, parse_processes=1)
+    assert called_with == [1]  # the reader process was running when the source was read
+    assert report_figures(read_report) == report_figures(listed_report)
+    assert read_report["events"] == 200
+    assert read_first.mail_read == listed.mail_read == len({id(mail) for mail in mails})  # (a repeat is read once)
+    assert listed.parse_ahead.handed_over == 0  # (no process started: every message read here)
+    assert read_first.parse_ahead.handed_over == 192  # every whole chunk of 64 (whichever side read it)
 
 
 @pytest.mark.parametrize("batch_size", [7, 1000])

@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 from contextlib import nullcontext
+from functools import partial
 from itertools import islice
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from stream_nb.events import DEFAULT_MAX_BYTES
 from stream_nb.events.codec import published_score
 from stream_nb.kafka.discovery import NoBroker
 from stream_nb.lessons import LEARNED, OUTCOMES
+from stream_nb.mail.sources import is_mail_source
 from stream_nb.model.decision import obvious_positive
 from stream_nb.model.explain import clue_text, strongest_clues
 from stream_nb.model.posterior import positive_score
@@ -208,6 +210,12 @@ def _summary(model, featurise_one, result: PrequentialResult, report: dict, repo
         print(f"report           {report_path}")
 
 
+def _mail_read_whole(args) -> bool:
+    """Whether the source is raw mail read whole before its first event (shuffled): then the mail
+    readers start before it is read (replay_and_report)."""
+    return args.input is not None and getattr(args, "shuffle", None) is not None and is_mail_source(args.input)
+
+
 def _events_of(args, config: Config, rejected: Rejections):
     if args.input is not None:
         # events without a label are predicted, not scored; bad ones are counted by reason and
@@ -306,10 +314,16 @@ def replay_and_report(events, named_configs: list[tuple[str, Config]], report_di
     predictions.jsonl when some events are unlabeled and, if asked, scores.csv). Raw mail is
     read ahead by `parse_processes` other processes (None: `default_parse_processes()`), else,
     with `parse_thread`, by one thread beside the learner; which changes the speed, never a result.
+    `events` may be a function that returns them, for raw mail read whole before the first event
+    (a shuffled source): the readers are started first, so that they start while it reads.
     Returns (result, contenders, reports)."""
     processes = default_parse_processes() if parse_processes is None else parse_processes
     ahead = ParseAhead(processes) if processes > 0 else ParseAhead(1, threads=True) if parse_thread else nullcontext()
     with ahead as ahead:
+        if callable(events):
+            if ahead is not None:
+                ahead.start()
+            events = events()
         if ahead is not None:
             events = ahead.events(events)
         return _replay_and_report(events, named_configs, report_dir, batch_size=batch_size, delay=delay,
@@ -350,8 +364,9 @@ def run_replay(args) -> int:
         named += [(str(path), load_config(path, args.set)) for path in args.compare]
         source = {"topic": args.topic, "input": None if args.input is None else str(args.input),
                   "from_offset": args.from_offset, "from_time": args.from_time, "max_events": args.max_events}
+        events = partial(_events_of, args, config, rejected)
         result, contenders, reports = replay_and_report(
-            _events_of(args, config, rejected), named, args.report, batch_size=args.batch_size, delay=args.delay,
+            events if _mail_read_whole(args) else events(), named, args.report, batch_size=args.batch_size, delay=args.delay,
             scores=args.scores, source=source, rejected=rejected, total=args.max_events,
             parse_processes=args.parse_processes, parse_thread=args.parse_thread)
     except (SourceError, ConfigError, NoBroker, ValueError) as error:

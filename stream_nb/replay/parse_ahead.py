@@ -278,6 +278,7 @@ class ParseAhead:
         self._held_bytes = 0  # and their bytes
         self._waiting_bytes = 0
         self._where: dict[int, tuple[bytes, _Chunk, int]] = {}  # id(mail) -> (mail, its chunk, its place)
+        self.handed_over = 0  # messages handed to the pool
         self.read_here = 0  # messages of handed-over chunks read in this process (taken back or failed)
 
     def __enter__(self) -> ParseAhead:
@@ -310,17 +311,30 @@ class ParseAhead:
                     self._hand_over()
             yield event
 
+    def start(self) -> None:
+        """Start the readers now rather than once `start_after` mails have passed: for a caller
+        about to read a mail source whole before its first event (a shuffled replay), so that
+        they start while it reads (a reader process takes 60-80 ms to be ready); every chunk is
+        then handed over, the first included."""
+        self.start_after = 0
+        if self._pool is None and not self._broken:
+            self._start_pool()
+
+    def _start_pool(self) -> None:
+        try:
+            self._pool = (ThreadPoolExecutor(self.processes, thread_name_prefix="parse-ahead") if self.threads
+                          else ReaderProcesses(self.processes, self.reader_command))
+        except OSError as error:  # a reader process could not start
+            self._give_up(error)
+
     def _hand_over(self) -> None:
         mails, self._waiting, size = self._waiting, [], self._waiting_bytes
         self._waiting_bytes = 0
         if self._pool is None:
             if self._pulled <= self.start_after:
                 return  # (a short stream: read here, no process started)
-            try:
-                self._pool = (ThreadPoolExecutor(self.processes, thread_name_prefix="parse-ahead") if self.threads
-                              else ReaderProcesses(self.processes, self.reader_command))
-            except OSError as error:  # a reader process could not start
-                self._give_up(error)
+            self._start_pool()
+            if self._pool is None:
                 return
         try:
             future = (self._pool.submit(_parse_list, mails, self.max_bytes) if self.threads else
@@ -330,6 +344,7 @@ class ParseAhead:
             return
         chunk = _Chunk(mails, future)
         self._chunks.append(chunk)
+        self.handed_over += len(mails)
         self._held += len(mails)
         self._held_bytes += size
         for place, mail in enumerate(mails):
