@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -428,6 +431,38 @@ def _delayed_steps(batch: list[dict], first_index: int, delay: int, pending: deq
             yield pending.popleft()[1], False
 
 
+_frozen_lock = threading.Lock()
+_frozen_replays = 0  # replays running in this process since the objects older than the first were frozen
+_froze = False  # whether those replays froze them (not when something else had frozen objects already)
+
+
+@contextmanager
+def _older_objects_frozen():
+    """The cyclic collector leaves the objects alive before the replay alone while it runs
+    (gc.freeze; gc.unfreeze when the last replay running in this process ends): the models'
+    vocabularies hold a list of every name they learned (hundreds of thousands of references
+    after a few thousand mails), which each full collection would walk again, and which never
+    hold a cycle. What the replay makes is collected as before; an old object it frees goes by
+    its reference count as always, and only a cycle among them waits until the end. Measured on
+    mail.toml's replay of the SpamAssassin mail (4 pairs, fresh processes): the full collections'
+    37 ms a replay were gone, the replay 4% faster. Objects frozen already by another part of the
+    program are left as they are, and nothing is frozen then."""
+    global _frozen_replays, _froze
+    with _frozen_lock:
+        if _frozen_replays == 0:
+            _froze = gc.get_freeze_count() == 0  # (objects another part of the program froze stay its own)
+            if _froze:
+                gc.freeze()
+        _frozen_replays += 1
+    try:
+        yield
+    finally:
+        with _frozen_lock:
+            _frozen_replays -= 1
+            if _frozen_replays == 0 and _froze:
+                gc.unfreeze()
+
+
 def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, batch_size: int = 1000,
                       delay: int = 0, on_batch: Callable[[PrequentialResult], None] | None = None,
                       should_stop: Callable[[], bool] | None = None) -> PrequentialResult:
@@ -445,6 +480,13 @@ def replay_contenders(events: Iterable[dict], contenders: list[Contender], *, ba
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if delay < 0:
         raise ValueError(f"delay must be >= 0, got {delay}")
+    with _older_objects_frozen():
+        return _replay_contenders(events, contenders, batch_size, delay, on_batch, should_stop)
+
+
+def _replay_contenders(events: Iterable[dict], contenders: list[Contender], batch_size: int, delay: int,
+                       on_batch: Callable[[PrequentialResult], None] | None,
+                       should_stop: Callable[[], bool] | None) -> PrequentialResult:
     result = PrequentialResult(contenders)
     started = time.perf_counter()
     pending: deque = deque()
