@@ -16,7 +16,7 @@ from stream_nb.events import Event, SourcePosition
 from stream_nb.features import text as text_module
 from stream_nb.features.mail import MailFeaturizer
 from stream_nb.features.text import TextFeaturizer, transform_sparse_views
-from stream_nb.model.base import ViewBatch
+from stream_nb.model.base import PendingView, SparseBatch, ViewBatch
 from stream_nb.model.vocabulary import Vocabulary
 from stream_nb.replay.prequential import Contender, replay_contenders
 from stream_nb.worker.records import featurise_views, more_views
@@ -136,6 +136,87 @@ def test_a_failure_in_either_thread_reaches_the_caller_after_both_are_done(monke
     vocabularies = [Vocabulary() for _ in featurizers]
     got = transform_sparse_views(featurizers, texts, vocabularies)
     assert [batch_figures(b, v) for b, v in zip(got, vocabularies)] == figures_alone(featurizers, texts, vocabularies)
+
+
+def test_views_the_helper_makes_can_come_back_pending_and_are_then_each_view_alone(monkeypatch):
+    """transform_sparse_views(pending=True) with two threads: this thread's view ([chars]) made,
+    the helper's ([base, words]) as PendingViews whose batches are each view's alone; a text
+    that is a str subclass, or one thread, and nothing is pending."""
+    featurizers = mail_views()
+    texts = generated_texts(seed=5, count=120)
+    extra = generated_extra(5, texts)
+    vocabularies = filled_vocabularies(featurizers, texts[::3])
+    split_views(monkeypatch, True)
+    got = transform_sparse_views(featurizers, texts, vocabularies, True, extra, pending=True)
+    assert [isinstance(batch, PendingView) for batch in got] == [True, False, True]
+    assert [len(batch) for batch in got] == [len(texts)] * 3
+    batches = ViewBatch(got)
+    assert batches.made() == [1]
+    assert [batch_figures(b, v) for b, v in zip(batches.views, vocabularies)] == figures_alone(
+        featurizers, texts, vocabularies, True, extra)
+    assert batches.made() == [0, 1, 2]
+
+    class Text(str):
+        pass
+
+    for some_texts, some_extra in (([Text(texts[0])] + texts[1:], extra), (texts, [[Text("#x")]] + extra[1:])):
+        assert not any(isinstance(b, PendingView)
+                       for b in transform_sparse_views(featurizers, some_texts, vocabularies, True, some_extra,
+                                                       pending=True))
+    monkeypatch.setattr(text_module, "_cpus", lambda: 1)
+    assert not any(isinstance(b, PendingView)
+                   for b in transform_sparse_views(featurizers, texts, vocabularies, True, extra, pending=True))
+
+
+def test_a_pending_view_fails_when_taken_with_the_helper_s_error_or_a_grown_vocabulary(monkeypatch):
+    featurizers = mail_views()
+    split_views(monkeypatch, True)
+    texts = generated_texts(seed=6, count=80)
+    shared = text_module._native.featurize_views
+
+    def helper_fails(texts, views, extra=None):
+        if len(views) == 2:  # the helper's group
+            raise MemoryError("made to fail")
+        return shared(texts, views, extra)
+
+    monkeypatch.setattr(text_module._native, "featurize_views", helper_fails)
+    got = transform_sparse_views(featurizers, texts, [Vocabulary() for _ in featurizers], pending=True)
+    assert isinstance(got[1], SparseBatch) and isinstance(got[0], PendingView)
+    with pytest.raises(MemoryError, match="made to fail"):
+        got[0].result()
+    monkeypatch.setattr(text_module._native, "featurize_views", shared)
+    vocabularies = [Vocabulary() for _ in featurizers]
+    got = transform_sparse_views(featurizers, texts, vocabularies, pending=True)
+    vocabularies[2].add(["grown"])
+    with pytest.raises(RuntimeError, match="vocabulary grew"):
+        got[2].result()
+    assert got[0].result().names[0] is not None  # (the other pending view is as it was made)
+
+
+@pytest.mark.parametrize("batch_size", [64, 1000])
+def test_a_replay_whose_experts_learn_while_the_helper_featurises_is_the_replay_without(monkeypatch, batch_size):
+    """mail.toml over SpamAssassin messages, two threads featurising (the experts of the views
+    made first learn while the helper makes the others) against one: every prediction, flag
+    and the experts' whole state the same."""
+    mail_views()
+    events = spamassassin_events(400, seed=8)
+    pending = []
+    made_pending = text_module._pending_batch
+    monkeypatch.setattr(text_module, "_pending_batch", lambda *args: pending.append(1) or made_pending(*args))
+    outcomes = []
+    for split in (True, False):
+        split_views(monkeypatch, split)
+        contender = Contender.of("mail", load_config(MAIL_TOML, []))
+        predictions = []
+        for start in range(0, len(events), batch_size):
+            part = events[start : start + batch_size]
+            made, learned, _ = contender.predict_learn_sized(part, [event["label"] for event in part])
+            predictions += [(dict(p), list(getattr(p, "log_scores", [])), flag) for p, flag in zip(made, learned)]
+        state = contender.model.to_state()
+        outcomes.append((predictions, state["meta"], {k: v.tolist() for k, v in state["arrays"].items()}))
+    assert outcomes[0] == outcomes[1]
+    assert len(pending) >= 2 * -(-len(events) // batch_size)  # the helper's two views, every batch (or piece of one)
+    assert sum(flag for _, _, flag in outcomes[0][0]) > 50  # (experts learned, batch after batch)
 
 
 def test_generated_texts_without_a_vocabulary_make_each_view_s_names():

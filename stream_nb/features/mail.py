@@ -34,7 +34,7 @@ from typing import Any
 from stream_nb.features.fields import EventFeaturizer
 from stream_nb.features.text import transform_sparse_views
 from stream_nb.mail import DEFAULT_MAX_BYTES, ParsedMail, parse_mail
-from stream_nb.model.base import SparseBatch
+from stream_nb.model.base import PendingView, SparseBatch
 
 __all__ = ["UNREADABLE_MAIL", "MailFeaturizer", "UnreadableMail", "mail_text", "unreadable_detail"]
 
@@ -180,12 +180,13 @@ class MailFeaturizer:
 
     @staticmethod
     def transform_batch_views(featurizers: list[MailFeaturizer], events: list[Mapping[str, Any]], vocabularies: list,
-                              number_unknown: bool = True) -> list[SparseBatch | list[dict[str, int | float]]]:
+                              number_unknown: bool = True,
+                              pending: bool = False) -> list[SparseBatch | PendingView | list[dict[str, int | float]]]:
         """Each view's `transform_batch(events, vocabularies[v], number_unknown)`, the same batches,
         for several feature views of one batch. Where every view reads the batch as text (a text
         featuriser, no structured features) and the views after the first read messages through
         it (`reader`), each message is parsed, and its text tokenised, once for all of them
-        (`transform_sparse_views`); otherwise each view runs on its own."""
+        (`transform_sparse_views`, which `pending` is passed to); otherwise each view runs on its own."""
         first = featurizers[0]
         texts = [getattr(featurizer.event_featurizer, "text", None) for featurizer in featurizers]
         if (len(featurizers) < 2 or any(text is None for text in texts)
@@ -194,4 +195,5 @@ class MailFeaturizer:
             return [featurizer.transform_batch(events, vocabulary=vocabulary, number_unknown=number_unknown)
                     for featurizer, vocabulary in zip(featurizers, vocabularies, strict=True)]
         read, evidence = first._texts_and_evidence(events)
-        return transform_sparse_views(texts, read, vocabularies, number_unknown=number_unknown, extra_names=evidence)
+        return transform_sparse_views(texts, read, vocabularies, number_unknown=number_unknown, extra_names=evidence,
+                                      pending=pending)

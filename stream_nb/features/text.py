@@ -44,7 +44,7 @@ import numpy as np
 from river import base as river_base
 
 from stream_nb.features.specials import SpecialSpans
-from stream_nb.model.base import ColumnNames, SparseBatch
+from stream_nb.model.base import ColumnNames, PendingView, SparseBatch
 from stream_nb.native import native_allowed, usable_cpus
 
 try:  # the optional C extension (setup.py); without it the Python path below runs, same results
@@ -806,7 +806,8 @@ def _native_reading(plan: tuple) -> tuple:
 
 def transform_sparse_views(featurizers: Sequence[TextFeaturizer], texts: Iterable[str], vocabularies: Sequence,
                            number_unknown: bool = True,
-                           extra_names: Sequence[Sequence[str]] | None = None) -> list[SparseBatch]:
+                           extra_names: Sequence[Sequence[str]] | None = None,
+                           pending: bool = False) -> list[SparseBatch | PendingView]:
     """Each featuriser's `transform_sparse(texts, vocabulary, number_unknown, extra_names)`, the
     same batches (every name, column, rank and length), in order, for several feature views of
     one batch: `vocabularies[v]` is featuriser v's model's vocabulary (or None).
@@ -815,7 +816,13 @@ def transform_sparse_views(featurizers: Sequence[TextFeaturizer], texts: Iterabl
     `_native_reading`), each text is lowered and tokenised once for them all
     (`_native.featurize_views`) and each view's names are made of those tokens; otherwise (no
     C extension, STREAM_NB_NATIVE=0, an option C lacks, tokens read differently, one view)
-    each featuriser runs on its own."""
+    each featuriser runs on its own.
+
+    `pending`: the views the helper thread makes (see SPLIT_AT_TEXTS) may come back as
+    `PendingView`s, as soon as this thread's are made, so that the caller uses those meanwhile;
+    only for texts and extra names that are all exact strs, for which the helper's C call can
+    fail only where this thread's could (out of memory), never on the events. Their
+    vocabularies must not grow before their batches are taken (RuntimeError)."""
     featurizers, vocabularies = list(featurizers), list(vocabularies)
     if len(vocabularies) != len(featurizers):
         raise ValueError(f"{len(vocabularies)} vocabularies for {len(featurizers)} featurisers")
@@ -837,11 +844,41 @@ def transform_sparse_views(featurizers: Sequence[TextFeaturizer], texts: Iterabl
         try:
             for v, one in zip(mine, _native.featurize_views(texts, [views[v] for v in mine], extra_names)):
                 made[v] = one
-        finally:  # (the helper's views are its until it is done, whatever happened here)
-            their_made = theirs.result()
-        for v, one in zip(helpers, their_made):
+        except BaseException:
+            theirs.exception()  # (the helper's views are its until it is done)
+            raise
+        if pending and _exact_strs(texts, extra_names):
+            batches: list = [None] * len(views)
+            for v in mine:
+                batches[v] = _native_batch(made[v], views[v], vocabularies[v])
+            for place, v in enumerate(helpers):
+                batches[v] = _pending_batch(theirs, place, views[v], vocabularies[v], len(texts))
+            return batches
+        for v, one in zip(helpers, theirs.result()):
             made[v] = one
     return [_native_batch(one, view, vocabulary) for one, view, vocabulary in zip(made, views, vocabularies)]
+
+
+def _exact_strs(texts: list, extra_names: list | None) -> bool:
+    """Whether every text and every extra name is an exact str (no subclass whose methods a
+    view's Python fallback would call)."""
+    return all(type(text) is str for text in texts) and (
+        extra_names is None or all(type(name) is str for names in extra_names for name in names))
+
+
+def _pending_batch(theirs, place: int, view: tuple, vocabulary, events: int) -> PendingView:
+    """The batch of the helper's `place`-th view, once its call is done: the vocabulary's size
+    is the one its look-ups were made at (a SparseBatch remembers it, to bring names learned
+    later up to date)."""
+    size = None if vocabulary is None else len(vocabulary)
+
+    def make() -> SparseBatch:
+        made = theirs.result()[place]
+        if vocabulary is not None and len(vocabulary) != size:
+            raise RuntimeError("a view's vocabulary grew before its batch, made meanwhile, was taken")
+        return _native_batch(made, view, vocabulary)
+
+    return PendingView(events, make)
 
 
 # A batch of several views is featurised by two threads at once from this many texts on (on a

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 
@@ -267,12 +267,36 @@ class SparseBatch:
         return result
 
 
+class PendingView:
+    """A view's batch that is still being made elsewhere (by the featuriser's helper thread):
+    its number of events now, the batch itself from `result()`, which waits for it (and raises
+    what making it raised)."""
+
+    __slots__ = ("_events", "_make", "_made")
+
+    def __init__(self, events: int, make: Callable[[], object]) -> None:
+        self._events = events
+        self._make = make
+        self._made = None
+
+    def __len__(self) -> int:
+        return self._events
+
+    def result(self):
+        if self._made is None:
+            self._made = self._make()
+        return self._made
+
+
 class ViewBatch:
     """One batch of events as each feature view of an `Experts` model reads it: `views[v]` is
     the batch featurised by view v (a SparseBatch or a list of dicts), one entry per event in
-    every view. Sliced by a contiguous range of events, every view alike."""
+    every view. Sliced by a contiguous range of events, every view alike.
 
-    __slots__ = ("views",)
+    A view may come as a `PendingView`, still being made: `views` (and anything that reads every
+    view) waits for it; `made()` and `view(v)` let a reader take the views made first."""
+
+    __slots__ = ("_views",)
 
     def __init__(self, views: Sequence) -> None:
         views = list(views)
@@ -280,10 +304,33 @@ class ViewBatch:
             raise ValueError("a ViewBatch needs at least one view")
         if len({len(view) for view in views}) != 1:
             raise ValueError(f"every view must hold the batch's events, got {[len(view) for view in views]}")
-        self.views = views
+        self._views = views
+
+    @property
+    def views(self) -> list:
+        """Each view's batch, in place order (once every view is made)."""
+        for v in range(len(self._views)):
+            self.view(v)
+        return self._views
+
+    @property
+    def width(self) -> int:
+        """The number of views."""
+        return len(self._views)
+
+    def made(self) -> list[int]:
+        """The places of the views whose batches are made (the others are still being made)."""
+        return [v for v, view in enumerate(self._views) if not isinstance(view, PendingView)]
+
+    def view(self, v: int):
+        """View v's batch (waiting for it if it is still being made)."""
+        view = self._views[v]
+        if isinstance(view, PendingView):
+            view = self._views[v] = view.result()
+        return view
 
     def __len__(self) -> int:
-        return len(self.views[0])
+        return len(self._views[0])
 
     def __getitem__(self, events: slice) -> ViewBatch:
         if not isinstance(events, slice):

@@ -486,12 +486,23 @@ class Experts:
                             margin_scale: str) -> tuple[list, list[bool]]:
         """Each expert's prequential step on its view (training.predict_learn, its own regime),
         then, event by event in order, their combination (predicted before its pool step). Each
-        event's learned flag is `learned_flag` of the experts' (truthy when some learned it)."""
+        event's learned flag is `learned_flag` of the experts' (truthy when some learned it).
+
+        The experts are independent, so the order they learn in changes nothing: those whose
+        views are made go first, while the featuriser's helper thread still makes the others
+        (X.made()). A bad event refuses the batch before any expert learns: the made views are
+        checked first, and a view made later, featurised from the same events by the same C
+        reading and carrying the same labels, is refused by nothing they passed."""
         self._check_batch(X)
-        for model, view in zip(self.models, X.views):  # a bad event refuses the batch before any expert learns
-            model.validate(view, labels)
-        per_expert = [predict_learn(model, view, labels, mode, margin, margin_scale, validated=True)
-                      for model, view in zip(self.models, X.views)]
+        made = X.made()
+        for v in made:
+            self.models[v].validate(X.view(v), labels)
+        per_expert: list = [None] * len(self.models)
+        for v in made + [v for v in range(len(self.models)) if v not in made]:
+            view = X.view(v)
+            if v not in made:
+                self.models[v].validate(view, labels)
+            per_expert[v] = predict_learn(self.models[v], view, labels, mode, margin, margin_scale, validated=True)
         sizes = [event_sizes(view) for view in X.views]
         combined = self._combined_many([probabilities for probabilities, _ in per_expert], sizes, labels)
         learned = [self.learned_flag(flags) for flags in zip(*(flags for _, flags in per_expert))]
@@ -598,7 +609,7 @@ class Experts:
             model.validate(view, y, w)
 
     def _check_batch(self, X) -> None:
-        if not isinstance(X, ViewBatch) or len(X.views) != len(self.models):
+        if not isinstance(X, ViewBatch) or X.width != len(self.models):
             raise TypeError(f"an Experts model of {len(self.models)} views reads a ViewBatch of as many views")
 
     # ---- state ------------------------------------------------------------------------------

@@ -120,11 +120,12 @@ class Contender:
             return [self._featurise_views([view], [model], events)[0] for view, model in zip(views, models)]
         # the models' vocabularies: the C featuriser looks the names up as it makes them
         vocabularies = [getattr(model, "vocabulary", None) for model in models]
+        # (pending: the experts whose views are made learn while the featuriser's helper makes the others)
         if by_text[0]:
             return transform_sparse_views([text for text, _, _ in views], [event.get("text") or "" for event in events],
-                                          vocabularies)
+                                          vocabularies, pending=True)
         # mail, structured features, or both
-        return MailFeaturizer.transform_batch_views([mail for _, _, mail in views], events, vocabularies)
+        return MailFeaturizer.transform_batch_views([mail for _, _, mail in views], events, vocabularies, pending=True)
 
     def featurise_one(self, event: dict) -> dict | list[dict]:
         """The features of one event as a dict, as the model sees them (for its clues); for an
