@@ -154,6 +154,24 @@ def test_readers_that_cannot_start_first_leave_the_reading_here(caplog):
     assert "parse processes failed" in caplog.text
 
 
+def test_the_pipes_to_and_from_a_reader_hold_a_chunk_and_its_answer():
+    """(Linux) each pipe holds PIPE_BYTES, a chunk of mail or its answer at once, and the
+    readings that come through are parse_mail's."""
+    import fcntl
+    if not hasattr(fcntl, "F_GETPIPE_SZ"):
+        pytest.skip("no F_GETPIPE_SZ here")
+    mails = generated_mail(random.Random(12), 30)
+    executor = parse_ahead.ReaderProcesses(1)
+    try:
+        child = executor._children[0].process
+        sizes = [fcntl.fcntl(pipe.fileno(), fcntl.F_GETPIPE_SZ) for pipe in (child.stdin, child.stdout)]
+        answer = executor.submit(mails, 1 << 20).result(timeout=60)
+    finally:
+        executor.shutdown()
+    assert sizes == [parse_ahead.PIPE_BYTES] * 2
+    assert readings_of(answer, len(mails)) == [parse_mail(mail) for mail in mails]
+
+
 def test_a_reader_process_answers_a_chunk_as_parse_chunk_and_imports_the_parser_alone():
     """The child's loop over frames: each chunk's answer is parse_chunk's, in order; the end of
     its input ends it; and it runs at a lower priority, without numpy, river or Kafka's client

@@ -31,6 +31,7 @@ start-up).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -56,6 +57,7 @@ AHEAD = 2  # chunks a reader process holds at once: the one it reads and the nex
 CHUNK = 64  # messages a process reads at a time: ~13 ms of work, small beside a batch of 1,000
 CHUNK_BYTES = 4 << 20  # and at most this much mail (a chunk's answer is a few times its text at most)
 KEEP_BYTES = 64 << 20  # the mail of the readings kept, at most (besides `keep` messages)
+PIPE_BYTES = 1 << 20  # each pipe to and from a reader holds this much (Linux's default cap for it)
 MAX_PROCESSES = 2  # the default's cap: one reader keeps 2.5x ahead of the learner; a second reads the first batch too
 
 
@@ -97,6 +99,18 @@ def _strs(value) -> bool:
     return type(value) is list and all(type(item) is str for item in value)
 
 
+def _enlarge(pipe) -> None:
+    """Let `pipe` hold PIPE_BYTES (Linux's F_SETPIPE_SZ; elsewhere, or refused, it stays as it
+    is): a chunk or an answer then passes in one write and one read, where through the default
+    64 KB the reader waited on every piece for this process's receiving or sending thread, and
+    each of those for the GIL (up to the interpreter's 5 ms switch interval while the learner's
+    Python runs)."""
+    try:
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (AttributeError, OSError):  # (no such call here, or more than the system allows)
+        pass
+
+
 class _ReaderProcess:
     """One reader process (stream_nb.replay.mail_reader) and the two threads that talk to it:
     a sender, which hands it the executor's waiting chunks while it holds fewer than AHEAD, and
@@ -109,6 +123,8 @@ class _ReaderProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        for pipe in (self.process.stdin, self.process.stdout):
+            _enlarge(pipe)
         self.sent: deque[tuple[Future, int]] = deque()  # (future, answer bound) of the chunks it holds
         self.sender = threading.Thread(target=self._send, name="mail-reader-send", daemon=True)
         self.receiver = threading.Thread(target=self._receive, name="mail-reader-receive", daemon=True)
@@ -128,10 +144,11 @@ class _ReaderProcess:
                     if not future.set_running_or_notify_cancel():  # taken back
                         continue
                     self.sent.append((future, mail_reader.answer_bound(mails, max_bytes)))
-                stdin.write(mail_reader.CHUNK_FRAME.pack(len(mails), max_bytes))
+                # one write: each of a buffered writer's 8 KB flushes would wait for the GIL again
+                frames = [mail_reader.CHUNK_FRAME.pack(len(mails), max_bytes)]
                 for mail in mails:
-                    stdin.write(mail_reader.LENGTH_FRAME.pack(len(mail)))
-                    stdin.write(mail)
+                    frames += (mail_reader.LENGTH_FRAME.pack(len(mail)), mail)
+                stdin.write(b"".join(frames))
                 stdin.flush()
         except (OSError, ValueError) as error:  # the child is gone (a broken pipe), or stdin was closed
             self._fail(f"a mail reader could not be given mail: {error}")
