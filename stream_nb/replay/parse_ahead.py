@@ -53,7 +53,11 @@ __all__ = ["CHUNK", "ParseAhead", "ReaderProcesses", "default_parse_processes", 
 
 log = logging.getLogger(__name__)
 
-AHEAD = 2  # chunks a reader process holds at once: the one it reads and the next, ready when it is done
+# chunks a reader process holds at once: the one it reads and the next ones, so that it need not wait
+# for this process's threads (and they for the GIL) between two; 4 against 2: the learner read 608
+# messages of a raw-mail replay instead of 704, 0.719 s against 0.731 (10 rounds). A chunk sent is
+# the reader's, no longer taken back.
+AHEAD = 4
 CHUNK = 64  # messages a process reads at a time: ~13 ms of work, small beside a batch of 1,000
 CHUNK_BYTES = 4 << 20  # and at most this much mail (a chunk's answer is a few times its text at most)
 KEEP_BYTES = 64 << 20  # the mail of the readings kept, at most (besides `keep` messages)
