@@ -26,7 +26,9 @@ answer of the wrong shape) is read here instead, so the replay's results never d
 readers, only its speed does.
 
 The readers start once the stream is longer than `start_after` mails (a short replay pays no
-start-up).
+start-up), or at once with `start()`, before a source read whole is read (a shuffled replay).
+A chunk goes to a reader process in one write, through pipes that hold a chunk or its answer at
+once (`_enlarge`).
 """
 
 from __future__ import annotations
