@@ -328,6 +328,23 @@ def test_a_replay_of_mail_gives_the_same_figures_with_any_number_of_parse_proces
     assert reports[0, False][1] == len({id(mail) for mail in mails})  # (a bytes object repeated is read once)
 
 
+def _running_readers() -> list[int]:
+    """The pids of this process's children that run a mail reader and have not ended: only
+    those, since a worker of the test run may also hold other children, or one not yet reaped."""
+    command = "\0".join(mail_reader.reader_command()).encode()
+    pids = []
+    for task in os.listdir("/proc/self/task"):
+        for pid in open(f"/proc/self/task/{task}/children").read().split():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline, open(f"/proc/{pid}/stat") as stat:
+                    running = cmdline.read().rstrip(b"\0") == command and stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except FileNotFoundError:  # (ended and reaped meanwhile)
+                continue
+            if running:
+                pids.append(int(pid))
+    return pids
+
+
 def test_a_source_read_whole_after_the_readers_start_gives_the_same_figures(tmp_path):
     """replay_and_report given a function that reads the events (`stream-nb replay --shuffle` of
     mail): the readers start before it is called, and read a stream too short to start them
@@ -339,8 +356,7 @@ def test_a_source_read_whole_after_the_readers_start_gives_the_same_figures(tmp_
     called_with = []
 
     def read() -> list[dict]:
-        called_with.append(sum(1 for name in os.listdir("/proc/self/task")
-                               for _ in open(f"/proc/self/task/{name}/children").read().split()))
+        called_with.append(len(_running_readers()))
         return list(events)
 
     _, (listed,), (listed_report,) = replay_and_report(list(events), [("mail.toml", config)], tmp_path / "list",
