@@ -2783,30 +2783,70 @@ PyDoc_STRVAR(special_spans_doc,
 "SpecialSpans(urls, emails, False).find(text) (specials.py, the definition) for a str stored one\n"
 "byte per character; None for any other str (the caller asks the Python code).");
 
-/* The special spans of the one-byte text t[0 .. n), in order, appended to `out` (emptied first). */
-static int
-scan_specials(const unsigned char *t, Py_ssize_t n, int urls, int emails, SpecialList *out)
+/* The next anchor of a special span at or after `from`, -1 for none: '@' (an e-mail's), "://" (a
+ * scheme URL's) and "www." in any case (the other URL's), each found by memchr. */
+static Py_ssize_t
+next_mail_anchor(const unsigned char *t, Py_ssize_t n, Py_ssize_t from)
 {
-    out->len = 0;
-    BodyRun bodies = {0, 0, -1};
-    Py_ssize_t scheme_from = 0, scheme_end = 0; /* the scheme run read last: [from, end) */
-    for (Py_ssize_t i = 0; i < n;) {
+    const unsigned char *found = from < n ? memchr(t + from, '@', (size_t)(n - from)) : NULL;
+    return found ? found - t : -1;
+}
+
+static Py_ssize_t
+next_scheme_anchor(const unsigned char *t, Py_ssize_t n, Py_ssize_t from)
+{
+    while (from + 3 <= n) {
+        const unsigned char *found = memchr(t + from, ':', (size_t)(n - 2 - from));
+        if (found == NULL)
+            return -1;
+        Py_ssize_t at = found - t;
+        if (t[at + 1] == '/' && t[at + 2] == '/')
+            return at;
+        from = at + 1;
+    }
+    return -1;
+}
+
+static Py_ssize_t
+next_www_anchor(const unsigned char *t, Py_ssize_t n, Py_ssize_t from)
+{
+    Py_ssize_t dot = from + 3; /* "www." is found by its '.' */
+    while (dot < n) {
+        const unsigned char *found = memchr(t + dot, '.', (size_t)(n - dot));
+        if (found == NULL)
+            return -1;
+        dot = found - t;
+        if ((t[dot - 3] | 0x20) == 'w' && (t[dot - 2] | 0x20) == 'w' && (t[dot - 1] | 0x20) == 'w')
+            return dot - 3;
+        dot++;
+    }
+    return -1;
+}
+
+/* The special spans that start in t[lo .. hi), a run of the text without white space (or a part
+ * of one no span crosses into), in order, appended to `out`; `scheme` and `bodies` carry what
+ * was read of the text's runs from one call to the next. */
+static int
+scan_specials_between(const unsigned char *t, Py_ssize_t n, Py_ssize_t lo, Py_ssize_t hi, int urls, int emails,
+                      Py_ssize_t scheme[2], BodyRun *bodies, SpecialList *out)
+{
+    for (Py_ssize_t i = lo; i < hi;) {
         unsigned char c = t[i];
         int after_word = i > 0 && (span_classes[t[i - 1]] & SP_WORD);
         if (urls && !after_word) { /* \b before a letter: the start of a word */
             if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
                 /* `[a-zA-Z][a-zA-Z0-9+.\-]*(?=://)://`: ':' ends a scheme run, so only the run's end may
                  * be followed by "://", and every start in the run shares it */
-                if (!(scheme_from <= i && i < scheme_end)) {
+                if (!(scheme[0] <= i && i < scheme[1])) {
                     Py_ssize_t k = i;
                     while (k < n && (span_classes[t[k]] & SP_SCHEME))
                         k++;
-                    scheme_from = i;
-                    scheme_end = k;
+                    scheme[0] = i;
+                    scheme[1] = k;
                 }
-                Py_ssize_t q = scheme_end;
+                Py_ssize_t q = scheme[1];
                 if (q + 3 <= n && t[q] == ':' && t[q + 1] == '/' && t[q + 2] == '/') {
-                    Py_ssize_t end = url_body_end(t, n, q + 3, &bodies);
+                    Py_ssize_t end = url_body_end(t, n, q + 3, bodies);
                     if (end >= 0) {
                         if (special_push(out, i, end, 1) < 0)
                             return -1;
@@ -2817,7 +2857,7 @@ scan_specials(const unsigned char *t, Py_ssize_t n, int urls, int emails, Specia
             }
             if ((c == 'w' || c == 'W') && i + 4 <= n && (t[i + 1] == 'w' || t[i + 1] == 'W') &&
                 (t[i + 2] == 'w' || t[i + 2] == 'W') && t[i + 3] == '.') {
-                Py_ssize_t end = url_body_end(t, n, i + 4, &bodies);
+                Py_ssize_t end = url_body_end(t, n, i + 4, bodies);
                 if (end >= 0) {
                     if (special_push(out, i, end, 1) < 0)
                         return -1;
@@ -2845,6 +2885,46 @@ scan_specials(const unsigned char *t, Py_ssize_t n, int urls, int emails, Specia
         i++;
     }
     return 0;
+}
+
+/* The special spans of the one-byte text t[0 .. n), in order, appended to `out` (emptied first).
+ * No span crosses white space, and white space looks like the text's ends to every look-around
+ * of the patterns (specials.py), and every span holds an anchor ('@', "://", "www."): so only
+ * the runs without white space that hold an anchor are read, each from its start, and the text
+ * elsewhere only by memchr. */
+static int
+scan_specials(const unsigned char *t, Py_ssize_t n, int urls, int emails, SpecialList *out)
+{
+    out->len = 0;
+    BodyRun bodies = {0, 0, -1};
+    Py_ssize_t scheme[2] = {0, 0}; /* the scheme run read last: [from, end) */
+    Py_ssize_t mail = emails ? next_mail_anchor(t, n, 0) : -1;
+    Py_ssize_t colon = urls ? next_scheme_anchor(t, n, 0) : -1;
+    Py_ssize_t www = urls ? next_www_anchor(t, n, 0) : -1;
+    Py_ssize_t searched_to = 0; /* the runs before it are read */
+    for (;;) {
+        Py_ssize_t at = mail;
+        if (colon >= 0 && (at < 0 || colon < at))
+            at = colon;
+        if (www >= 0 && (at < 0 || www < at))
+            at = www;
+        if (at < 0)
+            return 0;
+        Py_ssize_t lo = at, hi = at;
+        while (lo > searched_to && !(span_classes[t[lo - 1]] & SP_SPACE))
+            lo--;
+        while (hi < n && !(span_classes[t[hi]] & SP_SPACE))
+            hi++;
+        if (scan_specials_between(t, n, lo, hi, urls, emails, scheme, &bodies, out) < 0)
+            return -1;
+        searched_to = hi;
+        if (mail >= 0 && mail < hi)
+            mail = next_mail_anchor(t, n, hi);
+        if (colon >= 0 && colon < hi)
+            colon = next_scheme_anchor(t, n, hi);
+        if (www >= 0 && www < hi)
+            www = next_www_anchor(t, n, hi);
+    }
 }
 
 static PyObject *
