@@ -508,8 +508,8 @@ def new_names_of(texts: list[str], known: list[str]):
     return spam_featurizer().transform_sparse(texts, vocabulary=vocabulary).unknown_in(vocabulary)[1]
 
 
-def vocabulary_state(vocabulary: Vocabulary) -> tuple[list, list]:
-    return list(vocabulary.mapping().items()), vocabulary.by_column()[:]
+def vocabulary_state(vocabulary: Vocabulary) -> tuple[dict, list]:
+    return dict(vocabulary.mapping()), vocabulary.by_column()[:]
 
 
 def test_new_names_are_added_to_a_vocabulary_in_c_as_add_new_adds_them():
@@ -539,10 +539,11 @@ def test_new_names_are_added_to_a_vocabulary_in_c_as_add_new_adds_them():
 
 
 def test_adding_new_names_in_c_is_all_or_nothing():
-    """NewNames.add_to refuses a name the vocabulary has, or one given twice (ValueError), a
+    """NewNames.add_to refuses a name given twice, or one its dict holds already (ValueError), a
     position out of range (IndexError), arguments of the wrong type or shape, and leaves the
     vocabulary as it was; with each of its allocations failing in turn (_testcapi.set_nomemory)
-    it adds every name or raises MemoryError having added none."""
+    it adds every name or raises MemoryError having added none. (A vocabulary's own dict may lag
+    its list: a one-byte name it holds already is refused by the featuriser's index, below.)"""
     _testcapi = pytest.importorskip("_testcapi")
     known, texts = ["hello", "world"], [text for _, text in load_sms_spam()[:8]] + ["žluťoučký kůň"]
     unknown = new_names_of(texts, known)
@@ -559,17 +560,25 @@ def test_adding_new_names_in_c_is_all_or_nothing():
         assert vocabulary_state(vocabulary) == before
 
     refused(ValueError, (np.array([0, 5, 0], dtype=np.int64), unknown))  # twice
-    vocabulary = Vocabulary.from_names(known + [unknown[7]])
-    before = vocabulary_state(vocabulary)
-    with pytest.raises(ValueError, match="already"):
-        vocabulary.add_new_at(unknown, positions)  # the vocabulary has unknown[7]: the ones before it go back
-    assert vocabulary_state(vocabulary) == before
+    wide = [position for position in range(len(unknown)) if max(map(ord, unknown[position])) > 255]
+    assert wide and max(map(ord, unknown[7])) <= 255
+    for held in (7, wide[0]):  # the dict holds it: the ones before it go back
+        vocabulary = Vocabulary.from_names(known + [unknown[held]])
+        before = vocabulary_state(vocabulary)
+        with pytest.raises(ValueError, match="already"):
+            if held == 7:  # (a vocabulary's dict takes a one-byte name later: given whole here)
+                unknown.add_to(vocabulary.mapping(), vocabulary.by_column(), positions.tobytes())
+            else:
+                vocabulary.add_new_at(unknown, positions)
+        assert vocabulary_state(vocabulary) == before
     refused(IndexError, (np.array([0, len(unknown)], dtype=np.int64), unknown))
     refused(IndexError, (np.array([-1], dtype=np.int64), unknown))
     refused(TypeError, unknown, {"hello": 0}, ("hello",), b"")
     refused(TypeError, unknown, {"hello": 0}, ["hello"], positions)  # an array, not bytes
     refused(ValueError, unknown, {"hello": 0}, ["hello"], b"\0" * 7)
     refused(ValueError, unknown, {"hello": 0, "x": 1}, ["hello"], b"")  # the dict and list disagree
+    refused(ValueError, unknown, {"hello": 0, "x": 1}, ["hello"], b"", False)  # a dict that lags holds fewer
+    refused(ValueError, unknown, {}, [], np.array([2, 2], dtype=np.int64).tobytes(), False)  # twice
 
     expected = Vocabulary.from_names(known)
     expected.add_new([unknown[position] for position in positions.tolist()])
@@ -591,6 +600,30 @@ def test_adding_new_names_in_c_is_all_or_nothing():
         assert vocabulary_state(vocabulary) == (vocabulary_state(expected) if outcome == "added" else before), fail_from
         in_a_row = in_a_row + 1 if outcome == "added" else 0
     assert in_a_row == 3 and outcomes.count("MemoryError") > 50, (len(unknown), outcomes[-10:])
+
+
+def test_a_vocabulary_whose_dict_lags_its_list_looks_up_every_name_and_refuses_one_held_twice():
+    """Names added in C go to a vocabulary's list alone (but for those stored wider than a byte
+    a character): the featuriser finds the others in its index of the list, the dict takes them
+    when read, and the index refuses a list that holds a one-byte name twice, naming it."""
+    texts = [text for _, text in load_sms_spam()[:200]] + ["Привет world, hello café", "žluťoučký kůň"]
+    featurizer = spam_featurizer()
+    vocabulary = Vocabulary.from_names(["hello"])
+    batch = featurizer.transform_sparse(texts[:100], vocabulary=vocabulary)
+    ranks, unknown = batch.unknown_in(vocabulary)
+    vocabulary.add_new_at(unknown, np.arange(len(unknown), dtype=np.int64))
+    assert len(vocabulary._column_of) < len(vocabulary)  # (the dict lags: one-byte names wait)
+    later = featurizer.transform_sparse(texts, vocabulary=vocabulary)  # through the index
+    plain = Vocabulary.from_names(vocabulary.by_column()[:])  # the same names, the dict whole
+    assert later.columns_in(vocabulary).tolist() == featurizer.transform_sparse(texts, vocabulary=plain).columns_in(plain).tolist()
+    assert vocabulary.lookup(list(vocabulary.by_column())).tolist() == list(range(len(vocabulary)))
+    assert len(vocabulary._column_of) == len(vocabulary)  # read whole: taken in
+    one_byte = next(name for name in unknown if max(map(ord, name)) <= 255)
+    doubled = Vocabulary.from_names(["hello"])
+    doubled._by_column.append(one_byte)  # as a lagging dict would let a second add_new_at do
+    doubled._by_column.append(one_byte)
+    with pytest.raises(ValueError, match="twice"):
+        featurizer.transform_sparse(texts[:5], vocabulary=doubled)
 
 
 # ---- extra names after each text's own (a mail's evidence) -------------------------------------

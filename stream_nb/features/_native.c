@@ -1332,7 +1332,7 @@ table_reserve(NameTable *table, Py_ssize_t more)
     return 0;
 }
 
-/* Adds a name with its number (room reserved); a name already there keeps its first number. */
+/* Adds a name with its number (room reserved): 0; a name already there keeps its first number: 1. */
 static int
 table_add(NameTable *table, const char *bytes, Py_ssize_t len, uint64_t hash, int32_t value)
 {
@@ -1340,7 +1340,7 @@ table_add(NameTable *table, const char *bytes, Py_ssize_t len, uint64_t hash, in
     size_t at = (size_t)hash & table->mask;
     for (; table->tags[at] != 0; at = (at + 1) & table->mask)
         if (table->tags[at] == tag && slot_holds(table, &table->slots[at], bytes, len, hash))
-            return 0;
+            return 1;
     TableSlot *slot = &table->slots[at];
     if (len <= INLINE_BYTES) {
         memcpy(slot->name.bytes, bytes, (size_t)len);
@@ -1642,41 +1642,60 @@ new_names_take_back(PyObject *column_of, PyObject *made, Py_ssize_t count)
     PyErr_Restore(type, value, traceback);
 }
 
-/* NewNames.add_to(column_of, by_column, positions): Vocabulary.add_new of the names at
- * `positions` (native int64s in bytes, positions among these names), in that order, each str made
- * as it goes: name appended to the list by_column and column_of[name] = its place there. The
+/* NewNames.add_to(column_of, by_column, positions, one_byte=True): Vocabulary.add_new of the names
+ * at `positions` (native int64s in bytes, positions among these names), in that order, each str
+ * made as it goes: name appended to the list by_column and column_of[name] = its place there. The
  * dict and list are a vocabulary's (exact types, as many names in each). All or nothing: the
  * strs are made first, then the dict takes them (a name it holds already, or one given twice, is
- * a ValueError), then the list in one step; a failure takes what the dict took back out. */
+ * a ValueError), then the list in one step; a failure takes what the dict took back out. With
+ * one_byte false the dict takes only the names stored wider than one byte a character (a
+ * vocabulary whose dict lags its list: the C index finds the others), and may hold fewer names. */
 static PyObject *
 new_names_add_to(NewNames *self, PyObject *args)
 {
     PyObject *column_of, *by_column, *positions;
-    if (!PyArg_ParseTuple(args, "OOO:add_to", &column_of, &by_column, &positions))
+    int one_byte = 1;
+    if (!PyArg_ParseTuple(args, "OOO|p:add_to", &column_of, &by_column, &positions, &one_byte))
         return NULL;
     if (!PyDict_CheckExact(column_of) || !PyList_CheckExact(by_column) || !PyBytes_CheckExact(positions)) {
         PyErr_SetString(PyExc_TypeError, "NewNames.add_to takes a dict, a list and bytes");
         return NULL;
     }
     Py_ssize_t size = PyBytes_GET_SIZE(positions), start = PyList_GET_SIZE(by_column);
-    if (size % (Py_ssize_t)sizeof(int64_t) != 0 || PyDict_GET_SIZE(column_of) != start) {
+    if (size % (Py_ssize_t)sizeof(int64_t) != 0 ||
+        (one_byte ? PyDict_GET_SIZE(column_of) != start : PyDict_GET_SIZE(column_of) > start)) {
         PyErr_SetString(PyExc_ValueError, "NewNames.add_to: positions must be int64s, and the dict and list "
                                           "must hold as many names");
         return NULL;
     }
     Py_ssize_t count = size / (Py_ssize_t)sizeof(int64_t);
     const char *data = PyBytes_AS_STRING(positions);
+    /* a position given twice is refused here (the dict would see it for a name it takes) */
+    unsigned char *given = PyMem_Calloc((size_t)(self->len ? self->len : 1), 1);
+    if (given == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int64_t position;
+        memcpy(&position, data + k * (Py_ssize_t)sizeof(int64_t), sizeof(int64_t));
+        if (position < 0 || position >= self->len) {
+            PyErr_SetString(PyExc_IndexError, "NewNames.add_to: a position out of range");
+            PyMem_Free(given);
+            return NULL;
+        }
+        if (given[position]) {
+            PyErr_SetString(PyExc_ValueError, "NewNames.add_to: a name given twice");
+            PyMem_Free(given);
+            return NULL;
+        }
+        given[position] = 1;
+    }
+    PyMem_Free(given);
     PyObject *made = PyList_New(count);
     if (made == NULL)
         return NULL;
     for (Py_ssize_t k = 0; k < count; k++) {
         int64_t position;
         memcpy(&position, data + k * (Py_ssize_t)sizeof(int64_t), sizeof(int64_t));
-        if (position < 0 || position >= self->len) {
-            PyErr_SetString(PyExc_IndexError, "NewNames.add_to: a position out of range");
-            Py_DECREF(made);
-            return NULL;
-        }
         PyObject *name = new_names_item(self, (Py_ssize_t)position);
         if (name == NULL) {
             Py_DECREF(made);
@@ -1685,7 +1704,10 @@ new_names_add_to(NewNames *self, PyObject *args)
         PyList_SET_ITEM(made, k, name);
     }
     for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *name = PyList_GET_ITEM(made, k), *column = PyLong_FromSsize_t(start + k);
+        PyObject *name = PyList_GET_ITEM(made, k);
+        if (!one_byte && PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND) /* (the strs made here are ready) */
+            continue;
+        PyObject *column = PyLong_FromSsize_t(start + k);
         /* one look-up: a value already there is kept (the dict does not grow), not replaced */
         Py_ssize_t before = PyDict_GET_SIZE(column_of);
         PyObject *held = column ? PyDict_SetDefault(column_of, name, column) : NULL; /* borrowed */
@@ -1712,8 +1734,9 @@ static PyMethodDef new_names_methods[] = {
      "find(names): each name's position among these (-1: not among them), as int64s in bytes; None when\n"
      "a name or an entry is not an exact str (the caller then compares them itself)."},
     {"add_to", (PyCFunction)new_names_add_to, METH_VARARGS,
-     "add_to(column_of, by_column, positions): a vocabulary's add_new of the names at `positions` (native\n"
-     "int64s in bytes), in order: each appended to by_column, and column_of[name] its place there. All or\n"
+     "add_to(column_of, by_column, positions, one_byte=True): a vocabulary's add_new of the names at\n"
+     "`positions` (native int64s in bytes), in order: each appended to by_column, and column_of[name] its\n"
+     "place there (with one_byte false, only for a name stored wider than one byte a character). All or\n"
      "nothing: ValueError for a name column_of holds already (or given twice)."},
     {NULL, NULL, 0, NULL},
 };
@@ -1749,6 +1772,8 @@ static PyTypeObject NewNamesType = {
  * `fresh`, any other's in `fresh_others` (a dict): the names this module makes need no str. */
 typedef struct {
     PyObject *column_of; /* borrowed; NULL: no look-ups */
+    PyObject *complete;  /* borrowed; NULL: column_of holds every name, else a callable that makes it so
+                          * (until then it holds every name stored wider than a byte a character) */
     NewNames *unknown;   /* NULL: not numbering */
     PyObject *fresh_others;
     NameTable fresh;
@@ -1812,8 +1837,22 @@ record_column(PyObject *name, Lookups *lookups, int64_t column)
     return int_push(&lookups->columns, -1) < 0 ? -1 : int_push(&lookups->ranks, rank);
 }
 
+/* Makes the look-ups' dict hold every name (with the GIL). */
+static int
+lookups_complete(Lookups *lookups)
+{
+    if (lookups->complete == NULL)
+        return 0;
+    PyObject *made = PyObject_CallNoArgs(lookups->complete);
+    if (made == NULL)
+        return -1;
+    Py_DECREF(made);
+    lookups->complete = NULL;
+    return 0;
+}
+
 /* Appends `name` to `names` (unless NULL) and, with a vocabulary, its column and rank, looked
- * up in the dict. */
+ * up in the dict (made complete first for a name stored one byte a character). */
 static int
 emit(PyObject *name, PyObject *names, Lookups *lookups)
 {
@@ -1822,6 +1861,8 @@ emit(PyObject *name, PyObject *names, Lookups *lookups)
     if (lookups->column_of == NULL)
         return 0;
     if (READY(name) < 0)
+        return -1;
+    if (PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND && lookups_complete(lookups) < 0)
         return -1;
     PyObject *column = PyDict_GetItemWithError(lookups->column_of, name); /* borrowed */
     if (column == NULL)
@@ -1886,8 +1927,15 @@ index_sync(NameIndex *index, PyObject *by_column)
         }
         const char *bytes = (const char *)PyUnicode_1BYTE_DATA(name);
         Py_ssize_t len = PyUnicode_GET_LENGTH(name);
-        if (table_add(&index->table, bytes, len, name_hash(bytes, len), (int32_t)c) < 0)
+        int added = table_add(&index->table, bytes, len, name_hash(bytes, len), (int32_t)c);
+        if (added < 0)
             return -1;
+        if (added == 1) { /* (the index then stays as it was before this name: the call fails) */
+            index->synced = c;
+            PyErr_Format(PyExc_ValueError, "a vocabulary holds the name %R twice (column %zd and an earlier one)",
+                         name, c);
+            return -1;
+        }
     }
     index->synced = n;
     return 1;
@@ -2178,10 +2226,16 @@ typedef struct {
 static int
 view_open(View *view, PyObject *column_of, int number_unknown, PyObject *index_arg, PyObject *by_column)
 {
+    PyObject *complete = NULL;
     if (column_of == Py_None)
         column_of = NULL;
+    else if (PyTuple_Check(column_of) && PyTuple_GET_SIZE(column_of) == 2 &&
+             PyDict_Check(PyTuple_GET_ITEM(column_of, 0)) && PyCallable_Check(PyTuple_GET_ITEM(column_of, 1))) {
+        complete = PyTuple_GET_ITEM(column_of, 1);
+        column_of = PyTuple_GET_ITEM(column_of, 0);
+    }
     else if (!PyDict_Check(column_of)) {
-        PyErr_SetString(PyExc_TypeError, "column_of must be a dict or None");
+        PyErr_SetString(PyExc_TypeError, "column_of must be a dict, (a dict that may lag, what completes it) or None");
         return -1;
     }
     if ((index_arg != Py_None && !PyObject_TypeCheck(index_arg, &NameIndexType)) ||
@@ -2203,6 +2257,9 @@ view_open(View *view, PyObject *column_of, int number_unknown, PyObject *index_a
         number_unknown = 1; /* names are not listed: an absent name is known by its rank only */
     view->number_unknown = number_unknown;
     view->lookups.column_of = column_of;
+    view->lookups.complete = complete;
+    if (column_of != NULL && view->index == NULL && lookups_complete(&view->lookups) < 0)
+        return -1; /* (every name is looked up in the dict) */
     if (view->index == NULL && (view->names = PyList_New(0)) == NULL)
         return -1;
     if (column_of != NULL && number_unknown &&

@@ -537,7 +537,7 @@ class TextFeaturizer(river_base.Transformer):
         in it through this featuriser's C index of its names."""
         column_of, index, by_column = None, None, None
         if vocabulary is not None and not vocabulary.hashed:
-            column_of, by_column = vocabulary.mapping(), vocabulary.by_column()
+            column_of, by_column = vocabulary.native_mapping(), vocabulary.by_column()
             index = self._name_index = self._name_index or _native.NameIndex()
         return (self._native_plan, self._native_spans, self._feature_list, column_of, number_unknown, index, by_column)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from itertools import repeat
+from itertools import islice, repeat
 
 import numpy as np
 
@@ -19,6 +19,13 @@ class Vocabulary:
     Column order is the order in which features were first learned; nothing downstream depends
     on it (digests and comparisons sort by name). Columns are given once: the dict and the list
     of names by column only grow, and a renumbering (the budget's eviction) makes a new object.
+
+    The list is the vocabulary; the dict {name: column} may lag it. The names the C featuriser
+    adds (`add_new_at`) go to the list alone, but for a name stored wider than one byte a
+    character, since the featuriser finds the others in its own index of the list; the dict
+    takes them when something reads it (`mapping`), which a replay or a worker's batches need
+    not do. A batch of mail adds hundreds of thousands of names a replay, and a dict's insert
+    cost more than the rest of adding them (in a replay of raw mail, 0.05 s of the learner's).
     """
 
     hashed = False
@@ -26,23 +33,27 @@ class Vocabulary:
     def __init__(self) -> None:
         self._column_of: dict = {}
         self._by_column: list = []  # _by_column[column] is its name
+        # _column_of holds _by_column[:_mapped], and every name stored wider than a byte a character
+        self._mapped = 0
 
     def __len__(self) -> int:
-        return len(self._column_of)
+        return len(self._by_column)
 
     def add(self, names) -> None:
         """Give each name not known yet the next column, in order of first appearance."""
-        column_of = self._column_of
+        column_of = self.mapping()
         fresh = dict.fromkeys(names)
         if not column_of.keys().isdisjoint(fresh):
             fresh = [name for name in fresh if name not in column_of]
-        column_of.update(zip(fresh, range(len(column_of), len(column_of) + len(fresh))))
+        start = len(self._by_column)
+        column_of.update(zip(fresh, range(start, start + len(fresh))))
         self._by_column.extend(fresh)
+        self._mapped = len(self._by_column)
 
     def number_unknown(self, names) -> dict:
         """{name: the column it would get} for names none of which is in the vocabulary yet
         (repeats allowed), in order of first appearance, without adding them."""
-        start = len(self._column_of)
+        start = len(self._by_column)
         fresh = dict.fromkeys(names)
         return dict(zip(fresh, range(start, start + len(fresh))))
 
@@ -50,45 +61,58 @@ class Vocabulary:
         """`add` for names none of which is in the vocabulary yet; returns `number_unknown`'s
         {name: column}, a small dict that answers their look-ups faster than the vocabulary."""
         added = self.number_unknown(names)
-        self._column_of.update(added)
+        self.mapping().update(added)
         self._by_column.extend(added)
+        self._mapped = len(self._by_column)
         return added
 
     def add_new(self, names: list) -> None:
         """`add` for distinct names none of which is in the vocabulary yet (a batch's new names,
         each once), without the dicts `add_unknown` makes to number and return them."""
-        start = len(self._column_of)
-        self._column_of.update(zip(names, range(start, start + len(names))))
+        start = len(self._by_column)
+        self.mapping().update(zip(names, range(start, start + len(names))))
         self._by_column.extend(names)
+        self._mapped = len(self._by_column)
 
     def add_new_at(self, names, positions: np.ndarray) -> None:
         """`add_new([names[p] for p in positions])`: of a batch's new names (a sequence), those
         at `positions`, in that order (distinct names none of which is in the vocabulary yet).
         The C featuriser's NewNames adds them in one call (`add_to`), making each str as it
-        goes, and refuses (ValueError, nothing added) a name the vocabulary has."""
+        goes, to the list alone but for a name stored wider than one byte a character (see the
+        class doc), and refuses (ValueError, nothing added) such a name the vocabulary has."""
         add_to = getattr(names, "add_to", None)
         if add_to is not None:
-            add_to(self._column_of, self._by_column, np.ascontiguousarray(positions, dtype=np.int64).tobytes())
+            add_to(self._column_of, self._by_column, np.ascontiguousarray(positions, dtype=np.int64).tobytes(), False)
         else:
             self.add_new(list(map(names.__getitem__, positions.tolist())))
 
     def lookup(self, names: list) -> np.ndarray:
         """Column of each name, -1 where the name was never added."""
         return np.fromiter(
-            map(self._column_of.get, names, repeat(-1)), dtype=np.int64, count=len(names)
+            map(self.mapping().get, names, repeat(-1)), dtype=np.int64, count=len(names)
         )
 
     def columns(self, names: list) -> list[int]:
         """lookup, as a list (for one event)."""
-        return list(map(self._column_of.get, names, repeat(-1)))
+        return list(map(self.mapping().get, names, repeat(-1)))
 
     def names(self) -> list:
         return list(self._by_column)
 
     def mapping(self) -> dict:
-        """The {name: column} dict itself, for look-ups made elsewhere (the C featuriser's);
+        """The {name: column} dict itself, holding every name (taken in from the list first);
         read it, never change it."""
+        if self._mapped < len(self._by_column):
+            start = self._mapped
+            self._column_of.update(zip(islice(self._by_column, start, None), range(start, len(self._by_column))))
+            self._mapped = len(self._by_column)
         return self._column_of
+
+    def native_mapping(self) -> tuple[dict, object]:
+        """(the dict as it is, `mapping`): for the C featuriser, which looks names stored one
+        byte a character up in its index of the list, and the others in the dict, which holds
+        them all; it calls `mapping` before it reads the dict for any other."""
+        return self._column_of, self.mapping
 
     def by_column(self) -> list:
         """The list of names by column itself (the C featuriser's index mirrors it as it grows);
@@ -105,6 +129,7 @@ class Vocabulary:
         if len(vocabulary._column_of) != len(names):
             raise ValueError("a vocabulary's names must be distinct")
         vocabulary._by_column = list(names)
+        vocabulary._mapped = len(names)
         return vocabulary
 
 
