@@ -44,6 +44,9 @@ class SettleSpy:
         self.events = 0
         self.handed_back = 0  # labeled events with scores that are not finite, left to Python
 
+    def __getattr__(self, name: str):  # the module's other entry points, as they are
+        return getattr(self.module, name)
+
     def settle(self, start, event, column, value, label, *rest):
         stop, seen, weight = self.module.settle(start, event, column, value, label, *rest)
         self.calls += 1
@@ -323,3 +326,33 @@ def test_clues_refuse_what_they_cannot_compute(spy):
                          np.array([3.0, 3.0]), 1.0, 3)
     assert spy.module.clues(names, bounds, columns, np.array([-1]), np.array([-1]), counts, denominators, 1.0,
                             3) == [None]
+
+
+def test_learned_new_rows_are_the_first_occurrences_of_learned_new_columns():
+    """_kernel.learned_new_rows against counting.py's arrays (first_occurrences of the new
+    columns that learned events name) on 3,000 generated batches: none learned, all, repeats,
+    new columns only, none new; and bad arguments refused."""
+    from stream_nb.model._numerics import first_occurrences
+
+    require_extension(counting._native_kernel, "stream_nb.model._kernel")
+    module = counting._native_kernel
+    rng = np.random.default_rng(17)
+    kinds = set()
+    for trial in range(3_000):
+        n_events, size, n_new = int(rng.integers(1, 30)), int(rng.integers(0, 50)), int(rng.integers(0, 40))
+        m = int(rng.integers(0, 200))
+        event = np.sort(rng.integers(0, n_events, m)).astype(np.int64)
+        column = rng.integers(-1, size + n_new, m).astype(np.int64) if size + n_new else np.full(m, -1, dtype=np.int64)
+        learned = (rng.random(n_events) < [0.0, 1.0, 0.5][trial % 3]).tolist()
+        expected = size + first_occurrences(column[np.array(learned, dtype=bool)[event] & (column >= size)] - size, n_new)
+        got = np.frombuffer(module.learned_new_rows(event, column, bytes(learned), size, n_new), dtype=np.int64)
+        assert got.tolist() == expected.tolist(), trial
+        kinds.add((len(got) > 0, len(got) < len(set(column[column >= size].tolist()))))
+    assert kinds == {(False, False), (True, False), (True, True), (False, True)}
+    one = np.zeros(1, dtype=np.int64)
+    for arguments in [(one, one, b"", 0, 1),  # event 0 of none
+                      (one, one + 5, b"\x01", 0, 5),  # column 5 of 5
+                      (one, np.zeros(2, dtype=np.int64), b"\x01", 0, 1),  # sizes disagree
+                      (one, one, b"\x01", -1, 1)]:
+        with pytest.raises(ValueError):
+            module.learned_new_rows(*arguments)

@@ -1181,6 +1181,61 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(learned_new_rows_doc,
+"learned_new_rows(event, column, learned, size, n_new) -> bytes\n\n"
+"The columns size.. (a batch's n_new new names) that occurrences of learned events name, each once, in\n"
+"the order they first come (int64 bytes): counting.py's\n\n"
+"    size + first_occurrences(column[learned[event] & (column >= size)] - size, n_new)\n\n"
+"in one pass (event, column: int64 arrays of the batch's occurrences; learned: one uint8 an event).");
+
+static PyObject *
+learned_new_rows(PyObject *module, PyObject *args)
+{
+    Py_buffer event, column, learned;
+    Py_ssize_t size, n_new;
+    if (!PyArg_ParseTuple(args, "y*y*y*nn:learned_new_rows", &event, &column, &learned, &size, &n_new))
+        return NULL;
+    PyObject *result = NULL;
+    unsigned char *seen = NULL;
+    int64_t *rows = NULL;
+    const Py_ssize_t m = column.len / 8, n_events = learned.len;
+    if (check_size(&event, "event", 8, m) < 0 || check_size(&column, "column", 8, m) < 0)
+        goto done;
+    if (size < 0 || n_new < 0 || size > INT64_MAX - n_new) {
+        PyErr_Format(PyExc_ValueError, "learned_new_rows: size %zd, n_new %zd", size, n_new);
+        goto done;
+    }
+    seen = PyMem_Calloc((size_t)(n_new ? n_new : 1), 1);
+    rows = PyMem_Malloc((size_t)(n_new ? n_new : 1) * sizeof(int64_t));
+    if (seen == NULL || rows == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *event_of = event.buf, *column_of = column.buf;
+    const unsigned char *learned_of = learned.buf;
+    Py_ssize_t found = 0;
+    for (Py_ssize_t o = 0; o < m; o++) {
+        const int64_t c = column_of[o], e = event_of[o];
+        if (e < 0 || e >= n_events || c >= (int64_t)size + n_new) {
+            PyErr_Format(PyExc_ValueError, "learned_new_rows: occurrence %zd names event %lld of %zd, column %lld of %zd",
+                         o, (long long)e, n_events, (long long)c, size + n_new);
+            goto done;
+        }
+        if (c >= size && learned_of[e] && !seen[c - size]) {
+            seen[c - size] = 1;
+            rows[found++] = c;
+        }
+    }
+    result = PyBytes_FromStringAndSize((const char *)rows, found * (Py_ssize_t)sizeof(int64_t));
+done:
+    PyMem_Free(seen);
+    PyMem_Free(rows);
+    PyBuffer_Release(&event);
+    PyBuffer_Release(&column);
+    PyBuffer_Release(&learned);
+    return result;
+}
+
 static PyMethodDef kernel_methods[] = {
     {"settle", settle, METH_VARARGS, settle_doc},
     {"clues", clues, METH_VARARGS, clues_doc},
@@ -1188,6 +1243,7 @@ static PyMethodDef kernel_methods[] = {
     {"rows_of_hashes", rows_of_hashes, METH_VARARGS, rows_of_hashes_doc},
     {"number_pairs", number_pairs, METH_VARARGS, number_pairs_doc},
     {"name_facts", name_facts, METH_VARARGS, name_facts_doc},
+    {"learned_new_rows", learned_new_rows, METH_VARARGS, learned_new_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 

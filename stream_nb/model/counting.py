@@ -411,8 +411,14 @@ class CountingNB(NaiveBayes):
             return
         if isinstance(X, SparseBatch) and (X.values is None or X.values.all()):
             # every name is an occurrence of the encoded batch (no zero value was dropped)
-            learned_occurrence = np.array(learned, dtype=bool)[batch.event] & (batch.column >= size)
-            rows = size + first_occurrences(batch.column[learned_occurrence] - size, len(pending))
+            kernel = native_kernel()
+            if kernel is not None:  # (the same rows in one pass, no array the size of the batch's)
+                rows = np.frombuffer(kernel.learned_new_rows(
+                    np.ascontiguousarray(batch.event, dtype=np.int64), np.ascontiguousarray(batch.column, dtype=np.int64),
+                    bytes(learned), size, len(pending)), dtype=np.int64)
+            else:
+                learned_occurrence = np.array(learned, dtype=bool)[batch.event] & (batch.column >= size)
+                rows = size + first_occurrences(batch.column[learned_occurrence] - size, len(pending))
         else:  # learn_one adds every name of an event, zero values included
             column_of = dict(zip(pending, range(size, size + len(pending))))
             order = dict.fromkeys(name for x, was_learned in zip(X, learned) if was_learned
