@@ -13,12 +13,15 @@ CI=true they fail).
 from __future__ import annotations
 
 import random
+import struct
+import sys
 from collections import Counter
 from html import unescape
 
 import pytest
 
-from stream_nb.mail import html, parse_mail
+from stream_nb.mail import ParsedMail, html, parse_mail
+from stream_nb.replay import mail_reader
 from tests.corpora import load_spamassassin_2003
 from tests.test_mail_parse import MARKUP_PIECES, reading
 
@@ -380,3 +383,72 @@ def test_an_allocation_failing_anywhere_in_parse_mail_raises_memory_error_never_
             outcomes["reading"] += 1
             in_a_row += 1
         assert in_a_row == 20 and outcomes["MemoryError"] > 100, (kind, start, outcomes)
+
+
+# ---- readings: a reader process's answer (replay/mail_reader.py's decode_readings) -------------
+
+
+def require_native():
+    from stream_nb.mail import parse
+
+    require_extension(parse._native, "stream_nb.mail._native")
+    return parse._native
+
+
+def random_readings(rng: random.Random, count: int) -> list[ParsedMail]:
+    """Readings of strs drawn from every kind of code point: ASCII, Latin-1, the BMP, beyond it,
+    lone surrogates of both halves, NUL; empty strs and empty lists among them."""
+    alphabet = "ab \n\0é€\ud800\udfff\U0001f600\x85" + "".join(map(chr, range(0x370, 0x380)))
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 3, 40])))
+
+    return [ParsedMail(text(), text(), [text() for _ in range(rng.randint(0, 5))], [text() for _ in range(rng.randint(0, 2))])
+            for _ in range(count)]
+
+
+def test_readings_read_in_c_are_the_definition_s():
+    """The C extension's `readings` against mail_reader.decode_readings on 2,000 generated
+    chunks: the same readings, and the canonical str of each (a name of Latin-1 alone is stored
+    one byte a character, as the featuriser's fast path asks)."""
+    _native = require_native()
+    rng = random.Random(21)
+    for _ in range(2_000):
+        readings = random_readings(rng, rng.randint(0, 6))
+        answer = mail_reader.encode_readings(readings)
+        made = _native.readings(answer, len(readings), ParsedMail)
+        assert made == mail_reader.decode_readings(answer, len(readings)) == readings
+        assert [sys.getsizeof(name) for reading in made for name in reading.features] == [
+            sys.getsizeof(name) for reading in readings for name in reading.features]
+
+
+def broken_answers() -> list[tuple[bytes, int]]:
+    """(answer, count) pairs of every shape a reader should not send: the count, cut anywhere,
+    a negative or an inflated count or length, invalid UTF-8, bytes added."""
+    readings = [ParsedMail("s", "body é", ["#f", "#g"], ["d"]), ParsedMail("", "x", [], [])]
+    good = mail_reader.encode_readings(readings)
+    head = mail_reader.READINGS_HEAD
+    broken = [(good, 1), (good, 3), (b"", 2), (good + b"x", 2), (good[:-1] + b"\xff", 2)]
+    broken += [(good[:cut], 2) for cut in range(0, len(good) - 1, 3)]
+    for place in range(2 + 4 + 8):  # every int64 of the counts and lengths (and the head)
+        for value in (-1, 1 << 40, 99):
+            changed = bytearray(good)
+            struct.pack_into("=q", changed, 8 * place if place < 2 else head.size + 8 * (place - 2), value)
+            broken.append((bytes(changed), 2))
+    return broken
+
+
+def test_an_answer_of_the_wrong_shape_is_refused():
+    """Both readers refuse every broken answer with a ValueError (never a crash, never readings)."""
+    _native = require_native()
+    refused = 0
+    for answer, count in broken_answers():
+        outcomes = []
+        for read in (_native.readings, lambda data, n, make: mail_reader.decode_readings(data, n)):
+            try:
+                outcomes.append(read(answer, count, ParsedMail))
+            except ValueError:
+                outcomes.append(ValueError)
+        assert outcomes[0] == outcomes[1], (answer, count)
+        refused += outcomes[0] is ValueError
+    assert refused == len(broken_answers())

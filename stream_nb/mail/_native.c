@@ -9,6 +9,7 @@
  * - `bounded_markup`: html.py's `_bounded_markup`.
  * - `relay_words`: the hosts and /24s of one Received value (parse.py's `_relay_words`).
  * - `header_fields`: the plain header lines of a header block (parse.py's `_header_fields`).
+ * - `readings`: a reader process's readings of a chunk (replay/mail_reader.py's `decode_readings`).
  *
  * `scan`: html.py's `_scan` is the definition (CPython 3.11 html.parser's grammar, construct by
  * construct). `scan(markup, unescape)` reads the same tokens for documents whose every
@@ -28,6 +29,9 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
 
 #if PY_VERSION_HEX >= 0x030C0000
 #define READY(text) 0 /* every str is ready since 3.12 (PyUnicode_READY is deprecated) */
@@ -1066,6 +1070,161 @@ static PyObject *content_type_cut(PyObject *module, PyObject *const *args, Py_ss
     Py_RETURN_NONE;
 }
 
+/* ---- readings: mail_reader.decode_readings (the definition) in one pass -------------------------
+ *
+ * answer: (readings, strs) as two native int64s, each reading's (features, defects), each str's
+ * length in code points, then the UTF-8 ('surrogatepass') of the strs joined. Every count and
+ * length is checked before it is used: bytes of any other shape are a ValueError. */
+
+static void
+native_int64s(const char *at, Py_ssize_t count, int64_t *out)
+{
+    memcpy(out, at, (size_t)count * sizeof(int64_t));
+}
+
+/* Where the `count` code points of the UTF-8 from `at` end (at most `end`), -1 if sooner: each
+ * code point has one byte that is not a continuation byte (10xxxxxx), the lone surrogates that
+ * 'surrogatepass' writes too; a run of ASCII is passed 8 bytes at a time. Only a bound: the
+ * decoder then checks the bytes. */
+static Py_ssize_t
+utf8_span_end(const unsigned char *text, Py_ssize_t at, Py_ssize_t end, int64_t count)
+{
+    while (count > 0) {
+        if (count >= 8 && end - at >= 8) {
+            uint64_t word;
+            memcpy(&word, text + at, 8);
+            if ((word & 0x8080808080808080ULL) == 0) {
+                at += 8;
+                count -= 8;
+                continue;
+            }
+        }
+        if (at >= end)
+            return -1;
+        at++;
+        while (at < end && (text[at] & 0xC0) == 0x80)
+            at++;
+        count--;
+    }
+    return at;
+}
+
+/* The str of the code points `count` from text[*at] (UTF-8, 'surrogatepass'), *at moved past
+ * them; NULL with a ValueError for bytes that do not hold them. */
+static PyObject *
+next_string(const unsigned char *text, Py_ssize_t *at, Py_ssize_t end, int64_t count)
+{
+    Py_ssize_t stop = utf8_span_end(text, *at, end, count);
+    if (stop < 0) {
+        PyErr_SetString(PyExc_ValueError, "a chunk's readings do not add up");
+        return NULL;
+    }
+    PyObject *made = PyUnicode_DecodeUTF8((const char *)text + *at, stop - *at, "surrogatepass");
+    if (made != NULL && (READY(made) < 0 || PyUnicode_GET_LENGTH(made) != count)) {
+        Py_DECREF(made);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a chunk's readings do not add up");
+        return NULL;
+    }
+    *at = stop;
+    return made;
+}
+
+static PyObject *
+readings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyLong_Check(args[1]) || !PyCallable_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "readings(answer: bytes, count: int, make) expected");
+        return NULL;
+    }
+    const char *data = PyBytes_AS_STRING(args[0]);
+    const Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    const Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    int64_t head[2];
+    if (size < (Py_ssize_t)sizeof(head)) {
+        PyErr_Format(PyExc_ValueError, "a chunk of %zd messages came back as %zd bytes", count, size);
+        return NULL;
+    }
+    native_int64s(data, 2, head);
+    const int64_t n = head[0], n_strings = head[1];
+    if (n != count || n < 0 || n_strings < 0) {
+        PyErr_Format(PyExc_ValueError, "a chunk of %zd messages came back as %lld readings", count, (long long)n);
+        return NULL;
+    }
+    /* (n <= size / 16 and n_strings <= size / 8 keep the offsets below from overflowing) */
+    const Py_ssize_t room = (size - 16) / 8;
+    if (n > room / 2 || n_strings > room - 2 * n) {
+        PyErr_Format(PyExc_ValueError, "a chunk's readings cut short: %zd bytes", size);
+        return NULL;
+    }
+    const char *counts_at = data + 16, *lengths_at = counts_at + 16 * n, *text_at = lengths_at + 8 * n_strings;
+    int64_t *counts = PyMem_Malloc((size_t)(2 * n ? 2 * n : 1) * sizeof(int64_t));
+    int64_t *lengths = PyMem_Malloc((size_t)(n_strings ? n_strings : 1) * sizeof(int64_t));
+    PyObject *result = NULL;
+    if (counts == NULL || lengths == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    native_int64s(counts_at, 2 * n, counts);
+    native_int64s(lengths_at, n_strings, lengths);
+    int64_t strings_named = 2 * n;
+    for (int64_t i = 0; i < 2 * n; i++) {
+        if (counts[i] < 0 || counts[i] > n_strings - strings_named)
+            goto not_adding_up;
+        strings_named += counts[i];
+    }
+    if (strings_named != n_strings)
+        goto not_adding_up;
+    for (int64_t k = 0; k < n_strings; k++)
+        if (lengths[k] < 0)
+            goto not_adding_up;
+    /* each str decoded on its own, so that each is stored as its own code points ask (a chunk's
+     * one '\u2019' would make every str of one decoded whole two bytes a character) */
+    const unsigned char *text = (const unsigned char *)text_at;
+    const Py_ssize_t text_size = size - (text_at - data);
+    result = PyList_New((Py_ssize_t)n);
+    if (result == NULL)
+        goto done;
+    Py_ssize_t at = 0, k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        PyObject *fields[4] = {NULL, NULL, NULL, NULL};
+        int failed = 0;
+        for (int f = 0; f < 2 && !failed; f++, k++)
+            failed = (fields[f] = next_string(text, &at, text_size, lengths[k])) == NULL;
+        for (int f = 2; f < 4 && !failed; f++) {
+            const int64_t many = counts[2 * i + f - 2];
+            failed = (fields[f] = PyList_New((Py_ssize_t)many)) == NULL;
+            for (int64_t j = 0; j < many && !failed; j++, k++) {
+                PyObject *name = next_string(text, &at, text_size, lengths[k]);
+                failed = name == NULL;
+                if (!failed)
+                    PyList_SET_ITEM(fields[f], (Py_ssize_t)j, name);
+            }
+        }
+        PyObject *made = failed ? NULL : PyObject_Vectorcall(args[2], fields, 4, NULL);
+        for (int f = 0; f < 4; f++)
+            Py_XDECREF(fields[f]);
+        if (made == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, (Py_ssize_t)i, made);
+    }
+    if (at != text_size) {
+        Py_CLEAR(result);
+        goto not_adding_up;
+    }
+    goto done;
+not_adding_up:
+    PyErr_SetString(PyExc_ValueError, "a chunk's readings do not add up");
+done:
+    PyMem_Free(counts);
+    PyMem_Free(lengths);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
     {"content_type_cut", (PyCFunction)(void (*)(void))content_type_cut, METH_FASTCALL,
      "content_type_cut(data, limit) -> bytes or None (parse.py's _cut_before_nth_content_type)."},
@@ -1082,6 +1241,9 @@ static PyMethodDef METHODS[] = {
      "bounded_markup(markup, max_tag, max_comment, max_lt) -> html.py's _bounded_markup."},
     {"scan", (PyCFunction)(void (*)(void))scan_markup, METH_FASTCALL,
      "scan(markup, unescape) -> flat list of (kind, a, b) tokens, or None to use html._scan."},
+    {"readings", (PyCFunction)(void (*)(void))readings, METH_FASTCALL,
+     "readings(answer, count, make) -> [make(subject, body, features, defects), ...] "
+     "(mail_reader.decode_readings)."},
     {NULL, NULL, 0, NULL},
 };
 
