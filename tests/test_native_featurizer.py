@@ -626,6 +626,37 @@ def test_a_vocabulary_whose_dict_lags_its_list_looks_up_every_name_and_refuses_o
         featurizer.transform_sparse(texts[:5], vocabulary=doubled)
 
 
+def test_a_vocabulary_of_a_million_names_added_in_c_looks_up_checkpoints_and_corrects_as_a_whole_one():
+    """A real user's size: 1,000,000 names added through NewNames in batches of spam.toml's
+    words and bigrams (the dict lagging them all along). A batch of known and new names gets
+    the columns and ranks a vocabulary of the same names with its dict whole gets; a
+    correction's look-up (Vocabulary.lookup) finds every name at its column; the checkpoint's
+    state restores the same mapping."""
+    featurizer = spam_featurizer()
+    rng = random.Random(57)
+    vocabulary = Vocabulary()
+    serial = iter(range(10**7))
+    while len(vocabulary) < 1_000_000:
+        texts = [" ".join(f"t{next(serial)}" for _ in range(500)) for _ in range(100)]
+        _, unknown = featurizer.transform_sparse(texts, vocabulary=vocabulary).unknown_in(vocabulary)
+        vocabulary.add_new_at(unknown, np.arange(len(unknown), dtype=np.int64))
+    assert len(vocabulary) >= 1_000_000 and len(vocabulary._column_of) == 0  # (the dict never read)
+    names = vocabulary.by_column()[:]
+    whole = Vocabulary.from_names(names)
+    known = rng.sample(names, 2_000)
+    batch_texts = [" ".join(rng.sample(known, 40) + [f"new{i}-{k}" for k in range(5)]) for i in range(50)]
+    lagging_batch = featurizer.transform_sparse(batch_texts, vocabulary=vocabulary)
+    whole_batch = spam_featurizer().transform_sparse(batch_texts, vocabulary=whole)
+    assert lagging_batch.columns_in(vocabulary).tolist() == whole_batch.columns_in(whole).tolist()
+    lagging_ranks, lagging_unknown = lagging_batch.unknown_in(vocabulary)
+    whole_ranks, whole_unknown = whole_batch.unknown_in(whole)
+    assert lagging_ranks.tolist() == whole_ranks.tolist() and list(lagging_unknown) == list(whole_unknown)
+    assert vocabulary.lookup(known).tolist() == [whole.mapping()[name] for name in known]  # a correction's look-up
+    assert len(vocabulary._column_of) == len(vocabulary)  # taken in whole by that look-up
+    restored = Vocabulary.from_names(vocabulary.to_state()["names"])
+    assert restored.mapping() == whole.mapping() == vocabulary.mapping()
+
+
 # ---- extra names after each text's own (a mail's evidence) -------------------------------------
 
 EXTRA_PIECES = ["#hdr:date:missing", "#mime:multipart", "#html:link", "#defect:x", "#s:word", "#s:a",
