@@ -45,10 +45,7 @@ class Vocabulary:
         fresh = dict.fromkeys(names)
         if not column_of.keys().isdisjoint(fresh):
             fresh = [name for name in fresh if name not in column_of]
-        start = len(self._by_column)
-        column_of.update(zip(fresh, range(start, start + len(fresh))))
-        self._by_column.extend(fresh)
-        self._mapped = len(self._by_column)
+        self.add_new(list(fresh))
 
     def number_unknown(self, names) -> dict:
         """{name: the column it would get} for names none of which is in the vocabulary yet
@@ -61,9 +58,7 @@ class Vocabulary:
         """`add` for names none of which is in the vocabulary yet; returns `number_unknown`'s
         {name: column}, a small dict that answers their look-ups faster than the vocabulary."""
         added = self.number_unknown(names)
-        self.mapping().update(added)
-        self._by_column.extend(added)
-        self._mapped = len(self._by_column)
+        self.add_new(list(added))
         return added
 
     def add_new(self, names: list) -> None:
