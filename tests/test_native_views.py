@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stream_nb.config import load_config
@@ -23,7 +24,7 @@ from stream_nb.worker.records import featurise_views, more_views
 
 from corpora import load_enron_texts, load_sms_spam, load_spamassassin_2003
 from native import corpus_sample, require_extension
-from test_native_featurizer import generated_extra, generated_texts
+from test_native_featurizer import generated_extra, generated_texts, generated_wide_texts
 
 REPO = Path(__file__).resolve().parents[1]
 MAIL_TOML = REPO / "configs" / "mail.toml"
@@ -102,6 +103,37 @@ def test_mail_toml_views_read_once_equal_each_view_alone_on_the_corpora(monkeypa
         got = [batch_figures(batch, vocabulary) for batch, vocabulary in zip(together, vocabularies)]
         assert got == figures_alone(featurizers, part, vocabularies, number_unknown, more)
     assert counted.calls == -(-len(texts) // 500) * (2 if split else 1)
+
+
+def test_a_view_s_index_reused_call_after_call_gives_what_a_fresh_index_gives(monkeypatch):
+    """A view's index keeps, from one call to the next, its table of the batch's absent names
+    (emptied) and room for as many names as the call looked up (the lists handed out as they
+    are, not copied). Batches of sizes that rise and fall (room left over, then too little),
+    plain and wide texts with evidence names, and the vocabularies growing between calls by the
+    new names of every other event, as learning grows them: each call's names, lengths,
+    columns, ranks and new names are those of a fresh featuriser's (a new index), and the
+    columns and lengths come as writable buffers of int64."""
+    featurizers = mail_views()
+    texts = corpus_sample([text for _, text in load_sms_spam()])[:1500]
+    texts[::7] = generated_wide_texts(seed=41, count=len(texts[::7]))
+    extra = generated_extra(43, texts)
+    vocabularies = filled_vocabularies(featurizers, texts[:100])
+    split_views(monkeypatch, True)
+    n = len(texts)  # (make sanitize samples the corpus: every 8th message)
+    bounds = [0, n * 4 // 15, n * 4 // 15 + 30, n * 11 // 15, n * 11 // 15 + 1, n * 11 // 15 + 1, n - 119, n]
+    for start, stop in zip(bounds, bounds[1:]):
+        part, more = texts[start:stop], extra[start:stop]
+        expected = figures_alone(featurizers, part, vocabularies, True, more)
+        together = transform_sparse_views(featurizers, part, vocabularies, True, more)
+        assert [batch_figures(batch, vocabulary) for batch, vocabulary in zip(together, vocabularies)] == expected
+        for batch, vocabulary in zip(together, vocabularies):
+            assert batch.lengths.flags.writeable and batch.lengths.dtype == np.int64
+            names, ends = list(batch.names), np.cumsum(batch.lengths).tolist()
+            vocabulary.add([name for event, (lo, hi) in enumerate(zip([0, *ends], ends)) if event % 2
+                            for name in names[lo:hi]])
+    assert n > 600 and bounds == sorted(bounds)  # (sizes that rise and fall: the room left over, then too little)
+    assert all(featurizer._name_index is not None and featurizer._name_index.indexed() > 0
+               for featurizer in featurizers)
 
 
 def test_views_are_split_in_two_groups_of_about_even_work():

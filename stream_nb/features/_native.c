@@ -100,6 +100,13 @@ typedef struct {
     Py_ssize_t char_min, char_max; /* character n-grams of min..max characters; char_min 0: none */
 } Grams;
 
+/* A wide text's feature as `view_wide` looks it up: its bytes at `narrowed` + at (-1: a name of
+ * a code point beyond 255, looked up by its str) and their name_hash. */
+typedef struct {
+    Py_ssize_t at;
+    uint64_t hash;
+} Narrowed;
+
 /* One call's configuration and scratch space (reused from text to text). */
 typedef struct {
     const unsigned char *lower;   /* 256: the lowercase of each Latin-1 code */
@@ -124,6 +131,9 @@ typedef struct {
     Py_ssize_t slots_used; /* the current text's table: slots[0 .. slots_used) */
     uint64_t *hashes; /* name_hash of each feature, once `hash_features` ran */
     Py_ssize_t hashes_cap;
+    Buffer narrowed; /* `view_wide`: the bytes of each name of code points below 256 */
+    Narrowed *narrowed_names; /* `view_wide`: feature i's place in `narrowed` and hash */
+    Py_ssize_t narrowed_names_cap;
     Py_ssize_t *token_slots; /* `char_ngrams`' table of the tokens met: index + 1, 0 for an empty slot */
     Py_ssize_t token_slots_cap, token_slots_size; /* allocated; the current table's (a power of two) */
 } Work;
@@ -1370,6 +1380,16 @@ table_clear(NameTable *table)
     memset(table, 0, sizeof(*table));
 }
 
+/* Empties a table, its room kept. */
+static void
+table_empty(NameTable *table)
+{
+    if (table->slots != NULL)
+        memset(table->tags, 0, table->mask + 1);
+    table->count = 0;
+    table->arena.len = 0;
+}
+
 /* ---- NewNames: a batch's names the vocabulary lacks, made into strs only when read ------------
  *
  * Most of them are never learned (only learned events add theirs to the vocabulary), so a batch
@@ -1886,6 +1906,10 @@ typedef struct {
     Py_ssize_t synced; /* bound[:synced] is indexed */
     NameTable table;
     int busy; /* a call is using it (another thread may call while a callback runs) */
+    /* kept from the last call of its view for the next (fresh memory costs a page fault a page):
+     * its table of the batch's absent names, emptied, and how many names it looked up */
+    NameTable spare_fresh;
+    Py_ssize_t names_hint, unknown_hint, unknown_bytes_hint;
 } NameIndex;
 
 /* Records the column of a one-byte name (its `bytes`, hashed) found in the index, else its rank
@@ -1945,6 +1969,7 @@ static void
 name_index_dealloc(NameIndex *index)
 {
     index_clear(index);
+    table_clear(&index->spare_fresh);
     Py_TYPE(index)->tp_free((PyObject *)index);
 }
 
@@ -1986,16 +2011,21 @@ work_free(Work *w)
     PyMem_RawFree(w->features.items);
     PyMem_RawFree(w->slots);
     PyMem_RawFree(w->hashes);
+    PyMem_RawFree(w->narrowed.data);
+    PyMem_RawFree(w->narrowed_names);
     PyMem_RawFree(w->token_slots);
 }
 
-/* The scratch buffers of a call that ended, kept for the next one: memory fresh from the system
+/* The scratch buffers of calls that ended, kept for the next ones: memory fresh from the system
  * costs a page fault a page, which for a long text was most of its featurising (3x the time of
- * warm buffers on a text of 768,000 characters). A call takes them when it starts and gives them
- * back when it ends, both with the GIL held; a call that finds none (another holds them) makes
- * its own. At most SPARE_BYTES are kept, else they are freed. */
-static Work spare;
-static int spare_held;
+ * warm buffers on a text of 768,000 characters). A call takes a set when it starts and gives it
+ * back when it ends, both with the GIL held; a call that finds none (others hold them) makes its
+ * own. SPARE_SETS are kept, one for each thread that featurises at once (the learner's and its
+ * helper's: with one set, one of them met fresh memory every batch), each of at most
+ * SPARE_BYTES, else it is freed. */
+#define SPARE_SETS 2
+static Work spares[SPARE_SETS];
+static int spares_held;
 #define SPARE_BYTES ((size_t)64 << 20)
 
 /* The buffers' sizes in bytes, of those kept. */
@@ -2006,16 +2036,17 @@ work_bytes(const Work *w)
            sizeof(Span) * (size_t)(w->tokens.cap + w->domains.cap + w->subject_features.cap + w->features.cap +
                                    w->head_tokens.cap + w->head_domains.cap) +
            sizeof(Special) * (size_t)w->specials.cap +
-           sizeof(Py_ssize_t) * (size_t)(w->n_slots + w->token_slots_cap) + sizeof(uint64_t) * (size_t)w->hashes_cap;
+           sizeof(Py_ssize_t) * (size_t)(w->n_slots + w->token_slots_cap) + sizeof(uint64_t) * (size_t)w->hashes_cap +
+           (size_t)w->narrowed.cap + sizeof(Narrowed) * (size_t)w->narrowed_names_cap;
 }
 
 /* A zeroed Work's buffers: the spare ones when they are there (empty, their room kept). */
 static void
 work_take_spare(Work *w)
 {
-    if (!spare_held)
+    if (spares_held == 0)
         return;
-    spare_held = 0;
+    Work spare = spares[--spares_held];
     w->arena.data = spare.arena.data, w->arena.cap = spare.arena.cap;
     w->padded.data = spare.padded.data, w->padded.cap = spare.padded.cap;
     w->wide.data = spare.wide.data, w->wide.cap = spare.wide.cap;
@@ -2030,26 +2061,93 @@ work_take_spare(Work *w)
     w->slots = spare.slots, w->n_slots = spare.n_slots;
     w->hashes = spare.hashes, w->hashes_cap = spare.hashes_cap;
     w->token_slots = spare.token_slots, w->token_slots_cap = spare.token_slots_cap;
-    memset(&spare, 0, sizeof(spare));
+    w->narrowed.data = spare.narrowed.data, w->narrowed.cap = spare.narrowed.cap;
+    w->narrowed_names = spare.narrowed_names, w->narrowed_names_cap = spare.narrowed_names_cap;
+    memset(&spares[spares_held], 0, sizeof(Work));
 }
 
 /* The end of a call: its buffers become the spare ones, or are freed. */
 static void
 work_end(Work *w)
 {
-    if (spare_held || work_bytes(w) > SPARE_BYTES) {
+    if (spares_held == SPARE_SETS || work_bytes(w) > SPARE_BYTES) {
         work_free(w);
         return;
     }
-    spare = *w; /* (only the buffers and their room are read of it) */
-    spare_held = 1;
+    spares[spares_held++] = *w; /* (only the buffers and their room are read of it) */
+}
+
+/* ---- Int64s: a list of int64 handed to Python as it is, without a copy --------------------------
+ *
+ * A writable buffer of native int64 (numpy.frombuffer reads it as a bytearray of them): what a
+ * call made, whose copy into a bytearray was a second pass over fresh memory. */
+
+typedef struct {
+    PyObject_HEAD
+    int64_t *items; /* PyMem_Raw's, owned; NULL when empty */
+    Py_ssize_t len;
+} Int64s;
+
+static void
+int64s_dealloc(Int64s *self)
+{
+    PyMem_RawFree(self->items);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+int64s_getbuffer(Int64s *self, Py_buffer *view, int flags)
+{
+    static int64_t none[1];
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->items ? (void *)self->items : (void *)none,
+                             self->len * (Py_ssize_t)sizeof(int64_t), 0, flags);
+}
+
+static Py_ssize_t
+int64s_length(Int64s *self)
+{
+    return self->len;
 }
 
 static PyObject *
-int_list_to_bytearray(const IntList *list)
+int64s_repr(Int64s *self)
 {
-    return PyByteArray_FromStringAndSize(list->items ? (const char *)list->items : "",
-                                         list->len * (Py_ssize_t)sizeof(int64_t));
+    return PyUnicode_FromFormat("<Int64s of %zd>", self->len);
+}
+
+static PyBufferProcs int64s_as_buffer = {.bf_getbuffer = (getbufferproc)int64s_getbuffer};
+static PySequenceMethods int64s_as_sequence = {.sq_length = (lenfunc)int64s_length};
+
+static PyTypeObject Int64sType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stream_nb.features._native.Int64s",
+    .tp_basicsize = sizeof(Int64s),
+    .tp_dealloc = (destructor)int64s_dealloc,
+    .tp_repr = (reprfunc)int64s_repr,
+    .tp_as_buffer = &int64s_as_buffer,
+    .tp_as_sequence = &int64s_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "int64 values made by a call, as a writable buffer of native int64 (numpy.frombuffer); "
+              "len() is their number.",
+};
+
+/* The list's items as an Int64s, which takes them (the list is left empty). */
+static PyObject *
+int_list_give(IntList *list)
+{
+    Int64s *made = PyObject_New(Int64s, &Int64sType);
+    if (made == NULL)
+        return NULL;
+    if (list->items != NULL && list->cap - list->len > list->len / 8) { /* (the room beyond is given back) */
+        int64_t *kept = PyMem_RawRealloc(list->items, (size_t)(list->len ? list->len : 1) * sizeof(int64_t));
+        if (kept != NULL)
+            list->items = kept;
+    }
+    made->items = list->items;
+    made->len = list->len;
+    list->items = NULL;
+    list->len = list->cap = 0;
+    return (PyObject *)made;
 }
 
 /* Whether the name of `len` bytes at `bytes`, whose name_hash is `hash`, is one of w->features
@@ -2222,9 +2320,48 @@ typedef struct {
     int shared; /* a text's extra names met its own (binary): the batch's names may repeat */
 } View;
 
-/* `featurize`'s look-up arguments, checked, into `view`; the index is taken (busy) when usable. */
+/* The code points of the strs of `texts` (a list). */
+static Py_ssize_t
+texts_points(PyObject *texts)
+{
+    Py_ssize_t points = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) {
+        PyObject *text = PyList_GET_ITEM(texts, t);
+        if (PyUnicode_Check(text) && PyUnicode_IS_READY(text) && points < PY_SSIZE_T_MAX - PyUnicode_GET_LENGTH(text))
+            points += PyUnicode_GET_LENGTH(text);
+    }
+    return points;
+}
+
+/* Room in a view's lists for as many names as its index's last call looked up, and an eighth
+ * more (or, at a first call, one a code point of the texts, `text_points`, up to 2^24: room not
+ * written to costs no memory), so that they are not grown by doubling, each step a copy into
+ * fresh memory (a page fault a page); the absent names' list likewise. */
 static int
-view_open(View *view, PyObject *column_of, int number_unknown, PyObject *index_arg, PyObject *by_column)
+view_reserve(View *view, Py_ssize_t text_points)
+{
+    NameIndex *index = view->index;
+    Py_ssize_t room = index->names_hint ? index->names_hint + index->names_hint / 8
+                                        : (text_points < ((Py_ssize_t)1 << 24) ? text_points : (Py_ssize_t)1 << 24);
+    if (grow((void **)&view->lookups.columns.items, &view->lookups.columns.cap, room, sizeof(int64_t)) < 0 ||
+        grow((void **)&view->lookups.ranks.items, &view->lookups.ranks.cap, room, sizeof(int64_t)) < 0)
+        return -1;
+    NewNames *unknown = view->lookups.unknown;
+    if (unknown == NULL)
+        return 0;
+    if (grow((void **)&unknown->entries, &unknown->cap, index->unknown_hint + index->unknown_hint / 8,
+             sizeof(*unknown->entries)) < 0 ||
+        grow((void **)&unknown->bytes.data, &unknown->bytes.cap,
+             index->unknown_bytes_hint + index->unknown_bytes_hint / 8, 1) < 0)
+        return -1;
+    return 0;
+}
+
+/* `featurize`'s look-up arguments, checked, into `view`; the index is taken (busy) when usable.
+ * `text_points`: the texts' code points (view_reserve). */
+static int
+view_open(View *view, PyObject *column_of, int number_unknown, PyObject *index_arg, PyObject *by_column,
+          Py_ssize_t text_points)
 {
     PyObject *complete = NULL;
     if (column_of == Py_None)
@@ -2249,8 +2386,12 @@ view_open(View *view, PyObject *column_of, int number_unknown, PyObject *index_a
         if (usable < 0)
             return -1;
         if (usable) {
-            view->index = (NameIndex *)index_arg;
-            view->index->busy = 1;
+            NameIndex *index = (NameIndex *)index_arg;
+            view->index = index;
+            index->busy = 1;
+            view->lookups.fresh = index->spare_fresh;
+            memset(&index->spare_fresh, 0, sizeof(NameTable));
+            table_empty(&view->lookups.fresh);
         }
     }
     if (view->index != NULL)
@@ -2265,14 +2406,18 @@ view_open(View *view, PyObject *column_of, int number_unknown, PyObject *index_a
     if (column_of != NULL && number_unknown &&
         ((view->lookups.unknown = new_names_create(NULL)) == NULL || (view->lookups.fresh_others = PyDict_New()) == NULL))
         return -1;
-    return 0;
+    return view->index != NULL ? view_reserve(view, text_points) : 0;
 }
 
 static void
 view_close(View *view)
 {
-    if (view->index != NULL)
+    if (view->index != NULL) {
         view->index->busy = 0;
+        table_clear(&view->index->spare_fresh);
+        view->index->spare_fresh = view->lookups.fresh;
+        memset(&view->lookups.fresh, 0, sizeof(NameTable));
+    }
     Py_XDECREF(view->names);
     Py_XDECREF(view->lookups.unknown);
     Py_XDECREF(view->lookups.fresh_others);
@@ -2361,30 +2506,52 @@ view_native(View *view, Work *w, PyObject *text_extra, int plain)
  * w->wide), then its extra names; for a view with an index, whose names are not listed. A name
  * whose code points are all below 256 is the one-byte str of those bytes: looked up in the
  * index as `view_native` looks up its own, without making the str; any other in the dict, by
- * its str (the index holds no such name). */
+ * its str (the index holds no such name). Every one-byte name is narrowed and hashed first and
+ * its slots asked for, so that the text's cache misses overlap, as in `view_native`. */
 static int
 view_wide(View *view, Work *w, PyObject *text_extra)
 {
     if (view->g.binary && deduplicate_spans(w, (const char *)w->wide.data, sizeof(Py_UCS4)) < 0)
         return FAILED;
     NameIndex *index = view->index;
-    for (Py_ssize_t i = 0; i < w->features.len; i++) {
+    Py_ssize_t count = w->features.len, total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) /* (each span lies in w->wide: no overflow before the allocator refuses) */
+        total += w->features.items[i].len;
+    if (grow((void **)&w->narrowed.data, &w->narrowed.cap, total, 1) < 0 ||
+        grow((void **)&w->narrowed_names, &w->narrowed_names_cap, count, sizeof(Narrowed)) < 0)
+        return FAILED;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
         Span feature = w->features.items[i];
         const Py_UCS4 *points = w->wide.data + feature.start;
+        char *bytes = w->narrowed.data + at;
         Py_UCS4 bits = 0; /* every code point's bits: below 256 when each one is */
-        for (Py_ssize_t k = 0; k < feature.len; k++)
+        for (Py_ssize_t k = 0; k < feature.len; k++) {
             bits |= points[k];
+            bytes[k] = (char)points[k];
+        }
+        Narrowed *name = &w->narrowed_names[i];
         if (bits > 0xFF) {
-            if (emit_made(PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, points, feature.len), view) < 0)
+            name->at = -1;
+            continue;
+        }
+        name->at = at;
+        name->hash = name_hash(bytes, feature.len);
+        table_prefetch(&index->table, name->hash);
+        if (view->lookups.unknown != NULL)
+            table_prefetch(&view->lookups.fresh, name->hash);
+        at += feature.len;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Span feature = w->features.items[i];
+        Narrowed name = w->narrowed_names[i];
+        if (name.at < 0) {
+            if (emit_made(PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, w->wide.data + feature.start, feature.len),
+                          view) < 0)
                 return FAILED;
             continue;
         }
-        if (grow((void **)&w->padded.data, &w->padded.cap, feature.len + 1, 1) < 0)
-            return FAILED;
-        char *bytes = w->padded.data;
-        for (Py_ssize_t k = 0; k < feature.len; k++)
-            bytes[k] = (char)points[k];
-        if (record_indexed(index, &view->lookups, NULL, bytes, feature.len, name_hash(bytes, feature.len)) < 0)
+        if (record_indexed(index, &view->lookups, NULL, w->narrowed.data + name.at, feature.len, name.hash) < 0)
             return FAILED;
     }
     return view_extra_and_length(view, w, text_extra, OWN_WIDE);
@@ -2425,12 +2592,18 @@ view_listed(View *view, Work *w, PyObject *listed, PyObject *listed_set, PyObjec
 static PyObject *
 view_result(View *view)
 {
-    PyObject *length_bytes = int_list_to_bytearray(&view->lengths);
+    if (view->index != NULL) {
+        NewNames *unknown = view->lookups.unknown;
+        view->index->names_hint = view->lookups.columns.len;
+        view->index->unknown_hint = unknown ? unknown->len : 0;
+        view->index->unknown_bytes_hint = unknown && unknown->len ? unknown->entries[unknown->len - 1].end : 0;
+    }
+    PyObject *length_bytes = int_list_give(&view->lengths);
     PyObject *column_bytes = NULL, *rank_bytes = NULL, *unknown = NULL, *result = NULL;
     if (view->lookups.column_of != NULL) {
-        column_bytes = int_list_to_bytearray(&view->lookups.columns);
+        column_bytes = int_list_give(&view->lookups.columns);
         if (view->number_unknown) {
-            rank_bytes = int_list_to_bytearray(&view->lookups.ranks);
+            rank_bytes = int_list_give(&view->lookups.ranks);
             unknown = Py_NewRef((PyObject *)view->lookups.unknown);
         }
         else {
@@ -2618,7 +2791,7 @@ PyDoc_STRVAR(featurize_doc,
 "featurize(texts, plan, spans, fallback, column_of, number_unknown=True, index=None, by_column=None,\n"
 "          extra=None) -> (names, lengths, columns, ranks, unknown, distinct)\n\n"
 "The feature names of every text of the list `texts`, concatenated, with each text's number of\n"
-"names in `lengths` (a bytearray of native int64). `plan` is TextFeaturizer._native_plan;\n"
+"names in `lengths` (an Int64s: a buffer of native int64). `plan` is TextFeaturizer._native_plan;\n"
 "`spans(segment)` gives the special spans of a lowered wide segment; `fallback(text)` is the Python\n"
 "feature list, used for a str subclass (every exact str is made here). With `column_of` (a dict name ->\n"
 "column), `columns` holds each name's column, -1 where absent, `ranks` each absent name's rank\n"
@@ -2653,7 +2826,7 @@ featurize(PyObject *module, PyObject *args)
     w.spans = spans;
     view.fallback = fallback;
     PyObject *result = NULL;
-    if (view_open(&view, column_of, number_unknown, index_arg, by_column) == 0 &&
+    if (view_open(&view, column_of, number_unknown, index_arg, by_column, texts_points(texts)) == 0 &&
         featurize_texts(&w, texts, extra, &view, 1) == 0)
         result = view_result(&view);
     view_close(&view);
@@ -2688,7 +2861,7 @@ featurize_views(PyObject *module, PyObject *args)
     PyObject *held = PyList_AsTuple(views_arg), *result = NULL;
     if (held == NULL)
         return NULL;
-    Py_ssize_t k = PyTuple_GET_SIZE(held), opened = 0;
+    Py_ssize_t k = PyTuple_GET_SIZE(held), opened = 0, points = texts_points(texts);
     View *views = PyMem_RawCalloc((size_t)k, sizeof(View));
     Work w, other;
     memset(&w, 0, sizeof(w));
@@ -2720,7 +2893,7 @@ featurize_views(PyObject *module, PyObject *args)
             w.spans = spans;
         views[v].fallback = fallback;
         opened = v + 1;
-        if (view_open(&views[v], column_of, number_unknown, index_arg, by_column) < 0)
+        if (view_open(&views[v], column_of, number_unknown, index_arg, by_column, points) < 0)
             goto done;
     }
     if (featurize_texts(&w, texts, extra, views, k) < 0 || (result = PyList_New(k)) == NULL)
@@ -3049,7 +3222,7 @@ native_exec(PyObject *module)
     if (url_kind == NULL && ((url_kind = PyUnicode_InternFromString("url")) == NULL ||
                              (email_kind = PyUnicode_InternFromString("email")) == NULL))
         return -1;
-    if (PyType_Ready(&NameIndexType) < 0 || PyType_Ready(&NewNamesType) < 0 ||
+    if (PyType_Ready(&NameIndexType) < 0 || PyType_Ready(&NewNamesType) < 0 || PyType_Ready(&Int64sType) < 0 ||
         PyModule_AddObjectRef(module, "NewNames", (PyObject *)&NewNamesType) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "NameIndex", (PyObject *)&NameIndexType);
