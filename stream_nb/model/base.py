@@ -451,7 +451,8 @@ def _batch_mass(batch) -> float:
     weights = batch.weight[batch.labeled]
     if not len(weights):
         return 0.0
-    return float(np.abs(batch.value).sum() + len(weights)) * float(weights.max())
+    values = len(batch.value) if batch.unit_values else np.abs(batch.value).sum()  # (ones: their number, unread)
+    return float(values + len(weights)) * float(weights.max())
 
 
 def log_prior_of(counts: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
