@@ -182,21 +182,29 @@ def _read_directory(root: Path, folders: dict[str, str], skipped: Counter) -> It
             return
         names = {entry.name for entry in entries}
         maildir = "cur" in names and "new" in names
+        label_here = _label_of((root_name, *parts, ""), folders)  # (a file's own name adds none unless an mbox)
+        prefix = "".join(part + "/" for part in parts)
         for entry in entries:
-            if entry.name.startswith(".") and not entry.is_dir(follow_symlinks=False):
+            name = entry.name
+            if name.startswith(".") and not entry.is_dir(follow_symlinks=False):
                 continue  # .DS_Store, Dovecot's and Courier's own files
             if entry.is_dir():
-                if not (maildir and entry.name == "tmp"):
-                    yield from walk(Path(entry.path), (*parts, entry.name))
+                if not (maildir and name == "tmp"):
+                    yield from walk(Path(entry.path), (*parts, name))
                 continue
-            relative = "/".join((*parts, entry.name))
-            label = _label_of((root_name, *parts, Path(entry.name).stem if _is_mbox_name(entry.name) else ""),
-                              folders)
+            relative = prefix + name
             try:
-                with open(entry.path, "rb") as handle:
-                    yield from _messages_of_file(handle, entry.name, relative, label, skipped)
+                if _is_mbox_name(name):
+                    label = _label_of((root_name, *parts, Path(name).stem), folders)
+                    with open(entry.path, "rb") as handle:
+                        yield from _messages_of_file(handle, name, relative, label, skipped)
+                    continue
+                with open(entry.path, "rb", buffering=0) as handle:  # (read whole: no buffer to fill first)
+                    data = handle.read()
             except OSError as error:
                 _skip(skipped, UNREADABLE_FILE, f"{relative}: {error.strerror or error}")
+                continue
+            yield from _messages_of_data(data, relative, label_here, skipped)
 
     root_name = root.resolve().name
     yield from walk(root, ())
