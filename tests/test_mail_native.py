@@ -452,3 +452,63 @@ def test_an_answer_of_the_wrong_shape_is_refused():
         assert outcomes[0] == outcomes[1], (answer, count)
         refused += outcomes[0] is ValueError
     assert refused == len(broken_answers())
+
+
+ID_FIELD_NAMES = [b"Message-ID", b"message-id", b"MESSAGE-ID", b"Message-Id", b"Message-IDx", b"X-Message-ID",
+                  b" Message-ID", b"Message-I", b"Message_ID", b"Me\xc3\x9fsage-ID"]
+ID_VALUE_PIECES = [b"<", b">", b"@", b"a", b"B.COM", b"Local.Part", b" ", b"\t", b"\x1c", b"\x0b", b"\x0c", b"\r",
+                   b"\x85", b"\xc2\xa0", b"\xc3\xa9", b"\xff", b"\x00", b"<a@b>", b"<>", b"x" * 250, b"@EXAMPLE.org"]
+
+
+def generated_id_messages(seed: int, count: int) -> list[bytes]:
+    """Messages whose header blocks hold Message-ID fields and look-alikes in every case, with
+    blanks before the colon or none, folded values (CRLF or LF), brackets in any order, ASCII and
+    Unicode white space, bytes beyond ASCII, ids about MAX_ID_CHARS long, and blank lines of
+    every kind, some before the field (which is then in the body)."""
+    rng = random.Random(seed)
+    messages = []
+    for _ in range(count):
+        eol = rng.choice([b"\n", b"\r\n"])
+        lines = []
+        for _ in range(rng.randint(0, 5)):
+            if rng.random() < 0.6:
+                value = b"".join(rng.choice(ID_VALUE_PIECES) for _ in range(rng.randint(0, 6)))
+                line = (rng.choice(ID_FIELD_NAMES) + rng.choice([b"", b" ", b"\t", b" \t "]) +
+                        rng.choice([b":", b":", b"", b" :"]) + value)
+                while rng.random() < 0.3:  # a folded line, or one that looks like it
+                    line += rng.choice([eol, b"\n", b"\r\n"]) + rng.choice([b" ", b"\t", b"", b"X: "]) + \
+                        b"".join(rng.choice(ID_VALUE_PIECES) for _ in range(rng.randint(0, 3)))
+            else:
+                line = rng.choice([b"Subject: hi", b"From: a@b.c", b"Received: from x", b"message-id"])
+            lines.append(line)
+        blank = rng.choice([eol, b"\n", b"\r\n", b"\r\r\n"])
+        if lines and rng.random() < 0.3:
+            lines.insert(rng.randrange(len(lines)), blank.rstrip(b"\n"))  # a blank line among the fields
+        body = rng.choice([b"", b"body", b"Message-ID: <in@body>" + eol])
+        messages.append(eol.join(lines) + eol + blank + body)
+    return messages
+
+
+def test_message_ids_read_in_c_are_the_definition_s():
+    """`_native.message_id` against identity.py's definition on generated messages and the
+    SpamAssassin 2003 corpus: the same id or None wherever it answers, False (the definition
+    then reads it) only for a value beyond ASCII or an id longer than MAX_ID_CHARS; and
+    message_id_of, which asks it first, gives the definition's id for every message."""
+    from stream_nb.mail import _native, identity
+
+    require_extension(_native, "stream_nb.mail._native")
+    messages = generated_id_messages(seed=61, count=6_000) + corpus_sample(
+        [data for _, data in load_spamassassin_2003()])
+    outcomes = Counter()
+    for data in messages:
+        expected = identity._message_id_of(data)
+        answer = _native.message_id(data)
+        if answer is False:
+            value = identity._first_field(data, identity._FIELD, b"message-id")
+            assert value is not None and (not value.isascii() or expected.startswith("msgid-sha256:")), data
+            outcomes["asked the definition"] += 1
+        else:
+            assert answer == expected, data
+            outcomes["none" if answer is None else "id"] += 1
+        assert identity.message_id_of(data) == expected
+    assert min(outcomes.values()) > 200 and len(outcomes) == 3, outcomes

@@ -10,7 +10,7 @@ lines unfolded), the first ``<...>`` of its value (the whole value without brack
 removed, the part after the last "@" lower-cased (a domain is case-insensitive, the local part
 is not: RFC 5322 3.6.4), without the angle brackets. A value longer than MAX_ID_CHARS (a hostile
 header) is named by its digest: "msgid-sha256:" + 16 hex digits of its normalised text.
-Pure functions over bytes.
+Pure functions over bytes (the hot one also in C: stream_nb.mail._native).
 """
 
 from __future__ import annotations
@@ -18,6 +18,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+
+from stream_nb.native import native_allowed
+
+try:
+    from stream_nb.mail import _native
+except ImportError:  # (not built: the definition runs)
+    _native = None
 
 __all__ = ["MAX_ID_CHARS", "mail_id", "mailbox_of", "message_id_of"]
 
@@ -86,7 +93,17 @@ def mailbox_of(data: bytes, header: str) -> str | None:
 
 
 def message_id_of(data: bytes) -> str | None:
-    """The normalised Message-ID of the message `data` (see the module doc), or None."""
+    """The normalised Message-ID of the message `data` (see the module doc), or None. The C
+    extension reads a value of ASCII (`_native.message_id`); the definition, any other."""
+    if _native is not None and native_allowed():
+        found = _native.message_id(data)
+        if found is not False:
+            return found
+    return _message_id_of(data)
+
+
+def _message_id_of(data: bytes) -> str | None:
+    """`message_id_of`'s definition."""
     value = _first_field(data, _FIELD, b"message-id")
     if value is None:
         return None
