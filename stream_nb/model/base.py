@@ -431,6 +431,26 @@ class NotLearned(ValueError):
     """Taking back what the model never learned, or more than it holds. Nothing was changed."""
 
 
+# The ones of batches without values, shared: a view of this read-only array. A fresh array of
+# a million ones a view's batch met a page fault a page (15 ms of a replay's learner thread);
+# batches beyond UNIT_VALUES_KEPT names get an array of their own (read-only alike).
+UNIT_VALUES_KEPT = 1 << 22
+_unit_values = np.ones(0)
+_unit_values.flags.writeable = False
+
+
+def unit_values(n: int) -> np.ndarray:
+    """n ones (float64), read-only."""
+    global _unit_values
+    ones = _unit_values
+    if len(ones) < n:
+        ones = np.ones(n if n > UNIT_VALUES_KEPT else min(max(n, 2 * len(ones)), UNIT_VALUES_KEPT))
+        ones.flags.writeable = False
+        if n <= UNIT_VALUES_KEPT:
+            _unit_values = ones
+    return ones[:n]
+
+
 def decayed_alone(amounts: np.ndarray, factors: list[float]) -> np.ndarray:
     """What `decay` leaves of contributions decayed alone, step by step on the grid:
 
@@ -601,7 +621,7 @@ class NaiveBayes(river_base.Classifier):
             if len(names) != int(lengths.sum()):
                 raise ValueError(f"SparseBatch has {len(names)} names but its lengths add up to {int(lengths.sum())}")
             if X.values is None:
-                value = np.ones(len(names))
+                value = unit_values(len(names))
             else:
                 value = np.asarray(X.values, dtype=np.float64)
                 if value.shape != (len(names),):
