@@ -1236,6 +1236,61 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(filled_columns_doc,
+"filled_columns(columns, ranks, size) -> (filled, missing, largest)\n\n"
+"A batch's columns with each absent name's column given, base.py's\n\n"
+"    missing = flatnonzero(columns < 0)\n"
+"    filled = columns.copy(); filled[missing] = size + ranks[missing]\n\n"
+"in one pass: `filled` as int64 bytes, how many columns were missing, and the largest of their\n"
+"ranks (-1: none). columns, ranks: int64 arrays of the batch's occurrences, ranks[i] >= 0\n"
+"wherever columns[i] < 0 (ValueError otherwise).");
+
+static PyObject *
+filled_columns(PyObject *module, PyObject *args)
+{
+    Py_buffer columns, ranks;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*y*n:filled_columns", &columns, &ranks, &size))
+        return NULL;
+    PyObject *filled = NULL, *result = NULL;
+    const Py_ssize_t m = columns.len / 8;
+    if (check_size(&columns, "columns", 8, m) < 0 || check_size(&ranks, "ranks", 8, m) < 0)
+        goto done;
+    if (size < 0) {
+        PyErr_Format(PyExc_ValueError, "filled_columns: size %zd", size);
+        goto done;
+    }
+    if ((filled = PyBytes_FromStringAndSize(NULL, columns.len)) == NULL)
+        goto done;
+    const int64_t *column_of = columns.buf, *rank_of = ranks.buf;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(filled), largest = -1;
+    Py_ssize_t missing = 0;
+    for (Py_ssize_t o = 0; o < m; o++) {
+        const int64_t c = column_of[o];
+        if (c >= 0) {
+            out[o] = c;
+            continue;
+        }
+        const int64_t r = rank_of[o];
+        if (r < 0 || r > INT64_MAX - (int64_t)size) {
+            PyErr_Format(PyExc_ValueError, "filled_columns: occurrence %zd is missing with rank %lld", o, (long long)r);
+            Py_CLEAR(filled);
+            goto done;
+        }
+        out[o] = (int64_t)size + r;
+        missing++;
+        if (r > largest)
+            largest = r;
+    }
+    result = Py_BuildValue("(NnL)", filled, missing, (long long)largest);
+    filled = NULL;
+done:
+    Py_XDECREF(filled);
+    PyBuffer_Release(&columns);
+    PyBuffer_Release(&ranks);
+    return result;
+}
+
 static PyMethodDef kernel_methods[] = {
     {"settle", settle, METH_VARARGS, settle_doc},
     {"clues", clues, METH_VARARGS, clues_doc},
@@ -1244,6 +1299,7 @@ static PyMethodDef kernel_methods[] = {
     {"number_pairs", number_pairs, METH_VARARGS, number_pairs_doc},
     {"name_facts", name_facts, METH_VARARGS, name_facts_doc},
     {"learned_new_rows", learned_new_rows, METH_VARARGS, learned_new_rows_doc},
+    {"filled_columns", filled_columns, METH_VARARGS, filled_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 
