@@ -2080,18 +2080,93 @@ work_end(Work *w)
 /* ---- Int64s: a list of int64 handed to Python as it is, without a copy --------------------------
  *
  * A writable buffer of native int64 (numpy.frombuffer reads it as a bytearray of them): what a
- * call made, whose copy into a bytearray was a second pass over fresh memory. */
+ * call made, whose copy into a bytearray was a second pass over fresh memory. A large one's
+ * block goes back to the pool below when Python frees it. */
 
 typedef struct {
     PyObject_HEAD
     int64_t *items; /* PyMem_Raw's, owned; NULL when empty */
-    Py_ssize_t len;
+    Py_ssize_t len, cap;
 } Int64s;
+
+/* ---- the pool of the large blocks the calls hand to Python as Int64s -----------------------------
+ *
+ * A batch's columns and ranks (8 MB for a million names) were fresh memory at every call, a page
+ * fault a page: an Int64s freed gives its block back here, and the next call's lists take it
+ * (the smallest that fits), its pages already there. Blocks of fewer than POOL_MIN_ITEMS are not
+ * kept; at most POOL_BLOCKS blocks and POOL_BYTES in all are (the smallest go first). The GIL
+ * guards the pool: blocks are taken and given back with it held. */
+
+#define POOL_BLOCKS 8
+#define POOL_MIN_ITEMS ((Py_ssize_t)1 << 14)
+#define POOL_BYTES ((size_t)128 << 20)
+
+typedef struct {
+    int64_t *items;
+    Py_ssize_t cap;
+} Block;
+
+static Block pool[POOL_BLOCKS];
+static int pool_count;
+static size_t pool_bytes;
+
+static void
+pool_remove(int at)
+{
+    pool_bytes -= (size_t)pool[at].cap * sizeof(int64_t);
+    pool[at] = pool[--pool_count];
+}
+
+/* Gives a block (room for `cap` int64) back to the pool, or frees it. */
+static void
+pool_give(int64_t *items, Py_ssize_t cap)
+{
+    size_t bytes = (size_t)cap * sizeof(int64_t);
+    if (items == NULL || cap < POOL_MIN_ITEMS || bytes > POOL_BYTES) {
+        PyMem_RawFree(items);
+        return;
+    }
+    while (pool_count == POOL_BLOCKS || pool_bytes + bytes > POOL_BYTES) {
+        int smallest = 0;
+        for (int i = 1; i < pool_count; i++)
+            if (pool[i].cap < pool[smallest].cap)
+                smallest = i;
+        if (pool[smallest].cap >= cap) { /* (this block is the smallest: it goes) */
+            PyMem_RawFree(items);
+            return;
+        }
+        PyMem_RawFree(pool[smallest].items);
+        pool_remove(smallest);
+    }
+    pool[pool_count].items = items;
+    pool[pool_count].cap = cap;
+    pool_count++;
+    pool_bytes += bytes;
+}
+
+/* Room for `room` items in an empty list: a block of the pool when one fits, else grown. */
+static int
+int_list_reserve(IntList *list, Py_ssize_t room)
+{
+    if (list->items == NULL && room >= POOL_MIN_ITEMS) {
+        int best = -1;
+        for (int i = 0; i < pool_count; i++)
+            if (pool[i].cap >= room && (best < 0 || pool[i].cap < pool[best].cap))
+                best = i;
+        if (best >= 0) {
+            list->items = pool[best].items;
+            list->cap = pool[best].cap;
+            pool_remove(best);
+            return 0;
+        }
+    }
+    return grow((void **)&list->items, &list->cap, room, sizeof(int64_t));
+}
 
 static void
 int64s_dealloc(Int64s *self)
 {
-    PyMem_RawFree(self->items);
+    pool_give(self->items, self->cap);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -2131,23 +2206,28 @@ static PyTypeObject Int64sType = {
               "len() is their number.",
 };
 
-/* The list's items as an Int64s, which takes them (the list is left empty). */
+/* The list's items as an Int64s, which takes them, its room with them (the list is left empty). */
 static PyObject *
 int_list_give(IntList *list)
 {
     Int64s *made = PyObject_New(Int64s, &Int64sType);
     if (made == NULL)
         return NULL;
-    if (list->items != NULL && list->cap - list->len > list->len / 8) { /* (the room beyond is given back) */
-        int64_t *kept = PyMem_RawRealloc(list->items, (size_t)(list->len ? list->len : 1) * sizeof(int64_t));
-        if (kept != NULL)
-            list->items = kept;
-    }
     made->items = list->items;
     made->len = list->len;
+    made->cap = list->cap;
     list->items = NULL;
     list->len = list->cap = 0;
     return (PyObject *)made;
+}
+
+/* (an IntList that no Int64s took: its block goes to the pool too) */
+static void
+int_list_drop(IntList *list)
+{
+    pool_give(list->items, list->cap);
+    list->items = NULL;
+    list->len = list->cap = 0;
 }
 
 /* Whether the name of `len` bytes at `bytes`, whose name_hash is `hash`, is one of w->features
@@ -2334,17 +2414,17 @@ texts_points(PyObject *texts)
 }
 
 /* Room in a view's lists for as many names as its index's last call looked up, and an eighth
- * more (or, at a first call, one a code point of the texts, `text_points`, up to 2^24: room not
- * written to costs no memory), so that they are not grown by doubling, each step a copy into
+ * more (or, at a first call, two a code point of the texts, `text_points`, up to 2^24: a view of
+ * words and character n-grams has more names than code points; room not written to costs no
+ * memory), so that they are not grown by doubling, each step a copy into
  * fresh memory (a page fault a page); the absent names' list likewise. */
 static int
 view_reserve(View *view, Py_ssize_t text_points)
 {
     NameIndex *index = view->index;
     Py_ssize_t room = index->names_hint ? index->names_hint + index->names_hint / 8
-                                        : (text_points < ((Py_ssize_t)1 << 24) ? text_points : (Py_ssize_t)1 << 24);
-    if (grow((void **)&view->lookups.columns.items, &view->lookups.columns.cap, room, sizeof(int64_t)) < 0 ||
-        grow((void **)&view->lookups.ranks.items, &view->lookups.ranks.cap, room, sizeof(int64_t)) < 0)
+                                        : (text_points < ((Py_ssize_t)1 << 23) ? 2 * text_points : (Py_ssize_t)1 << 24);
+    if (int_list_reserve(&view->lookups.columns, room) < 0 || int_list_reserve(&view->lookups.ranks, room) < 0)
         return -1;
     NewNames *unknown = view->lookups.unknown;
     if (unknown == NULL)
@@ -2423,8 +2503,8 @@ view_close(View *view)
     Py_XDECREF(view->lookups.fresh_others);
     table_clear(&view->lookups.fresh);
     PyMem_RawFree(view->lengths.items);
-    PyMem_RawFree(view->lookups.columns.items);
-    PyMem_RawFree(view->lookups.ranks.items);
+    int_list_drop(&view->lookups.columns);
+    int_list_drop(&view->lookups.ranks);
 }
 
 /* emit of a name just made (a new reference, or NULL when making it failed), released after. */
