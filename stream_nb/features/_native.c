@@ -1380,6 +1380,13 @@ table_clear(NameTable *table)
     memset(table, 0, sizeof(*table));
 }
 
+/* The memory a table holds. */
+static size_t
+table_bytes(const NameTable *table)
+{
+    return (table->slots ? (table->mask + 1) * (sizeof(TableSlot) + 1) : 0) + (size_t)table->arena.cap;
+}
+
 /* Empties a table, its room kept. */
 static void
 table_empty(NameTable *table)
@@ -1900,6 +1907,8 @@ emit(PyObject *name, PyObject *names, Lookups *lookups)
  * for another list or a shorter one. Names stored more than one byte per character are left out;
  * this module never makes them, so a name it makes that the index lacks is in no column. */
 
+#define SPARE_TABLE_BYTES ((size_t)64 << 20) /* about 1.5 million absent names */
+
 typedef struct {
     PyObject_HEAD
     PyObject *bound; /* the list mirrored (held), or NULL */
@@ -1907,7 +1916,8 @@ typedef struct {
     NameTable table;
     int busy; /* a call is using it (another thread may call while a callback runs) */
     /* kept from the last call of its view for the next (fresh memory costs a page fault a page):
-     * its table of the batch's absent names, emptied, and how many names it looked up */
+     * its table of the batch's absent names, emptied (up to SPARE_TABLE_BYTES), and how many
+     * names it looked up */
     NameTable spare_fresh;
     Py_ssize_t names_hint, unknown_hint, unknown_bytes_hint;
 } NameIndex;
@@ -2495,8 +2505,10 @@ view_close(View *view)
     if (view->index != NULL) {
         view->index->busy = 0;
         table_clear(&view->index->spare_fresh);
-        view->index->spare_fresh = view->lookups.fresh;
-        memset(&view->lookups.fresh, 0, sizeof(NameTable));
+        if (table_bytes(&view->lookups.fresh) <= SPARE_TABLE_BYTES) { /* (a larger one is freed) */
+            view->index->spare_fresh = view->lookups.fresh;
+            memset(&view->lookups.fresh, 0, sizeof(NameTable));
+        }
     }
     Py_XDECREF(view->names);
     Py_XDECREF(view->lookups.unknown);
