@@ -666,54 +666,42 @@ class NaiveBayes(river_base.Classifier):
                       pending: bool = False):
         # Everything is valid: only now may the vocabulary and the class book grow.
         pending_names = None
-        kernel = _native_kernel if _native_kernel is not None and native_allowed() else None
-        if labeled_rows and kernel is not None and sparse and len(labeled_rows) == n and (
-                fresh := X.unknown_in(self._vocabulary)) is not None:
-            # every event is learned and the featuriser numbered the new names: each missing
-            # column is size + its rank, filled in one pass (the numpy path's five below)
+        if labeled_rows:
             self._add_classes([y[i] for i in labeled_rows])
-            size = len(self._vocabulary)
-            filled, missing, largest = kernel.filled_columns(column, fresh[0], size)
-            if missing:
-                column = np.frombuffer(filled, dtype=np.int64)
-                new_names = fresh[1][: largest + 1]
-                if pending:
-                    pending_names = new_names
-                else:
-                    self._vocabulary.add_new(new_names)  # the featuriser's numbering: each name once
-            self._grow_features(len(pending_names) if pending_names else 0)
-        elif labeled_rows:
-            self._add_classes([y[i] for i in labeled_rows])
-            column = column.copy()
-            missing = np.flatnonzero(column < 0)
-            learned_missing = missing
-            if len(missing) and len(labeled_rows) < n:
-                is_labeled = np.zeros(n, dtype=bool)
-                is_labeled[labeled_rows] = True
-                learned_missing = missing[is_labeled[event[missing]]]
+            # every event is learned: the new names in order of first appearance are those the
+            # featuriser numbered, up to the largest rank (a batch's prefix has them all)
             fresh = X.unknown_in(self._vocabulary) if sparse and len(labeled_rows) == n else None
-            if len(learned_missing) and fresh is not None:
-                # every event is learned: the new names in order of first appearance are those
-                # the featuriser numbered, up to the largest rank (a batch's prefix has them all)
-                size = len(self._vocabulary)
-                ranks = fresh[0][missing]
-                new_names = fresh[1][: int(ranks.max()) + 1]
-                if pending:
-                    pending_names = new_names
-                else:
-                    self._vocabulary.add_new(new_names)  # the featuriser's numbering: each name once
-                column[missing] = size + ranks
-            elif len(learned_missing):
-                name_at = names.__getitem__
-                new_names = map(name_at, learned_missing.tolist())  # in order of first appearance
-                if pending:
-                    added = self._vocabulary.number_unknown(new_names)
-                    pending_names = list(added)
-                else:
-                    added = self._vocabulary.add_unknown(new_names)
-                # unlabeled events may name them too (the prefix sums decide when they are known)
-                column[missing] = np.fromiter(map(added.get, map(name_at, missing.tolist()), repeat(-1)),
-                                              dtype=np.int64, count=len(missing))
+            kernel = _native_kernel if _native_kernel is not None and native_allowed() else None
+            if fresh is not None and kernel is not None:
+                # each missing column is size + its rank, filled in one pass (numpy's five below)
+                filled, missing, largest = kernel.filled_columns(column, fresh[0], len(self._vocabulary))
+                if missing:
+                    column = np.frombuffer(filled, dtype=np.int64)
+                    pending_names = self._numbered_names_in(fresh[1][: largest + 1], pending)
+            else:
+                column = column.copy()
+                missing = np.flatnonzero(column < 0)
+                learned_missing = missing
+                if len(missing) and len(labeled_rows) < n:
+                    is_labeled = np.zeros(n, dtype=bool)
+                    is_labeled[labeled_rows] = True
+                    learned_missing = missing[is_labeled[event[missing]]]
+                if len(learned_missing) and fresh is not None:
+                    size = len(self._vocabulary)
+                    ranks = fresh[0][missing]
+                    pending_names = self._numbered_names_in(fresh[1][: int(ranks.max()) + 1], pending)
+                    column[missing] = size + ranks
+                elif len(learned_missing):
+                    name_at = names.__getitem__
+                    new_names = map(name_at, learned_missing.tolist())  # in order of first appearance
+                    if pending:
+                        added = self._vocabulary.number_unknown(new_names)
+                        pending_names = list(added)
+                    else:
+                        added = self._vocabulary.add_unknown(new_names)
+                    # unlabeled events may name them too (the prefix sums decide when they are known)
+                    column[missing] = np.fromiter(map(added.get, map(name_at, missing.tolist()), repeat(-1)),
+                                                  dtype=np.int64, count=len(missing))
             self._grow_features(len(pending_names) if pending_names else 0)
         label = np.full(n, -1, dtype=np.int64)
         if labeled_rows:
@@ -729,6 +717,14 @@ class NaiveBayes(river_base.Classifier):
         if not keep.all():
             event, column, value = event[keep], column[keep], value[keep]
         return EncodedBatch(n, event, column, value, label, weight, pending_names, unit_values)
+
+    def _numbered_names_in(self, new_names, pending: bool):
+        """The featuriser's numbered new names (each once) taken in: returned as the batch's
+        pending names with `pending`, else added to the vocabulary now (None)."""
+        if pending:
+            return new_names
+        self._vocabulary.add_new(new_names)
+        return None
 
     def _encode_one(self, x: dict, y=None, w: float | None = None) -> EncodedEvent | None:
         """`_encode([x], [y], [w])` for one event of plain numbers, with the same checks in the
